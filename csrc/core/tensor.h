@@ -1,0 +1,107 @@
+#pragma once
+// Tensor: a typed, shaped view of a reference-counted CPU buffer.
+//
+// Copying a Tensor copies the view, not the memory (the buffer is shared). Kernels size their
+// outputs with Resize() and then call mutable_data<T>(), which allocates only when the buffer is
+// missing, shared with nothing bigger, or too small. A Tensor is not thread-safe: one writer at a
+// time, as the executor guarantees for the variables of one scope.
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/errors.h"
+#include "core/place.h"
+
+namespace fleet {
+
+using Shape = std::vector<int64_t>;
+
+// Product of the dimensions; throws InvalidArgument on a negative dimension.
+int64_t NumElements(const Shape& shape);
+std::string ShapeToString(const Shape& shape);
+
+// Memory owned by a deleter: Fleet's aligned allocator, or a foreign owner (a NumPy array).
+class Buffer {
+ public:
+  // Allocates `bytes` bytes aligned to 64 for SIMD kernels.
+  explicit Buffer(size_t bytes);
+  // Wraps foreign memory; `release` runs when the last Tensor using it goes away.
+  Buffer(void* data, size_t bytes, std::function<void()> release);
+  ~Buffer();
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  void* data() const { return data_; }
+  size_t size() const { return size_; }
+
+ private:
+  void* data_ = nullptr;
+  size_t size_ = 0;
+  std::function<void()> release_;
+};
+
+class Tensor {
+ public:
+  Tensor() = default;
+  Tensor(DType dtype, Shape shape) : shape_(std::move(shape)), dtype_(dtype) {}
+
+  const Shape& shape() const { return shape_; }
+  int rank() const { return static_cast<int>(shape_.size()); }
+  // Dimension i; negative i counts from the end.
+  int64_t dim(int i) const;
+  int64_t numel() const { return NumElements(shape_); }
+  DType dtype() const { return dtype_; }
+  size_t nbytes() const { return static_cast<size_t>(numel()) * SizeOf(dtype_); }
+  Place place() const { return Place{}; }
+  // True once memory has been allocated or shared into this tensor.
+  bool initialized() const { return buffer_ != nullptr; }
+
+  // Sets the shape; memory follows on the next mutable_data().
+  Tensor& Resize(Shape shape);
+  void set_dtype(DType dtype) { dtype_ = dtype; }
+
+  // Sets the dtype to T and returns writable memory for numel() elements.
+  template <typename T>
+  T* mutable_data() {
+    return static_cast<T*>(mutable_data(DTypeOf<T>::value));
+  }
+  void* mutable_data(DType dtype);
+
+  // Read access; throws InvalidArgument if uninitialised or of another dtype.
+  template <typename T>
+  const T* data() const {
+    CheckReadable(DTypeOf<T>::value);
+    return reinterpret_cast<const T*>(static_cast<const char*>(buffer_->data()) + offset_);
+  }
+  template <typename T>
+  T* data() {
+    CheckReadable(DTypeOf<T>::value);
+    return reinterpret_cast<T*>(static_cast<char*>(buffer_->data()) + offset_);
+  }
+  const void* raw_data() const;
+
+  // Makes this tensor a view of other's memory (same shape and dtype).
+  void ShareDataWith(const Tensor& other);
+  // Deep copy of other's shape, dtype and elements into memory of this tensor's own.
+  void CopyFrom(const Tensor& other);
+  // Rows [begin, end) along dimension 0, sharing memory.
+  Tensor Slice(int64_t begin, int64_t end) const;
+  // Fills every element with zero bytes (allocating if needed).
+  void SetZero();
+  // Adopts a buffer; used by the bindings to borrow NumPy memory without a copy.
+  void ResetBuffer(std::shared_ptr<Buffer> buffer, DType dtype, Shape shape);
+
+ private:
+  void CheckReadable(DType dtype) const;
+
+  std::shared_ptr<Buffer> buffer_;
+  size_t offset_ = 0;  // bytes from buffer_->data() to element 0
+  Shape shape_;
+  DType dtype_ = DType::kFloat32;
+};
+
+}  // namespace fleet

@@ -1,0 +1,138 @@
+#include "framework/executor.h"
+
+#include <chrono>
+
+namespace fleet::framework {
+namespace {
+
+// Rethrows the active fleet::Error as the same type with the op's description in front, unless
+// the kernel already described the op (ExecutionContext::Fail does).
+[[noreturn]] void RethrowWithOp(const OpSpec& op) {
+  try {
+    throw;
+  } catch (const Error& e) {
+    std::string what = e.what();
+    std::string message =
+        what.rfind("op ", 0) == 0 ? what : absl::StrCat("op ", op.Describe(), ": ", what);
+    try {
+      throw;
+    } catch (const InvalidArgument&) {
+      throw InvalidArgument(message);
+    } catch (const NotFound&) {
+      throw NotFound(message);
+    } catch (const Unavailable&) {
+      throw Unavailable(message);
+    } catch (const Timeout&) {
+      throw Timeout(message);
+    } catch (const Error&) {
+      throw Internal(message);
+    }
+  } catch (const std::bad_alloc&) {
+    throw Internal(absl::StrCat("op ", op.Describe(), ": out of memory"));
+  } catch (const std::exception& e) {
+    throw Internal(absl::StrCat("op ", op.Describe(), ": ", e.what()));
+  }
+}
+
+Variable* CreateVar(Scope* scope, const PreparedVar& var) {
+  if (var.persistable) {
+    if (Variable* existing = scope->FindVar(var.name)) return existing;
+  }
+  Variable* v = scope->Var(var.name);
+  if (!v->IsInitialized()) {
+    switch (var.kind) {
+      case VarKind::kLoDTensor:
+        v->GetMutable<LoDTensor>();
+        break;
+      case VarKind::kSelectedRows:
+        v->GetMutable<SelectedRows>();
+        break;
+      case VarKind::kLoDTensorArray:
+        v->GetMutable<LoDTensorArray>();
+        break;
+    }
+  }
+  return v;
+}
+
+std::vector<ResolvedSlot> Resolve(const VarNameMap& slots, Scope* scope, bool create) {
+  std::vector<ResolvedSlot> out;
+  out.reserve(slots.size());
+  for (const auto& [slot, names] : slots) {
+    ResolvedSlot resolved{slot, {}};
+    for (const auto& name : names) {
+      Variable* v = scope->FindVar(name);
+      if (v == nullptr && create) v = scope->Var(name);
+      FLEET_ENFORCE(v != nullptr, NotFound, "variable '", name, "' of slot '", slot,
+                    "' is neither declared in the block nor in the scope");
+      resolved.vars.push_back(v);
+    }
+    out.push_back(std::move(resolved));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::unique_ptr<PreparedProgram> Executor::Prepare(const proto::ProgramDesc& program,
+                                                   int block_id) const {
+  FLEET_ENFORCE(block_id >= 0 && block_id < program.blocks_size(), NotFound, "block ", block_id,
+                " is not in the program (it has ", program.blocks_size(), " blocks)");
+  const auto& block = program.blocks(block_id);
+  auto prepared = std::make_unique<PreparedProgram>();
+  for (const auto& var : block.vars()) {
+    prepared->vars.push_back(
+        {var.name(), var.persistable(), static_cast<VarKind>(static_cast<int>(var.type()))});
+  }
+  for (const auto& desc : block.ops()) {
+    PreparedOp op;
+    op.spec = OpSpecFromProto(desc);
+    const OpInfo& info = registry_->Get(op.spec.type);
+    auto kernel = info.kernels.find(place_.device);
+    FLEET_ENFORCE(kernel != info.kernels.end(), InvalidArgument, "op '", op.spec.type,
+                  "' has no kernel for ", place_.ToString());
+    op.kernel = &kernel->second;
+    int role = op.spec.attrs.GetOr<int32_t>(kOpRoleAttr, 0, op.spec.type);
+    op.role = static_cast<OpRole>(role >= 0 && role <= 3 ? role : 3);
+    prepared->ops.push_back(std::move(op));
+  }
+  return prepared;
+}
+
+BoundProgram Executor::Bind(const PreparedProgram& program, Scope* scope) const {
+  BoundProgram bound;
+  bound.program = &program;
+  bound.scope = scope;
+  for (const auto& var : program.vars) CreateVar(scope, var);
+  for (const auto& op : program.ops) {
+    try {
+      bound.inputs.push_back(Resolve(op.spec.inputs, scope, /*create=*/false));
+      bound.outputs.push_back(Resolve(op.spec.outputs, scope, /*create=*/true));
+    } catch (const Error&) {
+      RethrowWithOp(op.spec);
+    }
+  }
+  return bound;
+}
+
+void Executor::Run(const BoundProgram& bound, RunState* state, RunStats* stats) const {
+  const auto& ops = bound.program->ops;
+  using Clock = std::chrono::steady_clock;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const PreparedOp& op = ops[i];
+    ExecutionContext ctx(op.spec, bound.inputs[i], bound.outputs[i], state);
+    auto start = stats ? Clock::now() : Clock::time_point{};
+    try {
+      (*op.kernel)(ctx);
+    } catch (...) {
+      RethrowWithOp(op.spec);
+    }
+    if (stats) {
+      stats->nanos_by_role[static_cast<int>(op.role)] +=
+          std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count();
+    }
+  }
+  if (stats) ++stats->runs;
+}
+
+}  // namespace fleet::framework

@@ -1,0 +1,90 @@
+// Element-wise activations and scale. Gradients are computed from Out (not X) where the
+// derivative is a function of the output, so X need not be kept alive for backward.
+
+#include <cmath>
+
+#include "operators/op_helpers.h"
+#include "operators/register_ops.h"
+
+namespace fleet::operators {
+namespace {
+
+template <typename Fn>
+void UnaryKernel(const ExecutionContext& ctx, Fn fn) {
+  const LoDTensor& x = ctx.Input("X");
+  const float* in = FloatData(ctx, "X");
+  float* out = ResizeLike(x, ctx.Output("Out"));
+  const int64_t n = x.numel();
+  for (int64_t i = 0; i < n; ++i) out[i] = fn(in[i]);
+}
+
+// dX = dOut * fn(Out).
+template <typename Fn>
+void GradFromOutKernel(const ExecutionContext& ctx, Fn derivative_of_out) {
+  if (!ctx.HasOutput("X@GRAD")) return;
+  const LoDTensor& out = ctx.Input("Out");
+  const float* y = FloatData(ctx, "Out");
+  const float* dy = FloatData(ctx, "Out@GRAD");
+  FLEET_KERNEL_ENFORCE(ctx, ctx.Input("Out@GRAD").numel() == out.numel(),
+                       "Out@GRAD has shape ", ShapeToString(ctx.Input("Out@GRAD").shape()),
+                       " but Out has ", ShapeToString(out.shape()));
+  float* dx = ResizeLike(out, ctx.Output("X@GRAD"));
+  const int64_t n = out.numel();
+  for (int64_t i = 0; i < n; ++i) dx[i] = dy[i] * derivative_of_out(y[i]);
+}
+
+void RegisterFromOut(OpRegistry* registry, const std::string& type,
+                     float (*forward)(float), float (*derivative_of_out)(float)) {
+  OpInfo& op = registry->Register(type);
+  op.infer_shape = SameAs("X", "Out");
+  op.grad_maker = framework::SingleGradOp({}, {"Out"}, {"Out"}, {"X"});
+  SetCpuKernel(&op, [forward](const ExecutionContext& ctx) { UnaryKernel(ctx, forward); });
+  OpInfo& grad = registry->Register(type + "_grad");
+  grad.infer_shape = SameAs("Out", "X@GRAD");
+  SetCpuKernel(&grad, [derivative_of_out](const ExecutionContext& ctx) {
+    GradFromOutKernel(ctx, derivative_of_out);
+  });
+}
+
+float Relu(float x) { return x > 0.f ? x : 0.f; }
+float ReluDerivative(float y) { return y > 0.f ? 1.f : 0.f; }
+float Sigmoid(float x) { return 1.f / (1.f + std::exp(-x)); }
+float SigmoidDerivative(float y) { return y * (1.f - y); }
+float Tanh(float x) { return std::tanh(x); }
+float TanhDerivative(float y) { return 1.f - y * y; }
+
+// scale: Out = scale * X + bias (or scale * (X + bias) when bias_after_scale is false). Its
+// gradient is another scale op, so it needs no kernel of its own.
+void RegisterScale(OpRegistry* registry) {
+  OpInfo& op = registry->Register("scale");
+  op.infer_shape = SameAs("X", "Out");
+  op.grad_maker = [](const OpSpec& fwd) {
+    OpSpec grad;
+    grad.type = "scale";
+    grad.inputs["X"] = {framework::GradName(fwd.Inputs("X")[0])};
+    grad.outputs["Out"] = {framework::GradName(fwd.Outputs("Out")[0])};
+    grad.attrs.Set("scale", fwd.attrs.GetOr<float>("scale", 1.f, fwd.type));
+    grad.attrs.Set("bias", 0.f);
+    return std::vector<OpSpec>{grad};
+  };
+  SetCpuKernel(&op, [](const ExecutionContext& ctx) {
+    const float scale = ctx.Attr<float>("scale", 1.f);
+    const float bias = ctx.Attr<float>("bias", 0.f);
+    if (ctx.Attr<bool>("bias_after_scale", true)) {
+      UnaryKernel(ctx, [=](float x) { return scale * x + bias; });
+    } else {
+      UnaryKernel(ctx, [=](float x) { return scale * (x + bias); });
+    }
+  });
+}
+
+}  // namespace
+
+void RegisterActivationOps(OpRegistry* registry) {
+  RegisterFromOut(registry, "relu", Relu, ReluDerivative);
+  RegisterFromOut(registry, "sigmoid", Sigmoid, SigmoidDerivative);
+  RegisterFromOut(registry, "tanh", Tanh, TanhDerivative);
+  RegisterScale(registry);
+}
+
+}  // namespace fleet::operators

@@ -1,0 +1,30 @@
+#pragma once
+// Small pieces shared by kernels of several families.
+
+#include <string>
+
+#include "framework/execution_context.h"
+#include "framework/op_registry.h"
+
+namespace fleet::operators {
+
+using framework::ExecutionContext;
+using framework::InferShapeContext;
+using framework::OpInfo;
+using framework::OpSpec;
+using framework::VarInfo;
+
+// Infer-shape function: output `out` has the shape, dtype and lod level of input `in`.
+framework::InferShapeFn SameAs(std::string in, std::string out);
+
+// Resizes `out` like `in` (shape and lod) and returns its float32 memory.
+float* ResizeLike(const LoDTensor& in, LoDTensor* out);
+
+// The float32 data of the slot's tensor, with a clear error when it is another dtype.
+const float* FloatData(const ExecutionContext& ctx, const std::string& slot, size_t i = 0);
+
+inline void SetCpuKernel(OpInfo* info, framework::KernelFn fn) {
+  info->kernels[DeviceType::kCPU] = std::move(fn);
+}
+
+}  // namespace fleet::operators

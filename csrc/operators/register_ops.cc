@@ -1,0 +1,10 @@
+#include "operators/register_ops.h"
+
+namespace fleet::operators {
+
+void RegisterAllOps(OpRegistry* registry) {
+  RegisterIoOps(registry);
+  RegisterActivationOps(registry);
+}
+
+}  // namespace fleet::operators

@@ -1,0 +1,38 @@
+// Maps the C++ error types to the fleet.errors Python exceptions of the same names. This is the
+// one place where C++ errors become Python ones.
+
+#include "core/errors.h"
+#include "python/bindings.h"
+
+namespace fleet::python {
+
+void BindErrors(py::module_& m) {
+  py::module_ errors = py::module_::import("fleet.errors");
+  // Kept alive by the module so the translator can use them after import.
+  m.attr("_errors") = errors;
+  py::register_exception_translator([](std::exception_ptr p) {
+    if (!p) return;
+    py::module_ errors = py::module_::import("fleet.errors");
+    auto raise = [&](const char* type, const std::exception& e) {
+      py::object cls = errors.attr(type);
+      PyErr_SetString(cls.ptr(), e.what());
+    };
+    try {
+      std::rethrow_exception(p);
+    } catch (const InvalidArgument& e) {
+      raise("InvalidArgument", e);
+    } catch (const NotFound& e) {
+      raise("NotFound", e);
+    } catch (const Unavailable& e) {
+      raise("Unavailable", e);
+    } catch (const Timeout& e) {
+      raise("Timeout", e);
+    } catch (const Internal& e) {
+      raise("Internal", e);
+    } catch (const Error& e) {
+      raise("FleetError", e);
+    }
+  });
+}
+
+}  // namespace fleet::python

@@ -1,0 +1,11 @@
+// fleet._core: the compiled half of Fleet. The Python package re-exports what users need; this
+// module is private.
+
+#include "python/bindings.h"
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "Fleet's C++ core (private; use the fleet package)";
+  fleet::python::BindErrors(m);
+  fleet::python::BindCore(m);
+  fleet::python::BindFramework(m);
+}
