@@ -61,8 +61,8 @@ void RegisterScale(OpRegistry* registry) {
   op.grad_maker = [](const OpSpec& fwd) {
     OpSpec grad;
     grad.type = "scale";
-    grad.inputs["X"] = {framework::GradName(fwd.Inputs("X")[0])};
-    grad.outputs["Out"] = {framework::GradName(fwd.Outputs("Out")[0])};
+    grad.inputs["X"] = {framework::GradName(fwd.Outputs("Out")[0])};
+    grad.outputs["Out"] = {framework::GradName(fwd.Inputs("X")[0])};
     grad.attrs.Set("scale", fwd.attrs.GetOr<float>("scale", 1.f, fwd.type));
     grad.attrs.Set("bias", 0.f);
     return std::vector<OpSpec>{grad};
