@@ -1,1 +1,23 @@
+"""Fleet: distributed training for deep-learning models, in the style of PaddlePaddle Fleet.
 
+Build a static program with `fleet.layers`, pick an optimizer from `fleet.optimizer`, run it with
+`fleet.Executor`. The compiled core is `fleet._core` (private); this module re-exports an
+explicit list.
+"""
+
+from fleet import errors, initializer, layers, optimizer
+from fleet.backward import append_backward, gradients
+from fleet.executor import (CPUPlace, CUDAPlace, Executor, LoDTensor, create_lod_tensor,
+                            global_scope, scope_guard)
+from fleet.framework import (Parameter, Program, Variable, default_main_program,
+                             default_startup_program, program_guard, registered_ops)
+from fleet.param_attr import ParamAttr
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CPUPlace", "CUDAPlace", "Executor", "LoDTensor", "ParamAttr", "Parameter", "Program",
+    "Variable", "append_backward", "create_lod_tensor", "default_main_program",
+    "default_startup_program", "errors", "global_scope", "gradients", "initializer", "layers",
+    "optimizer", "program_guard", "registered_ops", "scope_guard",
+]

@@ -1,0 +1,201 @@
+"""Executor, places, scopes and LoD tensors for feeding sequences.
+
+`Executor.run` adds feed and fetch ops to a copy of the program, has C++ prepare it once (the
+result is cached per program version and feed/fetch names), and runs it with the GIL released.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Iterator, Mapping, Sequence
+
+import numpy as np
+
+from fleet import _core
+from fleet._dtypes import dtype_name, numpy_dtype, to_dtype
+from fleet.errors import InvalidArgument, NotFound, Unavailable
+from fleet.framework import (LOD_TENSOR_ARRAY, OP_ROLE_OTHER, Operator, Program, Variable,
+                             default_main_program)
+from fleet.proto import framework_pb2 as pb
+
+FEED_HOLDER, FETCH_HOLDER = "feed", "fetch"
+
+
+class CPUPlace:
+    def __repr__(self) -> str:
+        return "CPUPlace()"
+
+
+class CUDAPlace:
+    def __init__(self, device_id: int = 0) -> None:
+        self.device_id = device_id
+
+    def __repr__(self) -> str:
+        return f"CUDAPlace({self.device_id})"
+
+
+class _GlobalScope:
+    """The fluid API's global scope (switched by scope_guard)."""
+
+    scope = _core.Scope()
+
+
+def global_scope() -> Any:
+    return _GlobalScope.scope
+
+
+@contextlib.contextmanager
+def scope_guard(scope: Any) -> Iterator[None]:
+    saved, _GlobalScope.scope = _GlobalScope.scope, scope
+    try:
+        yield
+    finally:
+        _GlobalScope.scope = saved
+
+
+def LoDTensor(values: Any = None, lengths: Sequence[Sequence[int]] | None = None,
+              lod: Sequence[Sequence[int]] | None = None) -> Any:
+    """A tensor to feed sequences: `values` rows grouped by `lengths` (per level, e.g.
+    [[2, 3]] for two sequences of 2 and 3 rows) or by `lod` offsets ([[0, 2, 5]])."""
+    tensor = _core.LoDTensor()
+    if values is not None:
+        tensor.set(np.asarray(values))
+    if lengths is not None and lod is not None:
+        raise InvalidArgument("LoDTensor: give lengths or lod, not both")
+    if lengths is not None:
+        tensor.set_recursive_sequence_lengths([list(level) for level in lengths])
+    if lod is not None:
+        tensor.set_lod([list(level) for level in lod])
+    return tensor
+
+
+def create_lod_tensor(data: Any, recursive_seq_lens: Sequence[Sequence[int]],
+                      place: Any = None) -> Any:
+    """fluid.create_lod_tensor: `data` as an array (or a list of per-sequence lists)."""
+    if isinstance(data, list) and data and isinstance(data[0], (list, tuple, np.ndarray)):
+        data = np.concatenate([np.asarray(d).reshape(len(d), -1) for d in data])
+    return LoDTensor(data, lengths=recursive_seq_lens)
+
+
+def _check_feed(var: Variable, tensor: Any) -> None:
+    shape = tuple(tensor.shape())
+    expected = var.shape
+    got_dtype = to_dtype(tensor.dtype())
+    if got_dtype != var.dtype:
+        raise InvalidArgument(
+            f"feed '{var.name}': got dtype {dtype_name(got_dtype)} with shape {list(shape)}, but "
+            f"the variable is declared {dtype_name(var.dtype)} with shape {list(expected)}")
+    compatible = len(shape) == len(expected) and all(
+        e < 0 or e == s for e, s in zip(expected, shape))
+    if not compatible:
+        raise InvalidArgument(
+            f"feed '{var.name}': got shape {list(shape)}, but the variable is declared with "
+            f"shape {list(expected)} (-1 matches any size)")
+    if var.lod_level > 0 and not tensor.lod() and len(shape) > 0:
+        # One row per sequence is the natural default for lod_level-1 inputs fed as arrays.
+        tensor.set_lod([list(range(shape[0] + 1))])
+
+
+def _to_tensor(name: str, value: Any, var: Variable) -> Any:
+    if isinstance(value, _core.LoDTensor):
+        return value
+    array = np.asarray(value)
+    if array.dtype == np.float64 and var.dtype != to_dtype(np.float64):
+        raise InvalidArgument(
+            f"feed '{name}': got a float64 array of shape {list(array.shape)}, but the variable "
+            f"is declared {dtype_name(var.dtype)} with shape {list(var.shape)}; convert it with "
+            f".astype(np.{dtype_name(var.dtype)})")
+    tensor = _core.LoDTensor()
+    tensor.set(array)
+    return tensor
+
+
+class Executor:
+    """Runs programs on a scope. `place` is CPUPlace(); CUDAPlace needs a GPU build and device."""
+
+    def __init__(self, place: Any = None, seed: int = 0x5eed) -> None:
+        if isinstance(place, CUDAPlace):
+            if not _core.compiled_with_cuda:
+                raise Unavailable(f"{place}: Fleet was built without CUDA")
+            raise Unavailable(f"{place}: the executor runs programs on CPU only in this "
+                              "version; use CPUPlace()")
+        self.place = place or CPUPlace()
+        self._core = _core.Executor(seed=seed)
+        self._cache: dict[tuple, Any] = {}
+
+    def run(self, program: Program | None = None, feed: Mapping[str, Any] | None = None,
+            fetch_list: Sequence[Any] | None = None, scope: Any = None,
+            return_numpy: bool = True, use_program_cache: bool = True) -> list[Any]:
+        program = program if program is not None else default_main_program()
+        program = getattr(program, "program", program)  # accept a CompiledProgram-like wrapper
+        scope = scope if scope is not None else global_scope()
+        feed = dict(feed or {})
+        fetch_names = [f.name if isinstance(f, Variable) else str(f) for f in (fetch_list or [])]
+        block = program.global_block()
+        tensors = []
+        for name, value in feed.items():
+            if not block.has_var(name):
+                raise NotFound(f"feed '{name}' is not a variable of the program")
+            var = block.var(name)
+            tensor = _to_tensor(name, value, var)
+            _check_feed(var, tensor)
+            tensors.append(tensor)
+        for name in fetch_names:
+            if not block.has_var(name):
+                raise NotFound(f"fetch '{name}' is not a variable of the program")
+        prepared = self._prepare(program, list(feed), fetch_names, use_program_cache)
+        fetched = self._core.run(prepared, scope, tensors, FEED_HOLDER, FETCH_HOLDER)
+        if not return_numpy:
+            return list(fetched)
+        return [t.numpy() for t in fetched]
+
+    def _prepare(self, program: Program, feed_names: list[str], fetch_names: list[str],
+                 use_cache: bool) -> Any:
+        key = (id(program), program.version, tuple(feed_names), tuple(fetch_names))
+        cached = self._cache.get(key) if use_cache else None
+        if cached is not None and cached[0] is program:
+            return cached[1]
+        desc = pb.ProgramDesc()
+        desc.CopyFrom(program.desc())
+        block = desc.blocks[0]
+        for holder in (FEED_HOLDER, FETCH_HOLDER):
+            block.vars.add(name=holder, type=LOD_TENSOR_ARRAY, persistable=True)
+        feed_ops = [Operator(None, "feed", {"X": [FEED_HOLDER]}, {"Out": [name]},  # type: ignore[arg-type]
+                             {"col": i, "op_role": OP_ROLE_OTHER}).to_desc()
+                    for i, name in enumerate(feed_names)]
+        ops = list(block.ops)
+        del block.ops[:]
+        block.ops.extend(feed_ops + ops)
+        for i, name in enumerate(fetch_names):
+            block.ops.append(Operator(None, "fetch", {"X": [name]}, {"Out": [FETCH_HOLDER]},  # type: ignore[arg-type]
+                                      {"col": i, "op_role": OP_ROLE_OTHER}).to_desc())
+        prepared = self._core.prepare(desc.SerializeToString(), 0)
+        if use_cache:
+            self._cache[key] = (program, prepared)
+        return prepared
+
+    def enable_profiling(self, on: bool = True) -> None:
+        """Accumulate run time per op role (forward, backward, optimize) in C++."""
+        self._core.set_profiling(on)
+
+    def profile(self) -> dict[str, float]:
+        return dict(self._core.stats())
+
+    def reset_profile(self) -> None:
+        self._core.reset_stats()
+
+    def close(self) -> None:
+        self._cache.clear()
+
+
+def numpy_of(var: Any) -> np.ndarray:
+    """The value of a scope variable as a NumPy array (dense even for SelectedRows)."""
+    if var is None:
+        raise NotFound("variable not found in scope")
+    if var.is_selected_rows():
+        return var.get_selected_rows().to_dense()
+    return var.get_tensor().numpy()
+
+
+__all__ = ["CPUPlace", "CUDAPlace", "Executor", "LoDTensor", "create_lod_tensor",
+           "global_scope", "scope_guard", "numpy_of", "numpy_dtype"]
