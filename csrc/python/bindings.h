@@ -10,5 +10,6 @@ namespace py = pybind11;
 void BindErrors(py::module_& m);     // bind_errors.cc
 void BindCore(py::module_& m);       // bind_core.cc: LoDTensor, SelectedRows, Variable, Scope
 void BindFramework(py::module_& m);  // bind_framework.cc: registry, autodiff, Executor
+void BindData(py::module_& m);       // bind_data.cc: datasets, train_from_dataset's trainer
 
 }  // namespace fleet::python
