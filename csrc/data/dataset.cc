@@ -59,6 +59,14 @@ class QueuePass : public BatchSource {
 
 Dataset::Dataset(DataFeedConfig config) : config_(std::move(config)) { CheckConfig(config_); }
 
+void Dataset::SetBatching(int64_t batch_size, int threads) {
+  DataFeedConfig updated = config_;
+  updated.batch_size = batch_size;
+  updated.threads = threads;
+  CheckConfig(updated);
+  config_ = std::move(updated);
+}
+
 QueueDataset::QueueDataset(DataFeedConfig config, std::vector<std::string> files)
     : Dataset(std::move(config)), files_(std::move(files)) {
   FLEET_ENFORCE(!files_.empty(), InvalidArgument,

@@ -50,6 +50,8 @@ class Dataset {
   explicit Dataset(DataFeedConfig config);
   virtual ~Dataset() = default;
   const DataFeedConfig& config() const { return config_; }
+  // Changes how later passes batch the samples (the slots and files stay). Not while a pass runs.
+  void SetBatching(int64_t batch_size, int threads);
   // A new pass. Throws before anything starts when the pass cannot run (missing files, ...).
   virtual std::unique_ptr<BatchSource> NewPass() = 0;
 

@@ -58,6 +58,9 @@ py::dict ResultToDict(const data::TrainerResult& r) {
     last.append(t.initialized() ? py::object(TensorToArray(t)) : py::object(py::none()));
   }
   d["last_fetch"] = last;
+  py::list lods;
+  for (const auto& t : r.last_fetch) lods.append(py::cast(t.lod()));
+  d["last_fetch_lod"] = lods;
   const auto& ns = r.run_stats.nanos_by_role;
   py::dict profile;
   profile["forward_s"] = ns[0] * 1e-9;
@@ -126,6 +129,7 @@ void BindDatasets(py::module_& m) {
   py::class_<Dataset, std::shared_ptr<Dataset>>(m, "DatasetBase")
       .def_property_readonly("batch_size", [](const Dataset& d) { return d.config().batch_size; })
       .def_property_readonly("thread", [](const Dataset& d) { return d.config().threads; })
+      .def("set_batching", &Dataset::SetBatching, py::arg("batch_size"), py::arg("threads"))
       .def_property_readonly("slot_names", [](const Dataset& d) {
         std::vector<std::string> names;
         for (const auto& s : d.config().slots) names.push_back(s.name);
