@@ -50,11 +50,9 @@ class CtrDnn:
         if self.config.layout == "fused":
             feed["sparse_input"] = sparse
         else:
-            n = sparse.shape[0]
-            offsets = [list(range(n + 1))]
+            # One id per slot and sample: the executor gives each row its own sequence.
             for slot in range(NUM_SPARSE):
-                feed[f"C{slot + 1}"] = fleet.LoDTensor(
-                    np.ascontiguousarray(sparse[:, slot:slot + 1]), lod=offsets)
+                feed[f"C{slot + 1}"] = sparse[:, slot:slot + 1]
         return feed
 
 
