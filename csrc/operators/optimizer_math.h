@@ -30,8 +30,7 @@ FLEET_HOST_DEVICE inline void NesterovElement(float lr, float mu, float g, float
 }
 
 // adagrad: m += g^2; p -= lr * g / (sqrt(m) + epsilon).
-FLEET_HOST_DEVICE inline void AdagradElement(float lr, float epsilon, float g, float* p,
-                                             float* m) {
+FLEET_HOST_DEVICE inline void AdagradElement(float lr, float epsilon, float g, float* p, float* m) {
   *m += g * g;
   *p -= lr * g / (sqrtf(*m) + epsilon);
 }

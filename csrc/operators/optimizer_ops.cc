@@ -27,8 +27,7 @@ void SgdRow(float lr, const float* g, float* p, int64_t n) {
   for (int64_t i = 0; i < n; ++i) SgdElement(lr, g[i], p + i);
 }
 
-void MomentumRow(float lr, float mu, bool nesterov, const float* g, float* p, float* v,
-                 int64_t n) {
+void MomentumRow(float lr, float mu, bool nesterov, const float* g, float* p, float* v, int64_t n) {
   if (nesterov) {
     for (int64_t i = 0; i < n; ++i) NesterovElement(lr, mu, g[i], p + i, v + i);
   } else {
@@ -62,8 +61,8 @@ float ScalarInput(const ExecutionContext& ctx, const std::string& slot) {
 float* UpdateInPlace(const ExecutionContext& ctx, const std::string& in, const std::string& out,
                      const Shape& shape) {
   const LoDTensor& src = ctx.Input(in);
-  FLEET_KERNEL_ENFORCE(ctx, src.dtype() == DType::kFloat32, in, " '", ctx.InputName(in),
-                       "' is ", DTypeName(src.dtype()), ", expected float32");
+  FLEET_KERNEL_ENFORCE(ctx, src.dtype() == DType::kFloat32, in, " '", ctx.InputName(in), "' is ",
+                       DTypeName(src.dtype()), ", expected float32");
   FLEET_KERNEL_ENFORCE(ctx, src.shape() == shape, in, " '", ctx.InputName(in), "' has shape ",
                        ShapeToString(src.shape()), ", expected Param's shape ",
                        ShapeToString(shape));
@@ -208,9 +207,9 @@ void AdagradKernel(const ExecutionContext& ctx) {
 void AdamKernel(const ExecutionContext& ctx) {
   const float beta1 = ctx.Attr<float>("beta1", 0.9f);
   const float beta2 = ctx.Attr<float>("beta2", 0.999f);
-  const AdamStep step = MakeAdamStep(
-      ScalarInput(ctx, "LearningRate"), beta1, beta2, ctx.Attr<float>("epsilon", 1e-8f),
-      ScalarInput(ctx, "Beta1Pow"), ScalarInput(ctx, "Beta2Pow"));
+  const AdamStep step = MakeAdamStep(ScalarInput(ctx, "LearningRate"), beta1, beta2,
+                                     ctx.Attr<float>("epsilon", 1e-8f),
+                                     ScalarInput(ctx, "Beta1Pow"), ScalarInput(ctx, "Beta2Pow"));
   const Shape shape = ctx.Input("Param").shape();
   float* p = UpdateInPlace(ctx, "Param", "ParamOut", shape);
   float* m1 = UpdateInPlace(ctx, "Moment1", "Moment1Out", shape);
@@ -235,8 +234,7 @@ void AdamKernel(const ExecutionContext& ctx) {
 }
 
 // Infer-shape: each output named in `pairs` takes the shape of its input.
-framework::InferShapeFn OutputsLikeInputs(
-    std::vector<std::pair<std::string, std::string>> pairs) {
+framework::InferShapeFn OutputsLikeInputs(std::vector<std::pair<std::string, std::string>> pairs) {
   return [pairs](InferShapeContext* ctx) {
     for (const auto& [in, out] : pairs) {
       if (ctx->HasInput(in) && ctx->HasOutput(out)) ctx->SetOutput(out, ctx->Input(in));
