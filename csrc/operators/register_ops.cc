@@ -5,6 +5,7 @@ namespace fleet::operators {
 void RegisterAllOps(OpRegistry* registry) {
   RegisterIoOps(registry);
   RegisterActivationOps(registry);
+  RegisterOptimizerOps(registry);
 }
 
 }  // namespace fleet::operators

@@ -10,6 +10,7 @@ using framework::OpRegistry;
 
 void RegisterIoOps(OpRegistry* registry);          // feed, fetch
 void RegisterActivationOps(OpRegistry* registry);  // relu, sigmoid, tanh, scale
+void RegisterOptimizerOps(OpRegistry* registry);   // sgd, momentum, adagrad, adam
 
 void RegisterAllOps(OpRegistry* registry);
 
