@@ -5,6 +5,7 @@ namespace fleet::operators {
 void RegisterAllOps(OpRegistry* registry) {
   RegisterIoOps(registry);
   RegisterActivationOps(registry);
+  RegisterSoftmaxLossOps(registry);
 }
 
 }  // namespace fleet::operators

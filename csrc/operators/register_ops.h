@@ -10,6 +10,8 @@ using framework::OpRegistry;
 
 void RegisterIoOps(OpRegistry* registry);          // feed, fetch
 void RegisterActivationOps(OpRegistry* registry);  // relu, sigmoid, tanh, scale
+// softmax, cross_entropy, softmax_with_cross_entropy, sigmoid_cross_entropy_with_logits, log_loss
+void RegisterSoftmaxLossOps(OpRegistry* registry);
 
 void RegisterAllOps(OpRegistry* registry);
 
