@@ -6,6 +6,7 @@ void RegisterAllOps(OpRegistry* registry) {
   RegisterIoOps(registry);
   RegisterActivationOps(registry);
   RegisterSoftmaxLossOps(registry);
+  RegisterEmbeddingOps(registry);
 }
 
 }  // namespace fleet::operators

@@ -12,6 +12,7 @@ void RegisterIoOps(OpRegistry* registry);          // feed, fetch
 void RegisterActivationOps(OpRegistry* registry);  // relu, sigmoid, tanh, scale
 // softmax, cross_entropy, softmax_with_cross_entropy, sigmoid_cross_entropy_with_logits, log_loss
 void RegisterSoftmaxLossOps(OpRegistry* registry);
+void RegisterEmbeddingOps(OpRegistry* registry);  // lookup_table
 
 void RegisterAllOps(OpRegistry* registry);
 
