@@ -7,6 +7,7 @@ void RegisterAllOps(OpRegistry* registry) {
   RegisterActivationOps(registry);
   RegisterSoftmaxLossOps(registry);
   RegisterEmbeddingOps(registry);
+  RegisterSequenceOps(registry);
 }
 
 }  // namespace fleet::operators

@@ -13,6 +13,7 @@ void RegisterActivationOps(OpRegistry* registry);  // relu, sigmoid, tanh, scale
 // softmax, cross_entropy, softmax_with_cross_entropy, sigmoid_cross_entropy_with_logits, log_loss
 void RegisterSoftmaxLossOps(OpRegistry* registry);
 void RegisterEmbeddingOps(OpRegistry* registry);  // lookup_table
+void RegisterSequenceOps(OpRegistry* registry);   // sequence_pool
 
 void RegisterAllOps(OpRegistry* registry);
 
