@@ -8,6 +8,7 @@ void RegisterAllOps(OpRegistry* registry) {
   RegisterSoftmaxLossOps(registry);
   RegisterEmbeddingOps(registry);
   RegisterSequenceOps(registry);
+  RegisterDropoutOps(registry);
 }
 
 }  // namespace fleet::operators

@@ -14,6 +14,7 @@ void RegisterActivationOps(OpRegistry* registry);  // relu, sigmoid, tanh, scale
 void RegisterSoftmaxLossOps(OpRegistry* registry);
 void RegisterEmbeddingOps(OpRegistry* registry);  // lookup_table
 void RegisterSequenceOps(OpRegistry* registry);   // sequence_pool
+void RegisterDropoutOps(OpRegistry* registry);    // dropout
 
 void RegisterAllOps(OpRegistry* registry);
 
