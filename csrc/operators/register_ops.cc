@@ -9,6 +9,7 @@ void RegisterAllOps(OpRegistry* registry) {
   RegisterEmbeddingOps(registry);
   RegisterSequenceOps(registry);
   RegisterDropoutOps(registry);
+  RegisterMetricOps(registry);
 }
 
 }  // namespace fleet::operators

@@ -15,6 +15,7 @@ void RegisterSoftmaxLossOps(OpRegistry* registry);
 void RegisterEmbeddingOps(OpRegistry* registry);  // lookup_table
 void RegisterSequenceOps(OpRegistry* registry);   // sequence_pool
 void RegisterDropoutOps(OpRegistry* registry);    // dropout
+void RegisterMetricOps(OpRegistry* registry);     // accuracy, auc (no gradients)
 
 void RegisterAllOps(OpRegistry* registry);
 
