@@ -6,6 +6,11 @@ void RegisterAllOps(OpRegistry* registry) {
   RegisterIoOps(registry);
   RegisterActivationOps(registry);
   RegisterOptimizerOps(registry);
+  RegisterSoftmaxLossOps(registry);
+  RegisterEmbeddingOps(registry);
+  RegisterSequenceOps(registry);
+  RegisterDropoutOps(registry);
+  RegisterMetricOps(registry);
 }
 
 }  // namespace fleet::operators

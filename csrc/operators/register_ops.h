@@ -11,6 +11,12 @@ using framework::OpRegistry;
 void RegisterIoOps(OpRegistry* registry);          // feed, fetch
 void RegisterActivationOps(OpRegistry* registry);  // relu, sigmoid, tanh, scale
 void RegisterOptimizerOps(OpRegistry* registry);   // sgd, momentum, adagrad, adam
+// softmax, cross_entropy, softmax_with_cross_entropy, sigmoid_cross_entropy_with_logits, log_loss
+void RegisterSoftmaxLossOps(OpRegistry* registry);
+void RegisterEmbeddingOps(OpRegistry* registry);  // lookup_table
+void RegisterSequenceOps(OpRegistry* registry);   // sequence_pool
+void RegisterDropoutOps(OpRegistry* registry);    // dropout
+void RegisterMetricOps(OpRegistry* registry);     // accuracy, auc (no gradients)
 
 void RegisterAllOps(OpRegistry* registry);
 
