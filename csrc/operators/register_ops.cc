@@ -5,6 +5,11 @@ namespace fleet::operators {
 void RegisterAllOps(OpRegistry* registry) {
   RegisterIoOps(registry);
   RegisterActivationOps(registry);
+  RegisterElementwiseOps(registry);
+  RegisterMatmulOps(registry);
+  RegisterReduceOps(registry);
+  RegisterShapeOps(registry);
+  RegisterFillOps(registry);
 }
 
 }  // namespace fleet::operators

@@ -10,6 +10,11 @@ using framework::OpRegistry;
 
 void RegisterIoOps(OpRegistry* registry);          // feed, fetch
 void RegisterActivationOps(OpRegistry* registry);  // relu, sigmoid, tanh, scale
+void RegisterElementwiseOps(OpRegistry* registry);  // elementwise_add/_sub/_mul/_div
+void RegisterMatmulOps(OpRegistry* registry);       // mul, matmul
+void RegisterReduceOps(OpRegistry* registry);       // mean, reduce_sum, reduce_mean, sum
+void RegisterShapeOps(OpRegistry* registry);  // concat, split, reshape, cast, fill_zeros_like
+void RegisterFillOps(OpRegistry* registry);   // fill_constant, uniform_random, gaussian_random
 
 void RegisterAllOps(OpRegistry* registry);
 
