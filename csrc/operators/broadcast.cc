@@ -12,8 +12,9 @@ BroadcastPlan::BroadcastPlan(const Shape& full, const Shape& partial)
   std::vector<bool> broadcast;
   for (size_t i = 0; i < full.size(); ++i) {
     if (full[i] == 1) continue;
-    FLEET_ENFORCE(partial[i] == full[i] || partial[i] == 1, Internal, "broadcast plan: ",
-                  ShapeToString(partial), " does not broadcast to ", ShapeToString(full));
+    FLEET_ENFORCE(partial[i] == full[i] || partial[i] == 1, Internal,
+                  "broadcast plan: ", ShapeToString(partial), " does not broadcast to ",
+                  ShapeToString(full));
     bool b = partial[i] == 1;
     if (!dims.empty() && broadcast.back() == b) {
       dims.back() *= full[i];

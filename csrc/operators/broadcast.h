@@ -55,4 +55,19 @@ class BroadcastPlan {
   int64_t partial_numel_ = 0;
 };
 
+// Sum of value(0) .. value(n - 1) in Acc. Eight independent accumulators let the compiler keep
+// several adds in flight (and use SIMD lanes) without reassociating one long chain.
+template <typename Acc, typename Fn>
+Acc SumOf(int64_t n, Fn&& value) {
+  Acc lanes[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int k = 0; k < 8; ++k) lanes[k] += static_cast<Acc>(value(i + k));
+  }
+  Acc tail = 0;
+  for (; i < n; ++i) tail += static_cast<Acc>(value(i));
+  return tail + ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) +
+         ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+}
+
 }  // namespace fleet::operators

@@ -32,8 +32,8 @@ bool PadY(const Shape& x, const Shape& y, int axis, Shape* padded, std::string* 
     const int64_t xd = x[start + i];
     const int64_t yd = y[i];
     if (yd != xd && yd != 1 && yd != -1 && xd != -1) {
-      *why = absl::StrCat("Y dimension ", i, " (", yd, ") must equal X dimension ", start + i,
-                          " (", xd, ") or be 1");
+      *why = absl::StrCat("Y dimension ", i, " (", yd, ") must equal X dimension ", start + i, " (",
+                          xd, ") or be 1");
       return false;
     }
     (*padded)[start + i] = yd;
@@ -76,25 +76,33 @@ Shape RuntimePaddedY(const ExecutionContext& ctx, const Tensor& x, const Tensor&
 
 struct Add {
   template <typename T>
-  T operator()(T x, T y) const { return x + y; }
+  T operator()(T x, T y) const {
+    return x + y;
+  }
   static float Dx(float, float, float dout) { return dout; }
   static float Dy(float, float, float dout) { return dout; }
 };
 struct Sub {
   template <typename T>
-  T operator()(T x, T y) const { return x - y; }
+  T operator()(T x, T y) const {
+    return x - y;
+  }
   static float Dx(float, float, float dout) { return dout; }
   static float Dy(float, float, float dout) { return -dout; }
 };
 struct Mul {
   template <typename T>
-  T operator()(T x, T y) const { return x * y; }
+  T operator()(T x, T y) const {
+    return x * y;
+  }
   static float Dx(float, float y, float dout) { return dout * y; }
   static float Dy(float x, float, float dout) { return dout * x; }
 };
 struct Div {
   template <typename T>
-  T operator()(T x, T y) const { return x / y; }
+  T operator()(T x, T y) const {
+    return x / y;
+  }
   static float Dx(float, float y, float dout) { return dout / y; }
   static float Dy(float x, float y, float dout) { return -dout * x / (y * y); }
 };
@@ -172,9 +180,9 @@ void GradKernel(const ExecutionContext& ctx) {
       if (contiguous) {
         for (int64_t i = 0; i < n; ++i) dy[p + i] += Op::Dy(xs[f + i], ys[p + i], g[f + i]);
       } else {
-        double sum = 0;
-        for (int64_t i = 0; i < n; ++i) sum += Op::Dy(xs[f + i], ys[p], g[f + i]);
-        dy[p] += static_cast<float>(sum);
+        const float y = ys[p];
+        dy[p] += static_cast<float>(
+            SumOf<double>(n, [&](int64_t i) { return Op::Dy(xs[f + i], y, g[f + i]); }));
       }
     });
   }

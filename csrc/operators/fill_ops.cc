@@ -12,9 +12,7 @@
 namespace fleet::operators {
 namespace {
 
-Shape ShapeAttr(const OpSpec& op) {
-  return op.attrs.Get<std::vector<int64_t>>("shape", op.type);
-}
+Shape ShapeAttr(const OpSpec& op) { return op.attrs.Get<std::vector<int64_t>>("shape", op.type); }
 
 DType DTypeAttr(const OpSpec& op) {
   return DTypeFromInt(op.attrs.GetOr<int32_t>("dtype", static_cast<int>(DType::kFloat32), op.type),

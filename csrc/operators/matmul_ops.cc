@@ -154,8 +154,8 @@ bool PlanMatmul(const Shape& xs, const Shape& ys, bool tx, bool ty, MatmulPlan* 
   const int64_t kx = x.op_cols(), ky = y.op_rows();
   if (kx >= 0 && ky >= 0 && kx != ky) {
     *why = absl::StrCat("X's shape ", ShapeToString(xs), " (transpose_X=", tx, ") and Y's shape ",
-                        ShapeToString(ys), " (transpose_Y=", ty,
-                        ") have different inner sizes ", kx, " and ", ky);
+                        ShapeToString(ys), " (transpose_Y=", ty, ") have different inner sizes ",
+                        kx, " and ", ky);
     return false;
   }
   Shape batch = x.batch.empty() ? y.batch : x.batch;

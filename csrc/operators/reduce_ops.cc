@@ -30,8 +30,7 @@ void MeanKernel(const ExecutionContext& ctx) {
   const int64_t n = x.numel();
   FLEET_KERNEL_ENFORCE(ctx, n > 0, "X of shape ", ShapeToString(x.shape()),
                        " is empty; its mean is undefined");
-  double sum = 0;
-  for (int64_t i = 0; i < n; ++i) sum += xs[i];
+  const double sum = SumOf<double>(n, [&](int64_t i) { return xs[i]; });
   LoDTensor* out = ctx.Output("Out");
   out->Resize({1});
   out->set_lod({});
@@ -115,9 +114,7 @@ void ReduceForward(const LoDTensor& x, const ReducePlan& plan, bool mean, LoDTen
     if (contiguous) {
       for (int64_t i = 0; i < n; ++i) os[p + i] += xs[f + i];
     } else {
-      Acc sum = 0;
-      for (int64_t i = 0; i < n; ++i) sum += xs[f + i];
-      os[p] += static_cast<T>(sum);
+      os[p] += static_cast<T>(SumOf<Acc>(n, [&](int64_t i) { return xs[f + i]; }));
     }
   });
   const int64_t count = walk.partial_numel() == 0 ? 0 : x.numel() / walk.partial_numel();
@@ -174,7 +171,6 @@ void RegisterReduce(OpRegistry* registry, const std::string& type, bool mean) {
   grad.infer_shape = GradsLikeInputs({"X"});
   SetCpuKernel(&grad, [mean](const ExecutionContext& ctx) { ReduceGradKernel(ctx, mean); });
 }
-
 
 // ---- sum ------------------------------------------------------------------------------------
 
@@ -236,8 +232,7 @@ SelectedRows ConcatRows(const ExecutionContext& ctx) {
                          ctx.InputName("X", i), "' has width ", in.value().dim(1),
                          ", earlier inputs have width ", width);
     width = in.value().dim(1);
-    result.mutable_rows()->insert(result.mutable_rows()->end(), in.rows().begin(),
-                                  in.rows().end());
+    result.mutable_rows()->insert(result.mutable_rows()->end(), in.rows().begin(), in.rows().end());
   }
   const int64_t total = static_cast<int64_t>(result.rows().size());
   result.mutable_value()->Resize({total, std::max<int64_t>(width, 0)});
@@ -274,11 +269,12 @@ void ScatterAddRows(const ExecutionContext& ctx, size_t i, const SelectedRows& r
   const Tensor& value = rows.value();
   FLEET_KERNEL_ENFORCE(ctx, out->dtype() == DType::kFloat32 && value.dtype() == DType::kFloat32,
                        "mixing SelectedRows and dense inputs needs float32 values");
-  FLEET_KERNEL_ENFORCE(ctx, rows.height() == height && value.numel() ==
-                                static_cast<int64_t>(rows.rows().size()) * width,
-                       "SelectedRows input '", ctx.InputName("X", i), "' (height ",
-                       rows.height(), ", value ", ShapeToString(value.shape()),
-                       ") does not fit the dense inputs of shape ", ShapeToString(out->shape()));
+  FLEET_KERNEL_ENFORCE(
+      ctx,
+      rows.height() == height && value.numel() == static_cast<int64_t>(rows.rows().size()) * width,
+      "SelectedRows input '", ctx.InputName("X", i), "' (height ", rows.height(), ", value ",
+      ShapeToString(value.shape()), ") does not fit the dense inputs of shape ",
+      ShapeToString(out->shape()));
   float* dst = out->data<float>();
   const float* src = value.data<float>();
   for (size_t r = 0; r < rows.rows().size(); ++r) {

@@ -10,11 +10,13 @@ using framework::OpRegistry;
 
 void RegisterIoOps(OpRegistry* registry);          // feed, fetch
 void RegisterActivationOps(OpRegistry* registry);  // relu, sigmoid, tanh, scale
-void RegisterElementwiseOps(OpRegistry* registry);  // elementwise_add/_sub/_mul/_div
-void RegisterMatmulOps(OpRegistry* registry);       // mul, matmul
-void RegisterReduceOps(OpRegistry* registry);       // mean, reduce_sum, reduce_mean, sum
-void RegisterShapeOps(OpRegistry* registry);  // concat, split, reshape, cast, fill_zeros_like
-void RegisterFillOps(OpRegistry* registry);   // fill_constant, uniform_random, gaussian_random
+// elementwise_add/_sub/_mul/_div; mul, matmul; mean, reduce_sum, reduce_mean, sum; concat,
+// split, reshape, cast, fill_zeros_like; fill_constant, uniform_random, gaussian_random.
+void RegisterElementwiseOps(OpRegistry* registry);
+void RegisterMatmulOps(OpRegistry* registry);
+void RegisterReduceOps(OpRegistry* registry);
+void RegisterShapeOps(OpRegistry* registry);
+void RegisterFillOps(OpRegistry* registry);
 
 void RegisterAllOps(OpRegistry* registry);
 

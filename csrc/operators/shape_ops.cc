@@ -67,8 +67,8 @@ void InferConcat(InferShapeContext* ctx) {
       if (static_cast<int>(d) == axis) continue;
       fits = s[d] == out.shape[d] || s[d] < 0 || out.shape[d] < 0;
     }
-    FLEET_ENFORCE(fits, InvalidArgument, "op ", ctx->op().Describe(), ": concat along axis ",
-                  axis, ": input ", i, " has shape ", ShapeToString(s), " but input 0 has ",
+    FLEET_ENFORCE(fits, InvalidArgument, "op ", ctx->op().Describe(), ": concat along axis ", axis,
+                  ": input ", i, " has shape ", ShapeToString(s), " but input 0 has ",
                   ShapeToString(ctx->Input("X", 0).shape));
     out.shape[axis] = (out.shape[axis] < 0 || s[axis] < 0) ? -1 : out.shape[axis] + s[axis];
   }
@@ -104,13 +104,13 @@ void ConcatKernel(const ExecutionContext& ctx) {
   for (size_t i = 0; i < inputs.size(); ++i) {
     Shape s = inputs[i]->shape();
     FLEET_KERNEL_ENFORCE(ctx, s.size() == first.size() && inputs[i]->dtype() == inputs[0]->dtype(),
-                         "input ", i, " is ", DTypeName(inputs[i]->dtype()), " ",
-                         ShapeToString(s), " but input 0 is ", DTypeName(inputs[0]->dtype()), " ",
+                         "input ", i, " is ", DTypeName(inputs[i]->dtype()), " ", ShapeToString(s),
+                         " but input 0 is ", DTypeName(inputs[0]->dtype()), " ",
                          ShapeToString(first));
     out_shape[axis] += s[axis];
     s[axis] = first[axis];
-    FLEET_KERNEL_ENFORCE(ctx, s == first, "concat along axis ", axis, ": input ", i,
-                         " has shape ", ShapeToString(inputs[i]->shape()), " but input 0 has ",
+    FLEET_KERNEL_ENFORCE(ctx, s == first, "concat along axis ", axis, ": input ", i, " has shape ",
+                         ShapeToString(inputs[i]->shape()), " but input 0 has ",
                          ShapeToString(first));
   }
   LoD lod = axis == 0 ? ConcatLoD(inputs) : inputs[0]->lod();
@@ -194,16 +194,16 @@ bool SplitSizes(const OpSpec& op, int64_t dim, size_t outputs, std::vector<int64
     if (sections[i] == -1 && unknown < 0) {
       unknown = static_cast<int>(i);
     } else if (sections[i] < 0) {
-      *why = absl::StrCat("sections ", ShapeToString(sections), " may hold one -1, no other "
-                          "negative size");
+      *why = absl::StrCat("sections ", ShapeToString(sections),
+                          " may hold one -1, no other negative size");
       return false;
     } else {
       known += sections[i];
     }
   }
   if (dim >= 0 && (unknown < 0 ? known != dim : known > dim)) {
-    *why = absl::StrCat("sections ", ShapeToString(sections), " do not add up to the split "
-                        "dimension ", dim);
+    *why = absl::StrCat("sections ", ShapeToString(sections),
+                        " do not add up to the split dimension ", dim);
     return false;
   }
   *sizes = sections;
@@ -219,8 +219,7 @@ void InferSplit(InferShapeContext* ctx) {
                 " is out of range for X of shape ", ShapeToString(x.shape));
   std::vector<int64_t> sizes;
   std::string why;
-  FLEET_ENFORCE(SplitSizes(ctx->op(), x.shape[axis], ctx->op().Outputs("Out").size(), &sizes,
-                           &why),
+  FLEET_ENFORCE(SplitSizes(ctx->op(), x.shape[axis], ctx->op().Outputs("Out").size(), &sizes, &why),
                 InvalidArgument, "op ", ctx->op().Describe(), ": ", why);
   std::vector<VarInfo> outs(sizes.size(), x);
   for (size_t i = 0; i < sizes.size(); ++i) {
@@ -291,8 +290,8 @@ bool ReshapeTo(const Shape& x, const std::vector<int64_t>& attr, Shape* out, std
     } else if (attr[i] == -1 && unknown < 0) {
       unknown = static_cast<int>(i);
     } else if (attr[i] < 0) {
-      *why = absl::StrCat("shape ", ShapeToString(attr), " may hold one -1 and no other "
-                          "negative size");
+      *why = absl::StrCat("shape ", ShapeToString(attr),
+                          " may hold one -1 and no other negative size");
       return false;
     }
   }
@@ -448,7 +447,6 @@ void RegisterShapeOps(OpRegistry* registry) {
   split.infer_shape = InferSplit;
   split.grad_maker = SplitGradMaker;
   SetCpuKernel(&split, SplitKernel);
-
 
   OpInfo& reshape = registry->Register("reshape");
   reshape.infer_shape = InferReshape;
