@@ -4,6 +4,7 @@
 // over the dimensions it was broadcast along.
 
 #include <cmath>
+#include <type_traits>
 
 #include "operators/broadcast.h"
 #include "operators/grad_helpers.h"
@@ -101,6 +102,10 @@ struct Mul {
 struct Div {
   template <typename T>
   T operator()(T x, T y) const {
+    if constexpr (std::is_integral_v<T>) {
+      // min / -1 overflows and traps on x86; negate in unsigned arithmetic (wraps) instead.
+      if (y == T(-1)) return static_cast<T>(std::make_unsigned_t<T>(0) - x);
+    }
     return x / y;
   }
   static float Dx(float, float y, float dout) { return dout / y; }

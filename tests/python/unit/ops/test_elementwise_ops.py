@@ -70,6 +70,12 @@ def test_other_dtypes_forward(dtype):
         np.testing.assert_allclose(out, expected.astype(dtype), rtol=1e-12)
 
 
+def test_integer_division_edge_cases():
+    x = np.array([np.iinfo(np.int64).min, 7, -7], dtype=np.int64)
+    out = run_op("elementwise_div", {"X": x, "Y": np.array([-1], np.int64)}, ["Out"])["Out"]
+    np.testing.assert_array_equal(out, [np.iinfo(np.int64).min, -7, 7])  # min / -1 wraps
+
+
 def test_integer_division_by_zero_is_an_error():
     x = np.ones((2, 2), dtype=np.int64)
     y = np.array([1, 0], dtype=np.int64)
