@@ -11,6 +11,11 @@ void RegisterAllOps(OpRegistry* registry) {
   RegisterSequenceOps(registry);
   RegisterDropoutOps(registry);
   RegisterMetricOps(registry);
+  RegisterElementwiseOps(registry);
+  RegisterMatmulOps(registry);
+  RegisterReduceOps(registry);
+  RegisterShapeOps(registry);
+  RegisterFillOps(registry);
 }
 
 }  // namespace fleet::operators

@@ -17,6 +17,13 @@ void RegisterEmbeddingOps(OpRegistry* registry);  // lookup_table
 void RegisterSequenceOps(OpRegistry* registry);   // sequence_pool
 void RegisterDropoutOps(OpRegistry* registry);    // dropout
 void RegisterMetricOps(OpRegistry* registry);     // accuracy, auc (no gradients)
+// elementwise_add/_sub/_mul/_div; mul, matmul; mean, reduce_sum, reduce_mean, sum; concat,
+// split, reshape, cast, fill_zeros_like; fill_constant, uniform_random, gaussian_random.
+void RegisterElementwiseOps(OpRegistry* registry);
+void RegisterMatmulOps(OpRegistry* registry);
+void RegisterReduceOps(OpRegistry* registry);
+void RegisterShapeOps(OpRegistry* registry);
+void RegisterFillOps(OpRegistry* registry);
 
 void RegisterAllOps(OpRegistry* registry);
 
