@@ -1,0 +1,192 @@
+// Python view of the collective area: rendezvous stores, the TCP store server and Gloo groups.
+// Every call that may block (network, waiting for peers) releases the GIL, so ranks can run as
+// threads of one Python process and other Python threads keep running during a collective.
+
+#include <pybind11/numpy.h>
+#include <pybind11/stl.h>
+
+#include <cstring>
+
+#include "collective/file_store.h"
+#include "collective/gloo_backend.h"
+#include "collective/memory_store.h"
+#include "collective/tcp_store.h"
+#include "python/bindings.h"
+#include "python/numpy_convert.h"
+
+namespace fleet::python {
+namespace {
+
+using collective::Duration;
+using collective::GlooBackend;
+using collective::Store;
+
+Duration FromSeconds(double seconds) {
+  FLEET_ENFORCE(seconds > 0, InvalidArgument, "timeout must be positive, got ", seconds, " s");
+  return Duration(static_cast<int64_t>(seconds * 1000.0));
+}
+
+// Owns a TcpStoreServer so Python can stop it deterministically with close().
+class StoreServer {
+ public:
+  StoreServer(const std::string& host, int port)
+      : server_(std::make_unique<collective::TcpStoreServer>(host, port)) {}
+  int port() const { return Get().port(); }
+  std::string endpoint() const { return Get().endpoint(); }
+  void Close() { server_.reset(); }
+
+ private:
+  const collective::TcpStoreServer& Get() const {
+    FLEET_ENFORCE(server_ != nullptr, InvalidArgument, "the TCP store server is closed");
+    return *server_;
+  }
+  std::unique_ptr<collective::TcpStoreServer> server_;
+};
+
+void BindStores(py::module_& m) {
+  py::class_<Store, std::shared_ptr<Store>>(m, "Store",
+                                             "Key-value rendezvous store (see csrc/collective)")
+      .def("set", [](Store& s, const std::string& key, const py::bytes& value) {
+             std::string v = value;
+             py::gil_scoped_release release;
+             s.Set(key, v);
+           }, py::arg("key"), py::arg("value"))
+      .def("get", [](Store& s, const std::string& key, double timeout_s) {
+             std::string v;
+             {
+               py::gil_scoped_release release;
+               v = s.Get(key, FromSeconds(timeout_s));
+             }
+             return py::bytes(v);
+           }, py::arg("key"), py::arg("timeout_s"), "Blocks until the key exists.")
+      .def("add", &Store::Add, py::arg("key"), py::arg("delta"),
+           py::call_guard<py::gil_scoped_release>())
+      .def("check", &Store::Check, py::arg("keys"), py::call_guard<py::gil_scoped_release>())
+      .def("wait", [](Store& s, const std::vector<std::string>& keys, double timeout_s) {
+             s.Wait(keys, FromSeconds(timeout_s));
+           }, py::arg("keys"), py::arg("timeout_s"), py::call_guard<py::gil_scoped_release>())
+      .def("describe", &Store::Describe);
+  py::class_<collective::MemoryStore, Store, std::shared_ptr<collective::MemoryStore>>(
+      m, "MemoryStore")
+      .def(py::init<>());
+  py::class_<collective::FileStore, Store, std::shared_ptr<collective::FileStore>>(m, "FileStore")
+      .def(py::init<std::string>(), py::arg("path"));
+  py::class_<collective::TcpStore, Store, std::shared_ptr<collective::TcpStore>>(m, "TcpStore")
+      .def(py::init([](const std::string& host, int port, double connect_timeout_s,
+                       double io_timeout_s) {
+             collective::TcpStoreOptions options{FromSeconds(connect_timeout_s),
+                                                 FromSeconds(io_timeout_s)};
+             py::gil_scoped_release release;
+             return std::make_shared<collective::TcpStore>(host, port, options);
+           }),
+           py::arg("host"), py::arg("port"), py::arg("connect_timeout_s") = 30.0,
+           py::arg("io_timeout_s") = 30.0);
+  py::class_<StoreServer>(m, "TcpStoreServer", "Serves a TcpStore until close() or deletion")
+      .def(py::init<std::string, int>(), py::arg("host"), py::arg("port") = 0)
+      .def_property_readonly("port", &StoreServer::port)
+      .def_property_readonly("endpoint", &StoreServer::endpoint)
+      .def("close", &StoreServer::Close, py::call_guard<py::gil_scoped_release>());
+}
+
+py::array AllReduce(GlooBackend& g, const py::array& array, const std::string& mode,
+                    double timeout_s) {
+  collective::AllReduceOptions options{collective::ReduceOpFromName(mode), FromSeconds(timeout_s)};
+  DType dtype = DTypeOfArray(array, "all_reduce");
+  py::array in = py::array::ensure(array, py::array::c_style);
+  py::array out(in.dtype(), std::vector<py::ssize_t>(in.shape(), in.shape() + in.ndim()));
+  const void* src = in.data();
+  void* dst = out.mutable_data();
+  const size_t count = static_cast<size_t>(in.size());
+  {
+    py::gil_scoped_release release;
+    g.AllReduce(src, dst, count, dtype, options);
+  }
+  return out;
+}
+
+// Rank r's array lands in row r of the result, which has shape (size, *array.shape).
+py::array AllGather(GlooBackend& g, const py::array& array, double timeout_s) {
+  py::array in = py::array::ensure(array, py::array::c_style);
+  std::vector<py::ssize_t> shape{g.size()};
+  shape.insert(shape.end(), in.shape(), in.shape() + in.ndim());
+  py::array out(in.dtype(), shape);
+  const void* src = in.data();
+  void* dst = out.mutable_data();
+  const size_t bytes = static_cast<size_t>(in.nbytes());
+  {
+    py::gil_scoped_release release;
+    g.AllGather(src, dst, bytes, collective::AllGatherOptions{FromSeconds(timeout_s)});
+  }
+  return out;
+}
+
+// Gathers byte strings of any length: first the lengths, then the strings padded to the longest.
+py::list AllGatherBytes(GlooBackend& g, const py::bytes& value, double timeout_s) {
+  std::string mine = value;
+  std::vector<int64_t> lengths(g.size());
+  std::string gathered;
+  {
+    py::gil_scoped_release release;
+    collective::AllGatherOptions options{FromSeconds(timeout_s)};
+    const int64_t length = static_cast<int64_t>(mine.size());
+    g.AllGather(&length, lengths.data(), sizeof(length), options);
+    const size_t longest = static_cast<size_t>(*std::max_element(lengths.begin(), lengths.end()));
+    mine.resize(longest);
+    gathered.resize(longest * g.size());
+    g.AllGather(mine.data(), gathered.data(), longest, options);
+  }
+  py::list result;
+  const size_t stride = gathered.size() / g.size();
+  for (int r = 0; r < g.size(); ++r) {
+    result.append(py::bytes(gathered.data() + r * stride, static_cast<size_t>(lengths[r])));
+  }
+  return result;
+}
+
+void BroadcastInPlace(GlooBackend& g, py::array array, int root, double timeout_s) {
+  FLEET_ENFORCE(py::detail::check_flags(array.ptr(), py::detail::npy_api::NPY_ARRAY_C_CONTIGUOUS_ |
+                                                         py::detail::npy_api::NPY_ARRAY_WRITEABLE_),
+                InvalidArgument, "broadcast: the array must be C-contiguous and writeable");
+  void* data = array.mutable_data();
+  const size_t bytes = static_cast<size_t>(array.nbytes());
+  py::gil_scoped_release release;
+  g.Broadcast(data, bytes, collective::BroadcastOptions{root, FromSeconds(timeout_s)});
+}
+
+void BindGloo(py::module_& m) {
+  py::class_<GlooBackend, std::shared_ptr<GlooBackend>>(
+      m, "GlooGroup", "A group of ranks running Gloo collectives over TCP (see gloo_backend.h)")
+      .def_static(
+          "connect",
+          [](std::shared_ptr<Store> store, int rank, int size, const std::string& hostname,
+             const std::string& name, double timeout_s) {
+            collective::GlooOptions options{hostname, name, FromSeconds(timeout_s)};
+            py::gil_scoped_release release;
+            return std::shared_ptr<GlooBackend>(
+                GlooBackend::Connect(store.get(), rank, size, options));
+          },
+          py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("hostname") = "127.0.0.1",
+          py::arg("name") = "default", py::arg("timeout_s") = 120.0,
+          "Joins the group; blocks until all ranks have joined or the timeout names those missing.")
+      .def_property_readonly("rank", &GlooBackend::rank)
+      .def_property_readonly("size", &GlooBackend::size)
+      .def_property_readonly("name", &GlooBackend::name)
+      .def("all_reduce", &AllReduce, py::arg("array"), py::arg("mode") = "sum",
+           py::arg("timeout_s") = 1800.0, "Returns a new array; the input is left unchanged.")
+      .def("all_gather", &AllGather, py::arg("array"), py::arg("timeout_s") = 1800.0)
+      .def("all_gather_bytes", &AllGatherBytes, py::arg("value"), py::arg("timeout_s") = 1800.0)
+      .def("broadcast", &BroadcastInPlace, py::arg("array"), py::arg("root") = 0,
+           py::arg("timeout_s") = 1800.0, "Overwrites `array` with the root's on every rank.")
+      .def("barrier", [](GlooBackend& g, double timeout_s) {
+             g.Barrier(collective::BarrierOptions{FromSeconds(timeout_s)});
+           }, py::arg("timeout_s") = 1800.0, py::call_guard<py::gil_scoped_release>());
+}
+
+}  // namespace
+
+void BindCollective(py::module_& m) {
+  BindStores(m);
+  BindGloo(m);
+}
+
+}  // namespace fleet::python
