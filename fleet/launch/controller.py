@@ -195,6 +195,11 @@ class JobController:
             proc.signal_group(signal.SIGKILL)
         for proc in procs:
             proc.popen.wait()
+        # SIGKILL is asynchronous: give the kernel a moment to take the groups down, bounded
+        # because orphaned zombies stay in their group until whatever reaps orphans gets to them.
+        deadline = time.monotonic() + 1.0
+        while any(p.group_alive() for p in live) and time.monotonic() < deadline:
+            time.sleep(0.01)
 
     def _say(self, message: str) -> None:
         with self._out_lock:
