@@ -1,4 +1,4 @@
-"""Role makers: who this process is in a Fleet job (server or worker, which index, who its peers are).
+"""Role makers: who this process is in a Fleet job (server or worker, which index, its peers).
 
 `PaddleCloudRoleMaker` reads the environment that `fleetrun` (or a cluster scheduler speaking
 PaddlePaddle's variable names) sets; it is the one place where a training process reads the job's

@@ -45,8 +45,8 @@ class FileLock {
 FileStore::FileStore(std::string dir) : dir_(std::move(dir)) {
   std::error_code ec;
   std::filesystem::create_directories(dir_, ec);
-  FLEET_ENFORCE(!ec && std::filesystem::is_directory(dir_), Unavailable,
-                "file store directory ", dir_, " cannot be created: ", ec.message());
+  FLEET_ENFORCE(!ec && std::filesystem::is_directory(dir_), Unavailable, "file store directory ",
+                dir_, " cannot be created: ", ec.message());
 }
 
 std::string FileStore::Describe() const { return absl::StrCat("file store at ", dir_); }

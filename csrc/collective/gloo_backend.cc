@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "collective/detail/gloo_store.h"
+#include "collective/detail/ring_allreduce.h"
 #include "core/errors.h"
 #include "gloo/allgather.h"
 #include "gloo/allreduce.h"
@@ -35,34 +36,24 @@ void WaitForAllRanks(Store* store, const std::string& prefix, int rank, int size
     for (int r = 0; r < size; ++r) {
       if (!store->Check({keys[r]})) missing.push_back(r);
     }
-    throw Timeout(absl::StrCat("rendezvous of group '", options.name, "' timed out after ",
-                               Seconds(options.timeout), ": rank(s) [",
-                               absl::StrJoin(missing, ", "), "] of ", size,
-                               " did not join (this is rank ", rank, ", store: ",
-                               store->Describe(), ")"));
+    throw Timeout(absl::StrCat(
+        "rendezvous of group '", options.name, "' timed out after ", Seconds(options.timeout),
+        ": rank(s) [", absl::StrJoin(missing, ", "), "] of ", size, " did not join (this is rank ",
+        rank, ", store: ", store->Describe(), ")"));
   }
 }
 
 template <typename T>
-gloo::AllreduceOptions::Func ReduceFunction(ReduceOp op) {
-  using Fn = void (*)(void*, const void*, const void*, size_t);
+detail::ReduceFn ReduceFunction(ReduceOp op) {
   switch (op) {
     case ReduceOp::kSum:
-      return static_cast<Fn>(&gloo::sum<T>);
+      return &gloo::sum<T>;
     case ReduceOp::kMax:
-      return static_cast<Fn>(&gloo::max<T>);
+      return &gloo::max<T>;
     case ReduceOp::kMin:
-      return static_cast<Fn>(&gloo::min<T>);
+      return &gloo::min<T>;
   }
   throw Internal("unknown ReduceOp");
-}
-
-template <typename T>
-void SetAllReduceBuffers(gloo::AllreduceOptions* opts, const void* in, void* out, size_t count,
-                         ReduceOp op) {
-  if (in != out) opts->setInput(const_cast<T*>(static_cast<const T*>(in)), count);
-  opts->setOutput(static_cast<T*>(out), count);
-  opts->setReduceFunction(ReduceFunction<T>(op));
 }
 
 }  // namespace
@@ -110,8 +101,8 @@ void GlooBackend::Run(const char* what, Fn&& fn) {
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
-    const std::string message = absl::StrCat(what, " in group '", name_, "' (rank ", rank_,
-                                             " of ", size_, ") failed: ", e.what());
+    const std::string message = absl::StrCat(what, " in group '", name_, "' (rank ", rank_, " of ",
+                                             size_, ") failed: ", e.what());
     if (std::strstr(e.what(), "Timed out") != nullptr) throw Timeout(message);
     throw Unavailable(message);
   }
@@ -123,16 +114,23 @@ void GlooBackend::AllReduce(const void* in, void* out, size_t count, DType dtype
                 "': dtype bool is not supported (use float32, float64, int32 or int64)");
   if (count == 0) return;
   Run("all-reduce", [&](uint32_t tag) {
-    gloo::AllreduceOptions opts(context_);
     VisitDType(dtype, [&](auto t) {
       using T = decltype(t);
       if constexpr (!std::is_same_v<T, bool>) {
-        SetAllReduceBuffers<T>(&opts, in, out, count, options.op);
+        auto reduce = ReduceFunction<T>(options.op);
+        if (in != out) {
+          // Fleet's ring reduces straight from the input (see detail/ring_allreduce.h).
+          detail::RingAllReduce(context_, in, out, count, sizeof(T), reduce, tag, options.timeout);
+          return;
+        }
+        gloo::AllreduceOptions opts(context_);
+        opts.setOutput(static_cast<T*>(out), count);
+        opts.setReduceFunction(reduce);
+        opts.setTag(tag);
+        opts.setTimeout(options.timeout);
+        gloo::allreduce(opts);
       }
     });
-    opts.setTag(tag);
-    opts.setTimeout(options.timeout);
-    gloo::allreduce(opts);
   });
 }
 

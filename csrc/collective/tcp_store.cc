@@ -13,8 +13,15 @@ namespace fleet::collective {
 namespace {
 
 // Request opcodes; a reply carries kOk, kNotFound or kError (with the message as its one part).
-enum Op : uint8_t { kSet = 1, kGet = 2, kAdd = 3, kCheck = 4, kOk = 100, kNotFound = 101,
-                    kError = 102 };
+enum Op : uint8_t {
+  kSet = 1,
+  kGet = 2,
+  kAdd = 3,
+  kCheck = 4,
+  kOk = 100,
+  kNotFound = 101,
+  kError = 102
+};
 
 }  // namespace
 

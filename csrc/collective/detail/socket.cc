@@ -67,8 +67,8 @@ bool RecvAll(int fd, void* data, size_t n, const std::string& peer, bool eof_ok)
     if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
       throw Timeout(absl::StrCat("no reply from ", peer, " within the socket timeout"));
     }
-    FLEET_ENFORCE(r > 0, Unavailable, "connection to ", peer, " lost: ",
-                  r == 0 ? "closed by peer" : std::strerror(errno));
+    FLEET_ENFORCE(r > 0, Unavailable, "connection to ", peer,
+                  " lost: ", r == 0 ? "closed by peer" : std::strerror(errno));
     got += static_cast<size_t>(r);
   }
   return true;
@@ -109,9 +109,9 @@ Socket Listen(const std::string& host, int port, int* bound_port) {
     sockaddr_storage local{};
     socklen_t len = sizeof(local);
     getsockname(s.fd(), reinterpret_cast<sockaddr*>(&local), &len);
-    *bound_port = ntohs(local.ss_family == AF_INET6
-                            ? reinterpret_cast<sockaddr_in6*>(&local)->sin6_port
-                            : reinterpret_cast<sockaddr_in*>(&local)->sin_port);
+    *bound_port =
+        ntohs(local.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&local)->sin6_port
+                                          : reinterpret_cast<sockaddr_in*>(&local)->sin_port);
     freeaddrinfo(addrs);
     return s;
   }

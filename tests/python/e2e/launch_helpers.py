@@ -12,7 +12,6 @@ import subprocess
 import sys
 import textwrap
 import time
-from typing import Optional
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[3]
 
@@ -62,8 +61,9 @@ def run_job(job_dir: pathlib.Path, options: list[str], body: str, timeout: float
             collective: bool = False, **env: str) -> subprocess.CompletedProcess:
     """Runs a job to completion; returns the launcher's result (text output)."""
     script = write_script(job_dir, body)
-    return subprocess.run(launcher_command(options, script), env=job_env(job_dir, collective, **env),
-                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(launcher_command(options, script),
+                          env=job_env(job_dir, collective, **env), cwd=REPO_ROOT,
+                          capture_output=True, text=True, timeout=timeout)
 
 
 def start_job(job_dir: pathlib.Path, options: list[str], body: str, collective: bool = False,

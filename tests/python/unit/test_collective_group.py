@@ -104,11 +104,33 @@ def test_all_reduce_modes_and_dtypes(size, dtype):
 
     results = run_ranks(size, fn)
     inputs = np.stack([x for _, x in results])
-    for out, x in results:
+    for out, _ in results:
         np.testing.assert_array_equal(out["sum"], inputs.sum(axis=0))
         np.testing.assert_array_equal(out["max"], inputs.max(axis=0))
         np.testing.assert_array_equal(out["min"], inputs.min(axis=0))
         assert out["sum"].dtype == dtype and out["sum"].shape == (2, 3)
+
+
+@pytest.mark.parametrize("count", [1, 3, 5, 262_147, 1_300_003])
+def test_ring_all_reduce_any_length_on_four_ranks(count):
+    """Lengths below the rank count (empty chunks), uneven chunks, several 1 MB segments; the
+    out-of-place ring and Gloo's in-place all-reduce must agree with NumPy."""
+    def fn(group):
+        rng = np.random.default_rng(group.rank)
+        x = rng.integers(-1000, 1000, size=count).astype(np.int64)
+        inplace = x.copy()
+        group.all_reduce_inplace(inplace, "max")
+        return x, group.all_reduce(x, "sum"), group.all_reduce(x, "min"), inplace
+
+    results = run_ranks(4, fn)
+    inputs = np.stack([np.random.default_rng(r).integers(-1000, 1000, size=count)
+                       for r in range(4)])
+    # The out-of-place calls left every rank's input as it was.
+    np.testing.assert_array_equal(np.stack([r[0] for r in results]), inputs)
+    for _, total, low, high in results:
+        np.testing.assert_array_equal(total, inputs.sum(axis=0))
+        np.testing.assert_array_equal(low, inputs.min(axis=0))
+        np.testing.assert_array_equal(high, inputs.max(axis=0))
 
 
 def test_large_all_reduce_gather_broadcast_barrier():

@@ -7,7 +7,7 @@ import pytest
 
 from fleet.base.fleet_base import Fleet
 from fleet.errors import InvalidArgument
-from fleet.role_maker import (GlooConfig, PaddleCloudRoleMaker, Role, UserDefinedRoleMaker)
+from fleet.role_maker import GlooConfig, PaddleCloudRoleMaker, Role, UserDefinedRoleMaker
 
 SERVERS = "127.0.0.1:6170,127.0.0.1:6171"
 
