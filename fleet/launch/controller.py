@@ -7,7 +7,8 @@ fleetrun itself is killed without a chance to clean up (SIGKILL).
 
 Lifecycle (see JobController.run): a process that exits non-zero stops the job and fleetrun exits
 non-zero after printing the tail of that process's output; once every worker has exited 0 the
-servers are stopped and fleetrun exits 0; SIGTERM/SIGINT to fleetrun stop the job.
+servers are stopped and fleetrun exits 0 (on a machine running servers only, once they have all
+exited 0); SIGTERM/SIGINT to fleetrun stop the job.
 """
 
 from __future__ import annotations
@@ -153,11 +154,15 @@ class JobController:
                 code = proc.popen.poll()
                 if code is not None and code != 0:
                     return self._fail(proc, code)
-            if all(p.popen.poll() == 0 for p in workers):
+            if workers and all(p.popen.poll() == 0 for p in workers):
                 servers = [p for p in self.procs if p.spec.role == "server"]
                 if servers:
                     self._say(f"all {len(workers)} workers finished; stopping "
                               f"{len(servers)} servers")
+                return 0
+            # A machine with servers only cannot see the workers finish elsewhere: its job ends
+            # when its servers exit (told to stop by the workers) or when fleetrun is signalled.
+            if not workers and all(p.popen.poll() == 0 for p in self.procs):
                 return 0
             time.sleep(_POLL_S)
 
