@@ -37,9 +37,11 @@ class Ring {
         out_(context->createUnboundBuffer(out, count * element_size)),
         scatter_slot_(gloo::Slot::build(kRingSlotPrefix, tag)),
         gather_slot_(scatter_slot_ + 1) {
-    const size_t largest = (count_ + size_ - 1) / size_ * element_size_;  // the biggest chunk
-    segment_bytes_ = std::max(element_size_,
-                              std::min(kMaxSegmentBytes, largest) / element_size_ * element_size_);
+    // At least two segments per chunk, so that even a small chunk overlaps receiving with
+    // reducing; at most 1 MB each, as in Gloo's own ring.
+    const size_t largest_elements = (count_ + size_ - 1) / size_;
+    const size_t half = (largest_elements + 1) / 2 * element_size_;
+    segment_bytes_ = std::min(kMaxSegmentBytes / element_size_ * element_size_, half);
     tmp_storage_.resize(2 * segment_bytes_);
     tmp_ = context->createUnboundBuffer(tmp_storage_.data(), tmp_storage_.size());
   }
