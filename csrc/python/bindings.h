@@ -11,5 +11,6 @@ void BindErrors(py::module_& m);     // bind_errors.cc
 void BindCore(py::module_& m);       // bind_core.cc: LoDTensor, SelectedRows, Variable, Scope
 void BindFramework(py::module_& m);  // bind_framework.cc: registry, autodiff, Executor
 void BindCuda(py::module_& m);       // bind_cuda.cc: CUDA devices, GPU optimizer updates
+void BindCollective(py::module_& m);  // bind_collective.cc: stores, TCP store server, Gloo groups
 
 }  // namespace fleet::python

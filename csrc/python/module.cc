@@ -9,4 +9,5 @@ PYBIND11_MODULE(_core, m) {
   fleet::python::BindCore(m);
   fleet::python::BindFramework(m);
   fleet::python::BindCuda(m);
+  fleet::python::BindCollective(m);
 }
