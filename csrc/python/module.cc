@@ -8,4 +8,5 @@ PYBIND11_MODULE(_core, m) {
   fleet::python::BindErrors(m);
   fleet::python::BindCore(m);
   fleet::python::BindFramework(m);
+  fleet::python::BindPs(m);
 }
