@@ -16,6 +16,7 @@
 #include "ps/bench/echo.h"
 #include "ps/client.h"
 #include "ps/dense_table.h"
+#include "ps/raw_call.h"
 #include "ps/server.h"
 #include "ps/sparse_table.h"
 #include "python/bindings.h"
@@ -33,6 +34,7 @@ void ThrowIfError(const absl::Status& status) {
     case absl::StatusCode::kOutOfRange:
     case absl::StatusCode::kFailedPrecondition:
     case absl::StatusCode::kAlreadyExists:
+    case absl::StatusCode::kDataLoss:  // a damaged or foreign file: wrong content passed in
       throw InvalidArgument(message);
     case absl::StatusCode::kNotFound:
       throw NotFound(message);
@@ -473,6 +475,22 @@ void BindPs(py::module_& m) {
       },
       py::arg("keys"), py::arg("num_servers"),
       "The server owning each key under the default sharding.");
+  ps.def(
+      "raw_call",
+      [](const std::string& endpoint, const std::string& method, const py::bytes& request,
+         double timeout_s) {
+        std::string raw(request);
+        absl::StatusOr<std::string> reply;
+        {
+          py::gil_scoped_release release;
+          reply = ps::RawCall(endpoint, absl::StrCat("/fleet.ps.proto.PsService/", method), raw,
+                              Seconds(timeout_s));
+        }
+        return py::bytes(ValueOrThrow(std::move(reply)));
+      },
+      py::arg("endpoint"), py::arg("method"), py::arg("request"), py::arg("timeout_s") = 10.0,
+      "Sends a serialised request to PsService.<method> unchecked (tests, debugging); returns "
+      "the serialised reply.");
 }
 
 }  // namespace fleet::python
