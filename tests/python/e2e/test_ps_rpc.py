@@ -188,9 +188,10 @@ def test_barrier_releases_all_workers_or_times_out(cluster):
     futures = [c._core.barrier_async("step", 3, i, 10.0) for i, c in enumerate(clients)]
     for f in futures:  # the same name again: a new round
         f.wait()
-    with pytest.raises(Timeout, match="2 of 3 workers arrived"):
-        waiting = clients[0]._core.barrier_async("late", 3, 0, 0.5)
-        clients[1].barrier("late", 3, 1, timeout=0.5)
+    waiting = clients[0]._core.barrier_async("late", 3, 0, 2.0)
+    with pytest.raises(Timeout, match="barrier 'late': 2 of 3 workers arrived within 300ms"):
+        clients[1].barrier("late", 3, 1, timeout=0.3)
+    with pytest.raises(Timeout, match="barrier 'late': 1 of 3 workers arrived within 2s"):
         waiting.wait()
 
 
