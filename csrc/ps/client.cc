@@ -51,11 +51,6 @@ absl::Status CallStatus(const grpc::Status& transport, const proto::RpcStatus& r
   return absl::OkStatus();
 }
 
-template <class T>
-void AssignBytes(std::string* out, const T* data, size_t n) {
-  out->assign(reinterpret_cast<const char*>(data), n * sizeof(T));
-}
-
 }  // namespace
 
 namespace detail {
@@ -66,16 +61,6 @@ struct Inflight {
   int count ABSL_GUARDED_BY(mu) = 0;
 };
 }  // namespace detail
-
-// Distinct keys of a request, by server, and the way back to the caller's positions.
-struct PsClient::SparseRoute {
-  std::vector<std::vector<int64_t>> keys;        // per server: distinct keys
-  std::vector<std::vector<uint32_t>> positions;  // per server: caller position of each key
-  std::vector<uint32_t> server_of;               // per distinct key
-  std::vector<uint32_t> index_of;                // per distinct key: index in keys[server]
-  std::vector<uint32_t> first_pos;               // per distinct key: first caller position
-  std::vector<std::pair<uint32_t, uint32_t>> repeats;  // (caller position, distinct key)
-};
 
 absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(ClientOptions options) {
   if (options.endpoints.empty()) return absl::InvalidArgumentError("PsClient: no endpoints");
@@ -190,34 +175,6 @@ absl::StatusOr<const PsClient::DenseRoute*> PsClient::Dense(uint32_t table_id) c
   return &it->second;
 }
 
-absl::StatusOr<PsClient::SparseRoute> PsClient::RouteKeys(absl::Span<const int64_t> keys) const {
-  const uint32_t n = static_cast<uint32_t>(stubs_.size());
-  SparseRoute r;
-  r.keys.resize(n);
-  r.positions.resize(n);
-  absl::flat_hash_map<int64_t, uint32_t> distinct;
-  distinct.reserve(keys.size());
-  for (uint32_t i = 0; i < keys.size(); ++i) {
-    auto [it, inserted] = distinct.try_emplace(keys[i], static_cast<uint32_t>(r.first_pos.size()));
-    if (!inserted) {
-      r.repeats.emplace_back(i, it->second);
-      continue;
-    }
-    const uint32_t s = n == 1 ? 0 : options_.sharding.key_to_server(keys[i], n);
-    if (s >= n) return absl::InvalidArgumentError("key sharding returned a server >= n");
-    r.server_of.push_back(s);
-    r.index_of.push_back(static_cast<uint32_t>(r.keys[s].size()));
-    r.first_pos.push_back(i);
-    r.keys[s].push_back(keys[i]);
-    r.positions[s].push_back(i);
-  }
-  return r;
-}
-
-size_t PsClient::NumChunks(size_t n) const {
-  return (n + options_.max_keys_per_request - 1) / options_.max_keys_per_request;
-}
-
 template <class CallT, class Start, class OnReply>
 void PsClient::Launch(size_t server, std::string what, absl::Duration timeout, CallT* call,
                       Start start, std::shared_ptr<detail::CallState> state, OnReply on_reply) {
@@ -268,47 +225,76 @@ Future PsClient::PullSparse(uint32_t table_id, absl::Span<const int64_t> keys,
         "PullSparse of table ", table_id, ": ", keys.size(), " keys of dim ", dim, " need ",
         keys.size() * dim, " output floats, got ", out.size())));
   }
-  auto route = RouteKeys(keys);
-  if (!route.ok()) return Future::Failed(route.status());
-  size_t chunks = 0;
-  for (const auto& k : route->keys) chunks += NumChunks(k.size());
-  auto state = std::make_shared<detail::CallState>(static_cast<int>(chunks));
-  if (!route->repeats.empty()) {
-    state->SetFinisher([out, dim, repeats = std::move(route->repeats),
-                        first = std::move(route->first_pos)] {
-      for (auto [pos, u] : repeats) {
-        std::memcpy(out.data() + pos * dim, out.data() + first[u] * dim, dim * sizeof(float));
+  // Requests are sent as soon as they fill up, so routing the rest of the keys overlaps with
+  // the servers' work. The state's initial count of 1 keeps the call open until all are sent.
+  auto state = std::make_shared<detail::CallState>(1);
+  const std::string what = absl::StrCat("PullSparse of table ", table_id);
+  const uint32_t num_servers = static_cast<uint32_t>(stubs_.size());
+  const size_t max_keys = std::min(options_.max_keys_per_request, keys.size());
+  struct Open {
+    PullSparseCall* call = nullptr;
+    char* keys = nullptr;             // into the request's keys bytes, sized for max_keys
+    std::vector<uint32_t> positions;  // caller position of each key of the request
+  };
+  std::vector<Open> open(num_servers);
+  auto send = [&](uint32_t s) {
+    open[s].call->request.mutable_keys()->resize(open[s].positions.size() * sizeof(int64_t));
+    state->AddPending(1);
+    Launch(s, what, options_.rpc_timeout, open[s].call, FLEET_PS_STARTER(PullSparse), state,
+           [out, dim, positions = std::move(open[s].positions)](
+               const proto::PullSparseReply& reply) {
+             const std::string& values = reply.values();
+             if (values.size() != positions.size() * dim * sizeof(float)) {
+               return absl::InternalError(absl::StrCat("reply holds ", values.size(),
+                                                       " bytes, expected ",
+                                                       positions.size() * dim * 4));
+             }
+             const float* v = reinterpret_cast<const float*>(values.data());
+             for (size_t j = 0; j < positions.size(); ++j) {
+               std::memcpy(out.data() + positions[j] * dim, v + j * dim, dim * sizeof(float));
+             }
+             return absl::OkStatus();
+           });
+    open[s] = Open();
+  };
+  absl::flat_hash_map<int64_t, uint32_t> first;  // key -> first caller position
+  first.reserve(keys.size());
+  std::vector<std::pair<uint32_t, uint32_t>> repeats;  // (caller position, first position)
+  for (uint32_t i = 0; i < keys.size(); ++i) {
+    auto [it, inserted] = first.try_emplace(keys[i], i);
+    if (!inserted) {
+      repeats.emplace_back(i, it->second);
+      continue;
+    }
+    const uint32_t s = num_servers == 1 ? 0 : options_.sharding.key_to_server(keys[i], num_servers);
+    if (s >= num_servers) {
+      state->Done(absl::InvalidArgumentError("key sharding returned a server >= n"));
+      for (auto& o : open) delete o.call;
+      return Future(state);
+    }
+    Open& o = open[s];
+    if (o.call == nullptr) {
+      o.call = new PullSparseCall;
+      o.call->request.set_table_id(table_id);
+      o.call->request.mutable_keys()->resize(max_keys * sizeof(int64_t));
+      o.keys = o.call->request.mutable_keys()->data();
+      o.positions.reserve(max_keys);
+    }
+    std::memcpy(o.keys + o.positions.size() * sizeof(int64_t), &keys[i], sizeof(int64_t));
+    o.positions.push_back(i);
+    if (o.positions.size() == max_keys) send(s);
+  }
+  for (uint32_t s = 0; s < num_servers; ++s) {
+    if (open[s].call != nullptr) send(s);
+  }
+  if (!repeats.empty()) {
+    state->SetFinisher([out, dim, repeats = std::move(repeats)] {
+      for (auto [pos, src] : repeats) {
+        std::memcpy(out.data() + pos * dim, out.data() + src * dim, dim * sizeof(float));
       }
     });
   }
-  if (chunks == 0) state->CompleteNow();
-  const std::string what = absl::StrCat("PullSparse of table ", table_id);
-  const size_t max_keys = options_.max_keys_per_request;
-  for (size_t s = 0; s < route->keys.size(); ++s) {
-    const auto& server_keys = route->keys[s];
-    for (size_t begin = 0; begin < server_keys.size(); begin += max_keys) {
-      const size_t n = std::min(max_keys, server_keys.size() - begin);
-      auto* call = new PullSparseCall;
-      call->request.set_table_id(table_id);
-      AssignBytes(call->request.mutable_keys(), server_keys.data() + begin, n);
-      const uint32_t* pos_begin = route->positions[s].data() + begin;
-      std::vector<uint32_t> positions(pos_begin, pos_begin + n);
-      Launch(s, what, options_.rpc_timeout, call, FLEET_PS_STARTER(PullSparse), state,
-             [out, dim, positions = std::move(positions)](const proto::PullSparseReply& reply) {
-               const std::string& values = reply.values();
-               if (values.size() != positions.size() * dim * sizeof(float)) {
-                 return absl::InternalError(absl::StrCat("reply holds ", values.size(),
-                                                         " bytes, expected ",
-                                                         positions.size() * dim * 4));
-               }
-               const float* v = reinterpret_cast<const float*>(values.data());
-               for (size_t j = 0; j < positions.size(); ++j) {
-                 std::memcpy(out.data() + positions[j] * dim, v + j * dim, dim * sizeof(float));
-               }
-               return absl::OkStatus();
-             });
-    }
-  }
+  state->Done(absl::OkStatus());
   return Future(state);
 }
 
@@ -317,55 +303,83 @@ Future PsClient::PushSparse(uint32_t table_id, absl::Span<const int64_t> keys,
   auto dim_or = SparseDim(table_id);
   if (!dim_or.ok()) return Future::Failed(dim_or.status());
   const size_t dim = *dim_or;
+  const size_t row_bytes = dim * sizeof(float);
   if (grads.size() != keys.size() * dim) {
     return Future::Failed(absl::InvalidArgumentError(absl::StrCat(
         "PushSparse of table ", table_id, ": ", keys.size(), " keys of dim ", dim, " need ",
         keys.size() * dim, " floats, got ", grads.size())));
   }
-  auto route = RouteKeys(keys);
-  if (!route.ok()) return Future::Failed(route.status());
-  const size_t max_keys = options_.max_keys_per_request;
-  // Build every request first: repeated keys add into the request of their first occurrence.
-  std::vector<std::vector<PushSparseCall*>> calls(route->keys.size());
-  size_t chunks = 0;
-  for (size_t s = 0; s < route->keys.size(); ++s) {
-    const auto& server_keys = route->keys[s];
-    const auto& positions = route->positions[s];
-    for (size_t begin = 0; begin < server_keys.size(); begin += max_keys) {
-      const size_t n = std::min(max_keys, server_keys.size() - begin);
-      auto* call = new PushSparseCall;
-      call->request.set_table_id(table_id);
-      call->request.set_is_delta(is_delta);
-      AssignBytes(call->request.mutable_keys(), server_keys.data() + begin, n);
-      std::string* bytes = call->request.mutable_grads();
-      bytes->resize(n * dim * sizeof(float));
-      float* dst = reinterpret_cast<float*>(bytes->data());
-      for (size_t j = 0; j < n; ++j) {
-        std::memcpy(dst + j * dim, grads.data() + positions[begin + j] * dim,
-                    dim * sizeof(float));
-      }
-      calls[s].push_back(call);
-      ++chunks;
+  // Pass 1: the gradients of a repeated key are summed into `merged`, under its first position.
+  absl::flat_hash_map<int64_t, uint32_t> first;
+  first.reserve(keys.size());
+  std::vector<uint8_t> repeated;                  // per position, once a repeat is seen
+  absl::flat_hash_map<uint32_t, size_t> merged_at;  // first position -> offset in merged
+  std::vector<float> merged;
+  for (uint32_t i = 0; i < keys.size(); ++i) {
+    auto [it, inserted] = first.try_emplace(keys[i], i);
+    if (inserted) continue;
+    if (repeated.empty()) repeated.assign(keys.size(), 0);
+    repeated[i] = 1;
+    auto [m, added] = merged_at.try_emplace(it->second, merged.size());
+    const float* src = grads.data() + size_t{i} * dim;
+    if (added) {
+      const float* head = grads.data() + size_t{it->second} * dim;
+      merged.insert(merged.end(), head, head + dim);
     }
+    for (size_t k = 0; k < dim; ++k) merged[m->second + k] += src[k];
   }
-  for (auto [pos, u] : route->repeats) {
-    const uint32_t index = route->index_of[u];
-    std::string* bytes =
-        calls[route->server_of[u]][index / max_keys]->request.mutable_grads();
-    float* dst = reinterpret_cast<float*>(bytes->data()) + (index % max_keys) * dim;
-    const float* src = grads.data() + pos * dim;
-    for (size_t k = 0; k < dim; ++k) dst[k] += src[k];
-  }
-  auto state = std::make_shared<detail::CallState>(static_cast<int>(chunks));
-  if (chunks == 0) state->CompleteNow();
+  // Pass 2: requests in the caller's key order, each sent as soon as it is full.
+  auto state = std::make_shared<detail::CallState>(1);
   const std::string what = absl::StrCat(is_delta ? "PushSparse (delta)" : "PushSparse",
                                         " of table ", table_id);
-  for (size_t s = 0; s < calls.size(); ++s) {
-    for (PushSparseCall* call : calls[s]) {
-      Launch(s, what, options_.rpc_timeout, call, FLEET_PS_STARTER(PushSparse), state,
-             [](const proto::PushReply&) { return absl::OkStatus(); });
+  const uint32_t num_servers = static_cast<uint32_t>(stubs_.size());
+  const size_t max_keys = std::min(options_.max_keys_per_request, keys.size());
+  struct Open {
+    PushSparseCall* call = nullptr;
+    char* keys = nullptr;   // into the request's keys bytes, sized for max_keys
+    char* grads = nullptr;  // into the request's grads bytes, likewise
+    size_t count = 0;
+  };
+  std::vector<Open> open(num_servers);
+  auto send = [&](uint32_t s) {
+    Open& o = open[s];
+    o.call->request.mutable_keys()->resize(o.count * sizeof(int64_t));
+    o.call->request.mutable_grads()->resize(o.count * row_bytes);
+    state->AddPending(1);
+    Launch(s, what, options_.rpc_timeout, o.call, FLEET_PS_STARTER(PushSparse), state,
+           [](const proto::PushReply&) { return absl::OkStatus(); });
+    o = Open();
+  };
+  for (uint32_t i = 0; i < keys.size(); ++i) {
+    if (!repeated.empty() && repeated[i]) continue;
+    const uint32_t s = num_servers == 1 ? 0 : options_.sharding.key_to_server(keys[i], num_servers);
+    if (s >= num_servers) {
+      state->Done(absl::InvalidArgumentError("key sharding returned a server >= n"));
+      for (auto& o : open) delete o.call;
+      return Future(state);
     }
+    Open& o = open[s];
+    if (o.call == nullptr) {
+      o.call = new PushSparseCall;
+      o.call->request.set_table_id(table_id);
+      o.call->request.set_is_delta(is_delta);
+      o.call->request.mutable_keys()->resize(max_keys * sizeof(int64_t));
+      o.call->request.mutable_grads()->resize(max_keys * row_bytes);
+      o.keys = o.call->request.mutable_keys()->data();
+      o.grads = o.call->request.mutable_grads()->data();
+    }
+    const float* src = grads.data() + size_t{i} * dim;
+    if (!merged_at.empty()) {
+      if (auto m = merged_at.find(i); m != merged_at.end()) src = merged.data() + m->second;
+    }
+    std::memcpy(o.keys + o.count * sizeof(int64_t), &keys[i], sizeof(int64_t));
+    std::memcpy(o.grads + o.count * row_bytes, src, row_bytes);
+    if (++o.count == max_keys) send(s);
   }
+  for (uint32_t s = 0; s < num_servers; ++s) {
+    if (open[s].call != nullptr) send(s);
+  }
+  state->Done(absl::OkStatus());
   return Future(state);
 }
 

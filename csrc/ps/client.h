@@ -92,15 +92,12 @@ class PsClient {
     std::vector<std::vector<uint64_t>> blocks;  // per server, its blocks in increasing order
     std::vector<size_t> local_size;             // per server
   };
-  struct SparseRoute;
 
   explicit PsClient(ClientOptions options) : options_(std::move(options)) {}
   absl::Status Handshake();
   absl::Status AdoptConfigs(const std::vector<proto::ServerConfig>& configs);
   absl::StatusOr<size_t> SparseDim(uint32_t table_id) const;
   absl::StatusOr<const DenseRoute*> Dense(uint32_t table_id) const;
-  absl::StatusOr<SparseRoute> RouteKeys(absl::Span<const int64_t> keys) const;
-  size_t NumChunks(size_t n) const;
   // Starts one RPC to `server` with a deadline of `timeout`; when it completes, on_reply(reply)
   // runs if it succeeded and the outcome goes to `state`. Takes ownership of `call`.
   template <class Call, class Start, class OnReply>

@@ -9,6 +9,16 @@ void CallState::Complete() {
   done_ = true;
 }
 
+void CallState::SetFinisher(std::function<void()> finisher) {
+  absl::MutexLock lock(&mu_);
+  finisher_ = std::move(finisher);
+}
+
+void CallState::AddPending(int n) {
+  absl::MutexLock lock(&mu_);
+  pending_ += n;
+}
+
 void CallState::Done(absl::Status status) {
   absl::MutexLock lock(&mu_);
   if (status_.ok() && !status.ok()) status_ = std::move(status);

@@ -16,7 +16,10 @@ class CallState {
  public:
   explicit CallState(int pending) : pending_(pending) {}
   // Runs once after every RPC succeeded, before waiters wake (e.g. to copy repeated rows).
-  void SetFinisher(std::function<void()> finisher) { finisher_ = std::move(finisher); }
+  // Must be set while the call cannot complete yet (some pending count is still held).
+  void SetFinisher(std::function<void()> finisher);
+  // Adds RPCs to wait for; only while the call cannot complete yet.
+  void AddPending(int n);
   // Records the outcome of one RPC; the first error wins. The last one completes the call.
   void Done(absl::Status status);
   // Completes a call that launched no RPC (must be called when the pending count was 0).
@@ -32,7 +35,7 @@ class CallState {
   int pending_ ABSL_GUARDED_BY(mu_);
   bool done_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status status_ ABSL_GUARDED_BY(mu_);
-  std::function<void()> finisher_;
+  std::function<void()> finisher_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace detail

@@ -49,22 +49,37 @@ std::string SparseTable::Name() const {
 }
 
 SparseTable::Groups SparseTable::GroupByShard(absl::Span<const int64_t> keys) const {
-  Groups g;
   const size_t n = keys.size();
   const size_t num_shards = shards_.size();
-  g.hashes.resize(n);
-  g.order.resize(n);
-  g.begin.assign(num_shards + 1, 0);
+  std::vector<uint64_t> hashes(n);
   std::vector<uint32_t> shard_of(n);
+  Groups g;
+  g.begin.assign(num_shards + 1, 0);
   for (size_t i = 0; i < n; ++i) {
-    g.hashes[i] = detail::RowStore::Hash(keys[i]);
-    shard_of[i] = static_cast<uint32_t>(g.hashes[i] % num_shards);
+    hashes[i] = detail::RowStore::Hash(keys[i]);
+    shard_of[i] = static_cast<uint32_t>(hashes[i] % num_shards);
     ++g.begin[shard_of[i] + 1];
   }
   for (size_t s = 0; s < num_shards; ++s) g.begin[s + 1] += g.begin[s];
+  g.keys.resize(n);
+  g.hashes.resize(n);
+  g.order.resize(n);
   std::vector<uint32_t> next(g.begin.begin(), g.begin.end() - 1);
-  for (size_t i = 0; i < n; ++i) g.order[next[shard_of[i]]++] = static_cast<uint32_t>(i);
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t j = next[shard_of[i]]++;
+    g.keys[j] = keys[i];
+    g.hashes[j] = hashes[i];
+    g.order[j] = static_cast<uint32_t>(i);
+  }
   return g;
+}
+
+void SparseTable::PrefetchAhead(const detail::RowStore& rows, const Groups& g, uint32_t j,
+                                uint32_t end) {
+  // Slots 16 keys ahead, rows 8 ahead: by then the slot is in cache and names the row.
+  constexpr uint32_t kSlotAhead = 16, kRowAhead = 8;
+  if (j + kSlotAhead < end) rows.PrefetchSlot(g.hashes[j + kSlotAhead]);
+  if (j + kRowAhead < end) rows.PrefetchRow(g.hashes[j + kRowAhead]);
 }
 
 float* SparseTable::CreateRow(Shard& shard, int64_t key, uint64_t hash, uint32_t stamp) {
@@ -88,18 +103,19 @@ absl::Status SparseTable::Pull(absl::Span<const int64_t> keys, absl::Span<float>
     Shard& shard = *shards_[s];
     std::lock_guard<std::mutex> lock(shard.mu);
     for (uint32_t j = g.begin[s]; j < g.begin[s + 1]; ++j) {
-      const uint32_t i = g.order[j];
-      float* dst = out.data() + i * dim_;
-      float* row = shard.rows.Find(keys[i], g.hashes[i]);
+      PrefetchAhead(shard.rows, g, j, g.begin[s + 1]);
+      const int64_t key = g.keys[j];
+      float* dst = out.data() + size_t{g.order[j]} * dim_;
+      float* row = shard.rows.Find(key, g.hashes[j]);
       if (row == nullptr && min_count_ > 1) {
-        auto it = shard.pending.try_emplace(keys[i], 0).first;
+        auto it = shard.pending.try_emplace(key, 0).first;
         if (++it->second < min_count_) {
           std::memset(dst, 0, dim_ * sizeof(float));
           continue;
         }
         shard.pending.erase(it);
       }
-      if (row == nullptr) row = CreateRow(shard, keys[i], g.hashes[i], stamp);
+      if (row == nullptr) row = CreateRow(shard, key, g.hashes[j], stamp);
       if (row == nullptr) {
         return absl::ResourceExhaustedError(absl::StrCat(Name(), ": shard ", s, " is full"));
       }
@@ -128,16 +144,17 @@ absl::Status SparseTable::Push(absl::Span<const int64_t> keys, absl::Span<const 
     Shard& shard = *shards_[s];
     std::lock_guard<std::mutex> lock(shard.mu);
     for (uint32_t j = g.begin[s]; j < g.begin[s + 1]; ++j) {
-      const uint32_t i = g.order[j];
-      float* row = shard.rows.Find(keys[i], g.hashes[i]);
+      PrefetchAhead(shard.rows, g, j, g.begin[s + 1]);
+      const int64_t key = g.keys[j];
+      float* row = shard.rows.Find(key, g.hashes[j]);
       if (row == nullptr) {
         if (min_count_ > 1) continue;  // not admitted yet: the gradient is dropped
-        row = CreateRow(shard, keys[i], g.hashes[i], stamp);
+        row = CreateRow(shard, key, g.hashes[j], stamp);
         if (row == nullptr) {
           return absl::ResourceExhaustedError(absl::StrCat(Name(), ": shard ", s, " is full"));
         }
       }
-      const float* grad = grads.data() + i * dim_;
+      const float* grad = grads.data() + size_t{g.order[j]} * dim_;
       if (is_delta) {
         for (size_t k = 0; k < dim_; ++k) row[k] += grad[k];
       } else {

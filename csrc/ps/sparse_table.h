@@ -77,16 +77,21 @@ class SparseTable {
     detail::RowStore rows;
     absl::flat_hash_map<int64_t, uint32_t> pending;  // count filter: pulls seen so far
   };
-  // Indices of a request's keys grouped by shard.
+  // A request's keys sorted by shard (stable), with their hashes and request positions, so that
+  // each shard is locked once and its keys are read sequentially.
   struct Groups {
+    std::vector<int64_t> keys;
     std::vector<uint64_t> hashes;
-    std::vector<uint32_t> order;
-    std::vector<uint32_t> begin;  // shard s owns order[begin[s], begin[s + 1])
+    std::vector<uint32_t> order;  // position of keys[j] in the request
+    std::vector<uint32_t> begin;  // shard s holds [begin[s], begin[s + 1])
   };
 
   SparseTable(const proto::TableConfig& config, std::unique_ptr<UpdateRule> rule,
               Initializer initializer);
   Groups GroupByShard(absl::Span<const int64_t> keys) const;
+  // Prefetches for the key at order position j of a shard's range ending at `end`.
+  static void PrefetchAhead(const detail::RowStore& rows, const Groups& g, uint32_t j,
+                            uint32_t end);
   // A new initialised row, or nullptr when the shard is full. Caller holds shard.mu.
   float* CreateRow(Shard& shard, int64_t key, uint64_t hash, uint32_t stamp);
   absl::Status LoadRecords(TableFileReader* part, uint32_t stamp,

@@ -29,6 +29,19 @@ class RowStore {
   // The hash every user of a store must pass for `key`; the shard choice uses its low bits.
   static uint64_t Hash(int64_t key);
 
+  // Hints for a batch of lookups: PrefetchSlot(hash) a few keys ahead of Find(hash), and
+  // PrefetchRow(hash) once its slot is likely cached, so the misses of several keys overlap.
+  void PrefetchSlot(uint64_t hash) const {
+    if (!slots_.empty()) __builtin_prefetch(&slots_[Bucket(hash)]);
+  }
+  void PrefetchRow(uint64_t hash) const {
+    if (slots_.empty()) return;
+    const uint32_t slot = slots_[Bucket(hash)];
+    if (slot != 0 && (slot >> row_bits_) == Tag(hash)) {
+      __builtin_prefetch(RowBase((slot & ((uint32_t{1} << row_bits_) - 1)) - 1));
+    }
+  }
+
   // The data (width floats) of `key`'s row, or nullptr when absent.
   float* Find(int64_t key, uint64_t hash) const;
   // Adds `key` (which must be absent) and returns its data, uninitialised, stamped `stamp`;

@@ -11,9 +11,8 @@ import pytest
 from fleet import _core
 from fleet.errors import InvalidArgument, NotFound, Timeout
 from fleet.proto import ps_pb2
+from fleet.testing.ps_cluster import start_servers
 from fleet.testing.ps_reference import OPTIMIZERS, ReferenceRule
-
-from .conftest import start_servers
 
 pytestmark = pytest.mark.timeout(120)
 
