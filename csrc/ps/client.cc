@@ -1,43 +1,16 @@
 #include "ps/client.h"
 
-#include <grpcpp/grpcpp.h>
-
 #include <algorithm>
-#include <atomic>
 #include <cstring>
+#include <functional>
 
 #include "absl/strings/str_cat.h"
+#include "ps/detail/client_call.h"
 
 namespace fleet::ps {
-namespace {
+namespace detail {
 
-template <class Request, class Reply>
-struct Call {
-  grpc::ClientContext context;
-  Request request;
-  Reply reply;
-};
-using PullSparseCall = Call<proto::PullSparseRequest, proto::PullSparseReply>;
-using PushSparseCall = Call<proto::PushSparseRequest, proto::PushReply>;
-using PullDenseCall = Call<proto::PullDenseRequest, proto::PullDenseReply>;
-using PushDenseCall = Call<proto::PushDenseRequest, proto::PushReply>;
-using BarrierCall = Call<proto::BarrierRequest, proto::BarrierReply>;
-using SaveCall = Call<proto::SaveRequest, proto::SaveLoadReply>;
-using LoadCall = Call<proto::LoadRequest, proto::SaveLoadReply>;
-using ShrinkCall = Call<proto::ShrinkRequest, proto::ShrinkReply>;
-using StatsCall = Call<proto::StatsRequest, proto::StatsReply>;
-using HeartbeatCall = Call<proto::HeartbeatRequest, proto::HeartbeatReply>;
-using StopCall = Call<proto::StopRequest, proto::StopReply>;
-
-// Each starts one RPC through the stub's callback interface.
-#define FLEET_PS_STARTER(Method)                                                     \
-  [](auto* async, auto* context, auto* request, auto* reply, auto done) {           \
-    async->Method(context, request, reply, std::move(done));                         \
-  }
-
-// The one place where a gRPC status (transport) and a reply's RpcStatus (application) become an
-// absl::Status; `where` names the call, the server and its endpoint. gRPC and absl share their
-// status code numbering (google.rpc.Code).
+// gRPC and absl share their status code numbering (google.rpc.Code).
 absl::Status CallStatus(const grpc::Status& transport, const proto::RpcStatus& reply,
                         const std::string& where) {
   if (!transport.ok()) {
@@ -51,16 +24,144 @@ absl::Status CallStatus(const grpc::Status& transport, const proto::RpcStatus& r
   return absl::OkStatus();
 }
 
+}  // namespace detail
+
+namespace {
+
+using PullSparseCall = detail::Call<proto::PullSparseRequest, proto::PullSparseReply>;
+using PushSparseCall = detail::Call<proto::PushSparseRequest, proto::PushReply>;
+using PullDenseCall = detail::Call<proto::PullDenseRequest, proto::PullDenseReply>;
+using PushDenseCall = detail::Call<proto::PushDenseRequest, proto::PushReply>;
+using BarrierCall = detail::Call<proto::BarrierRequest, proto::BarrierReply>;
+using HeartbeatCall = detail::Call<proto::HeartbeatRequest, proto::HeartbeatReply>;
+
+
+// Requests to each server, filled key by key in the caller's order and sent as soon as one
+// holds max_keys keys, so that routing the remaining keys overlaps with the servers' work.
+// `Pending` holds `call` and raw pointers into its payload, sized by `open` for max_keys keys;
+// `send(server, pending, count, positions)` trims the payload to `count` keys and launches it.
+template <class Pending>
+class RequestStream {
+ public:
+  using OpenFn = std::function<Pending()>;
+  using SendFn = std::function<void(uint32_t, Pending&, size_t, std::vector<uint32_t>)>;
+
+  RequestStream(size_t num_servers, size_t max_keys, OpenFn open, SendFn send)
+      : max_keys_(max_keys), open_(std::move(open)), send_(std::move(send)),
+        slots_(num_servers) {}
+  ~RequestStream() {
+    for (auto& slot : slots_) delete slot.pending.call;  // unsent after an error
+  }
+
+  // The request of `server` with room for one more key, and that key's index in it.
+  Pending& Next(uint32_t server, size_t* index) {
+    Slot& slot = slots_[server];
+    if (slot.pending.call == nullptr) {
+      slot.pending = open_();
+      slot.positions.reserve(max_keys_);
+    }
+    *index = slot.positions.size();
+    return slot.pending;
+  }
+  // The key at caller position `position` now fills that index; sends the request when full.
+  void Commit(uint32_t server, uint32_t position) {
+    Slot& slot = slots_[server];
+    slot.positions.push_back(position);
+    if (slot.positions.size() == max_keys_) Send(server);
+  }
+  // Sends the requests that are partly filled.
+  void Flush() {
+    for (uint32_t s = 0; s < slots_.size(); ++s) {
+      if (slots_[s].pending.call != nullptr) Send(s);
+    }
+  }
+
+ private:
+  struct Slot {
+    Pending pending;
+    std::vector<uint32_t> positions;
+  };
+  void Send(uint32_t server) {
+    Slot& slot = slots_[server];
+    const size_t count = slot.positions.size();
+    send_(server, slot.pending, count, std::move(slot.positions));
+    slot = Slot();
+  }
+
+  size_t max_keys_;
+  OpenFn open_;
+  SendFn send_;
+  std::vector<Slot> slots_;
+};
+
+// Copies the rows of a pull reply to their caller positions.
+absl::Status ScatterRows(const std::string& values, absl::Span<const uint32_t> positions,
+                         size_t dim, absl::Span<float> out) {
+  if (values.size() != positions.size() * dim * sizeof(float)) {
+    return absl::InternalError(absl::StrCat("reply holds ", values.size(), " bytes, expected ",
+                                            positions.size() * dim * sizeof(float)));
+  }
+  const float* v = reinterpret_cast<const float*>(values.data());
+  for (size_t j = 0; j < positions.size(); ++j) {
+    std::memcpy(out.data() + size_t{positions[j]} * dim, v + j * dim, dim * sizeof(float));
+  }
+  return absl::OkStatus();
+}
+
+// The gradients of keys that occur more than once in a push, summed under the first occurrence.
+class MergedRepeats {
+ public:
+  MergedRepeats(absl::Span<const int64_t> keys, absl::Span<const float> grads, size_t dim)
+      : grads_(grads), dim_(dim) {
+    absl::flat_hash_map<int64_t, uint32_t> first;
+    first.reserve(keys.size());
+    for (uint32_t i = 0; i < keys.size(); ++i) {
+      auto [it, inserted] = first.try_emplace(keys[i], i);
+      if (!inserted) Add(i, it->second, keys.size());
+    }
+  }
+  // True for every occurrence of a key but its first.
+  bool IsRepeat(uint32_t i) const { return !repeat_.empty() && repeat_[i]; }
+  // The gradient to send for the key first occurring at position i.
+  const float* Row(uint32_t i) const {
+    if (!at_.empty()) {
+      if (auto it = at_.find(i); it != at_.end()) return sums_.data() + it->second;
+    }
+    return grads_.data() + size_t{i} * dim_;
+  }
+
+ private:
+  void Add(uint32_t i, uint32_t head, size_t n) {
+    if (repeat_.empty()) repeat_.assign(n, 0);
+    repeat_[i] = 1;
+    auto [it, added] = at_.try_emplace(head, sums_.size());
+    if (added) {
+      const float* g = grads_.data() + size_t{head} * dim_;
+      sums_.insert(sums_.end(), g, g + dim_);
+    }
+    const float* g = grads_.data() + size_t{i} * dim_;
+    for (size_t k = 0; k < dim_; ++k) sums_[it->second + k] += g[k];
+  }
+
+  absl::Span<const float> grads_;
+  size_t dim_;
+  std::vector<uint8_t> repeat_;                // per position, once a repeat is seen
+  absl::flat_hash_map<uint32_t, size_t> at_;   // first position -> offset in sums_
+  std::vector<float> sums_;
+};
+
+struct PendingPull {
+  PullSparseCall* call = nullptr;
+  char* keys = nullptr;
+};
+struct PendingPush {
+  PushSparseCall* call = nullptr;
+  char* keys = nullptr;
+  char* grads = nullptr;
+};
+
 }  // namespace
 
-namespace detail {
-// Counts the RPCs in flight; each callback holds a reference, so the count outlives the client
-// for as long as a callback still touches it.
-struct Inflight {
-  absl::Mutex mu;
-  int count ABSL_GUARDED_BY(mu) = 0;
-};
-}  // namespace detail
 
 absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(ClientOptions options) {
   if (options.endpoints.empty()) return absl::InvalidArgumentError("PsClient: no endpoints");
@@ -157,6 +258,18 @@ absl::StatusOr<proto::TableConfig> PsClient::Table(uint32_t table_id) const {
   return it->second;
 }
 
+uint32_t PsClient::ServerOf(int64_t key) const {
+  const uint32_t n = static_cast<uint32_t>(stubs_.size());
+  return n == 1 ? 0 : options_.sharding.key_to_server(key, n);
+}
+
+Future PsClient::FailSharding(const std::shared_ptr<detail::CallState>& state) const {
+  // Requests already sent finish on their own; the call reports the broken sharding function.
+  state->Done(absl::InvalidArgumentError(absl::StrCat(
+      "the key sharding function returned a server index >= ", stubs_.size())));
+  return Future(state);
+}
+
 absl::StatusOr<size_t> PsClient::SparseDim(uint32_t table_id) const {
   auto it = tables_.find(table_id);
   if (it == tables_.end() || it->second.type() != proto::SPARSE) {
@@ -175,46 +288,6 @@ absl::StatusOr<const PsClient::DenseRoute*> PsClient::Dense(uint32_t table_id) c
   return &it->second;
 }
 
-template <class CallT, class Start, class OnReply>
-void PsClient::Launch(size_t server, std::string what, absl::Duration timeout, CallT* call,
-                      Start start, std::shared_ptr<detail::CallState> state, OnReply on_reply) {
-  call->context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
-  {
-    absl::MutexLock lock(&inflight_->mu);
-    ++inflight_->count;
-  }
-  std::string where = absl::StrCat(what, " on parameter server ", server, " at ",
-                                   options_.endpoints[server]);
-  start(stubs_[server]->async(), &call->context, &call->request, &call->reply,
-        [call, where = std::move(where), state = std::move(state), inflight = inflight_,
-         on_reply = std::move(on_reply)](grpc::Status transport) {
-          absl::Status status = CallStatus(transport, call->reply.status(), where);
-          if (status.ok()) {
-            status = on_reply(call->reply);
-            if (!status.ok()) status = absl::Status(status.code(),
-                                                    absl::StrCat(where, ": ", status.message()));
-          }
-          delete call;
-          state->Done(std::move(status));
-          absl::MutexLock lock(&inflight->mu);
-          --inflight->count;
-        });
-}
-
-template <class CallT, class Start, class OnReply>
-absl::Status PsClient::CallAll(const char* what, absl::Duration timeout, Start start,
-                               const std::function<void(CallT*)>& fill, OnReply on_reply) {
-  auto state = std::make_shared<detail::CallState>(static_cast<int>(stubs_.size()));
-  for (size_t s = 0; s < stubs_.size(); ++s) {
-    auto* call = new CallT;
-    fill(call);
-    Launch(s, what, timeout, call, start, state,
-           [s, &on_reply](const auto& reply) { return on_reply(s, reply); });
-  }
-  // The callbacks reference on_reply: wait for all of them before returning.
-  return state->Wait();
-}
-
 Future PsClient::PullSparse(uint32_t table_id, absl::Span<const int64_t> keys,
                             absl::Span<float> out) {
   auto dim_or = SparseDim(table_id);
@@ -225,38 +298,28 @@ Future PsClient::PullSparse(uint32_t table_id, absl::Span<const int64_t> keys,
         "PullSparse of table ", table_id, ": ", keys.size(), " keys of dim ", dim, " need ",
         keys.size() * dim, " output floats, got ", out.size())));
   }
-  // Requests are sent as soon as they fill up, so routing the rest of the keys overlaps with
-  // the servers' work. The state's initial count of 1 keeps the call open until all are sent.
+  // The initial count of 1 keeps the call open until every request is sent.
   auto state = std::make_shared<detail::CallState>(1);
   const std::string what = absl::StrCat("PullSparse of table ", table_id);
-  const uint32_t num_servers = static_cast<uint32_t>(stubs_.size());
   const size_t max_keys = std::min(options_.max_keys_per_request, keys.size());
-  struct Open {
-    PullSparseCall* call = nullptr;
-    char* keys = nullptr;             // into the request's keys bytes, sized for max_keys
-    std::vector<uint32_t> positions;  // caller position of each key of the request
-  };
-  std::vector<Open> open(num_servers);
-  auto send = [&](uint32_t s) {
-    open[s].call->request.mutable_keys()->resize(open[s].positions.size() * sizeof(int64_t));
-    state->AddPending(1);
-    Launch(s, what, options_.rpc_timeout, open[s].call, FLEET_PS_STARTER(PullSparse), state,
-           [out, dim, positions = std::move(open[s].positions)](
-               const proto::PullSparseReply& reply) {
-             const std::string& values = reply.values();
-             if (values.size() != positions.size() * dim * sizeof(float)) {
-               return absl::InternalError(absl::StrCat("reply holds ", values.size(),
-                                                       " bytes, expected ",
-                                                       positions.size() * dim * 4));
-             }
-             const float* v = reinterpret_cast<const float*>(values.data());
-             for (size_t j = 0; j < positions.size(); ++j) {
-               std::memcpy(out.data() + positions[j] * dim, v + j * dim, dim * sizeof(float));
-             }
-             return absl::OkStatus();
-           });
-    open[s] = Open();
-  };
+  RequestStream<PendingPull> stream(
+      stubs_.size(), max_keys,
+      [&] {
+        PendingPull p{new PullSparseCall};
+        p.call->request.set_table_id(table_id);
+        p.call->request.mutable_keys()->resize(max_keys * sizeof(int64_t));
+        p.keys = p.call->request.mutable_keys()->data();
+        return p;
+      },
+      [&](uint32_t s, PendingPull& p, size_t count, std::vector<uint32_t> positions) {
+        p.call->request.mutable_keys()->resize(count * sizeof(int64_t));
+        state->AddPending(1);
+        Launch(s, what, options_.rpc_timeout, p.call, FLEET_PS_STARTER(PullSparse), state,
+               [out, dim, positions = std::move(positions)](const proto::PullSparseReply& r) {
+                 return ScatterRows(r.values(), positions, dim, out);
+               });
+        p.call = nullptr;
+      });
   absl::flat_hash_map<int64_t, uint32_t> first;  // key -> first caller position
   first.reserve(keys.size());
   std::vector<std::pair<uint32_t, uint32_t>> repeats;  // (caller position, first position)
@@ -266,31 +329,19 @@ Future PsClient::PullSparse(uint32_t table_id, absl::Span<const int64_t> keys,
       repeats.emplace_back(i, it->second);
       continue;
     }
-    const uint32_t s = num_servers == 1 ? 0 : options_.sharding.key_to_server(keys[i], num_servers);
-    if (s >= num_servers) {
-      state->Done(absl::InvalidArgumentError("key sharding returned a server >= n"));
-      for (auto& o : open) delete o.call;
-      return Future(state);
-    }
-    Open& o = open[s];
-    if (o.call == nullptr) {
-      o.call = new PullSparseCall;
-      o.call->request.set_table_id(table_id);
-      o.call->request.mutable_keys()->resize(max_keys * sizeof(int64_t));
-      o.keys = o.call->request.mutable_keys()->data();
-      o.positions.reserve(max_keys);
-    }
-    std::memcpy(o.keys + o.positions.size() * sizeof(int64_t), &keys[i], sizeof(int64_t));
-    o.positions.push_back(i);
-    if (o.positions.size() == max_keys) send(s);
+    const uint32_t s = ServerOf(keys[i]);
+    if (s >= stubs_.size()) return FailSharding(state);
+    size_t index;
+    PendingPull& p = stream.Next(s, &index);
+    std::memcpy(p.keys + index * sizeof(int64_t), &keys[i], sizeof(int64_t));
+    stream.Commit(s, i);
   }
-  for (uint32_t s = 0; s < num_servers; ++s) {
-    if (open[s].call != nullptr) send(s);
-  }
+  stream.Flush();
   if (!repeats.empty()) {
     state->SetFinisher([out, dim, repeats = std::move(repeats)] {
       for (auto [pos, src] : repeats) {
-        std::memcpy(out.data() + pos * dim, out.data() + src * dim, dim * sizeof(float));
+        std::memcpy(out.data() + size_t{pos} * dim, out.data() + size_t{src} * dim,
+                    dim * sizeof(float));
       }
     });
   }
@@ -309,76 +360,42 @@ Future PsClient::PushSparse(uint32_t table_id, absl::Span<const int64_t> keys,
         "PushSparse of table ", table_id, ": ", keys.size(), " keys of dim ", dim, " need ",
         keys.size() * dim, " floats, got ", grads.size())));
   }
-  // Pass 1: the gradients of a repeated key are summed into `merged`, under its first position.
-  absl::flat_hash_map<int64_t, uint32_t> first;
-  first.reserve(keys.size());
-  std::vector<uint8_t> repeated;                  // per position, once a repeat is seen
-  absl::flat_hash_map<uint32_t, size_t> merged_at;  // first position -> offset in merged
-  std::vector<float> merged;
-  for (uint32_t i = 0; i < keys.size(); ++i) {
-    auto [it, inserted] = first.try_emplace(keys[i], i);
-    if (inserted) continue;
-    if (repeated.empty()) repeated.assign(keys.size(), 0);
-    repeated[i] = 1;
-    auto [m, added] = merged_at.try_emplace(it->second, merged.size());
-    const float* src = grads.data() + size_t{i} * dim;
-    if (added) {
-      const float* head = grads.data() + size_t{it->second} * dim;
-      merged.insert(merged.end(), head, head + dim);
-    }
-    for (size_t k = 0; k < dim; ++k) merged[m->second + k] += src[k];
-  }
-  // Pass 2: requests in the caller's key order, each sent as soon as it is full.
+  const MergedRepeats merged(keys, grads, dim);
   auto state = std::make_shared<detail::CallState>(1);
   const std::string what = absl::StrCat(is_delta ? "PushSparse (delta)" : "PushSparse",
                                         " of table ", table_id);
-  const uint32_t num_servers = static_cast<uint32_t>(stubs_.size());
   const size_t max_keys = std::min(options_.max_keys_per_request, keys.size());
-  struct Open {
-    PushSparseCall* call = nullptr;
-    char* keys = nullptr;   // into the request's keys bytes, sized for max_keys
-    char* grads = nullptr;  // into the request's grads bytes, likewise
-    size_t count = 0;
-  };
-  std::vector<Open> open(num_servers);
-  auto send = [&](uint32_t s) {
-    Open& o = open[s];
-    o.call->request.mutable_keys()->resize(o.count * sizeof(int64_t));
-    o.call->request.mutable_grads()->resize(o.count * row_bytes);
-    state->AddPending(1);
-    Launch(s, what, options_.rpc_timeout, o.call, FLEET_PS_STARTER(PushSparse), state,
-           [](const proto::PushReply&) { return absl::OkStatus(); });
-    o = Open();
-  };
+  RequestStream<PendingPush> stream(
+      stubs_.size(), max_keys,
+      [&] {
+        PendingPush p{new PushSparseCall};
+        p.call->request.set_table_id(table_id);
+        p.call->request.set_is_delta(is_delta);
+        p.call->request.mutable_keys()->resize(max_keys * sizeof(int64_t));
+        p.call->request.mutable_grads()->resize(max_keys * row_bytes);
+        p.keys = p.call->request.mutable_keys()->data();
+        p.grads = p.call->request.mutable_grads()->data();
+        return p;
+      },
+      [&](uint32_t s, PendingPush& p, size_t count, std::vector<uint32_t>) {
+        p.call->request.mutable_keys()->resize(count * sizeof(int64_t));
+        p.call->request.mutable_grads()->resize(count * row_bytes);
+        state->AddPending(1);
+        Launch(s, what, options_.rpc_timeout, p.call, FLEET_PS_STARTER(PushSparse), state,
+               [](const proto::PushReply&) { return absl::OkStatus(); });
+        p.call = nullptr;
+      });
   for (uint32_t i = 0; i < keys.size(); ++i) {
-    if (!repeated.empty() && repeated[i]) continue;
-    const uint32_t s = num_servers == 1 ? 0 : options_.sharding.key_to_server(keys[i], num_servers);
-    if (s >= num_servers) {
-      state->Done(absl::InvalidArgumentError("key sharding returned a server >= n"));
-      for (auto& o : open) delete o.call;
-      return Future(state);
-    }
-    Open& o = open[s];
-    if (o.call == nullptr) {
-      o.call = new PushSparseCall;
-      o.call->request.set_table_id(table_id);
-      o.call->request.set_is_delta(is_delta);
-      o.call->request.mutable_keys()->resize(max_keys * sizeof(int64_t));
-      o.call->request.mutable_grads()->resize(max_keys * row_bytes);
-      o.keys = o.call->request.mutable_keys()->data();
-      o.grads = o.call->request.mutable_grads()->data();
-    }
-    const float* src = grads.data() + size_t{i} * dim;
-    if (!merged_at.empty()) {
-      if (auto m = merged_at.find(i); m != merged_at.end()) src = merged.data() + m->second;
-    }
-    std::memcpy(o.keys + o.count * sizeof(int64_t), &keys[i], sizeof(int64_t));
-    std::memcpy(o.grads + o.count * row_bytes, src, row_bytes);
-    if (++o.count == max_keys) send(s);
+    if (merged.IsRepeat(i)) continue;
+    const uint32_t s = ServerOf(keys[i]);
+    if (s >= stubs_.size()) return FailSharding(state);
+    size_t index;
+    PendingPush& p = stream.Next(s, &index);
+    std::memcpy(p.keys + index * sizeof(int64_t), &keys[i], sizeof(int64_t));
+    std::memcpy(p.grads + index * row_bytes, merged.Row(i), row_bytes);
+    stream.Commit(s, i);
   }
-  for (uint32_t s = 0; s < num_servers; ++s) {
-    if (open[s].call != nullptr) send(s);
-  }
+  stream.Flush();
   state->Done(absl::OkStatus());
   return Future(state);
 }
@@ -467,83 +484,5 @@ Future PsClient::Barrier(const std::string& name, uint32_t num_workers, uint32_t
   return Future(state);
 }
 
-absl::StatusOr<uint64_t> PsClient::Save(const std::string& dirname,
-                                        std::optional<uint32_t> table_id, proto::SaveMode mode) {
-  std::atomic<uint64_t> rows{0};
-  auto status = CallAll<SaveCall>(
-      "Save", options_.admin_timeout, FLEET_PS_STARTER(Save),
-      [&](SaveCall* call) {
-        call->request.set_dirname(dirname);
-        call->request.set_all_tables(!table_id.has_value());
-        call->request.set_table_id(table_id.value_or(0));
-        call->request.set_mode(mode);
-      },
-      [&](size_t, const proto::SaveLoadReply& reply) {
-        rows += reply.rows();
-        return absl::OkStatus();
-      });
-  if (!status.ok()) return status;
-  return rows.load();
-}
-
-absl::StatusOr<uint64_t> PsClient::Load(const std::string& dirname,
-                                        std::optional<uint32_t> table_id) {
-  std::atomic<uint64_t> rows{0};
-  auto status = CallAll<LoadCall>(
-      "Load", options_.admin_timeout, FLEET_PS_STARTER(Load),
-      [&](LoadCall* call) {
-        call->request.set_dirname(dirname);
-        call->request.set_all_tables(!table_id.has_value());
-        call->request.set_table_id(table_id.value_or(0));
-      },
-      [&](size_t, const proto::SaveLoadReply& reply) {
-        rows += reply.rows();
-        return absl::OkStatus();
-      });
-  if (!status.ok()) return status;
-  return rows.load();
-}
-
-absl::StatusOr<uint64_t> PsClient::Shrink(uint32_t table_id, uint32_t max_unseen_saves) {
-  std::atomic<uint64_t> removed{0};
-  auto status = CallAll<ShrinkCall>(
-      "Shrink", options_.admin_timeout, FLEET_PS_STARTER(Shrink),
-      [&](ShrinkCall* call) {
-        call->request.set_table_id(table_id);
-        call->request.set_max_unseen_saves(max_unseen_saves);
-      },
-      [&](size_t, const proto::ShrinkReply& reply) {
-        removed += reply.rows_removed();
-        return absl::OkStatus();
-      });
-  if (!status.ok()) return status;
-  return removed.load();
-}
-
-absl::StatusOr<std::vector<std::vector<proto::TableStats>>> PsClient::Stats() {
-  std::vector<std::vector<proto::TableStats>> stats(stubs_.size());
-  auto status = CallAll<StatsCall>(
-      "Stats", options_.rpc_timeout, FLEET_PS_STARTER(Stats), [](StatsCall*) {},
-      [&](size_t s, const proto::StatsReply& reply) {
-        stats[s].assign(reply.tables().begin(), reply.tables().end());
-        return absl::OkStatus();
-      });
-  if (!status.ok()) return status;
-  return stats;
-}
-
-absl::Status PsClient::Heartbeat() {
-  return CallAll<HeartbeatCall>("Heartbeat", options_.rpc_timeout, FLEET_PS_STARTER(Heartbeat),
-                                [](HeartbeatCall*) {},
-                                [](size_t, const proto::HeartbeatReply&) {
-                                  return absl::OkStatus();
-                                });
-}
-
-absl::Status PsClient::StopServers() {
-  return CallAll<StopCall>("Stop", options_.rpc_timeout, FLEET_PS_STARTER(Stop),
-                           [](StopCall*) {},
-                           [](size_t, const proto::StopReply&) { return absl::OkStatus(); });
-}
 
 }  // namespace fleet::ps

@@ -97,6 +97,9 @@ class PsClient {
   absl::Status Handshake();
   absl::Status AdoptConfigs(const std::vector<proto::ServerConfig>& configs);
   absl::StatusOr<size_t> SparseDim(uint32_t table_id) const;
+  // The server of a key under the sharding function (checked by the caller against the count).
+  uint32_t ServerOf(int64_t key) const;
+  Future FailSharding(const std::shared_ptr<detail::CallState>& state) const;
   absl::StatusOr<const DenseRoute*> Dense(uint32_t table_id) const;
   // Starts one RPC to `server` with a deadline of `timeout`; when it completes, on_reply(reply)
   // runs if it succeeded and the outcome goes to `state`. Takes ownership of `call`.

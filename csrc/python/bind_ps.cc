@@ -425,11 +425,11 @@ void BindBench(py::module_& m) {
         s.Shutdown(Seconds(grace_s));
       });
   py::class_<bench::EchoClient>(m, "EchoClient")
-      .def(py::init([](const std::string& endpoint, double timeout_s) {
+      .def(py::init([](const std::vector<std::string>& endpoints, double timeout_s) {
              py::gil_scoped_release release;
-             return ValueOrThrow(bench::EchoClient::Connect(endpoint, Seconds(timeout_s)));
+             return ValueOrThrow(bench::EchoClient::Connect(endpoints, Seconds(timeout_s)));
            }),
-           py::arg("endpoint"), py::arg("timeout_s") = 10.0)
+           py::arg("endpoints"), py::arg("timeout_s") = 10.0)
       .def(
           "echo",
           [](bench::EchoClient& c, const py::array& request, const py::array& reply,
@@ -443,7 +443,8 @@ void BindBench(py::module_& m) {
                                 Seconds(timeout_s)));
           },
           py::arg("request"), py::arg("reply"), py::arg("timeout_s") = 60.0,
-          "Sends the request bytes; the reply (reply.nbytes bytes) is copied into `reply`.");
+          "Sends the request bytes, split evenly over the servers; their replies (reply.nbytes "
+          "bytes in all) are copied into `reply`.");
   m.def(
       "memcpy_seconds",
       [](size_t bytes, int iterations) {

@@ -72,6 +72,7 @@ def start_servers(workdir: Path, tables: Optional[Sequence[dict]], num_servers: 
     None) with files under ``workdir``, and waits until all serve."""
     pythonpath = os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH")) if p)
     env = dict(os.environ, PYTHONPATH=pythonpath)
+    env.setdefault("OPENBLAS_NUM_THREADS", "1")  # servers never multiply matrices
     cluster = PsCluster([], [], [])
     try:
         for i in range(num_servers):

@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -41,23 +42,25 @@ class EchoServer {
   bool stop_requested_ ABSL_GUARDED_BY(mu_) = false;
 };
 
+// Echoes to one or more servers, as a PsClient talks to its servers.
 class EchoClient {
  public:
-  // Unavailable naming the endpoint when it cannot be reached within `timeout`.
-  static absl::StatusOr<std::unique_ptr<EchoClient>> Connect(const std::string& endpoint,
-                                                             absl::Duration timeout);
+  // Unavailable naming the endpoint that cannot be reached within `timeout`.
+  static absl::StatusOr<std::unique_ptr<EchoClient>> Connect(
+      const std::vector<std::string>& endpoints, absl::Duration timeout);
   ~EchoClient();
 
-  // Sends `request` and copies the reply (reply.size() bytes, built by the server from the
-  // request bytes) into `reply`. Blocks up to `timeout`. Thread-safe.
+  // Splits `request` and `reply` into one even piece per server, sends all pieces in parallel,
+  // and copies each server's reply (built from its request bytes) into its piece of `reply`.
+  // Blocks up to `timeout`. Thread-safe.
   absl::Status Echo(absl::Span<const char> request, absl::Span<char> reply,
                     absl::Duration timeout);
 
  private:
   struct Stub;
   EchoClient() = default;
-  std::string endpoint_;
-  std::unique_ptr<Stub> stub_;
+  std::vector<std::string> endpoints_;
+  std::vector<std::unique_ptr<Stub>> stubs_;
 };
 
 // Mean seconds of one memcpy of `bytes` bytes between two buffers (touched first), over
