@@ -23,6 +23,7 @@ import argparse
 import gc
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import threading
@@ -207,7 +208,8 @@ def resident_bytes() -> int:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-def memory(dim: int, rule: str, rows: int = 10_000_000) -> dict:
+def measure_memory(dim: int, rule: str, rows: int) -> dict:
+    """Builds a `rows`-row table in this process and measures it (see memory())."""
     optimizer = {"sgd": SGD, "adam": {"learning_rate": 0.01, "adam": {}},
                  "adagrad": {"learning_rate": 0.01, "adagrad": {}}}[rule]
     config = table_config({"table_id": 1, "type": "SPARSE", "dim": dim, "optimizer": optimizer,
@@ -217,7 +219,7 @@ def memory(dim: int, rule: str, rows: int = 10_000_000) -> dict:
     before = resident_bytes()
     table = _core.ps.SparseTable(config.SerializeToString())
     start = time.perf_counter()
-    step = 200_000
+    step = 50_000  # small batches: the allocator keeps little of their temporaries resident
     for _ in range(rows // step):  # fresh random keys over the whole int64 range
         table.pull(rng.integers(-(2 ** 63), 2 ** 63 - 1, step, dtype=np.int64))
     seconds = time.perf_counter() - start
@@ -226,12 +228,22 @@ def memory(dim: int, rule: str, rows: int = 10_000_000) -> dict:
     stats = table.stats()
     floats = table.row_width
     bound = 8 + 4 * floats
-    del table
     return dict(rows=stats["rows"], dim=dim, rule=rule, floats_per_row=floats,
                 key_and_floats_bytes=bound, resident_bytes_per_row=round(resident / rows, 2),
                 table_bytes_per_row=round(stats["bytes"] / rows, 2),
                 bytes_per_row_ratio=round(resident / rows / bound, 3),
                 insert_keys_per_s=round(rows / seconds))
+
+
+def memory(dim: int, rule: str, rows: int = 10_000_000) -> dict:
+    """Resident bytes per row of a `rows`-row sparse table, measured in a fresh process so that
+    the heap holds nothing but the table (no leftovers of the throughput runs)."""
+    code = (f"import json, sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); "
+            f"import ps_throughput as b; "
+            f"print(json.dumps(b.measure_memory({dim}, {rule!r}, {rows})))")
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
+                         text=True, timeout=600)
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:

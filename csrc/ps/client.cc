@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "ps/detail/client_call.h"
+#include "ps/detail/key_dedup.h"
 
 namespace fleet::ps {
 namespace detail {
@@ -35,6 +36,9 @@ using PushDenseCall = detail::Call<proto::PushDenseRequest, proto::PushReply>;
 using BarrierCall = detail::Call<proto::BarrierRequest, proto::BarrierReply>;
 using HeartbeatCall = detail::Call<proto::HeartbeatRequest, proto::HeartbeatReply>;
 
+
+// How many keys ahead the dedup table is prefetched.
+constexpr uint32_t kDedupAhead = 16;
 
 // Requests to each server, filled key by key in the caller's order and sent as soon as one
 // holds max_keys keys, so that routing the remaining keys overlaps with the servers' work.
@@ -111,13 +115,14 @@ absl::Status ScatterRows(const std::string& values, absl::Span<const uint32_t> p
 // The gradients of keys that occur more than once in a push, summed under the first occurrence.
 class MergedRepeats {
  public:
-  MergedRepeats(absl::Span<const int64_t> keys, absl::Span<const float> grads, size_t dim)
+  MergedRepeats(absl::Span<const int64_t> keys, absl::Span<const float> grads, size_t dim,
+                detail::KeyDedup* dedup)
       : grads_(grads), dim_(dim) {
-    absl::flat_hash_map<int64_t, uint32_t> first;
-    first.reserve(keys.size());
+    dedup->Reset(keys.size());
     for (uint32_t i = 0; i < keys.size(); ++i) {
-      auto [it, inserted] = first.try_emplace(keys[i], i);
-      if (!inserted) Add(i, it->second, keys.size());
+      if (i + kDedupAhead < keys.size()) dedup->Prefetch(keys[i + kDedupAhead]);
+      const uint32_t head = dedup->FirstOccurrence(keys[i], i);
+      if (head != i) Add(i, head, keys.size());
     }
   }
   // True for every occurrence of a key but its first.
@@ -163,11 +168,14 @@ struct PendingPush {
 }  // namespace
 
 
+PsClient::PsClient(ClientOptions options) : options_(std::move(options)) {}
+
 absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(ClientOptions options) {
   if (options.endpoints.empty()) return absl::InvalidArgumentError("PsClient: no endpoints");
   if (options.max_keys_per_request == 0) options.max_keys_per_request = 1;
   std::unique_ptr<PsClient> client(new PsClient(std::move(options)));
   client->inflight_ = std::make_shared<detail::Inflight>();
+  client->dedup_pool_ = std::make_unique<detail::KeyDedupPool>();
   if (auto s = client->Handshake(); !s.ok()) return s;
   return client;
 }
@@ -320,13 +328,14 @@ Future PsClient::PullSparse(uint32_t table_id, absl::Span<const int64_t> keys,
                });
         p.call = nullptr;
       });
-  absl::flat_hash_map<int64_t, uint32_t> first;  // key -> first caller position
-  first.reserve(keys.size());
+  std::unique_ptr<detail::KeyDedup> dedup = dedup_pool_->Acquire();
+  dedup->Reset(keys.size());
   std::vector<std::pair<uint32_t, uint32_t>> repeats;  // (caller position, first position)
   for (uint32_t i = 0; i < keys.size(); ++i) {
-    auto [it, inserted] = first.try_emplace(keys[i], i);
-    if (!inserted) {
-      repeats.emplace_back(i, it->second);
+    if (i + kDedupAhead < keys.size()) dedup->Prefetch(keys[i + kDedupAhead]);
+    const uint32_t head = dedup->FirstOccurrence(keys[i], i);
+    if (head != i) {
+      repeats.emplace_back(i, head);
       continue;
     }
     const uint32_t s = ServerOf(keys[i]);
@@ -336,6 +345,7 @@ Future PsClient::PullSparse(uint32_t table_id, absl::Span<const int64_t> keys,
     std::memcpy(p.keys + index * sizeof(int64_t), &keys[i], sizeof(int64_t));
     stream.Commit(s, i);
   }
+  dedup_pool_->Release(std::move(dedup));
   stream.Flush();
   if (!repeats.empty()) {
     state->SetFinisher([out, dim, repeats = std::move(repeats)] {
@@ -360,7 +370,9 @@ Future PsClient::PushSparse(uint32_t table_id, absl::Span<const int64_t> keys,
         "PushSparse of table ", table_id, ": ", keys.size(), " keys of dim ", dim, " need ",
         keys.size() * dim, " floats, got ", grads.size())));
   }
-  const MergedRepeats merged(keys, grads, dim);
+  std::unique_ptr<detail::KeyDedup> dedup = dedup_pool_->Acquire();
+  const MergedRepeats merged(keys, grads, dim, dedup.get());
+  dedup_pool_->Release(std::move(dedup));
   auto state = std::make_shared<detail::CallState>(1);
   const std::string what = absl::StrCat(is_delta ? "PushSparse (delta)" : "PushSparse",
                                         " of table ", table_id);

@@ -26,6 +26,7 @@
 namespace fleet::ps {
 namespace detail {
 struct Inflight;
+class KeyDedupPool;
 }  // namespace detail
 
 struct ClientOptions {
@@ -93,7 +94,7 @@ class PsClient {
     std::vector<size_t> local_size;             // per server
   };
 
-  explicit PsClient(ClientOptions options) : options_(std::move(options)) {}
+  explicit PsClient(ClientOptions options);
   absl::Status Handshake();
   absl::Status AdoptConfigs(const std::vector<proto::ServerConfig>& configs);
   absl::StatusOr<size_t> SparseDim(uint32_t table_id) const;
@@ -117,6 +118,7 @@ class PsClient {
   absl::flat_hash_map<uint32_t, proto::TableConfig> tables_;
   absl::flat_hash_map<uint32_t, DenseRoute> dense_;
   std::shared_ptr<detail::Inflight> inflight_;  // RPCs in flight, shared with their callbacks
+  std::unique_ptr<detail::KeyDedupPool> dedup_pool_;
 };
 
 }  // namespace fleet::ps

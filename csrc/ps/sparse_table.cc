@@ -48,30 +48,44 @@ std::string SparseTable::Name() const {
   return absl::StrCat("sparse table ", config_.table_id(), " '", config_.name(), "'");
 }
 
-SparseTable::Groups SparseTable::GroupByShard(absl::Span<const int64_t> keys) const {
+std::unique_ptr<SparseTable::Groups> SparseTable::GroupByShard(
+    absl::Span<const int64_t> keys) {
+  std::unique_ptr<Groups> g;
+  {
+    std::lock_guard<std::mutex> lock(groups_mu_);
+    if (!idle_groups_.empty()) {
+      g = std::move(idle_groups_.back());
+      idle_groups_.pop_back();
+    }
+  }
+  if (!g) g = std::make_unique<Groups>();
   const size_t n = keys.size();
   const size_t num_shards = shards_.size();
-  std::vector<uint64_t> hashes(n);
-  std::vector<uint32_t> shard_of(n);
-  Groups g;
-  g.begin.assign(num_shards + 1, 0);
+  g->begin.assign(num_shards + 1, 0);
+  g->shard_of.resize(n);
   for (size_t i = 0; i < n; ++i) {
-    hashes[i] = detail::RowStore::Hash(keys[i]);
-    shard_of[i] = static_cast<uint32_t>(hashes[i] % num_shards);
-    ++g.begin[shard_of[i] + 1];
+    g->shard_of[i] = static_cast<uint32_t>(detail::RowStore::Hash(keys[i]) % num_shards);
+    ++g->begin[g->shard_of[i] + 1];
   }
-  for (size_t s = 0; s < num_shards; ++s) g.begin[s + 1] += g.begin[s];
-  g.keys.resize(n);
-  g.hashes.resize(n);
-  g.order.resize(n);
-  std::vector<uint32_t> next(g.begin.begin(), g.begin.end() - 1);
+  for (size_t s = 0; s < num_shards; ++s) g->begin[s + 1] += g->begin[s];
+  g->keys.resize(n);
+  g->hashes.resize(n);
+  g->order.resize(n);
+  // Hashing again while placing costs a few cycles a key; a second array would cost memory.
+  std::vector<uint32_t> next(g->begin.begin(), g->begin.end() - 1);
   for (size_t i = 0; i < n; ++i) {
-    const uint32_t j = next[shard_of[i]]++;
-    g.keys[j] = keys[i];
-    g.hashes[j] = hashes[i];
-    g.order[j] = static_cast<uint32_t>(i);
+    const uint32_t j = next[g->shard_of[i]]++;
+    g->keys[j] = keys[i];
+    g->hashes[j] = detail::RowStore::Hash(keys[i]);
+    g->order[j] = static_cast<uint32_t>(i);
   }
   return g;
+}
+
+void SparseTable::ReleaseGroups(std::unique_ptr<Groups> groups) {
+  constexpr size_t kMaxIdle = 16;
+  std::lock_guard<std::mutex> lock(groups_mu_);
+  if (idle_groups_.size() < kMaxIdle) idle_groups_.push_back(std::move(groups));
 }
 
 void SparseTable::PrefetchAhead(const detail::RowStore& rows, const Groups& g, uint32_t j,
@@ -96,7 +110,14 @@ absl::Status SparseTable::Pull(absl::Span<const int64_t> keys, absl::Span<float>
                                                    " keys needs ", keys.size() * dim_,
                                                    " output floats, got ", out.size()));
   }
-  const Groups g = GroupByShard(keys);
+  std::unique_ptr<Groups> groups = GroupByShard(keys);
+  const Groups& g = *groups;
+  absl::Status status = PullGrouped(g, out);
+  ReleaseGroups(std::move(groups));
+  return status;
+}
+
+absl::Status SparseTable::PullGrouped(const Groups& g, absl::Span<float> out) {
   const uint32_t stamp = epoch_.load(std::memory_order_relaxed);
   for (size_t s = 0; s < shards_.size(); ++s) {
     if (g.begin[s] == g.begin[s + 1]) continue;
@@ -137,7 +158,14 @@ absl::Status SparseTable::Push(absl::Span<const int64_t> keys, absl::Span<const 
     return absl::InvalidArgumentError(absl::StrCat(Name(), ": ", what,
                                                    " contain NaN or infinity; push rejected"));
   }
-  const Groups g = GroupByShard(keys);
+  std::unique_ptr<Groups> groups = GroupByShard(keys);
+  absl::Status status = PushGrouped(*groups, grads, is_delta);
+  ReleaseGroups(std::move(groups));
+  return status;
+}
+
+absl::Status SparseTable::PushGrouped(const Groups& g, absl::Span<const float> grads,
+                                      bool is_delta) {
   const uint32_t stamp = epoch_.load(std::memory_order_relaxed);
   for (size_t s = 0; s < shards_.size(); ++s) {
     if (g.begin[s] == g.begin[s + 1]) continue;

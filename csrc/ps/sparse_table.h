@@ -78,17 +78,23 @@ class SparseTable {
     absl::flat_hash_map<int64_t, uint32_t> pending;  // count filter: pulls seen so far
   };
   // A request's keys sorted by shard (stable), with their hashes and request positions, so that
-  // each shard is locked once and its keys are read sequentially.
+  // each shard is locked once and its keys are read sequentially. Reused across requests
+  // (see AcquireGroups) so that large requests do not fault in fresh pages each time.
   struct Groups {
     std::vector<int64_t> keys;
     std::vector<uint64_t> hashes;
     std::vector<uint32_t> order;  // position of keys[j] in the request
     std::vector<uint32_t> begin;  // shard s holds [begin[s], begin[s + 1])
+    std::vector<uint32_t> shard_of;  // scratch: per request position
   };
 
   SparseTable(const proto::TableConfig& config, std::unique_ptr<UpdateRule> rule,
               Initializer initializer);
-  Groups GroupByShard(absl::Span<const int64_t> keys) const;
+  std::unique_ptr<Groups> GroupByShard(absl::Span<const int64_t> keys);
+  void ReleaseGroups(std::unique_ptr<Groups> groups);
+  // Pull and Push on keys already grouped (the requests were validated).
+  absl::Status PullGrouped(const Groups& g, absl::Span<float> out);
+  absl::Status PushGrouped(const Groups& g, absl::Span<const float> grads, bool is_delta);
   // Prefetches for the key at order position j of a shard's range ending at `end`.
   static void PrefetchAhead(const detail::RowStore& rows, const Groups& g, uint32_t j,
                             uint32_t end);
@@ -106,6 +112,8 @@ class SparseTable {
   size_t width_;
   uint32_t min_count_;  // count filter; <= 1 admits every key at once
   std::vector<std::unique_ptr<Shard>> shards_;
+  std::mutex groups_mu_;
+  std::vector<std::unique_ptr<Groups>> idle_groups_;  // at most a few, for reuse
   // Save cycles: rows are stamped with epoch_ when created or changed; a save advances it.
   std::atomic<uint32_t> epoch_{1};
   std::atomic<uint32_t> delta_since_{0};  // a delta save writes rows stamped >= this

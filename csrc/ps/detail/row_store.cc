@@ -1,5 +1,10 @@
 #include "ps/detail/row_store.h"
 
+#include <sys/mman.h>
+
+#include <cstdlib>
+#include <new>
+
 #include "ps/sharding.h"
 
 namespace fleet::ps::detail {
@@ -10,6 +15,41 @@ constexpr size_t kMinCapacity = 16;
 constexpr size_t kMaxCapacity = size_t{1} << 31;
 
 }  // namespace
+
+template <class T>
+PageArray<T>::PageArray(size_t size) : size_(size) {
+  const size_t bytes = size * sizeof(T);
+  if (bytes >= (size_t{64} << 10)) {
+    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+    data_ = static_cast<T*>(p);  // anonymous pages read as zero
+    mapped_ = true;
+  } else if (size > 0) {
+    data_ = static_cast<T*>(std::calloc(size, sizeof(T)));
+    if (data_ == nullptr) throw std::bad_alloc();
+  }
+}
+
+template <class T>
+void PageArray<T>::Release() {
+  if (mapped_) {
+    ::munmap(data_, size_ * sizeof(T));
+  } else {
+    std::free(data_);
+  }
+  data_ = nullptr;
+  size_ = 0;
+  mapped_ = false;
+}
+
+template class PageArray<float>;
+template class PageArray<uint32_t>;
+
+size_t RowStore::ChunksFor(size_t rows) {
+  if (rows <= kSmallRowsTotal) return (rows + (size_t{1} << kSmallLog2) - 1) >> kSmallLog2;
+  const size_t rest = rows - kSmallRowsTotal;
+  return kSmallChunks + ((rest + (size_t{1} << kLargeLog2) - 1) >> kLargeLog2);
+}
 
 RowStore::RowStore(size_t width) : width_(width), stride_(kHeaderWords + width) {}
 
@@ -50,8 +90,7 @@ void RowStore::PlaceInIndex(size_t row, uint64_t hash) {
 }
 
 void RowStore::Rehash(size_t capacity) {
-  slots_.assign(capacity, 0);
-  slots_.shrink_to_fit();
+  slots_ = PageArray<uint32_t>(capacity);
   row_bits_ = capacity == 0 ? 0 : static_cast<uint32_t>(64 - __builtin_clzll(capacity));
   for (size_t row = 0; row < size_; ++row) PlaceInIndex(row, Hash(KeyOf(RowBase(row))));
 }
@@ -64,8 +103,10 @@ float* RowStore::Insert(int64_t key, uint64_t hash, uint32_t stamp) {
     Rehash(capacity);
   }
   const size_t row = size_;
-  if ((row >> kChunkRowsLog2) == chunks_.size()) {
-    chunks_.emplace_back(new float[kChunkRows * stride_]);
+  if (row == capacity_rows_) {
+    const size_t rows = ChunkRows(chunks_.size());
+    chunks_.emplace_back(rows * stride_);
+    capacity_rows_ += rows;
   }
   float* base = RowBase(row);
   std::memcpy(base, &key, sizeof(key));
@@ -77,8 +118,8 @@ float* RowStore::Insert(int64_t key, uint64_t hash, uint32_t stamp) {
 }
 
 size_t RowStore::MemoryBytes() const {
-  return chunks_.size() * kChunkRows * stride_ * sizeof(float) +
-         chunks_.capacity() * sizeof(chunks_[0]) + slots_.capacity() * sizeof(uint32_t);
+  return capacity_rows_ * stride_ * sizeof(float) + chunks_.capacity() * sizeof(chunks_[0]) +
+         slots_.size() * sizeof(uint32_t);
 }
 
 void RowStore::ForEach(absl::FunctionRef<void(int64_t, uint32_t, const float*)> fn) const {
@@ -98,7 +139,9 @@ size_t RowStore::RemoveIf(absl::FunctionRef<bool(int64_t, uint32_t, const float*
   }
   const size_t removed = size_ - kept;
   size_ = kept;
-  chunks_.resize((size_ + kChunkRows - 1) >> kChunkRowsLog2);
+  chunks_.resize(ChunksFor(size_));
+  capacity_rows_ = 0;
+  for (size_t c = 0; c < chunks_.size(); ++c) capacity_rows_ += ChunkRows(c);
   size_t capacity = kMinCapacity;
   while (size_ * 5 > capacity * 4) capacity = capacity * 3 / 2;
   Rehash(size_ == 0 ? 0 : capacity);
@@ -109,8 +152,8 @@ void RowStore::Clear() {
   size_ = 0;
   chunks_.clear();
   chunks_.shrink_to_fit();
-  slots_.clear();
-  slots_.shrink_to_fit();
+  capacity_rows_ = 0;
+  slots_ = PageArray<uint32_t>();
   row_bits_ = 0;
 }
 

@@ -15,11 +15,44 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "absl/functional/function_ref.h"
 
 namespace fleet::ps::detail {
+
+// A zero-initialised array. Large ones are mapped from the kernel directly: whole pages with no
+// allocator header, and dropping one (the old index after a rehash) returns its pages at once
+// instead of leaving a hole in the heap. At 10 million rows both matter against the 1.3x budget.
+template <class T>
+class PageArray {
+ public:
+  PageArray() = default;
+  explicit PageArray(size_t size);  // std::bad_alloc when the memory cannot be had
+  ~PageArray() { Release(); }
+  PageArray(PageArray&& other) noexcept { *this = std::move(other); }
+  PageArray& operator=(PageArray&& other) noexcept {
+    if (this != &other) {
+      Release();
+      data_ = std::exchange(other.data_, nullptr);
+      size_ = std::exchange(other.size_, 0);
+      mapped_ = std::exchange(other.mapped_, false);
+    }
+    return *this;
+  }
+
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  T* data() const { return data_; }
+  T& operator[](size_t i) const { return data_[i]; }
+
+ private:
+  void Release();
+  T* data_ = nullptr;
+  size_t size_ = 0;
+  bool mapped_ = false;
+};
 
 class RowStore {
  public:
@@ -32,7 +65,7 @@ class RowStore {
   // Hints for a batch of lookups: PrefetchSlot(hash) a few keys ahead of Find(hash), and
   // PrefetchRow(hash) once its slot is likely cached, so the misses of several keys overlap.
   void PrefetchSlot(uint64_t hash) const {
-    if (!slots_.empty()) __builtin_prefetch(&slots_[Bucket(hash)]);
+    if (!slots_.empty()) __builtin_prefetch(slots_.data() + Bucket(hash));
   }
   void PrefetchRow(uint64_t hash) const {
     if (slots_.empty()) return;
@@ -65,11 +98,25 @@ class RowStore {
 
  private:
   static constexpr size_t kHeaderWords = 3;   // key (2) + stamp (1)
-  static constexpr size_t kChunkRowsLog2 = 12;  // 4096 rows per slab chunk
-  static constexpr size_t kChunkRows = size_t{1} << kChunkRowsLog2;
+  // The slab grows by chunks that never move: 256 of 4096 rows (little slack while a shard is
+  // small), then chunks of 65536 rows (few mappings when it is large).
+  static constexpr size_t kSmallLog2 = 12;
+  static constexpr size_t kSmallChunks = 256;
+  static constexpr size_t kLargeLog2 = 16;
+  static constexpr size_t kSmallRowsTotal = kSmallChunks << kSmallLog2;
+  static size_t ChunkRows(size_t chunk) {
+    return size_t{1} << (chunk < kSmallChunks ? kSmallLog2 : kLargeLog2);
+  }
+  // Chunks needed to hold `rows` rows.
+  static size_t ChunksFor(size_t rows);
 
   float* RowBase(size_t row) const {
-    return chunks_[row >> kChunkRowsLog2].get() + (row & (kChunkRows - 1)) * stride_;
+    if (row < kSmallRowsTotal) {
+      return chunks_[row >> kSmallLog2].data() + (row & ((size_t{1} << kSmallLog2) - 1)) * stride_;
+    }
+    const size_t r = row - kSmallRowsTotal;
+    return chunks_[kSmallChunks + (r >> kLargeLog2)].data() +
+           (r & ((size_t{1} << kLargeLog2) - 1)) * stride_;
   }
   static int64_t KeyOf(const float* base) {
     int64_t key;
@@ -86,8 +133,9 @@ class RowStore {
   size_t width_;
   size_t stride_;  // words per row
   size_t size_ = 0;
-  std::vector<std::unique_ptr<float[]>> chunks_;
-  std::vector<uint32_t> slots_;
+  std::vector<PageArray<float>> chunks_;
+  size_t capacity_rows_ = 0;  // rows the chunks hold
+  PageArray<uint32_t> slots_;
   uint32_t row_bits_ = 0;  // bits of (row + 1) in a slot; the rest are tag
 };
 
