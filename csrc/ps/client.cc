@@ -36,7 +36,6 @@ using PushDenseCall = detail::Call<proto::PushDenseRequest, proto::PushReply>;
 using BarrierCall = detail::Call<proto::BarrierRequest, proto::BarrierReply>;
 using HeartbeatCall = detail::Call<proto::HeartbeatRequest, proto::HeartbeatReply>;
 
-
 // How many keys ahead the dedup table is prefetched.
 constexpr uint32_t kDedupAhead = 16;
 
@@ -51,8 +50,7 @@ class RequestStream {
   using SendFn = std::function<void(uint32_t, Pending&, size_t, std::vector<uint32_t>)>;
 
   RequestStream(size_t num_servers, size_t max_keys, OpenFn open, SendFn send)
-      : max_keys_(max_keys), open_(std::move(open)), send_(std::move(send)),
-        slots_(num_servers) {}
+      : max_keys_(max_keys), open_(std::move(open)), send_(std::move(send)), slots_(num_servers) {}
   ~RequestStream() {
     for (auto& slot : slots_) delete slot.pending.call;  // unsent after an error
   }
@@ -150,8 +148,8 @@ class MergedRepeats {
 
   absl::Span<const float> grads_;
   size_t dim_;
-  std::vector<uint8_t> repeat_;                // per position, once a repeat is seen
-  absl::flat_hash_map<uint32_t, size_t> at_;   // first position -> offset in sums_
+  std::vector<uint8_t> repeat_;               // per position, once a repeat is seen
+  absl::flat_hash_map<uint32_t, size_t> at_;  // first position -> offset in sums_
   std::vector<float> sums_;
 };
 
@@ -166,7 +164,6 @@ struct PendingPush {
 };
 
 }  // namespace
-
 
 PsClient::PsClient(ClientOptions options) : options_(std::move(options)) {}
 
@@ -202,9 +199,9 @@ absl::Status PsClient::Handshake() {
   }
   for (size_t s = 0; s < channels_.size(); ++s) {
     if (!channels_[s]->WaitForConnected(absl::ToChronoTime(deadline))) {
-      return absl::UnavailableError(absl::StrCat(
-          "cannot connect to parameter server ", s, " at ", options_.endpoints[s], " within ",
-          absl::FormatDuration(options_.connect_timeout)));
+      return absl::UnavailableError(absl::StrCat("cannot connect to parameter server ", s, " at ",
+                                                 options_.endpoints[s], " within ",
+                                                 absl::FormatDuration(options_.connect_timeout)));
     }
   }
   std::vector<proto::ServerConfig> configs(stubs_.size());
@@ -228,15 +225,14 @@ absl::Status PsClient::AdoptConfigs(const std::vector<proto::ServerConfig>& conf
           " of ", config.num_servers(), ", but the client lists it as server ", s, " of ", n));
     }
     if (config.tables_size() != configs[0].tables_size()) {
-      return absl::InvalidArgumentError(absl::StrCat("parameter server at ",
-                                                     options_.endpoints[s],
+      return absl::InvalidArgumentError(absl::StrCat("parameter server at ", options_.endpoints[s],
                                                      " holds other tables than server 0"));
     }
     for (int t = 0; t < config.tables_size(); ++t) {
       if (config.tables(t).SerializeAsString() != configs[0].tables(t).SerializeAsString()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "table ", config.tables(t).table_id(), " differs between server 0 and server ", s,
-            " at ", options_.endpoints[s]));
+        return absl::InvalidArgumentError(absl::StrCat("table ", config.tables(t).table_id(),
+                                                       " differs between server 0 and server ", s,
+                                                       " at ", options_.endpoints[s]));
       }
     }
   }
@@ -245,7 +241,7 @@ absl::Status PsClient::AdoptConfigs(const std::vector<proto::ServerConfig>& conf
     if (table.type() != proto::DENSE) continue;
     DenseRoute& route = dense_[table.table_id()];
     route.layout.dim = table.dim();
-    route.layout.block_size = table.dense_block_size() == 0 ? 8192 : table.dense_block_size();
+    route.layout.block_size = table.dense_block_size() == 0 ? kDefaultDenseBlockSize : table.dense_block_size();
     route.blocks.resize(n);
     route.local_size.assign(n, 0);
     for (uint64_t b = 0; b < route.layout.num_blocks(); ++b) {
@@ -273,8 +269,8 @@ uint32_t PsClient::ServerOf(int64_t key) const {
 
 Future PsClient::FailSharding(const std::shared_ptr<detail::CallState>& state) const {
   // Requests already sent finish on their own; the call reports the broken sharding function.
-  state->Done(absl::InvalidArgumentError(absl::StrCat(
-      "the key sharding function returned a server index >= ", stubs_.size())));
+  state->Done(absl::InvalidArgumentError(
+      absl::StrCat("the key sharding function returned a server index >= ", stubs_.size())));
   return Future(state);
 }
 
@@ -302,9 +298,9 @@ Future PsClient::PullSparse(uint32_t table_id, absl::Span<const int64_t> keys,
   if (!dim_or.ok()) return Future::Failed(dim_or.status());
   const size_t dim = *dim_or;
   if (out.size() != keys.size() * dim) {
-    return Future::Failed(absl::InvalidArgumentError(absl::StrCat(
-        "PullSparse of table ", table_id, ": ", keys.size(), " keys of dim ", dim, " need ",
-        keys.size() * dim, " output floats, got ", out.size())));
+    return Future::Failed(absl::InvalidArgumentError(
+        absl::StrCat("PullSparse of table ", table_id, ": ", keys.size(), " keys of dim ", dim,
+                     " need ", keys.size() * dim, " output floats, got ", out.size())));
   }
   // The initial count of 1 keeps the call open until every request is sent.
   auto state = std::make_shared<detail::CallState>(1);
@@ -366,16 +362,16 @@ Future PsClient::PushSparse(uint32_t table_id, absl::Span<const int64_t> keys,
   const size_t dim = *dim_or;
   const size_t row_bytes = dim * sizeof(float);
   if (grads.size() != keys.size() * dim) {
-    return Future::Failed(absl::InvalidArgumentError(absl::StrCat(
-        "PushSparse of table ", table_id, ": ", keys.size(), " keys of dim ", dim, " need ",
-        keys.size() * dim, " floats, got ", grads.size())));
+    return Future::Failed(absl::InvalidArgumentError(
+        absl::StrCat("PushSparse of table ", table_id, ": ", keys.size(), " keys of dim ", dim,
+                     " need ", keys.size() * dim, " floats, got ", grads.size())));
   }
   std::unique_ptr<detail::KeyDedup> dedup = dedup_pool_->Acquire();
   const MergedRepeats merged(keys, grads, dim, dedup.get());
   dedup_pool_->Release(std::move(dedup));
   auto state = std::make_shared<detail::CallState>(1);
-  const std::string what = absl::StrCat(is_delta ? "PushSparse (delta)" : "PushSparse",
-                                        " of table ", table_id);
+  const std::string what =
+      absl::StrCat(is_delta ? "PushSparse (delta)" : "PushSparse", " of table ", table_id);
   const size_t max_keys = std::min(options_.max_keys_per_request, keys.size());
   RequestStream<PendingPush> stream(
       stubs_.size(), max_keys,
@@ -434,9 +430,8 @@ Future PsClient::PullDense(uint32_t table_id, absl::Span<float> out) {
            [out, route, s](const proto::PullDenseReply& reply) {
              const std::string& values = reply.values();
              if (values.size() != route->local_size[s] * sizeof(float)) {
-               return absl::InternalError(absl::StrCat("reply holds ", values.size(),
-                                                       " bytes, expected ",
-                                                       route->local_size[s] * 4));
+               return absl::InternalError(absl::StrCat(
+                   "reply holds ", values.size(), " bytes, expected ", route->local_size[s] * 4));
              }
              const float* v = reinterpret_cast<const float*>(values.data());
              for (uint64_t b : route->blocks[s]) {
@@ -464,8 +459,8 @@ Future PsClient::PushDense(uint32_t table_id, absl::Span<const float> grads, boo
     if (!route->blocks[s].empty()) servers.push_back(s);
   }
   auto state = std::make_shared<detail::CallState>(static_cast<int>(servers.size()));
-  const std::string what = absl::StrCat(is_delta ? "PushDense (delta)" : "PushDense",
-                                        " of table ", table_id);
+  const std::string what =
+      absl::StrCat(is_delta ? "PushDense (delta)" : "PushDense", " of table ", table_id);
   for (size_t s : servers) {
     auto* call = new PushDenseCall;
     call->request.set_table_id(table_id);
@@ -495,6 +490,5 @@ Future PsClient::Barrier(const std::string& name, uint32_t num_workers, uint32_t
          [](const proto::BarrierReply&) { return absl::OkStatus(); });
   return Future(state);
 }
-
 
 }  // namespace fleet::ps

@@ -83,17 +83,15 @@ absl::StatusOr<std::vector<std::vector<proto::TableStats>>> PsClient::Stats() {
 }
 
 absl::Status PsClient::Heartbeat() {
-  return CallAll<HeartbeatCall>("Heartbeat", options_.rpc_timeout, FLEET_PS_STARTER(Heartbeat),
-                                [](HeartbeatCall*) {},
-                                [](size_t, const proto::HeartbeatReply&) {
-                                  return absl::OkStatus();
-                                });
+  return CallAll<HeartbeatCall>(
+      "Heartbeat", options_.rpc_timeout, FLEET_PS_STARTER(Heartbeat), [](HeartbeatCall*) {},
+      [](size_t, const proto::HeartbeatReply&) { return absl::OkStatus(); });
 }
 
 absl::Status PsClient::StopServers() {
-  return CallAll<StopCall>("Stop", options_.rpc_timeout, FLEET_PS_STARTER(Stop),
-                           [](StopCall*) {},
-                           [](size_t, const proto::StopReply&) { return absl::OkStatus(); });
+  return CallAll<StopCall>(
+      "Stop", options_.rpc_timeout, FLEET_PS_STARTER(Stop), [](StopCall*) {},
+      [](size_t, const proto::StopReply&) { return absl::OkStatus(); });
 }
 
 }  // namespace fleet::ps

@@ -17,13 +17,15 @@ absl::StatusOr<std::unique_ptr<DenseTable>> DenseTable::Create(
   }
   if (config.dim() == 0) return absl::InvalidArgumentError(absl::StrCat(name, ": dim is 0"));
   if (num_servers == 0 || server_index >= num_servers) {
-    return absl::InvalidArgumentError(absl::StrCat(name, ": server ", server_index, " of ",
-                                                   num_servers, " does not exist"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, ": server ", server_index, " of ", num_servers, " does not exist"));
   }
   auto rule = MakeUpdateRule(config.optimizer());
-  if (!rule.ok()) return absl::InvalidArgumentError(absl::StrCat(name, ": ", rule.status().message()));
+  if (!rule.ok())
+    return absl::InvalidArgumentError(absl::StrCat(name, ": ", rule.status().message()));
   auto init = Initializer::Create(config.initializer());
-  if (!init.ok()) return absl::InvalidArgumentError(absl::StrCat(name, ": ", init.status().message()));
+  if (!init.ok())
+    return absl::InvalidArgumentError(absl::StrCat(name, ": ", init.status().message()));
 
   std::unique_ptr<DenseTable> table(new DenseTable(config, std::move(*rule)));
   const DenseLayout& layout = table->layout_;
@@ -47,7 +49,7 @@ absl::StatusOr<std::unique_ptr<DenseTable>> DenseTable::Create(
 DenseTable::DenseTable(const proto::TableConfig& config, std::unique_ptr<UpdateRule> rule)
     : config_(config), rule_(std::move(rule)) {
   layout_.dim = config.dim();
-  layout_.block_size = config.dense_block_size() == 0 ? 8192 : config.dense_block_size();
+  layout_.block_size = config.dense_block_size() == 0 ? kDefaultDenseBlockSize : config.dense_block_size();
 }
 
 std::string DenseTable::Name() const {
@@ -147,9 +149,8 @@ absl::StatusOr<uint64_t> DenseTable::Load(absl::Span<TableFileReader* const> par
         h.rule != static_cast<uint32_t>(config_.optimizer().rule_case())) {
       return absl::InvalidArgumentError(absl::StrCat(
           part->path(), " holds table ", h.table_id, " (type ", h.table_type, ", dim ", h.dim,
-          ", block ", h.block_size, ", rule ", h.rule, "); ", Name(), " expects dim ",
-          layout_.dim, ", block ", layout_.block_size, ", rule ",
-          config_.optimizer().rule_case()));
+          ", block ", h.block_size, ", rule ", h.rule, "); ", Name(), " expects dim ", layout_.dim,
+          ", block ", layout_.block_size, ", rule ", config_.optimizer().rule_case()));
     }
   }
   std::vector<bool> seen(blocks_.size(), false);
@@ -159,8 +160,8 @@ absl::StatusOr<uint64_t> DenseTable::Load(absl::Span<TableFileReader* const> par
   }
   for (size_t i = 0; i < blocks_.size(); ++i) {
     if (!seen[i]) {
-      return absl::NotFoundError(absl::StrCat(Name(), ": block ", blocks_[i]->index,
-                                              " is in none of the loaded parts"));
+      return absl::NotFoundError(
+          absl::StrCat(Name(), ": block ", blocks_[i]->index, " is in none of the loaded parts"));
     }
   }
   return loaded;

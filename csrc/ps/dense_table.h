@@ -53,9 +53,9 @@ class DenseTable {
 
  private:
   struct Block {
-    uint64_t index;   // global block index
-    size_t offset;    // of its values in local order
-    size_t length;    // values (the state follows them in `data`)
+    uint64_t index;  // global block index
+    size_t offset;   // of its values in local order
+    size_t length;   // values (the state follows them in `data`)
     mutable std::mutex mu;
     std::vector<float> data;
   };

@@ -20,8 +20,8 @@ absl::StatusOr<Initializer> Initializer::Create(const proto::InitializerConfig& 
     case proto::InitializerConfig::kUniform: {
       const auto& u = config.uniform();
       if (!(u.low() < u.high())) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "uniform initializer: low (", u.low(), ") must be below high (", u.high(), ")"));
+        return absl::InvalidArgumentError(absl::StrCat("uniform initializer: low (", u.low(),
+                                                       ") must be below high (", u.high(), ")"));
       }
       return Initializer(Kind::kUniform, u.low(), u.high(), config.seed());
     }

@@ -22,7 +22,8 @@ class Initializer {
 
  private:
   enum class Kind { kZero, kUniform, kGaussian };
-  Initializer(Kind kind, float a, float b, uint64_t seed) : kind_(kind), a_(a), b_(b), seed_(seed) {}
+  Initializer(Kind kind, float a, float b, uint64_t seed)
+      : kind_(kind), a_(a), b_(b), seed_(seed) {}
 
   Kind kind_;
   float a_;  // low or mean

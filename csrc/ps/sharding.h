@@ -37,6 +37,9 @@ struct Sharding {
   BlockShardFn block_to_server = RoundRobinBlockShard;
 };
 
+// Elements per dense block when TableConfig.dense_block_size is 0 (Paddle's min_block_size).
+inline constexpr uint64_t kDefaultDenseBlockSize = 8192;
+
 // A dense table of `dim` floats cut into blocks of `block_size` (the last one shorter).
 struct DenseLayout {
   uint64_t dim = 0;

@@ -14,10 +14,9 @@ bool AllFinite(absl::Span<const float> values) {
   return acc == 0.0f;
 }
 
-absl::StatusOr<std::unique_ptr<SparseTable>> SparseTable::Create(
-    const proto::TableConfig& config) {
-  const std::string name = absl::StrCat("sparse table ", config.table_id(), " '", config.name(),
-                                        "'");
+absl::StatusOr<std::unique_ptr<SparseTable>> SparseTable::Create(const proto::TableConfig& config) {
+  const std::string name =
+      absl::StrCat("sparse table ", config.table_id(), " '", config.name(), "'");
   if (config.type() != proto::SPARSE) {
     return absl::InvalidArgumentError(absl::StrCat(name, ": config type is not SPARSE"));
   }
@@ -26,9 +25,11 @@ absl::StatusOr<std::unique_ptr<SparseTable>> SparseTable::Create(
         absl::StrCat(name, ": dim must be in [1, 2^24], got ", config.dim()));
   }
   auto rule = MakeUpdateRule(config.optimizer());
-  if (!rule.ok()) return absl::InvalidArgumentError(absl::StrCat(name, ": ", rule.status().message()));
+  if (!rule.ok())
+    return absl::InvalidArgumentError(absl::StrCat(name, ": ", rule.status().message()));
   auto init = Initializer::Create(config.initializer());
-  if (!init.ok()) return absl::InvalidArgumentError(absl::StrCat(name, ": ", init.status().message()));
+  if (!init.ok())
+    return absl::InvalidArgumentError(absl::StrCat(name, ": ", init.status().message()));
   return std::unique_ptr<SparseTable>(new SparseTable(config, std::move(*rule), *init));
 }
 
@@ -48,8 +49,7 @@ std::string SparseTable::Name() const {
   return absl::StrCat("sparse table ", config_.table_id(), " '", config_.name(), "'");
 }
 
-std::unique_ptr<SparseTable::Groups> SparseTable::GroupByShard(
-    absl::Span<const int64_t> keys) {
+std::unique_ptr<SparseTable::Groups> SparseTable::GroupByShard(absl::Span<const int64_t> keys) {
   std::unique_ptr<Groups> g;
   {
     std::lock_guard<std::mutex> lock(groups_mu_);
@@ -155,8 +155,8 @@ absl::Status SparseTable::Push(absl::Span<const int64_t> keys, absl::Span<const 
                                                    " (dim ", dim_, "), got ", grads.size()));
   }
   if (!AllFinite(grads)) {
-    return absl::InvalidArgumentError(absl::StrCat(Name(), ": ", what,
-                                                   " contain NaN or infinity; push rejected"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(Name(), ": ", what, " contain NaN or infinity; push rejected"));
   }
   std::unique_ptr<Groups> groups = GroupByShard(keys);
   absl::Status status = PushGrouped(*groups, grads, is_delta);
@@ -229,9 +229,9 @@ absl::Status SparseTable::CheckPart(const TableFileReader& part) const {
   if (h.table_id != id() || h.table_type != proto::SPARSE || h.dim != dim_ ||
       h.row_floats != width_ || h.rule != static_cast<uint32_t>(config_.optimizer().rule_case())) {
     return absl::InvalidArgumentError(absl::StrCat(
-        part.path(), " holds table ", h.table_id, " (type ", h.table_type, ", dim ", h.dim,
-        ", ", h.row_floats, " floats a row, rule ", h.rule, "); ", Name(), " expects dim ", dim_,
-        ", ", width_, " floats a row, rule ", config_.optimizer().rule_case()));
+        part.path(), " holds table ", h.table_id, " (type ", h.table_type, ", dim ", h.dim, ", ",
+        h.row_floats, " floats a row, rule ", h.rule, "); ", Name(), " expects dim ", dim_, ", ",
+        width_, " floats a row, rule ", config_.optimizer().rule_case()));
   }
   return absl::OkStatus();
 }

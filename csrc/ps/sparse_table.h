@@ -83,8 +83,8 @@ class SparseTable {
   struct Groups {
     std::vector<int64_t> keys;
     std::vector<uint64_t> hashes;
-    std::vector<uint32_t> order;  // position of keys[j] in the request
-    std::vector<uint32_t> begin;  // shard s holds [begin[s], begin[s + 1])
+    std::vector<uint32_t> order;     // position of keys[j] in the request
+    std::vector<uint32_t> begin;     // shard s holds [begin[s], begin[s + 1])
     std::vector<uint32_t> shard_of;  // scratch: per request position
   };
 

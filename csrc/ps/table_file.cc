@@ -11,9 +11,9 @@
 #include <functional>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/match.h"
 
 namespace fleet::ps {
 namespace {
@@ -64,7 +64,10 @@ TableFileHeader NewTableFileHeader() {
 
 TableFileWriter::TableFileWriter(std::string path, std::string temp_path, int fd,
                                  const TableFileHeader& header)
-    : path_(std::move(path)), temp_path_(std::move(temp_path)), fd_(fd), header_(header),
+    : path_(std::move(path)),
+      temp_path_(std::move(temp_path)),
+      fd_(fd),
+      header_(header),
       crc_(Crc(0, nullptr, 0)) {
   buffer_.reserve(kBufferBytes);
 }
@@ -74,8 +77,8 @@ absl::StatusOr<std::unique_ptr<TableFileWriter>> TableFileWriter::Open(
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
   if (ec) {
-    return absl::InternalError(absl::StrCat("cannot create the directory of ", path, ": ",
-                                            ec.message()));
+    return absl::InternalError(
+        absl::StrCat("cannot create the directory of ", path, ": ", ec.message()));
   }
   // Distinct per process and thread, so concurrent writers of one path never share a temp file.
   std::string temp = absl::StrCat(path, ".tmp-", ::getpid(), "-",
@@ -206,8 +209,8 @@ absl::Status TableFileReader::Read(void* out, size_t bytes) {
 
 // ---- names -----------------------------------------------------------------------------------
 
-std::string PartFileName(uint32_t table_id, uint32_t server_index, uint32_t num_servers,
-                         bool delta, uint64_t epoch) {
+std::string PartFileName(uint32_t table_id, uint32_t server_index, uint32_t num_servers, bool delta,
+                         uint64_t epoch) {
   return absl::StrCat("table_", table_id, "/part-", server_index, "-of-", num_servers,
                       delta ? absl::StrCat(".delta-", epoch) : std::string(".base"));
 }

@@ -25,8 +25,8 @@
 namespace fleet::ps {
 
 struct TableFileHeader {
-  char magic[8];        // "FLEETPS" and a NUL
-  uint32_t version;     // kTableFileVersion
+  char magic[8];     // "FLEETPS" and a NUL
+  uint32_t version;  // kTableFileVersion
   uint32_t table_id;
   uint32_t table_type;  // proto::TableType
   uint32_t save_mode;   // proto::SaveMode
@@ -35,7 +35,7 @@ struct TableFileHeader {
   uint64_t dim;         // sparse: floats per value; dense: floats of the whole table
   uint64_t row_floats;  // sparse: floats per record after the key; dense: 0 (varies by block)
   uint64_t row_count;
-  uint64_t epoch;       // the writer's save cycle; orders delta files
+  uint64_t epoch;  // the writer's save cycle; orders delta files
   uint32_t checksum;
   uint32_t reserved;
 };
@@ -97,8 +97,8 @@ class TableFileReader {
 };
 
 // File name of a part, relative to the save directory.
-std::string PartFileName(uint32_t table_id, uint32_t server_index, uint32_t num_servers,
-                         bool delta, uint64_t epoch);
+std::string PartFileName(uint32_t table_id, uint32_t server_index, uint32_t num_servers, bool delta,
+                         uint64_t epoch);
 // The part files of a table in `dirname`: bases first, then deltas by increasing epoch.
 // NotFound naming the directory when there is none.
 absl::StatusOr<std::vector<std::string>> ListPartFiles(const std::string& dirname,

@@ -70,8 +70,8 @@ template <class T>
 absl::Span<T> ArraySpan(const py::array& array, const char* what, bool writable) {
   using Element = std::remove_const_t<T>;
   FLEET_ENFORCE(array.dtype().is(py::dtype::of<Element>()), InvalidArgument, what,
-                ": expected dtype ", py::str(py::dtype::of<Element>()).cast<std::string>(), ", got ",
-                py::str(array.dtype()).cast<std::string>());
+                ": expected dtype ", py::str(py::dtype::of<Element>()).cast<std::string>(),
+                ", got ", py::str(array.dtype()).cast<std::string>());
   FLEET_ENFORCE(array.flags() & py::array::c_style, InvalidArgument, what,
                 ": the array must be C-contiguous");
   FLEET_ENFORCE(!writable || array.writeable(), InvalidArgument, what,
@@ -197,8 +197,8 @@ void BindClientCalls(py::class_<ps::PsClient>& c) {
       .def(
           "push_dense_async",
           [](ps::PsClient& client, uint32_t table, const py::array& grads, bool is_delta) {
-            auto f = client.PushDense(table, ArraySpan<const float>(grads, "grads", false),
-                                      is_delta);
+            auto f =
+                client.PushDense(table, ArraySpan<const float>(grads, "grads", false), is_delta);
             return MakeFuture(std::move(f), py::none(), py::none());
           },
           py::arg("table_id"), py::arg("grads"), py::arg("is_delta") = false)
@@ -277,9 +277,8 @@ void BindClient(py::module_& m) {
           py::gil_scoped_release release;
           return ValueOrThrow(ps::PsClient::Connect(std::move(options)));
         }),
-        py::arg("endpoints"), py::arg("connect_timeout_s") = 10.0,
-        py::arg("rpc_timeout_s") = 30.0, py::arg("admin_timeout_s") = 600.0,
-        py::arg("max_keys_per_request") = 32768)
+        py::arg("endpoints"), py::arg("connect_timeout_s") = 10.0, py::arg("rpc_timeout_s") = 30.0,
+        py::arg("admin_timeout_s") = 600.0, py::arg("max_keys_per_request") = 32768)
       .def_property_readonly("endpoints", &ps::PsClient::endpoints)
       .def(
           "table_config",
@@ -304,8 +303,8 @@ void BindTables(py::module_& m) {
           "pull",
           [](ps::SparseTable& t, const py::array& keys) {
             auto k = ArraySpan<const int64_t>(keys, "keys", false);
-            py::array_t<float> out({static_cast<py::ssize_t>(k.size()),
-                                    static_cast<py::ssize_t>(t.dim())});
+            py::array_t<float> out(
+                {static_cast<py::ssize_t>(k.size()), static_cast<py::ssize_t>(t.dim())});
             auto o = absl::Span<float>(out.mutable_data(), out.size());
             py::gil_scoped_release release;
             ThrowIfError(t.Pull(k, o));
@@ -349,9 +348,9 @@ void BindTables(py::module_& m) {
 
   py::class_<ps::DenseTable>(m, "DenseTable", "One server's blocks of a dense table.")
       .def(py::init([](const py::bytes& config, uint32_t server_index, uint32_t num_servers) {
-             return ValueOrThrow(ps::DenseTable::Create(
-                 ParseMessage<ps::proto::TableConfig>(config, "TableConfig"), server_index,
-                 num_servers, ps::RoundRobinBlockShard));
+             return ValueOrThrow(
+                 ps::DenseTable::Create(ParseMessage<ps::proto::TableConfig>(config, "TableConfig"),
+                                        server_index, num_servers, ps::RoundRobinBlockShard));
            }),
            py::arg("config"), py::arg("server_index") = 0, py::arg("num_servers") = 1)
       .def_property_readonly("local_size", &ps::DenseTable::local_size)
@@ -437,10 +436,10 @@ void BindBench(py::module_& m) {
             auto in = ArraySpan<const uint8_t>(request, "request", false);
             auto out = ArraySpan<uint8_t>(reply, "reply", true);
             py::gil_scoped_release release;
-            ThrowIfError(c.Echo(absl::Span<const char>(reinterpret_cast<const char*>(in.data()),
-                                                       in.size()),
-                                absl::Span<char>(reinterpret_cast<char*>(out.data()), out.size()),
-                                Seconds(timeout_s)));
+            ThrowIfError(
+                c.Echo(absl::Span<const char>(reinterpret_cast<const char*>(in.data()), in.size()),
+                       absl::Span<char>(reinterpret_cast<char*>(out.data()), out.size()),
+                       Seconds(timeout_s)));
           },
           py::arg("request"), py::arg("reply"), py::arg("timeout_s") = 60.0,
           "Sends the request bytes, split evenly over the servers; their replies (reply.nbytes "
@@ -470,8 +469,8 @@ void BindPs(py::module_& m) {
         auto k = ArraySpan<const int64_t>(keys, "keys", false);
         FLEET_ENFORCE(num_servers > 0, InvalidArgument, "hash_key_shard: num_servers is 0");
         py::array_t<uint32_t> out(static_cast<py::ssize_t>(k.size()));
-        for (size_t i = 0; i < k.size(); ++i) out.mutable_data()[i] =
-            ps::HashKeyShard(k[i], num_servers);
+        for (size_t i = 0; i < k.size(); ++i)
+          out.mutable_data()[i] = ps::HashKeyShard(k[i], num_servers);
         return out;
       },
       py::arg("keys"), py::arg("num_servers"),

@@ -129,9 +129,9 @@ absl::Status EchoClient::Echo(absl::Span<const char> request, absl::Span<char> r
     const size_t out_begin = reply.size() * s / n;
     const size_t out_size = reply.size() * (s + 1) / n - out_begin;
     if (!p.status.ok()) {
-      result.Update(absl::Status(static_cast<absl::StatusCode>(p.status.error_code()),
-                                 absl::StrCat("Echo at ", endpoints_[s], ": ",
-                                              p.status.error_message())));
+      result.Update(
+          absl::Status(static_cast<absl::StatusCode>(p.status.error_code()),
+                       absl::StrCat("Echo at ", endpoints_[s], ": ", p.status.error_message())));
     } else if (p.reply.payload().size() != out_size) {
       result.Update(absl::InternalError(absl::StrCat("Echo at ", endpoints_[s], ": short reply")));
     } else {

@@ -53,8 +53,7 @@ class EchoClient {
   // Splits `request` and `reply` into one even piece per server, sends all pieces in parallel,
   // and copies each server's reply (built from its request bytes) into its piece of `reply`.
   // Blocks up to `timeout`. Thread-safe.
-  absl::Status Echo(absl::Span<const char> request, absl::Span<char> reply,
-                    absl::Duration timeout);
+  absl::Status Echo(absl::Span<const char> request, absl::Span<char> reply, absl::Duration timeout);
 
  private:
   struct Stub;

@@ -36,9 +36,9 @@ absl::Status BarrierSet::Arrive(const std::string& name, uint32_t num_workers, u
       if (late.generation != generation) return absl::OkStatus();
       const uint32_t arrived = late.arrived;
       --late.arrived;
-      return absl::DeadlineExceededError(
-          absl::StrCat("barrier '", name, "': ", arrived, " of ", num_workers,
-                       " workers arrived within ", absl::FormatDuration(timeout)));
+      return absl::DeadlineExceededError(absl::StrCat("barrier '", name, "': ", arrived, " of ",
+                                                      num_workers, " workers arrived within ",
+                                                      absl::FormatDuration(timeout)));
     }
   }
 }

@@ -38,9 +38,9 @@ absl::Status CallStatus(const grpc::Status& transport, const proto::RpcStatus& r
 }  // namespace fleet::ps::detail
 
 // Each starts one RPC through the stub's callback interface.
-#define FLEET_PS_STARTER(Method)                                                     \
-  [](auto* async, auto* context, auto* request, auto* reply, auto done) {           \
-    async->Method(context, request, reply, std::move(done));                         \
+#define FLEET_PS_STARTER(Method)                                          \
+  [](auto* async, auto* context, auto* request, auto* reply, auto done) { \
+    async->Method(context, request, reply, std::move(done));              \
   }
 
 namespace fleet::ps {
@@ -53,16 +53,16 @@ void PsClient::Launch(size_t server, std::string what, absl::Duration timeout, C
     absl::MutexLock lock(&inflight_->mu);
     ++inflight_->count;
   }
-  std::string where = absl::StrCat(what, " on parameter server ", server, " at ",
-                                   options_.endpoints[server]);
+  std::string where =
+      absl::StrCat(what, " on parameter server ", server, " at ", options_.endpoints[server]);
   start(stubs_[server]->async(), &call->context, &call->request, &call->reply,
         [call, where = std::move(where), state = std::move(state), inflight = inflight_,
          on_reply = std::move(on_reply)](grpc::Status transport) {
           absl::Status status = detail::CallStatus(transport, call->reply.status(), where);
           if (status.ok()) {
             status = on_reply(call->reply);
-            if (!status.ok()) status = absl::Status(status.code(),
-                                                    absl::StrCat(where, ": ", status.message()));
+            if (!status.ok())
+              status = absl::Status(status.code(), absl::StrCat(where, ": ", status.message()));
           }
           delete call;
           state->Done(std::move(status));

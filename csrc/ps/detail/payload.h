@@ -22,9 +22,8 @@ namespace fleet::ps::detail {
 template <class T>
 absl::StatusOr<absl::Span<const T>> BytesAs(const std::string& bytes, const char* what) {
   if (bytes.size() % sizeof(T) != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": ", bytes.size(),
-                                                   " bytes is not a whole number of ",
-                                                   sizeof(T), "-byte elements"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": ", bytes.size(), " bytes is not a whole number of ", sizeof(T), "-byte elements"));
   }
   if (reinterpret_cast<uintptr_t>(bytes.data()) % alignof(T) != 0) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": payload buffer is misaligned"));

@@ -97,7 +97,7 @@ class RowStore {
   void Clear();
 
  private:
-  static constexpr size_t kHeaderWords = 3;   // key (2) + stamp (1)
+  static constexpr size_t kHeaderWords = 3;  // key (2) + stamp (1)
   // The slab grows by chunks that never move: 256 of 4096 rows (little slack while a shard is
   // small), then chunks of 65536 rows (few mappings when it is large).
   static constexpr size_t kSmallLog2 = 12;

@@ -21,10 +21,8 @@ absl::Span<float> FloatBuffer(std::string* bytes, size_t floats) {
 
 }  // namespace
 
-PsServiceImpl::PsServiceImpl(TableSet* tables, BarrierSet* barriers,
-                             std::function<void()> on_stop)
-    : tables_(tables), barriers_(barriers), on_stop_(std::move(on_stop)),
-      started_(absl::Now()) {}
+PsServiceImpl::PsServiceImpl(TableSet* tables, BarrierSet* barriers, std::function<void()> on_stop)
+    : tables_(tables), barriers_(barriers), on_stop_(std::move(on_stop)), started_(absl::Now()) {}
 
 grpc::Status PsServiceImpl::PullSparse(grpc::ServerContext*,
                                        const proto::PullSparseRequest* request,
@@ -35,8 +33,8 @@ grpc::Status PsServiceImpl::PullSparse(grpc::ServerContext*,
     if (!table.ok()) return table.status();
     auto keys = BytesAs<int64_t>(request->keys(), "keys");
     if (!keys.ok()) return keys.status();
-    return (*table)->Pull(*keys, FloatBuffer(reply->mutable_values(),
-                                             keys->size() * (*table)->dim()));
+    return (*table)->Pull(*keys,
+                          FloatBuffer(reply->mutable_values(), keys->size() * (*table)->dim()));
   }();
   if (!status.ok()) reply->clear_values();
   SetStatus(reply->mutable_status(), status);

@@ -2,19 +2,23 @@
 
 #include <filesystem>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/match.h"
 
 namespace fleet::ps::detail {
 namespace {
 
 const char* RuleName(const proto::OptimizerConfig& optimizer) {
   switch (optimizer.rule_case()) {
-    case proto::OptimizerConfig::kSgd: return "sgd";
-    case proto::OptimizerConfig::kAdagrad: return "adagrad";
-    case proto::OptimizerConfig::kAdam: return "adam";
-    default: return "none";
+    case proto::OptimizerConfig::kSgd:
+      return "sgd";
+    case proto::OptimizerConfig::kAdagrad:
+      return "adagrad";
+    case proto::OptimizerConfig::kAdam:
+      return "adam";
+    default:
+      return "none";
   }
 }
 
@@ -65,15 +69,15 @@ absl::StatusOr<std::unique_ptr<TableSet>> TableSet::Create(const proto::ServerCo
 absl::StatusOr<SparseTable*> TableSet::Sparse(uint32_t table_id) const {
   auto it = sparse_.find(table_id);
   if (it != sparse_.end()) return it->second.get();
-  return absl::NotFoundError(absl::StrCat("no sparse table ", table_id, " on server ",
-                                          config_.server_index()));
+  return absl::NotFoundError(
+      absl::StrCat("no sparse table ", table_id, " on server ", config_.server_index()));
 }
 
 absl::StatusOr<DenseTable*> TableSet::Dense(uint32_t table_id) const {
   auto it = dense_.find(table_id);
   if (it != dense_.end()) return it->second.get();
-  return absl::NotFoundError(absl::StrCat("no dense table ", table_id, " on server ",
-                                          config_.server_index()));
+  return absl::NotFoundError(
+      absl::StrCat("no dense table ", table_id, " on server ", config_.server_index()));
 }
 
 std::vector<uint32_t> TableSet::Selected(bool all, uint32_t table_id) const {

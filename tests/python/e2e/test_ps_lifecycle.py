@@ -95,5 +95,6 @@ def test_connecting_to_no_server_fails_naming_the_endpoint():
 
 def test_client_rejects_servers_listed_in_the_wrong_order(ps_servers):
     cluster = ps_servers(TABLES, 2)
-    with pytest.raises(InvalidArgument, match="is server 1 of 2, but the client lists it as server 0"):
+    wrong_order = "is server 1 of 2, but the client lists it as server 0"
+    with pytest.raises(InvalidArgument, match=wrong_order):
         PsClient(cluster.endpoints[::-1], connect_timeout=5.0)

@@ -161,7 +161,8 @@ def test_malformed_requests_get_errors_and_leave_tables_unchanged(cluster):
     nan[-1] = np.nan
     status = push(table, good_keys, nan.tobytes(), 0)
     assert status.code == 3 and "NaN" in status.message
-    dense = ps_pb2.PushDenseRequest(table_id=DENSE_ID["sgd"], grads=np.ones(5, np.float32).tobytes())
+    dense = ps_pb2.PushDenseRequest(table_id=DENSE_ID["sgd"],
+                                    grads=np.ones(5, np.float32).tobytes())
     status = raw(cluster, "PushDense", dense, ps_pb2.PushReply).status
     assert status.code == 3 and "holds" in status.message
     pull = ps_pb2.PullSparseRequest(table_id=DENSE_ID["sgd"], keys=good_keys)

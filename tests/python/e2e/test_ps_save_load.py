@@ -16,7 +16,8 @@ pytestmark = pytest.mark.timeout(120)
 SPARSE, DENSE = 1, 2
 TABLES = [
     {"table_id": SPARSE, "name": "emb", "type": "SPARSE", "dim": 8, "num_shards": 4,
-     "optimizer": OPTIMIZERS["adam"], "initializer": {"seed": 9, "uniform": {"low": -1, "high": 1}}},
+     "optimizer": OPTIMIZERS["adam"],
+     "initializer": {"seed": 9, "uniform": {"low": -1, "high": 1}}},
     {"table_id": DENSE, "name": "fc", "type": "DENSE", "dim": 1000, "dense_block_size": 64,
      "optimizer": OPTIMIZERS["adagrad"], "initializer": {"seed": 3, "gaussian": {"std": 1}}},
 ]

@@ -6,13 +6,13 @@ import os
 
 import numpy as np
 import pytest
+from google.protobuf import json_format
 
 from fleet import _core
 from fleet.errors import InvalidArgument
+from fleet.proto import ps_pb2
 from fleet.ps import table_config
 from fleet.testing.ps_reference import OPTIMIZERS, ReferenceRule
-from google.protobuf import json_format
-from fleet.proto import ps_pb2
 
 I64 = np.iinfo(np.int64)
 
