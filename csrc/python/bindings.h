@@ -12,5 +12,6 @@ void BindCore(py::module_& m);       // bind_core.cc: LoDTensor, SelectedRows, V
 void BindFramework(py::module_& m);  // bind_framework.cc: registry, autodiff, Executor
 void BindCuda(py::module_& m);       // bind_cuda.cc: CUDA devices, GPU optimizer updates
 void BindCollective(py::module_& m);  // bind_collective.cc: stores, TCP store server, Gloo groups
+void BindPs(py::module_& m);         // bind_ps.cc: parameter server, client, tables (_core.ps)
 
 }  // namespace fleet::python

@@ -10,4 +10,5 @@ PYBIND11_MODULE(_core, m) {
   fleet::python::BindFramework(m);
   fleet::python::BindCuda(m);
   fleet::python::BindCollective(m);
+  fleet::python::BindPs(m);
 }
