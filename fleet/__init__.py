@@ -11,11 +11,17 @@ from fleet.executor import (CPUPlace, CUDAPlace, Executor, LoDTensor, create_lod
                             global_scope, scope_guard)
 from fleet.framework import (Parameter, Program, Variable, default_main_program,
                              default_startup_program, program_guard, registered_ops)
+from fleet.fleet_api import (barrier_worker, init, is_first_worker, is_server, is_worker,
+                             role_maker, server_endpoints, server_index, server_num, util,
+                             worker_endpoints, worker_index, worker_num)
 from fleet.param_attr import ParamAttr
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "barrier_worker", "init", "is_first_worker", "is_server", "is_worker", "role_maker",
+    "server_endpoints", "server_index", "server_num", "util", "worker_endpoints",
+    "worker_index", "worker_num",
     "CPUPlace", "CUDAPlace", "Executor", "LoDTensor", "ParamAttr", "Parameter", "Program",
     "Variable", "append_backward", "create_lod_tensor", "default_main_program",
     "default_startup_program", "errors", "global_scope", "gradients", "initializer", "layers",

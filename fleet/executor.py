@@ -77,10 +77,13 @@ def create_lod_tensor(data: Any, recursive_seq_lens: Sequence[Sequence[int]],
     return LoDTensor(data, lengths=recursive_seq_lens)
 
 
+_DTYPE_BY_NAME = {name: to_dtype(name) for name in ("float32", "float64", "int32", "int64", "bool")}
+
+
 def _check_feed(var: Variable, tensor: Any) -> None:
     shape = tuple(tensor.shape())
     expected = var.shape
-    got_dtype = to_dtype(tensor.dtype())
+    got_dtype = _DTYPE_BY_NAME[tensor.dtype()]
     if got_dtype != var.dtype:
         raise InvalidArgument(
             f"feed '{var.name}': got dtype {dtype_name(got_dtype)} with shape {list(shape)}, but "
@@ -93,7 +96,7 @@ def _check_feed(var: Variable, tensor: Any) -> None:
             f"shape {list(expected)} (-1 matches any size)")
     if var.lod_level > 0 and not tensor.lod() and len(shape) > 0:
         # One row per sequence is the natural default for lod_level-1 inputs fed as arrays.
-        tensor.set_lod([list(range(shape[0] + 1))])
+        tensor.set_lod_one_row_per_sequence()
 
 
 def _to_tensor(name: str, value: Any, var: Variable) -> Any:

@@ -5,6 +5,17 @@ namespace fleet::operators {
 void RegisterAllOps(OpRegistry* registry) {
   RegisterIoOps(registry);
   RegisterActivationOps(registry);
+  RegisterOptimizerOps(registry);
+  RegisterSoftmaxLossOps(registry);
+  RegisterEmbeddingOps(registry);
+  RegisterSequenceOps(registry);
+  RegisterDropoutOps(registry);
+  RegisterMetricOps(registry);
+  RegisterElementwiseOps(registry);
+  RegisterMatmulOps(registry);
+  RegisterReduceOps(registry);
+  RegisterShapeOps(registry);
+  RegisterFillOps(registry);
 }
 
 }  // namespace fleet::operators

@@ -10,6 +10,20 @@ using framework::OpRegistry;
 
 void RegisterIoOps(OpRegistry* registry);          // feed, fetch
 void RegisterActivationOps(OpRegistry* registry);  // relu, sigmoid, tanh, scale
+void RegisterOptimizerOps(OpRegistry* registry);   // sgd, momentum, adagrad, adam
+// softmax, cross_entropy, softmax_with_cross_entropy, sigmoid_cross_entropy_with_logits, log_loss
+void RegisterSoftmaxLossOps(OpRegistry* registry);
+void RegisterEmbeddingOps(OpRegistry* registry);  // lookup_table
+void RegisterSequenceOps(OpRegistry* registry);   // sequence_pool
+void RegisterDropoutOps(OpRegistry* registry);    // dropout
+void RegisterMetricOps(OpRegistry* registry);     // accuracy, auc (no gradients)
+// elementwise_add/_sub/_mul/_div; mul, matmul; mean, reduce_sum, reduce_mean, sum; concat,
+// split, reshape, cast, fill_zeros_like; fill_constant, uniform_random, gaussian_random.
+void RegisterElementwiseOps(OpRegistry* registry);
+void RegisterMatmulOps(OpRegistry* registry);
+void RegisterReduceOps(OpRegistry* registry);
+void RegisterShapeOps(OpRegistry* registry);
+void RegisterFillOps(OpRegistry* registry);
 
 void RegisterAllOps(OpRegistry* registry);
 

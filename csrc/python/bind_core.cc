@@ -54,6 +54,15 @@ void BindLoDTensor(py::module_& m) {
             t.ValidateLoD("LoDTensor.set_lod");
           },
           py::arg("lod"))
+      .def(
+          "set_lod_one_row_per_sequence",
+          [](LoDTensor& t) {
+            // The lod of a lod_level-1 input fed as a plain array: each row its own sequence.
+            std::vector<size_t> offsets(t.rank() == 0 ? 2 : t.dim(0) + 1);
+            for (size_t i = 0; i < offsets.size(); ++i) offsets[i] = i;
+            t.set_lod({std::move(offsets)});
+          },
+          "Sets lod [[0, 1, ..., rows]]: every row is a sequence of length one.")
       .def("recursive_sequence_lengths",
            [](const LoDTensor& t) { return OffsetsToLengths(t.lod()); })
       .def(

@@ -38,6 +38,21 @@ CHUNK_LINES = 1 << 16
 _TAB = 9
 _NEWLINE = 10
 _MINUS = ord("-")
+_BAD = 255  # lookup-table value for a byte that is not a digit of the base in question
+# Zero bytes appended to every buffer, so fixed-width gathers past the last field stay in bounds.
+_PAD = 32
+
+
+def _digit_table(alphabet: str) -> np.ndarray:
+    table = np.full(256, _BAD, dtype=np.uint8)
+    for value, char in enumerate(alphabet):
+        table[ord(char)] = value
+        table[ord(char.upper())] = value
+    return table
+
+
+_DEC = _digit_table("0123456789")
+_HEX = _digit_table("0123456789abcdef")
 # Flag bit that keeps "missing" keys apart from every real 32-bit hex value before hashing.
 _MISSING_FLAG = np.uint64(1 << 40)
 
@@ -145,10 +160,11 @@ def _read_file(path: str, sparse_dim: int) -> CriteoArrays:
         raw = f.read()
     if raw and not raw.endswith(b"\n"):
         raw += b"\n"
-    data = np.frombuffer(raw, dtype=np.uint8)
-    newlines = np.flatnonzero(data == _NEWLINE)
-    seps = np.flatnonzero((data == _TAB) | (data == _NEWLINE))
-    _check_field_counts(path, seps, newlines)
+    data = np.frombuffer(raw + bytes(_PAD), dtype=np.uint8)
+    body = data[: len(raw)]
+    newlines = np.flatnonzero(body == _NEWLINE)
+    seps = np.flatnonzero((body == _TAB) | (body == _NEWLINE))
+    _check_field_counts(path, data, seps)
     # Every line has exactly 40 separators now, so they reshape to one row per line.
     seps = seps.reshape(-1, NUM_FIELDS)
     starts = np.empty_like(seps)
@@ -168,10 +184,10 @@ def _read_file(path: str, sparse_dim: int) -> CriteoArrays:
     )
 
 
-def _check_field_counts(path: str, seps: np.ndarray, newlines: np.ndarray) -> None:
-    # Line index of every separator = number of newlines strictly before it.
-    line_of_sep = np.searchsorted(newlines, seps, side="left")
-    counts = np.bincount(line_of_sep, minlength=newlines.size)
+def _check_field_counts(path: str, data: np.ndarray, seps: np.ndarray) -> None:
+    # Separators per line = distance between consecutive newlines in the separator list.
+    ends = np.flatnonzero(data[seps] == _NEWLINE)
+    counts = np.diff(ends, prepend=-1)
     bad = np.flatnonzero(counts != NUM_FIELDS)
     if bad.size:
         line = int(bad[0])
@@ -180,12 +196,10 @@ def _check_field_counts(path: str, seps: np.ndarray, newlines: np.ndarray) -> No
         )
 
 
-def _gather(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray, width: int) -> np.ndarray:
-    """Bytes of each field, left-aligned in a [..., width] matrix padded with 0."""
-    offsets = np.arange(width)
-    index = starts[..., None] + offsets
-    inside = offsets < lengths[..., None]
-    return np.where(inside, data[np.minimum(index, data.size - 1)], 0).astype(np.uint8)
+def _gather(data: np.ndarray, starts: np.ndarray, width: int) -> np.ndarray:
+    """``width`` bytes from each field start, [..., width]; bytes past a field's end are whatever
+    follows it (callers mask by length). Needs ``width <= _PAD`` past the last field."""
+    return data[starts[..., None] + np.arange(width)]
 
 
 def _fail(path: str, first_line: int, bad: np.ndarray, column0: int, what: str) -> None:
@@ -228,30 +242,26 @@ def _parse_ints(
     path: str, data: np.ndarray, starts: np.ndarray, lengths: np.ndarray, first_line: int
 ) -> np.ndarray:
     """Integer counts [n, 13] as float64 (missing = 0, the value the log transform maps to 0)."""
-    # Bound the gathered matrix before looking at the characters; refined below.
+    # Bound the gathered width before looking at the characters; refined below.
     too_long = lengths > MAX_INT_DIGITS + 1
     if too_long.any():
         _fail(path, first_line, too_long, 1, f"integer longer than {MAX_INT_DIGITS} digits")
     width = max(int(lengths.max(initial=0)), 1)
-    chars = _gather(data, starts, lengths, width)
-    negative = chars[..., 0] == _MINUS
-    digits = chars.astype(np.int64) - ord("0")
-    is_digit = (digits >= 0) & (digits <= 9)
-    filled = np.arange(width) < lengths[..., None]
-    # A leading '-' is the only non-digit allowed, and it must be followed by a digit.
-    sign_pos = negative[..., None] & (np.arange(width) == 0)
-    bad = (filled & ~is_digit & ~sign_pos).any(axis=-1) | (negative & (lengths < 2))
+    chars = _gather(data, starts, width)
+    negative = (chars[..., 0] == _MINUS) & (lengths > 0)
+    digits = _DEC[chars]
+    position = np.arange(width)
+    # Character k is a digit slot if it lies inside the field and is not the leading '-'.
+    in_number = (position < lengths[..., None]) & (position >= negative[..., None])
+    bad = (in_number & (digits == _BAD)).any(axis=-1) | (negative & (lengths < 2))
     if bad.any():
         _fail(path, first_line, bad, 1, "not an integer")
     too_long = lengths - negative > MAX_INT_DIGITS
     if too_long.any():
         _fail(path, first_line, too_long, 1, f"integer longer than {MAX_INT_DIGITS} digits")
-    # Horner's rule over the columns; the sign column (if any) is skipped.
     values = np.zeros(lengths.shape, dtype=np.int64)
-    first_digit = negative.astype(np.int64)
-    for k in range(width):
-        take = (k >= first_digit) & (k < lengths)
-        values = np.where(take, values * 10 + digits[..., k], values)
+    for k in range(width):  # Horner's rule, one character column at a time
+        values = np.where(in_number[..., k], values * 10 + digits[..., k], values)
     return np.where(negative, -values, values).astype(np.float64)
 
 
@@ -263,14 +273,12 @@ def _parse_hex(
     bad_len = ~missing & (lengths != HEX_WIDTH)
     if bad_len.any():
         _fail(path, first_line, bad_len, 1 + NUM_DENSE, f"expected {HEX_WIDTH} hex digits")
-    chars = _gather(data, starts, np.where(missing, 0, HEX_WIDTH), HEX_WIDTH).astype(np.int64)
-    lower = chars | 0x20  # ASCII case fold; digits are unaffected
-    is_dec = (chars >= ord("0")) & (chars <= ord("9"))
-    is_alpha = (lower >= ord("a")) & (lower <= ord("f"))
-    nibbles = np.where(is_dec, chars - ord("0"), lower - ord("a") + 10)
-    bad = (~missing[..., None] & ~is_dec & ~is_alpha).any(axis=-1)
+    nibbles = _HEX[_gather(data, starts, HEX_WIDTH)]
+    bad = ~missing & (nibbles == _BAD).any(axis=-1)
     if bad.any():
         _fail(path, first_line, bad, 1 + NUM_DENSE, "bad hex digit")
-    nibbles = np.where(missing[..., None], 0, nibbles)
-    weights = 16 ** np.arange(HEX_WIDTH - 1, -1, -1, dtype=np.int64)
-    return (nibbles @ weights).astype(np.uint64), missing
+    values = np.zeros(lengths.shape, dtype=np.uint64)
+    for k in range(HEX_WIDTH):
+        values = (values << np.uint64(4)) | nibbles[..., k]
+    values[missing] = 0
+    return values, missing

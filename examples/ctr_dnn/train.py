@@ -57,8 +57,8 @@ def train(args: argparse.Namespace) -> dict:
         epoch_start = window_start
         for batch in criteo_reader.iterate_batches(train_data, args.batch_size, shuffle=True,
                                                    seed=args.seed + epoch):
-            loss, batch_auc = exe.run(net.main, feed=net.feed(batch.dense, batch.sparse, batch.label),
-                                      fetch_list=[net.loss, net.auc])
+            feed = net.feed(batch.dense, batch.sparse, batch.label)
+            loss, batch_auc = exe.run(net.main, feed=feed, fetch_list=[net.loss, net.auc])
             step += 1
             window_samples += len(batch)
             if step % args.print_period == 0:

@@ -1,0 +1,174 @@
+#include "collective/gloo_backend.h"
+
+#include <cstring>
+#include <system_error>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "collective/detail/gloo_store.h"
+#include "collective/detail/ring_allreduce.h"
+#include "core/errors.h"
+#include "gloo/allgather.h"
+#include "gloo/allreduce.h"
+#include "gloo/barrier.h"
+#include "gloo/broadcast.h"
+#include "gloo/common/error.h"
+#include "gloo/math.h"
+#include "gloo/rendezvous/context.h"
+#include "gloo/transport/tcp/device.h"
+
+namespace fleet::collective {
+namespace {
+
+std::string Seconds(Duration d) { return absl::StrCat(d.count() / 1000.0, " s"); }
+
+// Every rank announces itself under <prefix>joined/<rank>, then waits for all the others, so a
+// rank that never comes is reported by number instead of as an anonymous Gloo key timeout.
+void WaitForAllRanks(Store* store, const std::string& prefix, int rank, int size,
+                     const GlooOptions& options) {
+  std::vector<std::string> keys;
+  for (int r = 0; r < size; ++r) keys.push_back(absl::StrCat(prefix, "joined/", r));
+  store->Set(keys[rank], options.hostname);
+  try {
+    store->Wait(keys, options.timeout);
+  } catch (const Timeout&) {
+    std::vector<int> missing;
+    for (int r = 0; r < size; ++r) {
+      if (!store->Check({keys[r]})) missing.push_back(r);
+    }
+    throw Timeout(absl::StrCat(
+        "rendezvous of group '", options.name, "' timed out after ", Seconds(options.timeout),
+        ": rank(s) [", absl::StrJoin(missing, ", "), "] of ", size, " did not join (this is rank ",
+        rank, ", store: ", store->Describe(), ")"));
+  }
+}
+
+template <typename T>
+detail::ReduceFn ReduceFunction(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+      return &gloo::sum<T>;
+    case ReduceOp::kMax:
+      return &gloo::max<T>;
+    case ReduceOp::kMin:
+      return &gloo::min<T>;
+  }
+  throw Internal("unknown ReduceOp");
+}
+
+}  // namespace
+
+std::unique_ptr<GlooBackend> GlooBackend::Connect(Store* store, int rank, int size,
+                                                  const GlooOptions& options) {
+  FLEET_ENFORCE(size >= 1 && rank >= 0 && rank < size, InvalidArgument, "group '", options.name,
+                "': rank ", rank, " is outside a group of size ", size);
+  const std::string prefix = absl::StrCat("fleet/", options.name, "/");
+  WaitForAllRanks(store, prefix, rank, size, options);
+  auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
+  context->setTimeout(options.timeout);
+  const std::string where = absl::StrCat("group '", options.name, "' (rank ", rank, " of ", size,
+                                         ", transport on ", options.hostname, ")");
+  try {
+    gloo::transport::tcp::attr attr;
+    attr.hostname = options.hostname;
+    auto device = gloo::transport::tcp::CreateDevice(attr);
+    detail::GlooStore gloo_store(store, prefix + "gloo/", options.timeout);
+    context->connectFullMesh(gloo_store, device);
+  } catch (const Timeout& e) {
+    throw Timeout(absl::StrCat("connecting ", where, ": ", e.what()));
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw Unavailable(absl::StrCat("connecting ", where, " failed: ", e.what()));
+  }
+  std::unique_ptr<GlooBackend> backend(new GlooBackend(rank, size, options.name, context));
+  backend->Barrier(BarrierOptions{options.timeout});
+  return backend;
+}
+
+GlooBackend::GlooBackend(int rank, int size, std::string name,
+                         std::shared_ptr<gloo::Context> context)
+    : rank_(rank), size_(size), name_(std::move(name)), context_(std::move(context)) {}
+
+GlooBackend::~GlooBackend() = default;
+
+template <typename Fn>
+void GlooBackend::Run(const char* what, Fn&& fn) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const uint32_t tag = next_tag_++;
+  try {
+    fn(tag);
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    const std::string message = absl::StrCat(what, " in group '", name_, "' (rank ", rank_, " of ",
+                                             size_, ") failed: ", e.what());
+    if (std::strstr(e.what(), "Timed out") != nullptr) throw Timeout(message);
+    throw Unavailable(message);
+  }
+}
+
+void GlooBackend::AllReduce(const void* in, void* out, size_t count, DType dtype,
+                            const AllReduceOptions& options) {
+  FLEET_ENFORCE(dtype != DType::kBool, InvalidArgument, "all-reduce in group '", name_,
+                "': dtype bool is not supported (use float32, float64, int32 or int64)");
+  if (count == 0) return;
+  Run("all-reduce", [&](uint32_t tag) {
+    VisitDType(dtype, [&](auto t) {
+      using T = decltype(t);
+      if constexpr (!std::is_same_v<T, bool>) {
+        auto reduce = ReduceFunction<T>(options.op);
+        if (in != out) {
+          // Fleet's ring reduces straight from the input (see detail/ring_allreduce.h).
+          detail::RingAllReduce(context_, in, out, count, sizeof(T), reduce, tag, options.timeout);
+          return;
+        }
+        gloo::AllreduceOptions opts(context_);
+        opts.setOutput(static_cast<T*>(out), count);
+        opts.setReduceFunction(reduce);
+        opts.setTag(tag);
+        opts.setTimeout(options.timeout);
+        gloo::allreduce(opts);
+      }
+    });
+  });
+}
+
+void GlooBackend::AllGather(const void* in, void* out, size_t bytes_per_rank,
+                            const AllGatherOptions& options) {
+  if (bytes_per_rank == 0) return;
+  Run("all-gather", [&](uint32_t tag) {
+    gloo::AllgatherOptions opts(context_);
+    opts.setInput(const_cast<char*>(static_cast<const char*>(in)), bytes_per_rank);
+    opts.setOutput(static_cast<char*>(out), bytes_per_rank * size_);
+    opts.setTag(tag);
+    opts.setTimeout(options.timeout);
+    gloo::allgather(opts);
+  });
+}
+
+void GlooBackend::Broadcast(void* data, size_t bytes, const BroadcastOptions& options) {
+  FLEET_ENFORCE(options.root >= 0 && options.root < size_, InvalidArgument, "broadcast in group '",
+                name_, "': root ", options.root, " is outside a group of size ", size_);
+  if (bytes == 0) return;
+  Run("broadcast", [&](uint32_t tag) {
+    gloo::BroadcastOptions opts(context_);
+    if (rank_ == options.root) opts.setInput(static_cast<char*>(data), bytes);
+    opts.setOutput(static_cast<char*>(data), bytes);
+    opts.setRoot(options.root);
+    opts.setTag(tag);
+    opts.setTimeout(options.timeout);
+    gloo::broadcast(opts);
+  });
+}
+
+void GlooBackend::Barrier(const BarrierOptions& options) {
+  Run("barrier", [&](uint32_t tag) {
+    gloo::BarrierOptions opts(context_);
+    opts.setTag(tag);
+    opts.setTimeout(options.timeout);
+    gloo::barrier(opts);
+  });
+}
+
+}  // namespace fleet::collective

@@ -1,0 +1,75 @@
+#pragma once
+// GlooBackend: CollectiveBackend over Gloo's TCP transport (Debian's libgloo), for CPU jobs and
+// for the worker utilities (fleet.util.all_reduce / all_gather / barrier).
+//
+// A group is an object: Connect() makes one, its owner keeps it as long as it needs it, and
+// destroying it closes its connections. Several groups may live in one process (tests run the
+// ranks of a group as threads over a MemoryStore).
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "collective/backend.h"
+#include "collective/store.h"
+
+namespace gloo {
+class Context;
+}  // namespace gloo
+
+namespace fleet::collective {
+
+struct GlooOptions {
+  // The address the TCP transport listens on and advertises to peers: this node's IP as the other
+  // ranks reach it (127.0.0.1 when the whole group is on one machine).
+  std::string hostname = "127.0.0.1";
+  // Names the group in store keys and messages; unique among the groups sharing one store.
+  std::string name = "default";
+  // Bounds the rendezvous: all ranks joining, exchanging addresses and connecting.
+  Duration timeout = std::chrono::seconds(120);
+};
+
+class GlooBackend : public CollectiveBackend {
+ public:
+  // Joins the group of `size` ranks as `rank` through `store`, which is only used during the
+  // call. Blocks until every rank has joined and connected, then runs one barrier so no rank
+  // returns (and possibly takes the store down with it) while a peer still reads from it.
+  // Throws Timeout naming the ranks that did not join within options.timeout, InvalidArgument
+  // for a bad rank or size, Unavailable when the transport cannot connect.
+  static std::unique_ptr<GlooBackend> Connect(Store* store, int rank, int size,
+                                              const GlooOptions& options);
+  ~GlooBackend() override;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  const std::string& name() const override { return name_; }
+
+  using CollectiveBackend::AllReduce;
+  void AllReduce(const void* in, void* out, size_t count, DType dtype,
+                 const AllReduceOptions& options) override;
+  void AllGather(const void* in, void* out, size_t bytes_per_rank,
+                 const AllGatherOptions& options) override;
+  void Broadcast(void* data, size_t bytes, const BroadcastOptions& options) override;
+  void Barrier(const BarrierOptions& options) override;
+
+  // The underlying Gloo context, for code that runs Gloo algorithms directly (the raw-Gloo side
+  // of benchmarks/launch_and_collective.py). Not synchronised with the calls above: use it only
+  // while no other collective of this group is running.
+  const std::shared_ptr<gloo::Context>& gloo_context() const { return context_; }
+
+ private:
+  GlooBackend(int rank, int size, std::string name, std::shared_ptr<gloo::Context> context);
+  // Runs one Gloo call under the mutex with a fresh tag, turning Gloo's exceptions into Fleet's.
+  template <typename Fn>
+  void Run(const char* what, Fn&& fn);
+
+  int rank_;
+  int size_;
+  std::string name_;
+  std::mutex mu_;  // one collective at a time; guards next_tag_ and the context's slots
+  uint32_t next_tag_ = 0;
+  std::shared_ptr<gloo::Context> context_;
+};
+
+}  // namespace fleet::collective

@@ -1,0 +1,36 @@
+#include "collective/memory_store.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace fleet::collective {
+
+void MemoryStore::Set(const std::string& key, const std::string& value) {
+  std::lock_guard<std::mutex> lock(mu_);
+  values_[key] = value;
+}
+
+std::optional<std::string> MemoryStore::TryGet(const std::string& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = values_.find(key);
+  if (it == values_.end()) return std::nullopt;
+  return it->second;
+}
+
+int64_t MemoryStore::Add(const std::string& key, int64_t delta) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = values_.find(key);
+  int64_t n = it == values_.end() ? 0 : ParseCounter(key, it->second);
+  n += delta;
+  values_[key] = absl::StrCat(n);
+  return n;
+}
+
+bool MemoryStore::Check(const std::vector<std::string>& keys) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& key : keys) {
+    if (values_.count(key) == 0) return false;
+  }
+  return true;
+}
+
+}  // namespace fleet::collective

@@ -1,0 +1,52 @@
+#include "ps/detail/barrier.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace fleet::ps::detail {
+
+absl::Status BarrierSet::Arrive(const std::string& name, uint32_t num_workers, uint32_t worker_id,
+                                absl::Duration timeout) {
+  if (num_workers == 0) {
+    return absl::InvalidArgumentError(absl::StrCat("barrier '", name, "': num_workers is 0"));
+  }
+  const absl::Time deadline = absl::Now() + timeout;
+  absl::MutexLock lock(&mu_);
+  if (closed_) return absl::UnavailableError("the server is shutting down");
+  Round& round = rounds_[name];
+  if (round.arrived == 0) round.expected = num_workers;
+  if (round.expected != num_workers) {
+    return absl::InvalidArgumentError(absl::StrCat("barrier '", name, "': worker ", worker_id,
+                                                   " expects ", num_workers, " workers, others ",
+                                                   round.expected));
+  }
+  const uint64_t generation = round.generation;
+  if (++round.arrived == num_workers) {
+    round.arrived = 0;
+    ++round.generation;
+    cv_.SignalAll();
+    return absl::OkStatus();
+  }
+  // Find the round again after each wait: inserting other names may move it.
+  while (true) {
+    Round& r = rounds_[name];
+    if (r.generation != generation) return absl::OkStatus();
+    if (closed_) return absl::UnavailableError("the server is shutting down");
+    if (cv_.WaitWithDeadline(&mu_, deadline) && absl::Now() >= deadline) {
+      Round& late = rounds_[name];
+      if (late.generation != generation) return absl::OkStatus();
+      const uint32_t arrived = late.arrived;
+      --late.arrived;
+      return absl::DeadlineExceededError(absl::StrCat("barrier '", name, "': ", arrived, " of ",
+                                                      num_workers, " workers arrived within ",
+                                                      absl::FormatDuration(timeout)));
+    }
+  }
+}
+
+void BarrierSet::Close() {
+  absl::MutexLock lock(&mu_);
+  closed_ = true;
+  cv_.SignalAll();
+}
+
+}  // namespace fleet::ps::detail

@@ -1,0 +1,160 @@
+#include "ps/detail/row_store.h"
+
+#include <sys/mman.h>
+
+#include <cstdlib>
+#include <new>
+
+#include "ps/sharding.h"
+
+namespace fleet::ps::detail {
+namespace {
+
+constexpr size_t kMinCapacity = 16;
+// Slots may hold row + 1 < 2^31, leaving at least one tag bit.
+constexpr size_t kMaxCapacity = size_t{1} << 31;
+
+}  // namespace
+
+template <class T>
+PageArray<T>::PageArray(size_t size) : size_(size) {
+  const size_t bytes = size * sizeof(T);
+  if (bytes >= (size_t{64} << 10)) {
+    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+    data_ = static_cast<T*>(p);  // anonymous pages read as zero
+    mapped_ = true;
+  } else if (size > 0) {
+    data_ = static_cast<T*>(std::calloc(size, sizeof(T)));
+    if (data_ == nullptr) throw std::bad_alloc();
+  }
+}
+
+template <class T>
+void PageArray<T>::Release() {
+  if (mapped_) {
+    ::munmap(data_, size_ * sizeof(T));
+  } else {
+    std::free(data_);
+  }
+  data_ = nullptr;
+  size_ = 0;
+  mapped_ = false;
+}
+
+template class PageArray<float>;
+template class PageArray<uint32_t>;
+
+size_t RowStore::ChunksFor(size_t rows) {
+  if (rows <= kSmallRowsTotal) return (rows + (size_t{1} << kSmallLog2) - 1) >> kSmallLog2;
+  const size_t rest = rows - kSmallRowsTotal;
+  return kSmallChunks + ((rest + (size_t{1} << kLargeLog2) - 1) >> kLargeLog2);
+}
+
+RowStore::RowStore(size_t width) : width_(width), stride_(kHeaderWords + width) {}
+
+uint64_t RowStore::Hash(int64_t key) {
+  // Salted so that it is independent of the default server sharding (Mix64 of the bare key).
+  return Mix64(static_cast<uint64_t>(key) ^ 0x632BE59BD9B4E019ULL);
+}
+
+uint32_t RowStore::GetStamp(const float* data) {
+  uint32_t stamp;
+  std::memcpy(&stamp, data - 1, sizeof(stamp));
+  return stamp;
+}
+
+void RowStore::SetStamp(float* data, uint32_t stamp) {
+  std::memcpy(data - 1, &stamp, sizeof(stamp));
+}
+
+float* RowStore::Find(int64_t key, uint64_t hash) const {
+  if (size_ == 0) return nullptr;
+  const size_t capacity = slots_.size();
+  const uint32_t tag = Tag(hash);
+  const uint32_t row_mask = (uint32_t{1} << row_bits_) - 1;
+  for (size_t i = Bucket(hash);; i = (i + 1 == capacity) ? 0 : i + 1) {
+    const uint32_t slot = slots_[i];
+    if (slot == 0) return nullptr;
+    if ((slot >> row_bits_) != tag) continue;
+    float* base = RowBase((slot & row_mask) - 1);
+    if (KeyOf(base) == key) return base + kHeaderWords;
+  }
+}
+
+void RowStore::PlaceInIndex(size_t row, uint64_t hash) {
+  const size_t capacity = slots_.size();
+  size_t i = Bucket(hash);
+  while (slots_[i] != 0) i = (i + 1 == capacity) ? 0 : i + 1;
+  slots_[i] = (Tag(hash) << row_bits_) | static_cast<uint32_t>(row + 1);
+}
+
+void RowStore::Rehash(size_t capacity) {
+  slots_ = PageArray<uint32_t>(capacity);
+  row_bits_ = capacity == 0 ? 0 : static_cast<uint32_t>(64 - __builtin_clzll(capacity));
+  for (size_t row = 0; row < size_; ++row) PlaceInIndex(row, Hash(KeyOf(RowBase(row))));
+}
+
+float* RowStore::Insert(int64_t key, uint64_t hash, uint32_t stamp) {
+  // Grow before the load passes 0.8: (size + 1) / capacity > 4 / 5.
+  if ((size_ + 1) * 5 > slots_.size() * 4) {
+    size_t capacity = slots_.size() < kMinCapacity ? kMinCapacity : slots_.size() * 3 / 2;
+    if (capacity > kMaxCapacity) return nullptr;
+    Rehash(capacity);
+  }
+  const size_t row = size_;
+  if (row == capacity_rows_) {
+    const size_t rows = ChunkRows(chunks_.size());
+    chunks_.emplace_back(rows * stride_);
+    capacity_rows_ += rows;
+  }
+  float* base = RowBase(row);
+  std::memcpy(base, &key, sizeof(key));
+  ++size_;
+  PlaceInIndex(row, hash);
+  float* data = base + kHeaderWords;
+  SetStamp(data, stamp);
+  return data;
+}
+
+size_t RowStore::MemoryBytes() const {
+  return capacity_rows_ * stride_ * sizeof(float) + chunks_.capacity() * sizeof(chunks_[0]) +
+         slots_.size() * sizeof(uint32_t);
+}
+
+void RowStore::ForEach(absl::FunctionRef<void(int64_t, uint32_t, const float*)> fn) const {
+  for (size_t row = 0; row < size_; ++row) {
+    const float* base = RowBase(row);
+    fn(KeyOf(base), GetStamp(base + kHeaderWords), base + kHeaderWords);
+  }
+}
+
+size_t RowStore::RemoveIf(absl::FunctionRef<bool(int64_t, uint32_t, const float*)> drop) {
+  size_t kept = 0;
+  for (size_t row = 0; row < size_; ++row) {
+    float* base = RowBase(row);
+    if (drop(KeyOf(base), GetStamp(base + kHeaderWords), base + kHeaderWords)) continue;
+    if (kept != row) std::memcpy(RowBase(kept), base, stride_ * sizeof(float));
+    ++kept;
+  }
+  const size_t removed = size_ - kept;
+  size_ = kept;
+  chunks_.resize(ChunksFor(size_));
+  capacity_rows_ = 0;
+  for (size_t c = 0; c < chunks_.size(); ++c) capacity_rows_ += ChunkRows(c);
+  size_t capacity = kMinCapacity;
+  while (size_ * 5 > capacity * 4) capacity = capacity * 3 / 2;
+  Rehash(size_ == 0 ? 0 : capacity);
+  return removed;
+}
+
+void RowStore::Clear() {
+  size_ = 0;
+  chunks_.clear();
+  chunks_.shrink_to_fit();
+  capacity_rows_ = 0;
+  slots_ = PageArray<uint32_t>();
+  row_bits_ = 0;
+}
+
+}  // namespace fleet::ps::detail

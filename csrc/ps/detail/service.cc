@@ -1,0 +1,146 @@
+#include "ps/detail/service.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "ps/detail/payload.h"
+
+namespace fleet::ps::detail {
+namespace {
+
+void SetStatus(proto::RpcStatus* out, const absl::Status& status) {
+  out->set_code(static_cast<int32_t>(status.code()));
+  out->set_message(std::string(status.message()));
+}
+
+// Resizes `bytes` to `floats` floats and returns them as a writable span.
+absl::Span<float> FloatBuffer(std::string* bytes, size_t floats) {
+  bytes->resize(floats * sizeof(float));
+  return absl::Span<float>(reinterpret_cast<float*>(bytes->data()), floats);
+}
+
+}  // namespace
+
+PsServiceImpl::PsServiceImpl(TableSet* tables, BarrierSet* barriers, std::function<void()> on_stop)
+    : tables_(tables), barriers_(barriers), on_stop_(std::move(on_stop)), started_(absl::Now()) {}
+
+grpc::Status PsServiceImpl::PullSparse(grpc::ServerContext*,
+                                       const proto::PullSparseRequest* request,
+                                       proto::PullSparseReply* reply) {
+  reply->set_table_id(request->table_id());
+  absl::Status status = [&]() -> absl::Status {
+    auto table = tables_->Sparse(request->table_id());
+    if (!table.ok()) return table.status();
+    auto keys = BytesAs<int64_t>(request->keys(), "keys");
+    if (!keys.ok()) return keys.status();
+    return (*table)->Pull(*keys,
+                          FloatBuffer(reply->mutable_values(), keys->size() * (*table)->dim()));
+  }();
+  if (!status.ok()) reply->clear_values();
+  SetStatus(reply->mutable_status(), status);
+  return grpc::Status::OK;
+}
+
+grpc::Status PsServiceImpl::PushSparse(grpc::ServerContext*,
+                                       const proto::PushSparseRequest* request,
+                                       proto::PushReply* reply) {
+  reply->set_table_id(request->table_id());
+  absl::Status status = [&]() -> absl::Status {
+    auto table = tables_->Sparse(request->table_id());
+    if (!table.ok()) return table.status();
+    auto keys = BytesAs<int64_t>(request->keys(), "keys");
+    if (!keys.ok()) return keys.status();
+    auto grads = BytesAs<float>(request->grads(), "grads");
+    if (!grads.ok()) return grads.status();
+    return (*table)->Push(*keys, *grads, request->is_delta());
+  }();
+  SetStatus(reply->mutable_status(), status);
+  return grpc::Status::OK;
+}
+
+grpc::Status PsServiceImpl::PullDense(grpc::ServerContext*, const proto::PullDenseRequest* request,
+                                      proto::PullDenseReply* reply) {
+  reply->set_table_id(request->table_id());
+  absl::Status status = [&]() -> absl::Status {
+    auto table = tables_->Dense(request->table_id());
+    if (!table.ok()) return table.status();
+    return (*table)->Pull(FloatBuffer(reply->mutable_values(), (*table)->local_size()));
+  }();
+  if (!status.ok()) reply->clear_values();
+  SetStatus(reply->mutable_status(), status);
+  return grpc::Status::OK;
+}
+
+grpc::Status PsServiceImpl::PushDense(grpc::ServerContext*, const proto::PushDenseRequest* request,
+                                      proto::PushReply* reply) {
+  reply->set_table_id(request->table_id());
+  absl::Status status = [&]() -> absl::Status {
+    auto table = tables_->Dense(request->table_id());
+    if (!table.ok()) return table.status();
+    auto grads = BytesAs<float>(request->grads(), "grads");
+    if (!grads.ok()) return grads.status();
+    return (*table)->Push(*grads, request->is_delta());
+  }();
+  SetStatus(reply->mutable_status(), status);
+  return grpc::Status::OK;
+}
+
+grpc::Status PsServiceImpl::Barrier(grpc::ServerContext*, const proto::BarrierRequest* request,
+                                    proto::BarrierReply* reply) {
+  SetStatus(reply->mutable_status(),
+            barriers_->Arrive(request->name(), request->num_workers(), request->worker_id(),
+                              absl::Milliseconds(request->timeout_ms())));
+  return grpc::Status::OK;
+}
+
+grpc::Status PsServiceImpl::Save(grpc::ServerContext*, const proto::SaveRequest* request,
+                                 proto::SaveLoadReply* reply) {
+  reply->set_table_id(request->table_id());
+  auto rows = tables_->Save(request->dirname(), request->all_tables(), request->table_id(),
+                            request->mode());
+  if (rows.ok()) reply->set_rows(*rows);
+  SetStatus(reply->mutable_status(), rows.status());
+  return grpc::Status::OK;
+}
+
+grpc::Status PsServiceImpl::Load(grpc::ServerContext*, const proto::LoadRequest* request,
+                                 proto::SaveLoadReply* reply) {
+  reply->set_table_id(request->table_id());
+  auto rows = tables_->Load(request->dirname(), request->all_tables(), request->table_id());
+  if (rows.ok()) reply->set_rows(*rows);
+  SetStatus(reply->mutable_status(), rows.status());
+  return grpc::Status::OK;
+}
+
+grpc::Status PsServiceImpl::Shrink(grpc::ServerContext*, const proto::ShrinkRequest* request,
+                                   proto::ShrinkReply* reply) {
+  reply->set_table_id(request->table_id());
+  auto removed = tables_->Shrink(request->table_id(), request->max_unseen_saves());
+  if (removed.ok()) reply->set_rows_removed(*removed);
+  SetStatus(reply->mutable_status(), removed.status());
+  return grpc::Status::OK;
+}
+
+grpc::Status PsServiceImpl::Stats(grpc::ServerContext*, const proto::StatsRequest*,
+                                  proto::StatsReply* reply) {
+  for (auto& stats : tables_->Stats()) *reply->add_tables() = std::move(stats);
+  SetStatus(reply->mutable_status(), absl::OkStatus());
+  return grpc::Status::OK;
+}
+
+grpc::Status PsServiceImpl::Heartbeat(grpc::ServerContext*, const proto::HeartbeatRequest*,
+                                      proto::HeartbeatReply* reply) {
+  *reply->mutable_config() = tables_->config();
+  reply->set_uptime_ms(absl::ToInt64Milliseconds(absl::Now() - started_));
+  SetStatus(reply->mutable_status(), absl::OkStatus());
+  return grpc::Status::OK;
+}
+
+grpc::Status PsServiceImpl::Stop(grpc::ServerContext*, const proto::StopRequest*,
+                                 proto::StopReply* reply) {
+  on_stop_();
+  SetStatus(reply->mutable_status(), absl::OkStatus());
+  return grpc::Status::OK;
+}
+
+}  // namespace fleet::ps::detail

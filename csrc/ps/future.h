@@ -1,0 +1,61 @@
+#pragma once
+// A handle on an asynchronous client call made of one or more RPCs.
+
+#include <functional>
+#include <memory>
+
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+
+namespace fleet::ps {
+namespace detail {
+
+// Shared by a Future and the RPC callbacks of its call. Thread-safe.
+class CallState {
+ public:
+  explicit CallState(int pending) : pending_(pending) {}
+  // Runs once after every RPC succeeded, before waiters wake (e.g. to copy repeated rows).
+  // Must be set while the call cannot complete yet (some pending count is still held).
+  void SetFinisher(std::function<void()> finisher);
+  // Adds RPCs to wait for; only while the call cannot complete yet.
+  void AddPending(int n);
+  // Records the outcome of one RPC; the first error wins. The last one completes the call.
+  void Done(absl::Status status);
+  // Completes a call that launched no RPC (must be called when the pending count was 0).
+  void CompleteNow();
+  absl::Status Wait();
+  bool WaitFor(absl::Duration timeout);
+  bool Ready();
+
+ private:
+  void Complete() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  absl::Mutex mu_;
+  int pending_ ABSL_GUARDED_BY(mu_);
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status status_ ABSL_GUARDED_BY(mu_);
+  std::function<void()> finisher_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace detail
+
+// Wait() blocks until every RPC of the call has completed, and returns the first error, which
+// names the server's endpoint. Every RPC has a deadline, so Wait() returns within about the
+// call's timeout even when a server hangs. Copyable; any copy may wait, from any thread.
+class Future {
+ public:
+  explicit Future(std::shared_ptr<detail::CallState> state) : state_(std::move(state)) {}
+  // A future that is already complete with `status`.
+  static Future Failed(absl::Status status);
+
+  absl::Status Wait() const { return state_->Wait(); }
+  // Waits up to `timeout`; true when the call completed (then Wait() returns at once).
+  bool WaitFor(absl::Duration timeout) const { return state_->WaitFor(timeout); }
+  bool Ready() const { return state_->Ready(); }
+
+ private:
+  std::shared_ptr<detail::CallState> state_;
+};
+
+}  // namespace fleet::ps

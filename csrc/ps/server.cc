@@ -1,0 +1,79 @@
+#include "ps/server.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <climits>
+
+#include "absl/strings/str_cat.h"
+#include "ps/detail/barrier.h"
+#include "ps/detail/service.h"
+#include "ps/detail/table_set.h"
+
+namespace fleet::ps {
+
+absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Start(const ServerOptions& options) {
+  std::unique_ptr<PsServer> server(new PsServer());
+  auto tables = detail::TableSet::Create(options.config, options.sharding);
+  if (!tables.ok()) return tables.status();
+  server->tables_ = std::move(*tables);
+  server->barriers_ = std::make_unique<detail::BarrierSet>();
+  PsServer* self = server.get();
+  server->service_ = std::make_unique<detail::PsServiceImpl>(
+      server->tables_.get(), server->barriers_.get(), [self] { self->RequestStop(); });
+
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(options.address, grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(server->service_.get());
+  builder.SetMaxReceiveMessageSize(INT_MAX);
+  builder.SetMaxSendMessageSize(INT_MAX);
+  // Refuse to share a port with another process (gRPC sets SO_REUSEPORT by default on Linux).
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  grpc::ResourceQuota quota("fleet-ps-server");
+  quota.SetMaxThreads(options.max_threads);
+  builder.SetResourceQuota(quota);
+  server->server_ = builder.BuildAndStart();
+  if (server->server_ == nullptr || port == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("parameter server cannot listen on ", options.address));
+  }
+  const std::string& address = options.address;
+  server->endpoint_ = absl::StrCat(address.substr(0, address.rfind(':')), ":", port);
+  return server;
+}
+
+PsServer::~PsServer() { Shutdown(absl::Seconds(5)); }
+
+const proto::ServerConfig& PsServer::config() const { return tables_->config(); }
+
+std::string PsServer::Describe() const {
+  const auto& config = tables_->config();
+  return absl::StrCat("parameter server ", config.server_index(), " of ", config.num_servers(),
+                      " listening on ", endpoint_, "\n", tables_->Describe());
+}
+
+void PsServer::RequestStop() {
+  absl::MutexLock lock(&mu_);
+  stop_requested_ = true;
+}
+
+bool PsServer::WaitForStopRequest(absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  return mu_.AwaitWithTimeout(absl::Condition(&stop_requested_), timeout);
+}
+
+void PsServer::Shutdown(absl::Duration grace) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (shut_down_) return;
+    shut_down_ = true;
+    stop_requested_ = true;
+  }
+  if (barriers_) barriers_->Close();
+  if (server_) {
+    server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
+    server_->Wait();
+  }
+}
+
+}  // namespace fleet::ps

@@ -1,0 +1,73 @@
+#pragma once
+// A parameter server: the tables of one ServerConfig behind a gRPC PsService.
+//
+// Start() builds the tables and serves on a gRPC thread pool, so RPCs run concurrently (tables
+// lock per shard or block). Stopping is two-step so that neither a Stop RPC nor a signal
+// handler ever waits on the RPCs in flight: RequestStop() (the Stop RPC, or the owner's SIGTERM
+// handler) only wakes WaitForStopRequest(); the owner then calls Shutdown(), which lets the
+// RPCs in flight finish.
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "fleet/ps/ps.pb.h"
+#include "ps/sharding.h"
+
+namespace grpc {
+class Server;
+}
+
+namespace fleet::ps {
+namespace detail {
+class BarrierSet;
+class PsServiceImpl;
+class TableSet;
+}  // namespace detail
+
+struct ServerOptions {
+  proto::ServerConfig config;
+  // host:port to listen on; port 0 picks a free port (see PsServer::endpoint()).
+  std::string address = "127.0.0.1:0";
+  Sharding sharding;
+  // Most RPCs served at once (each holds a thread; barrier waiters too).
+  int max_threads = 256;
+};
+
+class PsServer {
+ public:
+  // InvalidArgument for a bad config; Unavailable naming the address when it cannot be bound.
+  static absl::StatusOr<std::unique_ptr<PsServer>> Start(const ServerOptions& options);
+  // Shutdown(absl::Seconds(5)) when not done yet.
+  ~PsServer();
+
+  // host:port actually listened on.
+  const std::string& endpoint() const { return endpoint_; }
+  const proto::ServerConfig& config() const;
+  // A multi-line description: endpoint, then one line per table. For the start-up log.
+  std::string Describe() const;
+
+  // Wakes WaitForStopRequest. Thread-safe, returns at once.
+  void RequestStop();
+  // Blocks up to `timeout` for RequestStop(); true when it came.
+  bool WaitForStopRequest(absl::Duration timeout);
+  // Stops accepting RPCs, lets those in flight finish for up to `grace` (then cancels them) and
+  // fails barrier waiters with Unavailable. Idempotent; not to be called from an RPC handler.
+  void Shutdown(absl::Duration grace);
+
+ private:
+  PsServer() = default;
+
+  std::string endpoint_;
+  std::unique_ptr<detail::TableSet> tables_;
+  std::unique_ptr<detail::BarrierSet> barriers_;
+  std::unique_ptr<detail::PsServiceImpl> service_;
+  std::unique_ptr<grpc::Server> server_;
+  absl::Mutex mu_;
+  bool stop_requested_ ABSL_GUARDED_BY(mu_) = false;
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace fleet::ps

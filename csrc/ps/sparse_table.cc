@@ -1,0 +1,314 @@
+#include "ps/sparse_table.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace fleet::ps {
+
+bool AllFinite(absl::Span<const float> values) {
+  // Summing x - x is 0 for finite x and NaN otherwise; the branch-free loop vectorises.
+  float acc = 0.0f;
+  for (float v : values) acc += v - v;
+  return acc == 0.0f;
+}
+
+absl::StatusOr<std::unique_ptr<SparseTable>> SparseTable::Create(const proto::TableConfig& config) {
+  const std::string name =
+      absl::StrCat("sparse table ", config.table_id(), " '", config.name(), "'");
+  if (config.type() != proto::SPARSE) {
+    return absl::InvalidArgumentError(absl::StrCat(name, ": config type is not SPARSE"));
+  }
+  if (config.dim() == 0 || config.dim() > (uint64_t{1} << 24)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, ": dim must be in [1, 2^24], got ", config.dim()));
+  }
+  auto rule = MakeUpdateRule(config.optimizer());
+  if (!rule.ok())
+    return absl::InvalidArgumentError(absl::StrCat(name, ": ", rule.status().message()));
+  auto init = Initializer::Create(config.initializer());
+  if (!init.ok())
+    return absl::InvalidArgumentError(absl::StrCat(name, ": ", init.status().message()));
+  return std::unique_ptr<SparseTable>(new SparseTable(config, std::move(*rule), *init));
+}
+
+SparseTable::SparseTable(const proto::TableConfig& config, std::unique_ptr<UpdateRule> rule,
+                         Initializer initializer)
+    : config_(config),
+      rule_(std::move(rule)),
+      initializer_(initializer),
+      dim_(config.dim()),
+      width_(config.dim() + rule_->StateDim(config.dim())),
+      min_count_(config.count_filter().min_count()) {
+  const uint32_t num_shards = config.num_shards() == 0 ? 16 : config.num_shards();
+  for (uint32_t s = 0; s < num_shards; ++s) shards_.push_back(std::make_unique<Shard>(width_));
+}
+
+std::string SparseTable::Name() const {
+  return absl::StrCat("sparse table ", config_.table_id(), " '", config_.name(), "'");
+}
+
+std::unique_ptr<SparseTable::Groups> SparseTable::GroupByShard(absl::Span<const int64_t> keys) {
+  std::unique_ptr<Groups> g;
+  {
+    std::lock_guard<std::mutex> lock(groups_mu_);
+    if (!idle_groups_.empty()) {
+      g = std::move(idle_groups_.back());
+      idle_groups_.pop_back();
+    }
+  }
+  if (!g) g = std::make_unique<Groups>();
+  const size_t n = keys.size();
+  const size_t num_shards = shards_.size();
+  g->begin.assign(num_shards + 1, 0);
+  g->shard_of.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    g->shard_of[i] = static_cast<uint32_t>(detail::RowStore::Hash(keys[i]) % num_shards);
+    ++g->begin[g->shard_of[i] + 1];
+  }
+  for (size_t s = 0; s < num_shards; ++s) g->begin[s + 1] += g->begin[s];
+  g->keys.resize(n);
+  g->hashes.resize(n);
+  g->order.resize(n);
+  // Hashing again while placing costs a few cycles a key; a second array would cost memory.
+  std::vector<uint32_t> next(g->begin.begin(), g->begin.end() - 1);
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t j = next[g->shard_of[i]]++;
+    g->keys[j] = keys[i];
+    g->hashes[j] = detail::RowStore::Hash(keys[i]);
+    g->order[j] = static_cast<uint32_t>(i);
+  }
+  return g;
+}
+
+void SparseTable::ReleaseGroups(std::unique_ptr<Groups> groups) {
+  constexpr size_t kMaxIdle = 16;
+  std::lock_guard<std::mutex> lock(groups_mu_);
+  if (idle_groups_.size() < kMaxIdle) idle_groups_.push_back(std::move(groups));
+}
+
+void SparseTable::PrefetchAhead(const detail::RowStore& rows, const Groups& g, uint32_t j,
+                                uint32_t end) {
+  // Slots 16 keys ahead, rows 8 ahead: by then the slot is in cache and names the row.
+  constexpr uint32_t kSlotAhead = 16, kRowAhead = 8;
+  if (j + kSlotAhead < end) rows.PrefetchSlot(g.hashes[j + kSlotAhead]);
+  if (j + kRowAhead < end) rows.PrefetchRow(g.hashes[j + kRowAhead]);
+}
+
+float* SparseTable::CreateRow(Shard& shard, int64_t key, uint64_t hash, uint32_t stamp) {
+  float* row = shard.rows.Insert(key, hash, stamp);
+  if (row == nullptr) return nullptr;
+  initializer_.Fill(key, 0, dim_, row);
+  rule_->InitState(dim_, row + dim_);
+  return row;
+}
+
+absl::Status SparseTable::Pull(absl::Span<const int64_t> keys, absl::Span<float> out) {
+  if (out.size() != keys.size() * dim_) {
+    return absl::InvalidArgumentError(absl::StrCat(Name(), ": pull of ", keys.size(),
+                                                   " keys needs ", keys.size() * dim_,
+                                                   " output floats, got ", out.size()));
+  }
+  std::unique_ptr<Groups> groups = GroupByShard(keys);
+  const Groups& g = *groups;
+  absl::Status status = PullGrouped(g, out);
+  ReleaseGroups(std::move(groups));
+  return status;
+}
+
+absl::Status SparseTable::PullGrouped(const Groups& g, absl::Span<float> out) {
+  const uint32_t stamp = epoch_.load(std::memory_order_relaxed);
+  for (size_t s = 0; s < shards_.size(); ++s) {
+    if (g.begin[s] == g.begin[s + 1]) continue;
+    Shard& shard = *shards_[s];
+    std::lock_guard<std::mutex> lock(shard.mu);
+    for (uint32_t j = g.begin[s]; j < g.begin[s + 1]; ++j) {
+      PrefetchAhead(shard.rows, g, j, g.begin[s + 1]);
+      const int64_t key = g.keys[j];
+      float* dst = out.data() + size_t{g.order[j]} * dim_;
+      float* row = shard.rows.Find(key, g.hashes[j]);
+      if (row == nullptr && min_count_ > 1) {
+        auto it = shard.pending.try_emplace(key, 0).first;
+        if (++it->second < min_count_) {
+          std::memset(dst, 0, dim_ * sizeof(float));
+          continue;
+        }
+        shard.pending.erase(it);
+      }
+      if (row == nullptr) row = CreateRow(shard, key, g.hashes[j], stamp);
+      if (row == nullptr) {
+        return absl::ResourceExhaustedError(absl::StrCat(Name(), ": shard ", s, " is full"));
+      }
+      std::memcpy(dst, row, dim_ * sizeof(float));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SparseTable::Push(absl::Span<const int64_t> keys, absl::Span<const float> grads,
+                               bool is_delta) {
+  const char* what = is_delta ? "deltas" : "gradients";
+  if (grads.size() != keys.size() * dim_) {
+    return absl::InvalidArgumentError(absl::StrCat(Name(), ": push of ", keys.size(),
+                                                   " keys needs ", keys.size() * dim_, " ", what,
+                                                   " (dim ", dim_, "), got ", grads.size()));
+  }
+  if (!AllFinite(grads)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(Name(), ": ", what, " contain NaN or infinity; push rejected"));
+  }
+  std::unique_ptr<Groups> groups = GroupByShard(keys);
+  absl::Status status = PushGrouped(*groups, grads, is_delta);
+  ReleaseGroups(std::move(groups));
+  return status;
+}
+
+absl::Status SparseTable::PushGrouped(const Groups& g, absl::Span<const float> grads,
+                                      bool is_delta) {
+  const uint32_t stamp = epoch_.load(std::memory_order_relaxed);
+  for (size_t s = 0; s < shards_.size(); ++s) {
+    if (g.begin[s] == g.begin[s + 1]) continue;
+    Shard& shard = *shards_[s];
+    std::lock_guard<std::mutex> lock(shard.mu);
+    for (uint32_t j = g.begin[s]; j < g.begin[s + 1]; ++j) {
+      PrefetchAhead(shard.rows, g, j, g.begin[s + 1]);
+      const int64_t key = g.keys[j];
+      float* row = shard.rows.Find(key, g.hashes[j]);
+      if (row == nullptr) {
+        if (min_count_ > 1) continue;  // not admitted yet: the gradient is dropped
+        row = CreateRow(shard, key, g.hashes[j], stamp);
+        if (row == nullptr) {
+          return absl::ResourceExhaustedError(absl::StrCat(Name(), ": shard ", s, " is full"));
+        }
+      }
+      const float* grad = grads.data() + size_t{g.order[j]} * dim_;
+      if (is_delta) {
+        for (size_t k = 0; k < dim_; ++k) row[k] += grad[k];
+      } else {
+        rule_->Update(dim_, row, row + dim_, grad);
+      }
+      detail::RowStore::SetStamp(row, stamp);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> SparseTable::Save(const std::string& path, proto::SaveMode mode) {
+  TableFileHeader header = NewTableFileHeader();
+  header.table_id = id();
+  header.table_type = proto::SPARSE;
+  header.save_mode = mode;
+  header.rule = config_.optimizer().rule_case();
+  header.dim = dim_;
+  header.row_floats = width_;
+  const uint32_t start = epoch_.fetch_add(1);
+  header.epoch = start;
+  const uint32_t since = mode == proto::DELTA ? delta_since_.load() : 0;
+  auto writer = TableFileWriter::Open(path, header);
+  if (!writer.ok()) return writer.status();
+  uint64_t rows = 0;
+  absl::Status status;
+  for (auto& shard : shards_) {
+    std::lock_guard<std::mutex> lock(shard->mu);
+    shard->rows.ForEach([&](int64_t key, uint32_t stamp, const float* data) {
+      if (!status.ok() || stamp < since) return;
+      status = (*writer)->Append(&key, sizeof(key));
+      if (status.ok()) status = (*writer)->Append(data, width_ * sizeof(float));
+      ++rows;
+    });
+    if (!status.ok()) return status;
+  }
+  if (auto s = (*writer)->Finish(rows); !s.ok()) return s;
+  delta_since_.store(start + 1);
+  return rows;
+}
+
+absl::Status SparseTable::CheckPart(const TableFileReader& part) const {
+  const TableFileHeader& h = part.header();
+  if (h.table_id != id() || h.table_type != proto::SPARSE || h.dim != dim_ ||
+      h.row_floats != width_ || h.rule != static_cast<uint32_t>(config_.optimizer().rule_case())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        part.path(), " holds table ", h.table_id, " (type ", h.table_type, ", dim ", h.dim, ", ",
+        h.row_floats, " floats a row, rule ", h.rule, "); ", Name(), " expects dim ", dim_, ", ",
+        width_, " floats a row, rule ", config_.optimizer().rule_case()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SparseTable::LoadRecords(TableFileReader* part, uint32_t stamp,
+                                      absl::FunctionRef<bool(int64_t)> keep, uint64_t* loaded) {
+  std::vector<float> data(width_);
+  for (uint64_t r = 0; r < part->header().row_count; ++r) {
+    int64_t key;
+    if (auto s = part->Read(&key, sizeof(key)); !s.ok()) return s;
+    if (auto s = part->Read(data.data(), width_ * sizeof(float)); !s.ok()) return s;
+    if (!keep(key)) continue;
+    const uint64_t hash = detail::RowStore::Hash(key);
+    Shard& shard = *shards_[hash % shards_.size()];
+    std::lock_guard<std::mutex> lock(shard.mu);
+    float* row = shard.rows.Find(key, hash);
+    if (row == nullptr) row = shard.rows.Insert(key, hash, stamp);
+    if (row == nullptr) return absl::ResourceExhaustedError(absl::StrCat(Name(), " is full"));
+    std::memcpy(row, data.data(), width_ * sizeof(float));
+    detail::RowStore::SetStamp(row, stamp);
+    shard.pending.erase(key);
+    ++*loaded;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> SparseTable::Load(absl::Span<TableFileReader* const> parts,
+                                           absl::FunctionRef<bool(int64_t)> keep) {
+  bool has_base = false;
+  for (TableFileReader* part : parts) {
+    if (auto s = CheckPart(*part); !s.ok()) return s;
+    has_base |= part->header().save_mode == proto::BASE;
+  }
+  if (has_base) {
+    for (auto& shard : shards_) {
+      std::lock_guard<std::mutex> lock(shard->mu);
+      shard->rows.Clear();
+      shard->pending.clear();
+    }
+  }
+  const uint32_t start = epoch_.fetch_add(1);
+  uint64_t loaded = 0;
+  for (TableFileReader* part : parts) {
+    if (auto s = LoadRecords(part, start, keep, &loaded); !s.ok()) return s;
+  }
+  delta_since_.store(start + 1);
+  return loaded;
+}
+
+uint64_t SparseTable::Shrink(uint32_t max_unseen_saves) {
+  const uint32_t now = epoch_.load();
+  uint64_t removed = 0;
+  for (auto& shard : shards_) {
+    std::lock_guard<std::mutex> lock(shard->mu);
+    removed += shard->rows.RemoveIf([&](int64_t, uint32_t stamp, const float*) {
+      return stamp < now && now - stamp > max_unseen_saves;
+    });
+  }
+  return removed;
+}
+
+proto::TableStats SparseTable::Stats() const {
+  proto::TableStats stats;
+  stats.set_table_id(id());
+  stats.set_type(proto::SPARSE);
+  uint64_t rows = 0, bytes = 0, pending = 0;
+  for (const auto& shard : shards_) {
+    std::lock_guard<std::mutex> lock(shard->mu);
+    rows += shard->rows.size();
+    bytes += shard->rows.MemoryBytes() + sizeof(Shard) +
+             shard->pending.capacity() * (sizeof(std::pair<int64_t, uint32_t>) + 1);
+    pending += shard->pending.size();
+  }
+  stats.set_rows(rows);
+  stats.set_bytes(bytes);
+  stats.set_filtered_keys(pending);
+  return stats;
+}
+
+}  // namespace fleet::ps

@@ -1,0 +1,125 @@
+#pragma once
+// A sparse table: rows of `dim` floats addressed by int64 keys (the whole range, negatives
+// included), created on first pull with the table's initializer, updated by its update rule.
+//
+// Rows are spread over shards (by a hash of the key independent of the server sharding), each
+// with its own lock, so that many RPC threads pull and push in parallel; a request locks each
+// shard it touches once. A row stores its value and its update-rule state contiguously
+// (detail::RowStore), plus a save-cycle stamp used by delta saves and shrink.
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "fleet/ps/ps.pb.h"
+#include "ps/detail/row_store.h"
+#include "ps/initializer.h"
+#include "ps/table_file.h"
+#include "ps/update_rule.h"
+
+namespace fleet::ps {
+
+class SparseTable {
+ public:
+  // InvalidArgument naming the table for a wrong type, a zero dim or a bad optimizer/initializer.
+  static absl::StatusOr<std::unique_ptr<SparseTable>> Create(const proto::TableConfig& config);
+
+  uint32_t id() const { return config_.table_id(); }
+  size_t dim() const { return dim_; }
+  // Floats per row: value then update-rule state.
+  size_t row_width() const { return width_; }
+  const proto::TableConfig& config() const { return config_; }
+  // The current save cycle (stamped on rows changed now); each save or load ends one.
+  uint32_t epoch() const { return epoch_.load(); }
+
+  // Copies the value of keys[i] to out[i * dim, (i + 1) * dim). Missing rows are created with
+  // the initializer; while the count filter holds a key back, its value reads as zeros. Keys may
+  // repeat. Thread-safe. InvalidArgument when out has the wrong size.
+  absl::Status Pull(absl::Span<const int64_t> keys, absl::Span<float> out);
+
+  // Applies grads[i * dim, (i + 1) * dim) to keys[i] through the update rule, or, with is_delta
+  // (GEO), adds them to the value. Missing rows are created first, unless the count filter holds
+  // them back (then the gradient is dropped). Repeated keys are applied in order. Thread-safe.
+  // InvalidArgument, with the table unchanged, for a size mismatch or a NaN or infinite value.
+  absl::Status Push(absl::Span<const int64_t> keys, absl::Span<const float> grads, bool is_delta);
+
+  // Writes every row (BASE) or the rows created or changed since the previous successful save
+  // (DELTA) to `path` (see table_file.h) and returns how many. Ends the current save cycle.
+  // Pushes may run meanwhile; a row pushed during the save is also in the next delta.
+  absl::StatusOr<uint64_t> Save(const std::string& path, proto::SaveMode mode);
+
+  // Loads parts written by Save (on any number of servers): checks that every part belongs to
+  // this table (id, dim, update rule) before changing anything, clears the table when a base
+  // part is present, then applies the parts in order, keeping the keys for which keep(key) is
+  // true. Returns the rows loaded. Ends the current save cycle, so that the next delta save holds
+  // only what changed after the load. Not meant to run beside pushes.
+  absl::StatusOr<uint64_t> Load(absl::Span<TableFileReader* const> parts,
+                                absl::FunctionRef<bool(int64_t)> keep);
+
+  // Drops the rows last created or changed more than `max_unseen_saves` saves ago (0 drops
+  // every row untouched since the previous save). Returns how many. Thread-safe.
+  uint64_t Shrink(uint32_t max_unseen_saves);
+
+  // Row count, memory held and keys pending in the count filter. Thread-safe.
+  proto::TableStats Stats() const;
+
+ private:
+  struct alignas(64) Shard {
+    explicit Shard(size_t width) : rows(width) {}
+    mutable std::mutex mu;
+    detail::RowStore rows;
+    absl::flat_hash_map<int64_t, uint32_t> pending;  // count filter: pulls seen so far
+  };
+  // A request's keys sorted by shard (stable), with their hashes and request positions, so that
+  // each shard is locked once and its keys are read sequentially. Reused across requests
+  // (see AcquireGroups) so that large requests do not fault in fresh pages each time.
+  struct Groups {
+    std::vector<int64_t> keys;
+    std::vector<uint64_t> hashes;
+    std::vector<uint32_t> order;     // position of keys[j] in the request
+    std::vector<uint32_t> begin;     // shard s holds [begin[s], begin[s + 1])
+    std::vector<uint32_t> shard_of;  // scratch: per request position
+  };
+
+  SparseTable(const proto::TableConfig& config, std::unique_ptr<UpdateRule> rule,
+              Initializer initializer);
+  std::unique_ptr<Groups> GroupByShard(absl::Span<const int64_t> keys);
+  void ReleaseGroups(std::unique_ptr<Groups> groups);
+  // Pull and Push on keys already grouped (the requests were validated).
+  absl::Status PullGrouped(const Groups& g, absl::Span<float> out);
+  absl::Status PushGrouped(const Groups& g, absl::Span<const float> grads, bool is_delta);
+  // Prefetches for the key at order position j of a shard's range ending at `end`.
+  static void PrefetchAhead(const detail::RowStore& rows, const Groups& g, uint32_t j,
+                            uint32_t end);
+  // A new initialised row, or nullptr when the shard is full. Caller holds shard.mu.
+  float* CreateRow(Shard& shard, int64_t key, uint64_t hash, uint32_t stamp);
+  absl::Status LoadRecords(TableFileReader* part, uint32_t stamp,
+                           absl::FunctionRef<bool(int64_t)> keep, uint64_t* loaded);
+  absl::Status CheckPart(const TableFileReader& part) const;
+  std::string Name() const;
+
+  proto::TableConfig config_;
+  std::unique_ptr<UpdateRule> rule_;
+  Initializer initializer_;
+  size_t dim_;
+  size_t width_;
+  uint32_t min_count_;  // count filter; <= 1 admits every key at once
+  std::vector<std::unique_ptr<Shard>> shards_;
+  std::mutex groups_mu_;
+  std::vector<std::unique_ptr<Groups>> idle_groups_;  // at most a few, for reuse
+  // Save cycles: rows are stamped with epoch_ when created or changed; a save advances it.
+  std::atomic<uint32_t> epoch_{1};
+  std::atomic<uint32_t> delta_since_{0};  // a delta save writes rows stamped >= this
+};
+
+// True when every value is finite (no NaN or infinity).
+bool AllFinite(absl::Span<const float> values);
+
+}  // namespace fleet::ps

@@ -1,0 +1,247 @@
+#include "ps/table_file.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace fleet::ps {
+namespace {
+
+constexpr char kMagic[8] = {'F', 'L', 'E', 'E', 'T', 'P', 'S', '\0'};
+constexpr size_t kBufferBytes = size_t{1} << 20;
+
+absl::Status IoError(const std::string& what, const std::string& path) {
+  return absl::InternalError(absl::StrCat(what, " ", path, ": ", std::strerror(errno)));
+}
+
+uint32_t Crc(uint32_t crc, const char* data, size_t bytes) {
+  return static_cast<uint32_t>(
+      crc32_z(crc, reinterpret_cast<const Bytef*>(data), static_cast<z_size_t>(bytes)));
+}
+
+absl::Status WriteAll(int fd, const char* data, size_t bytes, const std::string& path) {
+  while (bytes > 0) {
+    ssize_t n = ::write(fd, data, bytes);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return IoError("cannot write", path);
+    data += n;
+    bytes -= static_cast<size_t>(n);
+  }
+  return absl::OkStatus();
+}
+
+// Reads up to `bytes`; returns the count (0 at end of file) or -1.
+ssize_t ReadSome(int fd, char* out, size_t bytes) {
+  while (true) {
+    ssize_t n = ::read(fd, out, bytes);
+    if (n < 0 && errno == EINTR) continue;
+    return n;
+  }
+}
+
+}  // namespace
+
+TableFileHeader NewTableFileHeader() {
+  TableFileHeader header;
+  std::memset(&header, 0, sizeof(header));
+  std::memcpy(header.magic, kMagic, sizeof(kMagic));
+  header.version = kTableFileVersion;
+  return header;
+}
+
+// ---- writer ----------------------------------------------------------------------------------
+
+TableFileWriter::TableFileWriter(std::string path, std::string temp_path, int fd,
+                                 const TableFileHeader& header)
+    : path_(std::move(path)),
+      temp_path_(std::move(temp_path)),
+      fd_(fd),
+      header_(header),
+      crc_(Crc(0, nullptr, 0)) {
+  buffer_.reserve(kBufferBytes);
+}
+
+absl::StatusOr<std::unique_ptr<TableFileWriter>> TableFileWriter::Open(
+    const std::string& path, const TableFileHeader& header) {
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  if (ec) {
+    return absl::InternalError(
+        absl::StrCat("cannot create the directory of ", path, ": ", ec.message()));
+  }
+  // Distinct per process and thread, so concurrent writers of one path never share a temp file.
+  std::string temp = absl::StrCat(path, ".tmp-", ::getpid(), "-",
+                                  std::hash<std::thread::id>()(std::this_thread::get_id()));
+  int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return IoError("cannot create", temp);
+  auto writer = std::unique_ptr<TableFileWriter>(new TableFileWriter(path, temp, fd, header));
+  // Placeholder header; Finish rewrites it with the count and checksum.
+  if (auto s = WriteAll(fd, reinterpret_cast<const char*>(&header), sizeof(header), temp);
+      !s.ok()) {
+    return s;
+  }
+  return writer;
+}
+
+TableFileWriter::~TableFileWriter() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!finished_) ::unlink(temp_path_.c_str());
+}
+
+absl::Status TableFileWriter::Flush() {
+  crc_ = Crc(crc_, buffer_.data(), buffer_.size());
+  absl::Status s = WriteAll(fd_, buffer_.data(), buffer_.size(), temp_path_);
+  buffer_.clear();
+  return s;
+}
+
+absl::Status TableFileWriter::Append(const void* data, size_t bytes) {
+  const char* p = static_cast<const char*>(data);
+  while (bytes > 0) {
+    size_t n = std::min(bytes, kBufferBytes - buffer_.size());
+    buffer_.insert(buffer_.end(), p, p + n);
+    p += n;
+    bytes -= n;
+    if (buffer_.size() == kBufferBytes) {
+      if (auto s = Flush(); !s.ok()) return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TableFileWriter::Finish(uint64_t row_count) {
+  if (auto s = Flush(); !s.ok()) return s;
+  header_.row_count = row_count;
+  header_.checksum = crc_;
+  if (::pwrite(fd_, &header_, sizeof(header_), 0) != static_cast<ssize_t>(sizeof(header_))) {
+    return IoError("cannot write the header of", temp_path_);
+  }
+  if (::fsync(fd_) != 0) return IoError("cannot sync", temp_path_);
+  if (::close(fd_) != 0) {
+    fd_ = -1;
+    return IoError("cannot close", temp_path_);
+  }
+  fd_ = -1;
+  if (::rename(temp_path_.c_str(), path_.c_str()) != 0) {
+    return IoError(absl::StrCat("cannot rename ", temp_path_, " to"), path_);
+  }
+  finished_ = true;
+  return absl::OkStatus();
+}
+
+// ---- reader ----------------------------------------------------------------------------------
+
+TableFileReader::TableFileReader(std::string path, int fd, const TableFileHeader& header)
+    : path_(std::move(path)), fd_(fd), header_(header), buffer_(kBufferBytes) {}
+
+TableFileReader::~TableFileReader() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+absl::StatusOr<std::unique_ptr<TableFileReader>> TableFileReader::Open(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return IoError("cannot open", path);
+  TableFileHeader header;
+  auto reader = std::unique_ptr<TableFileReader>(new TableFileReader(path, fd, header));
+  if (ReadSome(fd, reinterpret_cast<char*>(&header), sizeof(header)) !=
+          static_cast<ssize_t>(sizeof(header)) ||
+      std::memcmp(header.magic, kMagic, sizeof(kMagic)) != 0) {
+    return absl::DataLossError(absl::StrCat(path, " is not a Fleet table file (bad header)"));
+  }
+  if (header.version != kTableFileVersion) {
+    return absl::DataLossError(absl::StrCat(path, ": format version ", header.version,
+                                            ", this build reads ", kTableFileVersion));
+  }
+  reader->header_ = header;
+  // Checksum pass, then rewind to the first record.
+  uint32_t crc = Crc(0, nullptr, 0);
+  ssize_t n;
+  while ((n = ReadSome(fd, reader->buffer_.data(), reader->buffer_.size())) > 0) {
+    crc = Crc(crc, reader->buffer_.data(), static_cast<size_t>(n));
+  }
+  if (n < 0) return IoError("cannot read", path);
+  if (crc != header.checksum) {
+    return absl::DataLossError(absl::StrCat(path, ": checksum mismatch (file ", header.checksum,
+                                            ", content ", crc, "); the file is damaged"));
+  }
+  if (::lseek(fd, sizeof(header), SEEK_SET) < 0) return IoError("cannot seek in", path);
+  return reader;
+}
+
+absl::Status TableFileReader::Fill() {
+  if (begin_ > 0) {
+    std::memmove(buffer_.data(), buffer_.data() + begin_, end_ - begin_);
+    end_ -= begin_;
+    begin_ = 0;
+  }
+  ssize_t n = ReadSome(fd_, buffer_.data() + end_, buffer_.size() - end_);
+  if (n < 0) return IoError("cannot read", path_);
+  if (n == 0) return absl::DataLossError(absl::StrCat(path_, " ends before its last record"));
+  end_ += static_cast<size_t>(n);
+  return absl::OkStatus();
+}
+
+absl::Status TableFileReader::Read(void* out, size_t bytes) {
+  char* dst = static_cast<char*>(out);
+  while (bytes > 0) {
+    if (begin_ == end_) {
+      if (auto s = Fill(); !s.ok()) return s;
+    }
+    size_t n = std::min(bytes, end_ - begin_);
+    std::memcpy(dst, buffer_.data() + begin_, n);
+    begin_ += n;
+    dst += n;
+    bytes -= n;
+  }
+  return absl::OkStatus();
+}
+
+// ---- names -----------------------------------------------------------------------------------
+
+std::string PartFileName(uint32_t table_id, uint32_t server_index, uint32_t num_servers, bool delta,
+                         uint64_t epoch) {
+  return absl::StrCat("table_", table_id, "/part-", server_index, "-of-", num_servers,
+                      delta ? absl::StrCat(".delta-", epoch) : std::string(".base"));
+}
+
+absl::StatusOr<std::vector<std::string>> ListPartFiles(const std::string& dirname,
+                                                       uint32_t table_id) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(dirname) / absl::StrCat("table_", table_id);
+  std::error_code ec;
+  std::vector<std::pair<uint64_t, std::string>> parts;  // (0 for base, epoch + 1 for delta)
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (!absl::StartsWith(name, "part-") || absl::StrContains(name, ".tmp-")) continue;
+    if (absl::EndsWith(name, ".base")) {
+      parts.emplace_back(0, entry.path().string());
+      continue;
+    }
+    size_t at = name.rfind(".delta-");
+    uint64_t epoch;
+    if (at != std::string::npos && absl::SimpleAtoi(name.substr(at + 7), &epoch)) {
+      parts.emplace_back(epoch + 1, entry.path().string());
+    }
+  }
+  if (ec || parts.empty()) {
+    return absl::NotFoundError(absl::StrCat("no saved parts of table ", table_id, " in ",
+                                            dir.string(), ec ? ": " + ec.message() : ""));
+  }
+  std::sort(parts.begin(), parts.end());
+  std::vector<std::string> paths;
+  for (auto& p : parts) paths.push_back(std::move(p.second));
+  return paths;
+}
+
+}  // namespace fleet::ps

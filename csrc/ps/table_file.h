@@ -1,0 +1,107 @@
+#pragma once
+// The on-disk format of a saved table part: one file per (table, server, save).
+//
+//   header   TableFileHeader, 72 bytes, little-endian
+//   records  row_count times: int64 key, then float32 data
+//
+// Sparse tables: key = row key; data = value (dim floats) then update-rule state, row_floats
+// floats in all. Dense tables: key = block index; data = the block's values then the state of
+// that block (the last block is shorter, so the record length follows from dim and block_size).
+// checksum is the CRC-32 (zlib's crc32, ISO-HDLC polynomial) of all bytes after the header.
+//
+// Files are written under a temporary name in the same directory and renamed when complete, so
+// a reader sees either the whole previous file or the whole new one.
+//
+// Layout of a save directory: <dir>/table_<id>/part-<server>-of-<servers>.base for base saves
+// and .delta-<epoch> for delta saves; a load applies the bases, then the deltas by epoch.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace fleet::ps {
+
+struct TableFileHeader {
+  char magic[8];     // "FLEETPS" and a NUL
+  uint32_t version;  // kTableFileVersion
+  uint32_t table_id;
+  uint32_t table_type;  // proto::TableType
+  uint32_t save_mode;   // proto::SaveMode
+  uint32_t rule;        // proto::OptimizerConfig::RuleCase of the writer (fixes the state layout)
+  uint32_t block_size;  // dense: elements per block; sparse: 0
+  uint64_t dim;         // sparse: floats per value; dense: floats of the whole table
+  uint64_t row_floats;  // sparse: floats per record after the key; dense: 0 (varies by block)
+  uint64_t row_count;
+  uint64_t epoch;  // the writer's save cycle; orders delta files
+  uint32_t checksum;
+  uint32_t reserved;
+};
+static_assert(sizeof(TableFileHeader) == 72, "the header layout is part of the file format");
+
+inline constexpr uint32_t kTableFileVersion = 1;
+
+// A header with magic and version set and every other field zero.
+TableFileHeader NewTableFileHeader();
+
+// Streams records into `path` through a temporary file. Not thread-safe.
+class TableFileWriter {
+ public:
+  // Creates the temporary file. `header.row_count` and `checksum` are filled in by Finish.
+  static absl::StatusOr<std::unique_ptr<TableFileWriter>> Open(const std::string& path,
+                                                               const TableFileHeader& header);
+  ~TableFileWriter();  // removes the temporary file unless Finish succeeded
+
+  absl::Status Append(const void* data, size_t bytes);
+  // Writes the final header, syncs, and renames the file to its final path.
+  absl::Status Finish(uint64_t row_count);
+
+ private:
+  TableFileWriter(std::string path, std::string temp_path, int fd, const TableFileHeader& header);
+  absl::Status Flush();
+
+  std::string path_;
+  std::string temp_path_;
+  int fd_;
+  TableFileHeader header_;
+  uint32_t crc_;
+  std::vector<char> buffer_;
+  bool finished_ = false;
+};
+
+// Reads a part file front to back. Not thread-safe.
+class TableFileReader {
+ public:
+  // Opens `path` and checks magic, version and that the CRC of the body matches the header
+  // (one pass over the file), so that a caller can validate every file before changing a table.
+  static absl::StatusOr<std::unique_ptr<TableFileReader>> Open(const std::string& path);
+  ~TableFileReader();
+
+  const TableFileHeader& header() const { return header_; }
+  const std::string& path() const { return path_; }
+  // Reads exactly `bytes` of the body; DataLoss naming the file when it ends first.
+  absl::Status Read(void* out, size_t bytes);
+
+ private:
+  TableFileReader(std::string path, int fd, const TableFileHeader& header);
+  absl::Status Fill();
+
+  std::string path_;
+  int fd_;
+  TableFileHeader header_;
+  std::vector<char> buffer_;
+  size_t begin_ = 0;
+  size_t end_ = 0;
+};
+
+// File name of a part, relative to the save directory.
+std::string PartFileName(uint32_t table_id, uint32_t server_index, uint32_t num_servers, bool delta,
+                         uint64_t epoch);
+// The part files of a table in `dirname`: bases first, then deltas by increasing epoch.
+// NotFound naming the directory when there is none.
+absl::StatusOr<std::vector<std::string>> ListPartFiles(const std::string& dirname,
+                                                       uint32_t table_id);
+
+}  // namespace fleet::ps

@@ -1,0 +1,80 @@
+"""The Fleet facade: `fleet.init(role)` and the topology queries every Fleet script starts with.
+
+One Fleet object per process is the facade's whole point (fleet.fleet_api holds it); everything
+beneath it (groups, stores, servers, clients) is an object its owner creates and passes on.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from fleet.base.util_base import UtilBase
+from fleet.errors import InvalidArgument
+from fleet.role_maker import PaddleCloudRoleMaker, RoleMakerBase
+
+
+class Fleet:
+    """Who this process is in the job, and the worker utilities (`util`)."""
+
+    def __init__(self) -> None:
+        self._role_maker: Optional[RoleMakerBase] = None
+        self.util = UtilBase(lambda: self.role_maker)
+
+    def init(self, role_maker: Optional[RoleMakerBase] = None, is_collective: bool = False) -> None:
+        """Sets this process's role. Without `role_maker`, reads it from the environment
+        (PaddleCloudRoleMaker(is_collective)). Calling init again replaces the role and drops
+        the worker group built for the previous one. Never blocks: the workers meet on the first
+        fleet.util call or barrier_worker()."""
+        if role_maker is None:
+            role_maker = PaddleCloudRoleMaker(is_collective=is_collective)
+        elif not isinstance(role_maker, RoleMakerBase):
+            raise InvalidArgument(f"fleet.init: role_maker must be a role maker from "
+                                  f"fleet.role_maker, got {type(role_maker).__name__}")
+        self.util.close()
+        self._role_maker = role_maker
+
+    @property
+    def role_maker(self) -> RoleMakerBase:
+        """The role set by init(); InvalidArgument before init()."""
+        if self._role_maker is None:
+            raise InvalidArgument("fleet.init() has not been called in this process")
+        return self._role_maker
+
+    def is_initialized(self) -> bool:
+        return self._role_maker is not None
+
+    def is_collective(self) -> bool:
+        return self.role_maker.is_collective
+
+    def is_server(self) -> bool:
+        return self.role_maker.is_server()
+
+    def is_worker(self) -> bool:
+        return self.role_maker.is_worker()
+
+    def is_first_worker(self) -> bool:
+        return self.role_maker.is_first_worker()
+
+    def worker_index(self) -> int:
+        return self.role_maker.worker_index()
+
+    def worker_num(self) -> int:
+        return self.role_maker.worker_num()
+
+    def server_index(self) -> int:
+        return self.role_maker.server_index()
+
+    def server_num(self) -> int:
+        return self.role_maker.server_num()
+
+    def server_endpoints(self, to_string: bool = False) -> list[str] | str:
+        endpoints = self.role_maker.server_endpoints()
+        return ",".join(endpoints) if to_string else endpoints
+
+    def worker_endpoints(self, to_string: bool = False) -> list[str] | str:
+        endpoints = self.role_maker.worker_endpoints()
+        return ",".join(endpoints) if to_string else endpoints
+
+    def barrier_worker(self) -> None:
+        """Returns once every worker has called barrier_worker(); workers only."""
+        self.util.barrier()

@@ -1,0 +1,134 @@
+"""Worker utilities (`fleet.util`): all_reduce, all_gather and barrier among the workers of a job,
+carried by a Gloo group over TCP.
+
+The group is created on first use, not by fleet.init(): a job that never calls a utility never
+needs a rendezvous store. Creating it is a rendezvous of every worker: each must call a utility
+(or fleet.barrier_worker()) within the rendezvous timeout (FLEET_GLOO_TIMEOUT_S, 120 s by
+default), or the others fail with fleet.errors.Timeout naming the ranks that did not come.
+After that, every worker must issue the same calls in the same order (see
+csrc/collective/backend.h).
+"""
+
+from __future__ import annotations
+
+import pickle
+from typing import Any, Callable, Optional
+
+import numpy as np
+
+from fleet.base.endpoints import parse_endpoint
+from fleet.errors import InvalidArgument, Timeout
+from fleet.role_maker import GLOO_STORE_ENDPOINT, GLOO_STORE_PATH, RoleMakerBase
+
+_MODES = ("sum", "max", "min")
+_REDUCIBLE = (np.float32, np.float64, np.int32, np.int64)
+
+
+class WorkerGroup:
+    """The workers' Gloo group, with the store (and, on worker 0, the store server) that it was
+    built from. Owned by one UtilBase; closing it drops the connections."""
+
+    def __init__(self, role: RoleMakerBase) -> None:
+        from fleet import _core  # the compiled core is only needed once a group is made
+
+        cfg = role.gloo
+        rank, size = role.worker_index(), role.worker_num()
+        self.server = None
+        if size == 1:
+            self.store = _core.MemoryStore()
+        elif cfg.store_path:
+            self.store = _core.FileStore(cfg.store_path)
+        elif cfg.store_endpoint:
+            self.store = self._tcp_store(_core, cfg.store_endpoint, rank, size, cfg.timeout_s)
+        else:
+            raise InvalidArgument(
+                f"the worker group ({size} workers) needs a rendezvous store: set "
+                f"{GLOO_STORE_ENDPOINT}=ip:port (a free port on worker 0's machine; fleetrun sets "
+                f"it) or {GLOO_STORE_PATH}=<directory shared by all workers>; neither is set "
+                f"(role: {role!r})")
+        self.group = _core.GlooGroup.connect(self.store, rank, size, cfg.hostname, "worker",
+                                             cfg.timeout_s)
+        self.collective_timeout_s = cfg.collective_timeout_s
+
+    def _tcp_store(self, core: Any, endpoint: str, rank: int, size: int, timeout_s: float) -> Any:
+        host, port = parse_endpoint(endpoint, GLOO_STORE_ENDPOINT)
+        if rank == 0:
+            self.server = core.TcpStoreServer(host, port)
+        try:
+            return core.TcpStore(host, port, connect_timeout_s=timeout_s)
+        except Timeout as e:
+            raise Timeout(f"rendezvous of group 'worker' timed out after {timeout_s:g} s: rank(s) "
+                          f"[0] of {size} did not join (worker 0 serves the store at {endpoint} "
+                          f"and never started it; this is rank {rank}): {e}") from None
+
+    def close(self) -> None:
+        self.group = None
+        self.store = None
+        if self.server is not None:
+            self.server.close()
+            self.server = None
+
+
+class UtilBase:
+    """`fleet.util`: collective helpers among workers. `role_source` returns the current role
+    (fleet.init must have run); the group follows the role and is rebuilt after a new init."""
+
+    def __init__(self, role_source: Callable[[], RoleMakerBase]) -> None:
+        self._role_source = role_source
+        self._group: Optional[WorkerGroup] = None
+        self._group_role: Optional[RoleMakerBase] = None
+
+    def all_reduce(self, input: Any, mode: str = "sum", comm_world: str = "worker") -> np.ndarray:
+        """Element-wise sum / max / min of `input` (an array or anything np.asarray takes;
+        float32, float64, int32 or int64) over all workers. Returns a new array of the input's
+        shape and dtype on every worker."""
+        if mode not in _MODES:
+            raise InvalidArgument(f"all_reduce: mode {mode!r} is not one of {_MODES}")
+        array = np.asarray(input)
+        if array.dtype.type not in _REDUCIBLE:
+            raise InvalidArgument(f"all_reduce: dtype {array.dtype} is not supported (use "
+                                  "float32, float64, int32 or int64)")
+        group = self._worker_group(comm_world)
+        return group.group.all_reduce(array, mode, group.collective_timeout_s)
+
+    def all_gather(self, input: Any, comm_world: str = "worker") -> list:
+        """Every worker's `input`, as a list indexed by worker. NumPy arrays travel as raw bytes
+        (any dtype; shapes may differ between workers); other objects are pickled."""
+        worker_group = self._worker_group(comm_world)
+        group, timeout = worker_group.group, worker_group.collective_timeout_s
+        # Every worker first learns what the others hold, so all take the same path below.
+        if isinstance(input, np.ndarray) and not input.dtype.hasobject:
+            header: tuple = ("ndarray", input.dtype.str, input.shape)
+        else:
+            header = ("object",)
+        headers = [pickle.loads(b) for b in group.all_gather_bytes(pickle.dumps(header), timeout)]
+        if headers[0][0] == "ndarray" and all(h == headers[0] for h in headers):
+            return list(group.all_gather(input, timeout))
+        return [pickle.loads(b) for b in group.all_gather_bytes(
+            pickle.dumps(input, protocol=pickle.HIGHEST_PROTOCOL), timeout)]
+
+    def barrier(self, comm_world: str = "worker") -> None:
+        """Returns once every worker has called barrier()."""
+        group = self._worker_group(comm_world)
+        group.group.barrier(group.collective_timeout_s)
+
+    def _worker_group(self, comm_world: str) -> WorkerGroup:
+        if comm_world != "worker":
+            raise InvalidArgument(f"comm_world={comm_world!r}: fleet.util collectives run among "
+                                  "workers only (comm_world='worker')")
+        role = self._role_source()
+        if not role.is_worker():
+            raise InvalidArgument(f"fleet.util collectives run among workers; this process is "
+                                  f"server {role.server_index()}")
+        if self._group is None or self._group_role is not role:
+            self.close()
+            self._group = WorkerGroup(role)
+            self._group_role = role
+        return self._group
+
+    def close(self) -> None:
+        """Drops the worker group (and stops the store server on worker 0)."""
+        if self._group is not None:
+            self._group.close()
+        self._group = None
+        self._group_role = None

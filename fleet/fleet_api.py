@@ -1,0 +1,33 @@
+"""The process-wide fleet facade and its functions, for `fleet/__init__.py` to re-export:
+
+    from fleet.fleet_api import (barrier_worker, init, is_first_worker, is_server, is_worker,
+                                 role_maker, server_endpoints, server_index, server_num, util,
+                                 worker_endpoints, worker_index, worker_num)
+
+`instance` is the Fleet object itself, for the parts of Fleet built on top of it (the parameter
+server's init_server / run_server, distributed optimizers) to read `instance.role_maker`.
+"""
+
+from __future__ import annotations
+
+from fleet import role_maker
+from fleet.base.fleet_base import Fleet
+
+instance = Fleet()
+
+init = instance.init
+is_server = instance.is_server
+is_worker = instance.is_worker
+is_first_worker = instance.is_first_worker
+worker_index = instance.worker_index
+worker_num = instance.worker_num
+server_index = instance.server_index
+server_num = instance.server_num
+server_endpoints = instance.server_endpoints
+worker_endpoints = instance.worker_endpoints
+barrier_worker = instance.barrier_worker
+util = instance.util
+
+__all__ = ["Fleet", "barrier_worker", "init", "instance", "is_first_worker", "is_server",
+           "is_worker", "role_maker", "server_endpoints", "server_index", "server_num", "util",
+           "worker_endpoints", "worker_index", "worker_num"]

@@ -1,0 +1,212 @@
+"""Starting, watching and stopping the processes of a job.
+
+Each process runs in its own session (so its own process group): Ctrl-C at the terminal reaches
+only fleetrun, which then stops the job, and stopping a process signals its whole group, so
+whatever the script itself started goes too. PR_SET_PDEATHSIG makes the kernel kill a process if
+fleetrun itself is killed without a chance to clean up (SIGKILL).
+
+Lifecycle (see JobController.run): a process that exits non-zero stops the job and fleetrun exits
+non-zero after printing the tail of that process's output; once every worker has exited 0 the
+servers are stopped and fleetrun exits 0 (on a machine running servers only, once they have all
+exited 0); SIGTERM/SIGINT to fleetrun stop the job.
+"""
+
+from __future__ import annotations
+
+import collections
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from typing import IO, Optional
+
+from fleet.launch.plan import JobPlan, ProcSpec
+
+_POLL_S = 0.05
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """Runs in the child between fork and exec: ask for SIGKILL when fleetrun dies."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+class Proc:
+    """A started process, where its output goes, and the last lines of that output."""
+
+    def __init__(self, spec: ProcSpec, popen: subprocess.Popen, log_path: Optional[str],
+                 tail_lines: int) -> None:
+        self.spec = spec
+        self.popen = popen
+        self.log_path = log_path
+        self.tail: collections.deque[str] = collections.deque(maxlen=max(tail_lines, 1))
+        self.reader: Optional[threading.Thread] = None
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def tail_text(self, lines: int) -> str:
+        if self.log_path is None:
+            if self.reader is not None:
+                self.reader.join(timeout=2.0)  # let the last lines of the pipe arrive
+            return "".join(list(self.tail)[-lines:])
+        with open(self.log_path, "r", errors="replace") as f:
+            return "".join(collections.deque(f, maxlen=lines))
+
+    def group_alive(self) -> bool:
+        """Whether any process of this process's group (itself or what it started) lives."""
+        try:
+            os.killpg(self.pid, 0)
+            return True
+        except (ProcessLookupError, PermissionError):
+            return False
+
+    def signal_group(self, sig: int) -> None:
+        try:
+            os.killpg(self.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+class JobController:
+    """Runs one JobPlan on this machine; run() returns fleetrun's exit code."""
+
+    def __init__(self, plan: JobPlan, log_dir: Optional[str], grace_period_s: float,
+                 tail_lines: int, out: IO[str] = sys.stdout, err: IO[str] = sys.stderr) -> None:
+        self.plan = plan
+        self.log_dir = log_dir
+        self.grace_period_s = grace_period_s
+        self.tail_lines = tail_lines
+        self.out, self.err = out, err
+        self.procs: list[Proc] = []
+        self._out_lock = threading.Lock()
+        self._signal: Optional[int] = None
+
+    def run(self) -> int:
+        previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            self._start_all()
+            return self._watch()
+        finally:
+            self._stop(self.procs)
+            for proc in self.procs:
+                if proc.reader is not None:
+                    proc.reader.join(timeout=2.0)  # the last lines of each process's output
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+
+    def _on_signal(self, signum: int, frame: object) -> None:
+        self._signal = signum
+
+    def _start_all(self) -> None:
+        if self.log_dir:
+            os.makedirs(self.log_dir, exist_ok=True)
+        # Every process is forked before any reader thread starts: forking with a pre-exec hook
+        # while other threads run is what Python warns against.
+        for spec in self.plan.procs:
+            if self._signal is not None:
+                return
+            self.procs.append(self._spawn(spec))
+        if not self.log_dir:
+            for proc in self.procs:
+                proc.reader = threading.Thread(target=self._pump, args=(proc,), daemon=True)
+                proc.reader.start()
+
+    def _spawn(self, spec: ProcSpec) -> Proc:
+        env = dict(os.environ, **spec.env, PYTHONUNBUFFERED="1")
+        log_path = os.path.join(self.log_dir, spec.log_name) if self.log_dir else None
+        stdout = open(log_path, "w") if log_path else subprocess.PIPE
+        try:
+            popen = subprocess.Popen(self.plan.command, env=env, stdin=subprocess.DEVNULL,
+                                     stdout=stdout, stderr=subprocess.STDOUT,
+                                     start_new_session=True, preexec_fn=_die_with_parent)
+        finally:
+            if log_path:
+                stdout.close()  # the child holds its own descriptor
+        return Proc(spec, popen, log_path, self.tail_lines)
+
+    def _pump(self, proc: Proc) -> None:
+        """Copies a process's output to the console, each line prefixed with its role and rank."""
+        prefix = f"[{proc.spec.name}] "
+        for raw in proc.popen.stdout:
+            line = raw.decode(errors="replace")
+            if not line.endswith("\n"):
+                line += "\n"
+            proc.tail.append(line)
+            with self._out_lock:
+                self.out.write(prefix + line)
+                self.out.flush()
+        proc.popen.stdout.close()
+
+    def _watch(self) -> int:
+        workers = [p for p in self.procs if p.spec.role == "worker"]
+        while True:
+            if self._signal is not None:
+                name = signal.Signals(self._signal).name
+                self._say(f"received {name}; stopping {len(self.procs)} processes")
+                return 128 + self._signal
+            for proc in self.procs:
+                code = proc.popen.poll()
+                if code is not None and code != 0:
+                    return self._fail(proc, code)
+            if workers and all(p.popen.poll() == 0 for p in workers):
+                servers = [p for p in self.procs if p.spec.role == "server"]
+                if servers:
+                    self._say(f"all {len(workers)} workers finished; stopping "
+                              f"{len(servers)} servers")
+                return 0
+            # A machine with servers only cannot see the workers finish elsewhere: its job ends
+            # when its servers exit (told to stop by the workers) or when fleetrun is signalled.
+            if not workers and all(p.popen.poll() == 0 for p in self.procs):
+                return 0
+            time.sleep(_POLL_S)
+
+    def _fail(self, failed: Proc, code: int) -> int:
+        how = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with {code}"
+        others = [p for p in self.procs if p is not failed and p.popen.poll() is None]
+        self._say(f"{failed.spec.name} (pid {failed.pid}) {how}; stopping the other "
+                  f"{len(others)} running processes")
+        self._stop(self.procs)
+        where = f" (full log: {failed.log_path})" if failed.log_path else ""
+        self._say(f"last {self.tail_lines} lines of {failed.spec.name}{where}:")
+        with self._out_lock:
+            text = failed.tail_text(self.tail_lines)
+            self.err.write("".join(f"  {failed.spec.name} | {line}\n"
+                                   for line in text.splitlines()))
+            self.err.flush()
+        return code if 0 < code < 256 else 1
+
+    def _stop(self, procs: list[Proc]) -> None:
+        """SIGTERM to every live process group, SIGKILL to those still alive after the grace
+        period, then reap the processes."""
+        live = [p for p in procs if p.group_alive()]
+        for proc in live:
+            proc.signal_group(signal.SIGTERM)
+        deadline = time.monotonic() + self.grace_period_s
+        while live and time.monotonic() < deadline:
+            for proc in live:
+                proc.popen.poll()  # reap the leader so group_alive sees it gone
+            live = [p for p in live if p.group_alive()]
+            if live:
+                time.sleep(_POLL_S)
+        for proc in live:
+            self._say(f"{proc.spec.name} (pid {proc.pid}) ignored SIGTERM for "
+                      f"{self.grace_period_s:g} s; sending SIGKILL")
+            proc.signal_group(signal.SIGKILL)
+        for proc in procs:
+            proc.popen.wait()
+        # SIGKILL is asynchronous: give the kernel a moment to take the groups down, bounded
+        # because orphaned zombies stay in their group until whatever reaps orphans gets to them.
+        deadline = time.monotonic() + 1.0
+        while any(p.group_alive() for p in live) and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    def _say(self, message: str) -> None:
+        with self._out_lock:
+            self.err.write(f"fleetrun: {message}\n")
+            self.err.flush()

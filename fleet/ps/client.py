@@ -1,0 +1,148 @@
+"""The worker side of the parameter server: ``PsClient``.
+
+Pulls and pushes take NumPy arrays. The ``*_async`` forms return a ``Future`` at once (its
+``wait()`` returns the pulled array, or None for a push), so that a communicator can overlap
+calls; the plain forms wait. Every call is bounded by the client's timeouts: an unreachable or
+dead server raises ``fleet.errors.Unavailable`` or ``fleet.errors.Timeout`` naming its endpoint.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+
+from fleet import _core
+from fleet.errors import InvalidArgument
+from fleet.proto import ps_pb2
+
+Future = _core.ps.Future
+
+
+def _keys(keys: np.ndarray) -> np.ndarray:
+    array = np.asarray(keys)
+    if not np.issubdtype(array.dtype, np.integer):
+        raise InvalidArgument(f"keys must be integers, got dtype {array.dtype}")
+    # Unsigned keys keep their bits: uint64 ids map onto the whole int64 range.
+    return np.ascontiguousarray(array.reshape(-1)).astype(np.int64, copy=False)
+
+
+def _floats(values: np.ndarray, what: str) -> np.ndarray:
+    array = np.ascontiguousarray(values, dtype=np.float32)
+    if array.dtype != np.float32:
+        raise InvalidArgument(f"{what} must be float32")
+    return array
+
+
+class PsClient:
+    """A connection to every parameter server. Thread-safe.
+
+    Args:
+        endpoints: ``host:port`` of server 0, 1, ... (in server-index order).
+        connect_timeout: seconds to wait for every server at construction.
+        rpc_timeout: deadline in seconds of each pull, push, stats and stop RPC.
+        admin_timeout: deadline in seconds of save, load and shrink.
+        max_keys_per_request: larger sparse requests are split into pieces of this many keys.
+    """
+
+    def __init__(self, endpoints: Sequence[str], *, connect_timeout: float = 10.0,
+                 rpc_timeout: float = 30.0, admin_timeout: float = 600.0,
+                 max_keys_per_request: int = 32768) -> None:
+        self._core = _core.ps.Client(list(endpoints), connect_timeout, rpc_timeout,
+                                     admin_timeout, max_keys_per_request)
+        self._tables: Dict[int, ps_pb2.TableConfig] = {}
+
+    @property
+    def endpoints(self) -> List[str]:
+        return list(self._core.endpoints)
+
+    def table_config(self, table_id: int) -> ps_pb2.TableConfig:
+        """The config of a table, as the servers reported it (NotFound when absent)."""
+        if table_id not in self._tables:
+            raw = self._core.table_config(table_id)
+            self._tables[table_id] = ps_pb2.TableConfig.FromString(raw)
+        return self._tables[table_id]
+
+    # Sparse tables ---------------------------------------------------------------------------
+
+    def pull_sparse_async(self, table_id: int, keys: np.ndarray,
+                          out: Optional[np.ndarray] = None) -> Future:
+        """Starts pulling the rows of ``keys`` (any integer array, flattened) into ``out``
+        (float32, ``len(keys) * dim`` elements; a new ``(len(keys), dim)`` array by default)."""
+        keys = _keys(keys)
+        if out is None:
+            out = np.empty((keys.size, self.table_config(table_id).dim), dtype=np.float32)
+        return self._core.pull_sparse_async(table_id, keys, out)
+
+    def pull_sparse(self, table_id: int, keys: np.ndarray,
+                    out: Optional[np.ndarray] = None) -> np.ndarray:
+        """The rows of ``keys``, shape ``(len(keys), dim)``; missing rows are created."""
+        return self.pull_sparse_async(table_id, keys, out).wait()
+
+    def push_sparse_async(self, table_id: int, keys: np.ndarray, grads: np.ndarray, *,
+                          delta: bool = False) -> Future:
+        """Starts pushing gradients (or, with ``delta``, GEO deltas added as they are) of
+        ``keys``; gradients of repeated keys are summed. The arrays may be reused at once."""
+        return self._core.push_sparse_async(table_id, _keys(keys), _floats(grads, "grads"),
+                                            delta)
+
+    def push_sparse(self, table_id: int, keys: np.ndarray, grads: np.ndarray, *,
+                    delta: bool = False) -> None:
+        self.push_sparse_async(table_id, keys, grads, delta=delta).wait()
+
+    # Dense tables ----------------------------------------------------------------------------
+
+    def pull_dense_async(self, table_id: int, out: Optional[np.ndarray] = None) -> Future:
+        """Starts pulling a whole dense table into ``out`` (float32, dim elements)."""
+        if out is None:
+            out = np.empty(self.table_config(table_id).dim, dtype=np.float32)
+        return self._core.pull_dense_async(table_id, out)
+
+    def pull_dense(self, table_id: int, out: Optional[np.ndarray] = None) -> np.ndarray:
+        return self.pull_dense_async(table_id, out).wait()
+
+    def push_dense_async(self, table_id: int, grads: np.ndarray, *,
+                         delta: bool = False) -> Future:
+        return self._core.push_dense_async(table_id, _floats(grads, "grads").reshape(-1), delta)
+
+    def push_dense(self, table_id: int, grads: np.ndarray, *, delta: bool = False) -> None:
+        self.push_dense_async(table_id, grads, delta=delta).wait()
+
+    # Coordination and administration ---------------------------------------------------------
+
+    def barrier(self, name: str, num_workers: int, worker_id: int,
+                timeout: float = 60.0) -> None:
+        """Waits until ``num_workers`` workers reached barrier ``name``; Timeout otherwise."""
+        self._core.barrier_async(name, num_workers, worker_id, timeout).wait()
+
+    def save(self, dirname: str, table_id: Optional[int] = None, *, delta: bool = False) -> int:
+        """Saves one table (all when None) on every server under ``dirname``; a delta save holds
+        only the rows changed since the previous save. Returns the rows written."""
+        return self._core.save(dirname, table_id, delta)
+
+    def load(self, dirname: str, table_id: Optional[int] = None) -> int:
+        """Loads what ``save`` wrote, on any number of servers; returns the rows loaded."""
+        return self._core.load(dirname, table_id)
+
+    def shrink(self, table_id: int, max_unseen_saves: int) -> int:
+        """Drops sparse rows untouched for more than ``max_unseen_saves`` saves."""
+        return self._core.shrink(table_id, max_unseen_saves)
+
+    def stats(self) -> List[List[dict]]:
+        """Per server, per table: ``table_id``, ``type``, ``rows``, ``bytes``,
+        ``filtered_keys``."""
+        return self._core.stats()
+
+    def heartbeat(self) -> None:
+        self._core.heartbeat()
+
+    def stop_servers(self) -> None:
+        """Asks every server to stop; each finishes the RPCs in flight first."""
+        self._core.stop_servers()
+
+    def close(self) -> None:
+        """Drops the connections (after the calls in flight end)."""
+        self._core = None
+
+
+__all__ = ["PsClient", "Future"]

@@ -1,0 +1,131 @@
+"""Helpers for the fleetrun tests: run real jobs on 127.0.0.1 through `python -m fleet.launch`,
+and the training scripts they run. Every process of a job records its pid and what it saw under
+the job's directory, so tests check results and leftovers from the outside."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[3]
+
+# Preamble of every test script: fleet.init() from fleetrun's environment, and a record of this
+# process under $JOB_DIR/pids/<role>.<index>.
+PREAMBLE = textwrap.dedent("""\
+    import json, os, pathlib, signal, subprocess, sys, time
+    import numpy as np
+    from fleet import fleet_api as fleet
+    fleet.init(is_collective=os.environ.get("TEST_COLLECTIVE") == "1")
+    JOB_DIR = pathlib.Path(os.environ["JOB_DIR"])
+    ME = (f"server.{fleet.server_index()}" if fleet.is_server()
+          else f"worker.{fleet.worker_index()}")
+    (JOB_DIR / "pids").mkdir(exist_ok=True)
+    (JOB_DIR / "pids" / ME).write_text(str(os.getpid()))
+
+    def record(name, value):
+        (JOB_DIR / f"{name}.{ME}.json").write_text(json.dumps(value))
+
+    def serve_until_stopped():
+        while True:
+            time.sleep(0.2)
+    """)
+
+
+def write_script(job_dir: pathlib.Path, body: str) -> pathlib.Path:
+    job_dir.mkdir(parents=True, exist_ok=True)
+    path = job_dir / "train.py"
+    path.write_text(PREAMBLE + textwrap.dedent(body))
+    return path
+
+
+def job_env(job_dir: pathlib.Path, collective: bool = False, **extra: str) -> dict[str, str]:
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), JOB_DIR=str(job_dir),
+               TEST_COLLECTIVE="1" if collective else "0", OPENBLAS_NUM_THREADS="1")
+    for name in ("FLEET_GLOO_STORE_PATH", "FLEET_GLOO_STORE_ENDPOINT", "FLEET_GLOO_TIMEOUT_S"):
+        env.pop(name, None)
+    env.update(extra)
+    return env
+
+
+def launcher_command(options: list[str], script: pathlib.Path, *script_args: str) -> list[str]:
+    return [sys.executable, "-m", "fleet.launch", *options, str(script), *script_args]
+
+
+def run_job(job_dir: pathlib.Path, options: list[str], body: str, timeout: float = 60,
+            collective: bool = False, **env: str) -> subprocess.CompletedProcess:
+    """Runs a job to completion; returns the launcher's result (text output)."""
+    script = write_script(job_dir, body)
+    return subprocess.run(launcher_command(options, script),
+                          env=job_env(job_dir, collective, **env), cwd=REPO_ROOT,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def start_job(job_dir: pathlib.Path, options: list[str], body: str, collective: bool = False,
+              **env: str) -> subprocess.Popen:
+    """Starts a job in the background; the caller must stop it (see stop_launcher)."""
+    script = write_script(job_dir, body)
+    return subprocess.Popen(launcher_command(options, script),
+                            env=job_env(job_dir, collective, **env), cwd=REPO_ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+
+
+def stop_launcher(launcher: subprocess.Popen) -> None:
+    """Last-resort clean-up of a launcher a test started (and of its whole session)."""
+    if launcher.poll() is None:
+        try:
+            os.killpg(launcher.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    launcher.communicate(timeout=30)
+
+
+def recorded(job_dir: pathlib.Path, name: str) -> dict[str, object]:
+    """What each process recorded under `name`, keyed "worker.0", "server.1", ..."""
+    prefix = f"{name}."
+    return {p.name[len(prefix):-len(".json")]: json.loads(p.read_text())
+            for p in job_dir.glob(f"{name}.*.json")}
+
+
+def pids(job_dir: pathlib.Path) -> dict[str, int]:
+    pid_dir = job_dir / "pids"
+    if not pid_dir.exists():
+        return {}
+    return {p.name: int(p.read_text()) for p in pid_dir.iterdir() if p.read_text()}
+
+
+def wait_for_pids(job_dir: pathlib.Path, names: set[str], timeout: float = 30) -> dict[str, int]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = pids(job_dir)
+        if names <= set(found):
+            return found
+        time.sleep(0.05)
+    raise AssertionError(f"processes {sorted(names - set(pids(job_dir)))} did not start "
+                         f"within {timeout} s")
+
+
+def is_running(pid: int) -> bool:
+    """True while `pid` is a live process (a zombie awaiting its reaper counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def running(pid_list: list[int], settle_s: float = 2.0) -> list[int]:
+    """The pids still running after up to `settle_s` (orphans get reaped asynchronously)."""
+    deadline = time.monotonic() + settle_s
+    alive = [p for p in pid_list if is_running(p)]
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.05)
+        alive = [p for p in alive if is_running(p)]
+    return alive

@@ -1,0 +1,121 @@
+"""Server lifecycle over real processes: start-up log, Stop RPC, SIGTERM with work in flight,
+and failures surfacing in the client as errors naming the endpoint within the timeout."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from fleet import _core
+from fleet.errors import InvalidArgument, Timeout, Unavailable
+from fleet.ps import PsClient
+from fleet.testing.ps_reference import OPTIMIZERS
+
+pytestmark = pytest.mark.timeout(120)
+
+TABLES = [{"table_id": 1, "name": "emb", "type": "SPARSE", "dim": 8,
+           "optimizer": OPTIMIZERS["sgd"], "initializer": {"seed": 1, "zero": {}}}]
+
+
+def keys_of_server(server, num_servers, n=64):
+    keys = np.arange(10 * n, dtype=np.int64)
+    return keys[_core.ps.hash_key_shard(keys, num_servers) == server][:n]
+
+
+def test_stop_rpc_stops_every_server_after_logging_its_tables(ps_servers):
+    cluster = ps_servers(TABLES, 2)
+    for i, endpoint in enumerate(cluster.endpoints):
+        log = cluster.log(i)
+        assert f"parameter server {i} of 2 listening on {endpoint}" in log
+        assert "sparse table 1 'emb': dim 8, sgd" in log
+    cluster.client().stop_servers()
+    for proc in cluster.procs:
+        assert proc.wait(timeout=10) == 0
+
+
+def test_sigterm_lets_the_request_in_flight_finish(ps_servers, tmp_path):
+    cluster = ps_servers(TABLES, 1)
+    client = cluster.client(admin_timeout=60)
+    client.pull_sparse(1, np.arange(1_000_000, dtype=np.int64))  # a save that takes a while
+    result = {}
+    saver = threading.Thread(target=lambda: result.update(rows=client.save(str(tmp_path / "c"))))
+    saver.start()
+    time.sleep(0.05)
+    cluster.procs[0].send_signal(signal.SIGTERM)
+    saver.join(timeout=60)
+    assert result.get("rows") == 1_000_000
+    assert cluster.procs[0].wait(timeout=20) == 0
+    assert "signal 15: stopping" in cluster.log(0)
+    assert os.path.getsize(tmp_path / "c" / "table_1" / "part-0-of-1.base") > 1_000_000 * 36
+
+
+def test_killed_server_is_an_error_naming_it_within_the_timeout(ps_servers):
+    cluster = ps_servers(TABLES, 2)
+    client = cluster.client(rpc_timeout=3.0)
+    keys = np.concatenate([keys_of_server(0, 2), keys_of_server(1, 2)])
+    client.pull_sparse(1, keys)
+    cluster.procs[1].kill()
+    cluster.procs[1].wait(timeout=10)
+    start = time.monotonic()
+    with pytest.raises((Unavailable, Timeout), match=cluster.endpoints[1]):
+        client.pull_sparse(1, keys)
+    assert time.monotonic() - start < 3.0 + 1.0
+    client.pull_sparse(1, keys_of_server(0, 2))  # the live server still answers
+
+
+def _wait_until_stopped(pid: int, timeout: float = 10.0) -> None:
+    """SIGSTOP takes effect only once the thread it was handed to gets a CPU; meanwhile the
+    process's other threads (gRPC's among them) keep serving. On a loaded machine that is long
+    enough to answer a small RPC, so wait until the kernel reports every thread stopped."""
+    deadline = time.monotonic() + timeout
+    states = []
+    while time.monotonic() < deadline:
+        states = []
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{tid}/stat", encoding="ascii") as f:
+                    states.append(f.read().rsplit(")", 1)[1].split()[0])
+            except FileNotFoundError:  # a thread that just ended
+                pass
+        if states and all(state in ("T", "t") for state in states):
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"process {pid} not stopped {timeout}s after SIGSTOP: {states}")
+
+
+def test_hung_server_times_out_naming_it(ps_servers):
+    cluster = ps_servers(TABLES, 1)
+    client = cluster.client(rpc_timeout=1.0)
+    client.heartbeat()
+    cluster.procs[0].send_signal(signal.SIGSTOP)
+    try:
+        _wait_until_stopped(cluster.procs[0].pid)
+        start = time.monotonic()
+        with pytest.raises(Timeout, match=cluster.endpoints[0]):
+            client.push_sparse(1, np.array([1, 2]), np.ones((2, 8), np.float32))
+        assert time.monotonic() - start < 1.0 + 1.0
+    finally:
+        cluster.procs[0].send_signal(signal.SIGCONT)
+
+
+def test_connecting_to_no_server_fails_naming_the_endpoint():
+    with socket.socket() as s:  # a port nobody listens on once closed
+        s.bind(("127.0.0.1", 0))
+        endpoint = f"127.0.0.1:{s.getsockname()[1]}"
+    start = time.monotonic()
+    with pytest.raises(Unavailable, match=endpoint):
+        PsClient([endpoint], connect_timeout=1.0)
+    assert time.monotonic() - start < 1.0 + 1.0
+
+
+def test_client_rejects_servers_listed_in_the_wrong_order(ps_servers):
+    cluster = ps_servers(TABLES, 2)
+    wrong_order = "is server 1 of 2, but the client lists it as server 0"
+    with pytest.raises(InvalidArgument, match=wrong_order):
+        PsClient(cluster.endpoints[::-1], connect_timeout=5.0)

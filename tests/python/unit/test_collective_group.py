@@ -1,0 +1,204 @@
+"""The collective area through its bindings: the three stores, and Gloo groups whose ranks are
+threads of this process (as Gloo's own tests do), over 127.0.0.1."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from fleet import _core
+from fleet.errors import InvalidArgument, Timeout, Unavailable
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def run_ranks(size, fn, store=None, timeout_s=10.0):
+    """Runs fn(group) on `size` ranks (threads) of one group; returns results by rank and
+    re-raises the first error."""
+    store = store or _core.MemoryStore()
+    results, errors = [None] * size, []
+
+    def rank_main(rank):
+        try:
+            group = _core.GlooGroup.connect(store, rank, size, "127.0.0.1", "test", timeout_s)
+            results[rank] = fn(group)
+        except Exception as e:  # noqa: BLE001 - handed to the test thread below
+            errors.append(e)
+
+    threads = [threading.Thread(target=rank_main, args=(r,)) for r in range(size)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    if errors:
+        raise errors[0]
+    return results
+
+
+@pytest.fixture(params=["memory", "tcp", "file"])
+def store_factory(request, tmp_path):
+    """Makes clients of one store of the given kind (the TCP server lives for the test)."""
+    if request.param == "memory":
+        store = _core.MemoryStore()
+        yield lambda: store
+    elif request.param == "tcp":
+        server = _core.TcpStoreServer("127.0.0.1", 0)
+        yield lambda: _core.TcpStore("127.0.0.1", server.port, connect_timeout_s=5)
+        server.close()
+    else:
+        yield lambda: _core.FileStore(str(tmp_path / "store"))
+
+
+def test_store_set_get_add_check_wait(store_factory):
+    a, b = store_factory(), store_factory()
+    a.set("key", b"\x00value\xff")
+    assert b.get("key", timeout_s=1) == b"\x00value\xff"
+    assert b.check(["key"]) and not b.check(["key", "other"])
+    assert a.add("counter", 5) == 5 and b.add("counter", -2) == 3
+    with pytest.raises(InvalidArgument, match="'key' holds a value that is not a counter"):
+        a.add("key", 1)
+    started = time.monotonic()
+    with pytest.raises(Timeout, match=r"keys \[late, never\] did not appear within 0.2 s"):
+        a.wait(["key", "late", "never"], timeout_s=0.2)
+    assert time.monotonic() - started < 2
+    threading.Timer(0.1, lambda: b.set("late", b"1")).start()
+    a.wait(["key", "late"], timeout_s=5)
+    with pytest.raises(Timeout, match="key 'never' did not appear"):
+        a.get("never", timeout_s=0.1)
+
+
+def test_concurrent_adds_are_atomic(store_factory):
+    def add_many():
+        store = store_factory()
+        for _ in range(50):
+            store.add("n", 1)
+    threads = [threading.Thread(target=add_many) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert store_factory().add("n", 0) == 200
+
+
+def test_tcp_store_errors_name_the_endpoint():
+    server = _core.TcpStoreServer("127.0.0.1", 0)
+    port = server.port
+    client = _core.TcpStore("127.0.0.1", port)
+    assert client.describe() == f"TCP store at 127.0.0.1:{port}"
+    server.close()
+    with pytest.raises(Unavailable, match=f"127.0.0.1:{port}"):
+        client.get("anything", timeout_s=1)
+    with pytest.raises(Timeout, match=f"could not connect to 127.0.0.1:{port} within"):
+        _core.TcpStore("127.0.0.1", port, connect_timeout_s=0.2)
+
+
+@pytest.mark.parametrize("size", [2, 3])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64])
+def test_all_reduce_modes_and_dtypes(size, dtype):
+    def fn(group):
+        x = (np.arange(6).reshape(2, 3) * (group.rank + 1) - group.rank).astype(dtype)
+        return {m: group.all_reduce(x, m) for m in ("sum", "max", "min")}, x
+
+    results = run_ranks(size, fn)
+    inputs = np.stack([x for _, x in results])
+    for out, _ in results:
+        np.testing.assert_array_equal(out["sum"], inputs.sum(axis=0))
+        np.testing.assert_array_equal(out["max"], inputs.max(axis=0))
+        np.testing.assert_array_equal(out["min"], inputs.min(axis=0))
+        assert out["sum"].dtype == dtype and out["sum"].shape == (2, 3)
+
+
+@pytest.mark.parametrize("count", [1, 3, 5, 262_147, 1_300_003])
+def test_ring_all_reduce_any_length_on_four_ranks(count):
+    """Lengths below the rank count (empty chunks), uneven chunks, several 1 MB segments; the
+    out-of-place ring and Gloo's in-place all-reduce must agree with NumPy."""
+    def fn(group):
+        rng = np.random.default_rng(group.rank)
+        x = rng.integers(-1000, 1000, size=count).astype(np.int64)
+        inplace = x.copy()
+        group.all_reduce_inplace(inplace, "max")
+        return x, group.all_reduce(x, "sum"), group.all_reduce(x, "min"), inplace
+
+    results = run_ranks(4, fn)
+    inputs = np.stack([np.random.default_rng(r).integers(-1000, 1000, size=count)
+                       for r in range(4)])
+    # The out-of-place calls left every rank's input as it was.
+    np.testing.assert_array_equal(np.stack([r[0] for r in results]), inputs)
+    for _, total, low, high in results:
+        np.testing.assert_array_equal(total, inputs.sum(axis=0))
+        np.testing.assert_array_equal(low, inputs.min(axis=0))
+        np.testing.assert_array_equal(high, inputs.max(axis=0))
+
+
+def test_large_all_reduce_gather_broadcast_barrier():
+    size = 3
+
+    def fn(group):
+        r = group.rank
+        big = group.all_reduce(np.full(3_000_001, r + 1, np.float32))
+        strided = group.all_reduce(np.arange(20, dtype=np.int64)[::2] * (r + 1))
+        gathered = group.all_gather(np.full((2,), r, np.uint8))
+        blobs = group.all_gather_bytes(b"x" * (r * 1000))
+        data = np.full(4, r, np.float64)
+        group.broadcast(data, root=2)
+        group.barrier()
+        return big, strided, gathered, blobs, data
+
+    for big, strided, gathered, blobs, data in run_ranks(size, fn):
+        assert big.shape == (3_000_001,) and np.all(big == 6.0)
+        np.testing.assert_array_equal(strided, np.arange(20)[::2] * 6)
+        np.testing.assert_array_equal(gathered, [[0, 0], [1, 1], [2, 2]])
+        assert blobs == [b"", b"x" * 1000, b"x" * 2000]
+        np.testing.assert_array_equal(data, [2, 2, 2, 2])
+
+
+def test_rendezvous_timeout_names_the_missing_ranks():
+    store = _core.MemoryStore()
+    errors = []
+
+    def rank_main(rank):
+        try:
+            _core.GlooGroup.connect(store, rank, 4, "127.0.0.1", "partial", 0.5)
+        except Timeout as e:
+            errors.append(str(e))
+
+    threads = [threading.Thread(target=rank_main, args=(r,)) for r in (0, 2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=10)
+    assert len(errors) == 2
+    for message in errors:
+        assert "group 'partial' timed out after 0.5 s: rank(s) [1, 3] of 4 did not join" in message
+
+
+def test_collective_timeout_when_a_peer_does_not_take_part():
+    go_on = threading.Event()
+
+    def fn(group):
+        if group.rank == 0:
+            try:
+                group.all_reduce(np.ones(4, np.float32), timeout_s=0.3)
+            finally:
+                go_on.set()
+        go_on.wait(10)
+
+    with pytest.raises(Timeout, match=r"all-reduce in group 'test' \(rank 0 of 2\) failed"):
+        run_ranks(2, fn)
+
+
+def test_bad_arguments_are_invalid_argument():
+    with pytest.raises(InvalidArgument, match="rank 2 is outside a group of size 2"):
+        _core.GlooGroup.connect(_core.MemoryStore(), 2, 2)
+    group = _core.GlooGroup.connect(_core.MemoryStore(), 0, 1)
+    with pytest.raises(InvalidArgument, match="reduce mode 'avg' is not supported"):
+        group.all_reduce(np.ones(2), "avg")
+    with pytest.raises(InvalidArgument, match="root 1 is outside a group of size 1"):
+        group.broadcast(np.ones(2), root=1)
+    with pytest.raises(InvalidArgument, match="C-contiguous and writeable"):
+        group.broadcast(np.ones(4)[::2])
+    with pytest.raises(InvalidArgument, match="timeout must be positive"):
+        group.barrier(timeout_s=0)

@@ -1,0 +1,237 @@
+"""Tables and update rules of the parameter server on their own, without RPC."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+from google.protobuf import json_format
+
+from fleet import _core
+from fleet.errors import InvalidArgument
+from fleet.proto import ps_pb2
+from fleet.ps import table_config
+from fleet.testing.ps_reference import OPTIMIZERS, ReferenceRule
+
+I64 = np.iinfo(np.int64)
+
+
+def sparse_config(dim=4, optimizer="sgd", shards=4, min_count=0, seed=3, table_id=1):
+    return table_config({
+        "table_id": table_id, "name": "emb", "type": "SPARSE", "dim": dim, "num_shards": shards,
+        "optimizer": OPTIMIZERS[optimizer], "count_filter": {"min_count": min_count},
+        "initializer": {"seed": seed, "uniform": {"low": -0.5, "high": 0.5}},
+    }).SerializeToString()
+
+
+def sparse_table(**kwargs):
+    return _core.ps.SparseTable(sparse_config(**kwargs))
+
+
+def optimizer_bytes(name):
+    return json_format.ParseDict(OPTIMIZERS[name], ps_pb2.OptimizerConfig()).SerializeToString()
+
+
+@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+def test_update_rule_matches_numpy_reference(name):
+    rule = _core.ps.UpdateRule(optimizer_bytes(name))
+    ref = ReferenceRule(OPTIMIZERS[name])
+    dim = 6
+    assert rule.state_dim(dim) == ref.state_dim(dim)
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal(dim).astype(np.float32)
+    state = rule.init_state(dim)
+    np.testing.assert_array_equal(state, ref.init_state(dim))
+    w_ref, state_ref = w.copy(), ref.init_state(dim)
+    for _ in range(5):
+        g = rng.standard_normal(dim).astype(np.float32)
+        rule.update(w, state, g)
+        w_ref, state_ref = ref.update(w_ref, state_ref, g)
+    np.testing.assert_allclose(w, w_ref, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(state, state_ref, rtol=1e-5, atol=1e-7)
+
+
+def test_adam_declares_two_moments_and_two_powers():
+    assert _core.ps.UpdateRule(optimizer_bytes("adam")).state_dim(8) == 2 * 8 + 2
+
+
+@pytest.mark.parametrize("optimizer", [
+    {"learning_rate": 0.0, "sgd": {}},
+    {"learning_rate": 0.1, "adam": {"beta1": 1.0}},
+    {"learning_rate": 0.1},
+])
+def test_update_rule_rejects_bad_config(optimizer):
+    raw = json_format.ParseDict(optimizer, ps_pb2.OptimizerConfig()).SerializeToString()
+    with pytest.raises(InvalidArgument, match="optimizer"):
+        _core.ps.UpdateRule(raw)
+
+
+def test_rows_are_created_lazily_over_the_whole_int64_range():
+    table = sparse_table()
+    keys = np.array([0, -1, 7, I64.min, I64.max, -(2 ** 40)], dtype=np.int64)
+    assert table.stats()["rows"] == 0
+    rows = table.pull(keys)
+    assert rows.shape == (6, 4)
+    assert np.all((rows >= -0.5) & (rows < 0.5)) and np.unique(rows[:, 0]).size == 6
+    assert table.stats()["rows"] == 6
+    np.testing.assert_array_equal(table.pull(keys[::-1].copy()), rows[::-1])
+    # The initial value is a function of (seed, key): shard count and pull order do not matter.
+    other = sparse_table(shards=7)
+    np.testing.assert_array_equal(other.pull(keys[::-1].copy())[::-1], rows)
+
+
+@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+def test_sparse_push_applies_the_rule_per_row(name):
+    table = sparse_table(optimizer=name, dim=3)
+    ref = ReferenceRule(OPTIMIZERS[name])
+    keys = np.array([4, -9, 4, 12], dtype=np.int64)  # key 4 twice: applied in order
+    rows = {k: (table.pull(np.array([k]))[0], ref.init_state(3)) for k in (4, -9, 12)}
+    rng = np.random.default_rng(1)
+    for _ in range(3):
+        grads = rng.standard_normal((4, 3)).astype(np.float32)
+        table.push(keys, grads)
+        for k, g in zip(keys, grads):
+            rows[k] = ref.update(*rows[k], g)
+    for k, (w, _) in rows.items():
+        np.testing.assert_allclose(table.pull(np.array([k]))[0], w, rtol=1e-5, atol=1e-6)
+
+
+def test_delta_push_adds_to_the_value_and_creates_rows():
+    table = sparse_table(optimizer="adam")
+    before = table.pull(np.array([1, 2]))
+    delta = np.arange(8, dtype=np.float32).reshape(2, 4)
+    table.push(np.array([1, 2]), delta, is_delta=True)
+    np.testing.assert_allclose(table.pull(np.array([1, 2])), before + delta)
+    table.push(np.array([99]), np.ones((1, 4), np.float32), is_delta=True)  # new row
+    assert table.stats()["rows"] == 3
+
+
+def test_bad_pushes_are_rejected_and_change_nothing():
+    table = sparse_table()
+    keys = np.array([1, 2, 3])
+    before = table.pull(keys)
+    grads = np.ones((3, 4), np.float32)
+    grads[2, 1] = np.nan
+    with pytest.raises(InvalidArgument, match="NaN"):
+        table.push(keys, grads)
+    grads[2, 1] = np.inf
+    with pytest.raises(InvalidArgument, match="NaN or infinity"):
+        table.push(keys, grads)
+    with pytest.raises(InvalidArgument, match="dim 4"):
+        table.push(keys, np.ones((3, 5), np.float32))
+    with pytest.raises(InvalidArgument, match="dtype"):
+        table.push(keys, np.ones((3, 4), np.float64))
+    np.testing.assert_array_equal(table.pull(keys), before)
+
+
+def test_count_filter_admits_a_key_on_its_third_pull():
+    table = sparse_table(min_count=3)
+    key = np.array([42])
+    for _ in range(2):
+        np.testing.assert_array_equal(table.pull(key), np.zeros((1, 4), np.float32))
+        table.push(key, np.ones((1, 4), np.float32))  # dropped: not admitted yet
+    assert table.stats()["rows"] == 0 and table.stats()["filtered_keys"] == 1
+    admitted = table.pull(key)
+    np.testing.assert_array_equal(admitted, sparse_table().pull(key))  # fresh initial value
+    assert table.stats()["rows"] == 1 and table.stats()["filtered_keys"] == 0
+
+
+def filled_table(n=500, **kwargs):
+    table = sparse_table(optimizer="adagrad", **kwargs)
+    keys = np.random.default_rng(2).integers(I64.min, I64.max, n, dtype=np.int64)
+    table.pull(keys)
+    table.push(keys, np.ones((n, 4), np.float32))
+    return table, keys
+
+
+def test_save_and_load_on_other_server_counts(tmp_path):
+    table, keys = filled_table()
+    path = str(tmp_path / "part.base")
+    assert table.save(path) == len(keys)
+    assert not [f for f in os.listdir(tmp_path) if ".tmp-" in f]
+    expected = table.pull(keys)
+    pieces = [sparse_table(optimizer="adagrad") for _ in range(3)]
+    loaded = [t.load([path], server_index=i, num_servers=3) for i, t in enumerate(pieces)]
+    assert sum(loaded) == len(keys) and min(loaded) > 0
+    owner = _core.ps.hash_key_shard(keys, 3)
+    for i, piece in enumerate(pieces):
+        mine = keys[owner == i]
+        assert piece.stats()["rows"] == mine.size
+        np.testing.assert_array_equal(piece.pull(mine), expected[owner == i])
+    # The optimizer state came along: one more identical push gives identical rows.
+    whole = sparse_table(optimizer="adagrad")
+    whole.load([path])
+    for t in (table, whole):
+        t.push(keys, np.ones((len(keys), 4), np.float32))
+    np.testing.assert_array_equal(whole.pull(keys), table.pull(keys))
+
+
+def test_delta_save_holds_only_changed_rows(tmp_path):
+    table, keys = filled_table()
+    table.save(str(tmp_path / "base"))
+    changed = keys[:10]
+    table.push(changed, np.ones((10, 4), np.float32))
+    table.pull(np.array([123456789]))  # a new row counts as changed
+    assert table.save(str(tmp_path / "delta"), delta=True) == 11
+    assert table.save(str(tmp_path / "delta2"), delta=True) == 0
+    restored = sparse_table(optimizer="adagrad")
+    restored.load([str(tmp_path / "base"), str(tmp_path / "delta")])
+    everything = np.concatenate([keys, [123456789]])
+    np.testing.assert_array_equal(restored.pull(everything), table.pull(everything))
+
+
+def test_load_rejects_damaged_or_foreign_files(tmp_path):
+    table, _ = filled_table(n=50)
+    path = tmp_path / "part"
+    table.save(str(path))
+    other_dim = _core.ps.SparseTable(sparse_config(dim=5, optimizer="adagrad"))
+    with pytest.raises(InvalidArgument, match="expects dim 5"):
+        other_dim.load([str(path)])
+    data = bytearray(path.read_bytes())
+    data[-3] ^= 0xFF
+    path.write_bytes(bytes(data))
+    fresh = sparse_table(optimizer="adagrad")
+    with pytest.raises(InvalidArgument, match="checksum"):
+        fresh.load([str(path)])
+    assert fresh.stats()["rows"] == 0
+
+
+def test_shrink_drops_rows_untouched_since_the_last_saves(tmp_path):
+    table = sparse_table()
+    table.pull(np.array([1, 2, 3]))
+    table.save(str(tmp_path / "a"))
+    table.push(np.array([1]), np.ones((1, 4), np.float32))
+    assert table.shrink(1) == 0
+    table.save(str(tmp_path / "b"))
+    assert table.shrink(1) == 2  # keys 2 and 3: untouched for two saves
+    assert table.stats()["rows"] == 1
+    np.testing.assert_array_equal(table.pull(np.array([1])).shape, (1, 4))
+
+
+def test_dense_blocks_are_spread_round_robin():
+    config = table_config({"table_id": 2, "type": "DENSE", "dim": 10, "dense_block_size": 4,
+                           "optimizer": OPTIMIZERS["sgd"],
+                           "initializer": {"seed": 1, "gaussian": {"std": 1.0}}})
+    whole = _core.ps.DenseTable(config.SerializeToString())
+    parts = [_core.ps.DenseTable(config.SerializeToString(), i, 2) for i in range(2)]
+    assert [p.local_size for p in parts] == [6, 4]  # blocks 0 and 2 | block 1
+    full = whole.pull()
+    np.testing.assert_array_equal(parts[0].pull(), np.concatenate([full[0:4], full[8:10]]))
+    np.testing.assert_array_equal(parts[1].pull(), full[4:8])
+    parts[1].push(np.ones(4, np.float32))
+    np.testing.assert_allclose(parts[1].pull(), full[4:8] - 0.1)
+    with pytest.raises(InvalidArgument, match="holds 6 floats"):
+        parts[0].push(np.ones(4, np.float32))
+
+
+def test_memory_per_row_stays_within_1_3x_of_key_and_floats():
+    # One shard so that slab chunks round up once; benchmarks/ps_throughput.py measures the
+    # process at 10 million rows.
+    table = _core.ps.SparseTable(sparse_config(dim=8, optimizer="sgd", shards=1))
+    n = 300_000
+    keys = np.arange(-n // 2, n // 2, dtype=np.int64) * 7919
+    table.pull(keys)
+    stats = table.stats()
+    assert stats["rows"] == n
+    assert stats["bytes"] / n <= 1.3 * (8 + 4 * 8)
