@@ -223,7 +223,10 @@ TrainerResult MultiTrainer::Finish() {
   TrainerResult result;
   result.seconds = absl::ToDoubleSeconds(absl::Now() - start_time_);
   std::exception_ptr reader_error;
-  if (stop_.load()) source_->Cancel();
+  // The trainers are gone, so nobody drains the channel any more: a producer still blocked on a
+  // full channel (after a reader failed, say) must be released before it can be joined. After a
+  // complete pass every producer has ended already and this changes nothing.
+  source_->Cancel();
   try {
     result.read = source_->Join();
   } catch (...) {
