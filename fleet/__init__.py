@@ -5,8 +5,9 @@ Build a static program with `fleet.layers`, pick an optimizer from `fleet.optimi
 explicit list.
 """
 
-from fleet import errors, initializer, layers, optimizer
+from fleet import data_generator, errors, initializer, layers, optimizer
 from fleet.backward import append_backward, gradients
+from fleet.dataset import DatasetFactory, InMemoryDataset, QueueDataset
 from fleet.executor import (CPUPlace, CUDAPlace, Executor, LoDTensor, create_lod_tensor,
                             global_scope, scope_guard)
 from fleet.framework import (Parameter, Program, Variable, default_main_program,
@@ -22,7 +23,8 @@ __all__ = [
     "barrier_worker", "init", "is_first_worker", "is_server", "is_worker", "role_maker",
     "server_endpoints", "server_index", "server_num", "util", "worker_endpoints",
     "worker_index", "worker_num",
-    "CPUPlace", "CUDAPlace", "Executor", "LoDTensor", "ParamAttr", "Parameter", "Program",
+    "CPUPlace", "CUDAPlace", "DatasetFactory", "Executor", "InMemoryDataset", "QueueDataset",
+    "data_generator", "LoDTensor", "ParamAttr", "Parameter", "Program",
     "Variable", "append_backward", "create_lod_tensor", "default_main_program",
     "default_startup_program", "errors", "global_scope", "gradients", "initializer", "layers",
     "optimizer", "program_guard", "registered_ops", "scope_guard",

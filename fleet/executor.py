@@ -152,6 +152,27 @@ class Executor:
             return list(fetched)
         return [t.numpy() for t in fetched]
 
+    def train_from_dataset(self, program: Program | None = None, dataset: Any = None,
+                           scope: Any = None, thread: int = 0, debug: bool = False,
+                           fetch_list: Sequence[Any] | None = None,
+                           fetch_info: Sequence[str] | None = None, print_period: int = 100,
+                           fetch_handler: Any = None) -> Any:
+        """One pass of `dataset` through `program` in `thread` C++ trainer threads (0: the
+        dataset's thread count); see `fleet.trainer.train_from_dataset`."""
+        from fleet import trainer  # trainer imports this module
+        return trainer.train_from_dataset(self, program, dataset, scope, thread, debug,
+                                          fetch_list, fetch_info, print_period, fetch_handler)
+
+    def infer_from_dataset(self, program: Program | None = None, dataset: Any = None,
+                           scope: Any = None, thread: int = 0, debug: bool = False,
+                           fetch_list: Sequence[Any] | None = None,
+                           fetch_info: Sequence[str] | None = None, print_period: int = 100,
+                           fetch_handler: Any = None) -> Any:
+        """Like train_from_dataset, running only the forward part (parameters do not change)."""
+        from fleet import trainer
+        return trainer.infer_from_dataset(self, program, dataset, scope, thread, debug,
+                                          fetch_list, fetch_info, print_period, fetch_handler)
+
     def _prepare(self, program: Program, feed_names: list[str], fetch_names: list[str],
                  use_cache: bool) -> Any:
         key = (id(program), program.version, tuple(feed_names), tuple(fetch_names))

@@ -23,7 +23,10 @@ class LoDTensor : public Tensor {
 
   const LoD& lod() const { return lod_; }
   LoD* mutable_lod() { return &lod_; }
-  void set_lod(LoD lod) { lod_ = std::move(lod); }
+  // Writes nothing when unchanged (see Tensor::Resize: shared parameters under Hogwild).
+  void set_lod(LoD lod) {
+    if (lod != lod_) lod_ = std::move(lod);
+  }
   int lod_level() const { return static_cast<int>(lod_.size()); }
   // Number of sequences at the top level (rows when there is no lod).
   int64_t NumSequences() const;

@@ -45,12 +45,14 @@ int64_t Tensor::dim(int i) const {
 }
 
 Tensor& Tensor::Resize(Shape shape) {
-  shape_ = std::move(shape);
+  // Writes nothing when the shape is unchanged: Hogwild trainer threads update shared parameters
+  // in place, and a move-assignment would free the shape another thread is reading.
+  if (shape != shape_) shape_ = std::move(shape);
   return *this;
 }
 
 void* Tensor::mutable_data(DType dtype) {
-  dtype_ = dtype;
+  if (dtype_ != dtype) dtype_ = dtype;  // no write to a shared tensor, as in Resize
   size_t need = static_cast<size_t>(NumElements(shape_)) * SizeOf(dtype);
   if (buffer_ == nullptr || buffer_->size() < offset_ + need) {
     buffer_ = std::make_shared<Buffer>(need);

@@ -60,7 +60,8 @@ class Tensor {
   // True once memory has been allocated or shared into this tensor.
   bool initialized() const { return buffer_ != nullptr; }
 
-  // Sets the shape; memory follows on the next mutable_data().
+  // Sets the shape; memory follows on the next mutable_data(). Resizing to the current shape
+  // writes nothing, so threads may Resize a shared tensor in place to its own shape.
   Tensor& Resize(Shape shape);
   void set_dtype(DType dtype) { dtype_ = dtype; }
 

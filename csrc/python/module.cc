@@ -8,6 +8,7 @@ PYBIND11_MODULE(_core, m) {
   fleet::python::BindErrors(m);
   fleet::python::BindCore(m);
   fleet::python::BindFramework(m);
+  fleet::python::BindData(m);  // after BindFramework: uses m.op_registry
   fleet::python::BindCuda(m);
   fleet::python::BindCollective(m);
   fleet::python::BindPs(m);

@@ -20,7 +20,9 @@ and the field.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
+import sys
 from collections.abc import Iterator, Sequence
 
 import numpy as np
@@ -282,3 +284,100 @@ def _parse_hex(
         values = (values << np.uint64(4)) | nibbles[..., k]
     values[missing] = 0
     return values, missing
+
+
+# --- One line at a time: the pipe_command reader of train_from_dataset -----------------------
+
+_MASK64 = (1 << 64) - 1
+# The MultiSlot slots a pipe reader writes, in the order of the dataset's set_use_var.
+MULTISLOT_SLOTS = ("dense_input", *(f"C{i + 1}" for i in range(NUM_SPARSE)), "label")
+
+
+def _mix64_int(x: int) -> int:
+    """mix64 for one Python int (same constants, same result as the vectorised form)."""
+    z = (x + 0x9E3779B97F4A7C15) & _MASK64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return z ^ (z >> 31)
+
+
+def parse_line(line: str, sparse_dim: int) -> tuple[list[float], list[int], int]:
+    """One raw Criteo line as (13 dense floats, 26 hashed ids, label), with the features of
+    ``read_criteo``; ValueError names the field at fault (the caller adds where the line is)."""
+    fields = line.rstrip("\r\n").split("\t")
+    if len(fields) != NUM_FIELDS:
+        raise ValueError(f"expected {NUM_FIELDS} TAB-separated fields, got {len(fields)}")
+    if fields[0] not in ("0", "1"):
+        raise ValueError(f"field label: label must be 0 or 1, got {fields[0]!r}")
+    dense = []
+    for i in range(1, 1 + NUM_DENSE):
+        text = fields[i]
+        try:
+            count = int(text) if text else 0
+        except ValueError:
+            raise ValueError(f"field {field_name(i)}: not an integer: {text!r}") from None
+        dense.append(math.log1p(count) if count > 0 else 0.0)
+    ids = []
+    for slot in range(NUM_SPARSE):
+        text = fields[1 + NUM_DENSE + slot]
+        key = (slot + 1) << 32
+        if not text:
+            key |= 1 << 40
+        else:
+            if len(text) != HEX_WIDTH:
+                raise ValueError(f"field C{slot + 1}: expected {HEX_WIDTH} hex digits, "
+                                 f"got {text!r}")
+            try:
+                key |= int(text, 16)
+            except ValueError:
+                raise ValueError(f"field C{slot + 1}: bad hex digit in {text!r}") from None
+        ids.append(_mix64_int(key) % sparse_dim)
+    return dense, ids, int(fields[0])
+
+
+def make_pipe_reader(sparse_dim: int = DEFAULT_SPARSE_DIM):  # noqa: ANN201 (a local class)
+    """A ``fleet.data_generator.MultiSlotDataGenerator`` turning raw Criteo lines into the
+    MultiSlot slots ``MULTISLOT_SLOTS``; ``python criteo_reader.py`` runs it as a pipe_command.
+    fleet is imported here, not at the top, because the Paddle peer imports this module too."""
+    from fleet.data_generator import MultiSlotDataGenerator
+
+    class CriteoPipeReader(MultiSlotDataGenerator):
+        def __init__(self) -> None:
+            super().__init__()
+            self.line_number = 0
+
+        def generate_sample(self, line: str):  # noqa: ANN202
+            self.line_number += 1
+            if not line.strip():
+                return []
+            try:
+                dense, ids, label = parse_line(line, sparse_dim)
+            except ValueError as e:
+                raise ValueError(f"line {self.line_number} of the input: {e}") from None
+            sample = [(MULTISLOT_SLOTS[0], dense)]
+            sample += [(name, [i]) for name, i in zip(MULTISLOT_SLOTS[1:-1], ids)]
+            sample.append((MULTISLOT_SLOTS[-1], [label]))
+            return [sample]
+
+    return CriteoPipeReader()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        description="pipe_command reader: raw Criteo lines on stdin, MultiSlot lines on stdout "
+                    f"(slots: dense_input[13], C1..C26, label).")
+    parser.add_argument("--sparse_dim", type=int, default=DEFAULT_SPARSE_DIM,
+                        help="size of the hashed id space (rows of the embedding table)")
+    args = parser.parse_args(argv)
+    try:
+        make_pipe_reader(args.sparse_dim).run_from_stdin()
+    except ValueError as e:
+        print(f"criteo_reader: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

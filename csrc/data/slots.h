@@ -1,0 +1,90 @@
+#pragma once
+// The data a dataset feeds: slot descriptions (one per used variable), parsed samples in columnar
+// blocks, and batches of LoDTensors ready to be set into a trainer thread's scope.
+//
+// A slot is either dense (lod_level 0: exactly `width` values per sample, a [N, ...] tensor) or
+// a LoD slot (lod_level 1: any positive number of values per sample, a [total, 1] tensor with
+// lod [[0, n0, n0 + n1, ...]]), holding int64 ids or float32 values, as Paddle's MultiSlot
+// DataFeed does.
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/lod_tensor.h"
+
+namespace fleet::data {
+
+enum class SlotType { kInt64, kFloat32 };
+
+struct SlotSpec {
+  std::string name;
+  SlotType type = SlotType::kInt64;
+  bool dense = false;
+  // The variable's declared shape; its one -1 dimension stands for the batch (dense slots) or
+  // for the total number of values (LoD slots).
+  Shape shape;
+  // Values per sample for dense slots; 1 (values per row) for LoD slots.
+  int64_t width = 1;
+  int64_t batch_axis = 0;
+};
+
+// Validates and completes a slot description from a variable's declaration. Throws
+// InvalidArgument naming the slot for a dtype other than int64/float32, a lod_level above 1, or
+// a shape without exactly one -1 dimension (LoD slots: whose other dimensions are not all 1).
+SlotSpec MakeSlotSpec(const std::string& name, DType dtype, int lod_level, const Shape& shape);
+
+// Values of one slot for the samples of a block. Exactly one of ids/values is used (by type).
+// LoD slots keep `offsets` (size samples + 1); dense slots have width * samples values and no
+// offsets.
+struct SlotColumn {
+  std::vector<int64_t> ids;
+  std::vector<float> values;
+  std::vector<uint64_t> offsets{0};
+};
+
+// Consecutive parsed samples in columnar form: cheap to append to, to gather from, and to turn
+// into batch tensors without per-sample allocations. Not thread-safe.
+class SampleBlock {
+ public:
+  explicit SampleBlock(const std::vector<SlotSpec>* slots);
+
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  const std::vector<SlotSpec>& slots() const { return *slots_; }
+  SlotColumn& column(size_t slot) { return columns_[slot]; }
+  const SlotColumn& column(size_t slot) const { return columns_[slot]; }
+
+  // Marks the values appended to every column since the last commit as one more sample. The
+  // parser appends slot by slot and commits once the whole line is valid.
+  void CommitSample() { ++size_; }
+  // Drops values appended since the last commit (a malformed line).
+  void Rollback();
+  // Appends sample `row` of `other`, which must describe the same slots.
+  void AppendFrom(const SampleBlock& other, size_t row);
+  // Bytes of sample data held (for memory accounting).
+  size_t ByteSize() const;
+
+  // A compact binary form, for exchanging samples between workers (global shuffle).
+  std::string Serialize() const;
+  // Appends the samples of Serialize()'s output; throws InvalidArgument if `bytes` is not a block
+  // of the same slots.
+  void AppendSerialized(std::string_view bytes);
+
+ private:
+  const std::vector<SlotSpec>* slots_;
+  std::vector<SlotColumn> columns_;
+  size_t size_ = 0;
+};
+
+// A batch of samples as tensors, one per slot in SlotSpec order.
+struct Batch {
+  int64_t num_samples = 0;
+  std::vector<LoDTensor> tensors;
+};
+
+// Moves the block's columns into tensors (no copy of the values).
+Batch ToBatch(SampleBlock&& block);
+
+}  // namespace fleet::data
