@@ -106,12 +106,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    for path in list(args.train) + [args.test]:
+def inputs_exist(paths: list[str]) -> bool:
+    """False, after saying which on stderr, when an input file is missing."""
+    for path in paths:
         if not os.path.isfile(path):
             print(f"error: input file {path} does not exist", file=sys.stderr)
-            return 2
+            return False
+    return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if not inputs_exist(list(args.train) + [args.test]):
+        return 2
     result = train(args)
     if args.json:
         print(json.dumps(result))

@@ -116,10 +116,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    for path in list(args.train) + [args.test]:
-        if not os.path.isfile(path):
-            print(f"error: input file {path} does not exist", file=sys.stderr)
-            return 2
+    if not train.inputs_exist(list(args.train) + [args.test]):
+        return 2
     result = run(args)
     print(f"stream_test_auc={result['stream_test_auc']:.5f}")
     print(f"test_auc={result['test_auc']:.5f}")

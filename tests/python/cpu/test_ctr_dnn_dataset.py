@@ -4,10 +4,10 @@ threads lands in the AUC band of the single-thread Executor path on the same dat
 import json
 import pathlib
 import re
-import subprocess
-import sys
 
 import pytest
+
+from fleet.testing.scripts import last_value, run_script
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "examples" / "ctr_dnn"
@@ -17,16 +17,7 @@ AUC_BAND = 0.015
 
 
 def _run(args, timeout=600):
-    proc = subprocess.run([sys.executable, *map(str, args)], capture_output=True, text=True,
-                          timeout=timeout, cwd=ROOT)
-    assert proc.returncode == 0, f"{args[0]} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
-    return proc.stdout
-
-
-def _value(output, key):
-    match = re.findall(rf"^{key}=([0-9.]+)$", output, re.MULTILINE)
-    assert match, f"no '{key}=' line in output:\n{output[-1500:]}"
-    return float(match[-1])
+    return run_script(args, timeout, ROOT)
 
 
 @pytest.fixture(scope="module")
@@ -47,11 +38,11 @@ def raw_files(tmp_path_factory):
 @pytest.mark.slow
 def test_two_threads_through_pipe_readers_match_the_single_thread_executor(raw_files):
     train, parts, test, oracle = raw_files
-    single = _value(_run([EXAMPLE / "train.py", "--train", train, "--test", test,
+    single = last_value(_run([EXAMPLE / "train.py", "--train", train, "--test", test,
                           "--print_period", 1000]), "test_auc")
     output = _run([EXAMPLE / "train_dataset.py", "--train", *parts, "--test", test,
                    "--thread", 2, "--print_period", 50])
-    threaded = _value(output, "test_auc")
+    threaded = last_value(output, "test_auc")
     assert re.search(r"^batch \d+ \(thread \d\): loss=.*samples/s$", output, re.MULTILINE), \
         f"no progress lines:\n{output[-1500:]}"
     assert f"epoch 1: {TRAIN_ROWS} samples" in output, output[-1500:]
@@ -59,7 +50,7 @@ def test_two_threads_through_pipe_readers_match_the_single_thread_executor(raw_f
         f"2-thread dataset AUC {threaded:.4f} vs single-thread Executor {single:.4f}"
     assert oracle - 0.05 < threaded < oracle, f"AUC {threaded:.4f}, oracle {oracle:.4f}"
     # The streaming AUC op of infer_from_dataset agrees with the exact AUC up to its binning.
-    assert abs(_value(output, "stream_test_auc") - threaded) < 0.002
+    assert abs(last_value(output, "stream_test_auc") - threaded) < 0.002
 
 
 @pytest.mark.slow
@@ -68,4 +59,4 @@ def test_in_memory_dataset_trains_to_the_same_band(raw_files):
     output = _run([EXAMPLE / "train_dataset.py", "--train", *parts, "--test", test,
                    "--thread", 2, "--dataset", "inmemory", "--print_period", 0])
     assert f"loaded {TRAIN_ROWS} samples" in output, output[-1500:]
-    assert oracle - 0.05 < _value(output, "test_auc") < oracle
+    assert oracle - 0.05 < last_value(output, "test_auc") < oracle

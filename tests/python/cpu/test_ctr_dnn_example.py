@@ -5,11 +5,12 @@ train without error through the same reader."""
 import json
 import os
 import pathlib
-import re
 import subprocess
 import sys
 
 import pytest
+
+from fleet.testing.scripts import last_value, run_script
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "examples" / "ctr_dnn"
@@ -17,17 +18,8 @@ SHARED_DATA = pathlib.Path(os.environ.get("FLEET_SHARED_DATA", ROOT.parent / "sh
 CRITEO_SAMPLE = SHARED_DATA / "criteo" / "criteo_kaggle_train_head1999.txt"
 
 
-def _run(args, timeout):
-    proc = subprocess.run([sys.executable, *map(str, args)], capture_output=True, text=True,
-                          timeout=timeout, cwd=ROOT)
-    assert proc.returncode == 0, f"{args[0]} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
-    return proc.stdout
-
-
-def _last_value(output, key):
-    match = re.findall(rf"^{key}=([0-9.]+)$", output, re.MULTILINE)
-    assert match, f"no '{key}=' line in output:\n{output[-1500:]}"
-    return float(match[-1])
+def _run(args, timeout=600):
+    return run_script(args, timeout, ROOT)
 
 
 @pytest.fixture(scope="module")
@@ -42,9 +34,9 @@ def generated(tmp_path_factory):
 @pytest.mark.slow
 def test_ctr_dnn_beats_logistic_regression_and_nears_the_oracle(generated):
     train, test, oracle = generated
-    dnn = _last_value(_run([EXAMPLE / "train.py", "--train", train, "--test", test,
+    dnn = last_value(_run([EXAMPLE / "train.py", "--train", train, "--test", test,
                             "--epochs", 1, "--print_period", 200], timeout=900), "test_auc")
-    lr = _last_value(_run([EXAMPLE / "baselines.py", "--train", train, "--test", test],
+    lr = last_value(_run([EXAMPLE / "baselines.py", "--train", train, "--test", test],
                           timeout=600), "lr_test_auc")
     assert dnn > lr, f"CTR-DNN AUC {dnn:.4f} does not beat logistic regression {lr:.4f}"
     assert dnn >= oracle - 0.03, f"CTR-DNN AUC {dnn:.4f} is not within 0.03 of oracle {oracle:.4f}"
@@ -59,7 +51,7 @@ def test_real_criteo_sample_trains_through_the_reader(tmp_path):
     test.write_text("".join(lines[1600:]))
     out = _run([EXAMPLE / "train.py", "--train", train, "--test", test, "--epochs", 2,
                 "--sparse_dim", 100_003, "--print_period", 2], timeout=300)
-    auc = _last_value(out, "test_auc")
+    auc = last_value(out, "test_auc")
     assert 0.0 <= auc <= 1.0
 
 
