@@ -215,13 +215,14 @@ class InMemoryDataset(DatasetBase):
         """Sends every sample to a random worker, then shuffles locally.
 
         Workers and transport come from `fleet` (worker_index(), worker_num() and
-        all_to_all_bytes(list[bytes]) -> list[bytes]) or from `exchange` with `rank` and
+        fleet.util.all_to_all_bytes over the workers' Gloo group) or from `exchange` with `rank` and
         `world_size`. Without either it shuffles locally through the same path.
         `thread_num` is accepted for fluid compatibility.
         """
         if fleet is not None:
             rank, world_size = fleet.worker_index(), fleet.worker_num()
-            exchange = exchange or getattr(fleet, "all_to_all_bytes", None)
+            util = getattr(fleet, "util", fleet)
+            exchange = exchange or getattr(util, "all_to_all_bytes", None)
             if exchange is None and world_size > 1:
                 raise Unavailable("global_shuffle across workers needs fleet.all_to_all_bytes "
                                   "(the parameter-server or collective runtime)")

@@ -107,6 +107,19 @@ class UtilBase:
         return [pickle.loads(b) for b in group.all_gather_bytes(
             pickle.dumps(input, protocol=pickle.HIGHEST_PROTOCOL), timeout)]
 
+    def all_to_all_bytes(self, payloads: list, comm_world: str = "worker") -> list:
+        """Sends payloads[j] (bytes) to worker j; returns what each worker sent to this one
+        (result[j] from worker j). Built on all_gather, so every worker receives every payload:
+        fine for occasional exchanges such as InMemoryDataset.global_shuffle, not for hot loops."""
+        worker_group = self._worker_group(comm_world)
+        group, timeout = worker_group.group, worker_group.collective_timeout_s
+        size, rank = group.size, group.rank
+        if len(payloads) != size:
+            raise InvalidArgument(f"all_to_all_bytes: {len(payloads)} payloads for {size} workers")
+        gathered = group.all_gather_bytes(
+            pickle.dumps([bytes(p) for p in payloads], protocol=pickle.HIGHEST_PROTOCOL), timeout)
+        return [pickle.loads(b)[rank] for b in gathered]
+
     def barrier(self, comm_world: str = "worker") -> None:
         """Returns once every worker has called barrier()."""
         group = self._worker_group(comm_world)
