@@ -22,6 +22,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
@@ -103,9 +104,11 @@ def measure_peer(files: list[str]) -> dict | None:
         return None
     merged: dict = {"parse": {}, "train": {}}
     for threads in THREADS:  # one process per thread count (see the peer's --threads)
-        proc = subprocess.run([PEER_PYTHON, PEER_SCRIPT, "--files", *files, "--threads",
-                               str(threads), "--batch_size", str(BATCH)],
-                              capture_output=True, text=True, timeout=1800)
+        # In a scratch folder: Paddle's train_from_dataset writes <id>_train_desc.prototxt there.
+        with tempfile.TemporaryDirectory(prefix="paddle_data_feed_") as scratch:
+            proc = subprocess.run([PEER_PYTHON, PEER_SCRIPT, "--files", *files, "--threads",
+                                   str(threads), "--batch_size", str(BATCH)],
+                                  capture_output=True, text=True, timeout=1800, cwd=scratch)
         if proc.returncode != 0:
             raise SystemExit(f"peer failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
         one = json.loads(proc.stdout.strip().splitlines()[-1])
