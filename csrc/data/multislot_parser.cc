@@ -9,20 +9,111 @@ namespace {
 
 inline bool IsSeparator(char c) { return c == ' ' || c == '\t' || c == '\r'; }
 
-// Splits a line into tokens without copying.
+inline bool IsDigit(char c) { return static_cast<unsigned char>(c - '0') < 10; }
+
+// Powers of ten that a float holds exactly (5^10 < 2^24).
+constexpr float kExactPow10[] = {1e0f, 1e1f, 1e2f, 1e3f, 1e4f, 1e5f,
+                                 1e6f, 1e7f, 1e8f, 1e9f, 1e10f};
+constexpr int kMaxFastFraction = 10;
+// Decimal digits the float fast path accumulates; 9 fit in uint64 with room to spare.
+constexpr int kMaxFastFloatDigits = 9;
+// Integers of at most this many digits cannot overflow int64.
+constexpr int kMaxFastIntDigits = 18;
+
+// A cursor over the tokens of one line, without copying.
+//
+// The Try* fast paths parse the common spellings while scanning, in one pass: plain decimal
+// integers of at most 18 digits, and decimals "[-]d+[.d+]" whose digits form an integer of at most
+// 2^24 with at most 10 of them after the point. Anything else (a '+', an exponent, nan, more
+// digits, a malformed token) leaves the cursor where it was and returns false; the caller then
+// takes the token with Next() and the general parsers below, which also word the error. The
+// fast paths give bit-identical values: an integer up to 2^24 and 10^f (f <= 10) are exact
+// floats, and one IEEE division of exact operands is correctly rounded, as from_chars is.
 class Tokenizer {
  public:
   explicit Tokenizer(std::string_view line) : p_(line.data()), end_(line.data() + line.size()) {}
 
+  // Skips separators; true when a token follows.
+  bool HasToken() {
+    while (p_ < end_ && IsSeparator(*p_)) ++p_;
+    return p_ < end_;
+  }
+
   // The next token, or an empty view at the end of the line.
   std::string_view Next() {
-    while (p_ < end_ && IsSeparator(*p_)) ++p_;
+    HasToken();
     const char* start = p_;
     while (p_ < end_ && !IsSeparator(*p_)) ++p_;
     return std::string_view(start, static_cast<size_t>(p_ - start));
   }
 
+  // A count: digits only. Call after HasToken().
+  bool TryCount(uint64_t* out) {
+    const char* p = p_;
+    uint64_t v = 0;
+    if (!ScanDigits(&p, &v)) return false;
+    *out = v;
+    p_ = p;
+    return true;
+  }
+
+  // An int64: an optional '-' and digits. Call after HasToken().
+  bool TryInt64(int64_t* out) {
+    const char* p = p_;
+    bool negative = *p == '-';
+    p += negative;
+    uint64_t v = 0;
+    if (!ScanDigits(&p, &v)) return false;
+    *out = negative ? -static_cast<int64_t>(v) : static_cast<int64_t>(v);
+    p_ = p;
+    return true;
+  }
+
+  // A float32: an optional '-', digits, and optionally '.' and more digits. Call after HasToken().
+  bool TryFloat(float* out) {
+    const char* p = p_;
+    bool negative = *p == '-';
+    p += negative;
+    uint64_t mantissa = 0;
+    const char* first = p;
+    while (p < end_ && IsDigit(*p)) mantissa = mantissa * 10 + static_cast<uint64_t>(*p++ - '0');
+    int integer_digits = static_cast<int>(p - first);
+    int fraction_digits = 0;
+    if (integer_digits == 0) return false;
+    if (p < end_ && *p == '.') {
+      const char* point = ++p;
+      while (p < end_ && IsDigit(*p)) mantissa = mantissa * 10 + static_cast<uint64_t>(*p++ - '0');
+      fraction_digits = static_cast<int>(p - point);
+      if (fraction_digits == 0) return false;
+    }
+    if (integer_digits + fraction_digits > kMaxFastFloatDigits ||
+        fraction_digits > kMaxFastFraction || mantissa > (uint64_t{1} << 24) || !AtTokenEnd(p)) {
+      return false;
+    }
+    float v = static_cast<float>(mantissa);
+    if (fraction_digits > 0) v /= kExactPow10[fraction_digits];
+    *out = negative ? -v : v;
+    p_ = p;
+    return true;
+  }
+
  private:
+  bool AtTokenEnd(const char* p) const { return p == end_ || IsSeparator(*p); }
+
+  // 1 to 18 digits ending the token; advances *p past them. (Longer runs may wrap *value, but
+  // then the scan fails anyway.)
+  bool ScanDigits(const char** p, uint64_t* value) const {
+    const char* q = *p;
+    const char* first = q;
+    uint64_t v = 0;
+    while (q < end_ && IsDigit(*q)) v = v * 10 + static_cast<uint64_t>(*q++ - '0');
+    size_t digits = static_cast<size_t>(q - first);
+    if (digits == 0 || digits > kMaxFastIntDigits || !AtTokenEnd(q)) return false;
+    *value = v;
+    *p = q;
+    return true;
+  }
+
   const char* p_;
   const char* end_;
 };
@@ -85,72 +176,114 @@ std::string Quote(std::string_view token) {
   return absl::StrCat("'", std::string(token.substr(0, kMax)), "...'");
 }
 
+// Where a line is, for error messages.
+struct LineContext {
+  const std::string& file;
+  int64_t line_number;
+  const std::vector<SlotSpec>& slots;
+  SampleBlock* block;
+
+  // Drops the line's values from the block and throws the error for slot #k.
+  [[noreturn]] void Fail(size_t k, const std::string& what) const {
+    block->Rollback();
+    throw InvalidArgument(absl::StrCat(file, ":", line_number, ": slot '", slots[k].name, "' (#",
+                                       k + 1, " of ", slots.size(), "): ", what));
+  }
+};
+
+// The count of slot #k, checked against the slot; the cursor is on its token.
+uint64_t ReadCount(Tokenizer* tokens, const LineContext& ctx, size_t k) {
+  const SlotSpec& slot = ctx.slots[k];
+  uint64_t count = 0;
+  if (!tokens->TryCount(&count)) {
+    std::string_view token = tokens->Next();
+    if (ParseCount(token, &count) != NumberError::kNone) {
+      ctx.Fail(k, absl::StrCat("count ", Quote(token), " is not a non-negative integer"));
+    }
+  }
+  if (slot.dense && count != static_cast<uint64_t>(slot.width)) {
+    ctx.Fail(k, absl::StrCat("count is ", count, " but the slot is dense with ", slot.width,
+                             " values per sample"));
+  }
+  if (!slot.dense && count == 0) {
+    ctx.Fail(k, "count is 0; every slot needs at least one value (pad it in the data generator)");
+  }
+  return count;
+}
+
+void ReadInt64Values(Tokenizer* tokens, const LineContext& ctx, size_t k, uint64_t count,
+                     std::vector<int64_t>* out) {
+  for (uint64_t j = 0; j < count; ++j) {
+    if (!tokens->HasToken()) {
+      ctx.Fail(k, absl::StrCat("the line ends after ", j, " of ", count, " values"));
+    }
+    int64_t v = 0;
+    if (!tokens->TryInt64(&v)) {
+      std::string_view token = tokens->Next();
+      NumberError err = ParseInt64(token, &v);
+      if (err == NumberError::kSyntax) {
+        ctx.Fail(k, absl::StrCat("value ", j + 1, " ", Quote(token), " is not an integer"));
+      }
+      if (err == NumberError::kRange) {
+        ctx.Fail(k, absl::StrCat("value ", j + 1, " ", Quote(token),
+                                 " is outside the int64 range"));
+      }
+    }
+    out->push_back(v);
+  }
+}
+
+void ReadFloatValues(Tokenizer* tokens, const LineContext& ctx, size_t k, uint64_t count,
+                     std::vector<float>* out) {
+  for (uint64_t j = 0; j < count; ++j) {
+    if (!tokens->HasToken()) {
+      ctx.Fail(k, absl::StrCat("the line ends after ", j, " of ", count, " values"));
+    }
+    float v = 0;
+    if (!tokens->TryFloat(&v)) {
+      std::string_view token = tokens->Next();
+      NumberError err = ParseFloat(token, &v);
+      if (err == NumberError::kSyntax) {
+        ctx.Fail(k, absl::StrCat("value ", j + 1, " ", Quote(token), " is not a number"));
+      }
+      if (err == NumberError::kRange) {
+        ctx.Fail(k, absl::StrCat("value ", j + 1, " ", Quote(token),
+                                 " is outside the float32 range"));
+      }
+    }
+    out->push_back(v);
+  }
+}
+
 }  // namespace
 
 bool MultiSlotParser::Parse(std::string_view line, const std::string& file, int64_t line_number,
                             SampleBlock* block) const {
   Tokenizer tokens(line);
   const std::vector<SlotSpec>& slots = *slots_;
-  size_t k = 0;
-  auto fail = [&](const std::string& what) {
-    block->Rollback();
-    throw InvalidArgument(absl::StrCat(file, ":", line_number, ": slot '", slots[k].name,
-                                       "' (#", k + 1, " of ", slots.size(), "): ", what));
-  };
-  for (; k < slots.size(); ++k) {
+  const LineContext ctx{file, line_number, slots, block};
+  for (size_t k = 0; k < slots.size(); ++k) {
     const SlotSpec& slot = slots[k];
-    std::string_view token = tokens.Next();
-    if (token.empty()) {
+    if (!tokens.HasToken()) {
       if (k == 0) return false;  // a blank line
-      fail("missing: the line ends before this slot's count");
+      ctx.Fail(k, "missing: the line ends before this slot's count");
     }
-    uint64_t count = 0;
-    NumberError err = ParseCount(token, &count);
-    if (err != NumberError::kNone) fail(absl::StrCat("count ", Quote(token),
-                                                     " is not a non-negative integer"));
-    if (slot.dense && count != static_cast<uint64_t>(slot.width)) {
-      fail(absl::StrCat("count is ", count, " but the slot is dense with ", slot.width,
-                        " values per sample"));
-    }
-    if (!slot.dense && count == 0) {
-      fail("count is 0; every slot needs at least one value (pad it in the data generator)");
-    }
+    uint64_t count = ReadCount(&tokens, ctx, k);
     SlotColumn& column = block->column(k);
-    for (uint64_t j = 0; j < count; ++j) {
-      token = tokens.Next();
-      if (token.empty()) fail(absl::StrCat("the line ends after ", j, " of ", count, " values"));
-      if (slot.type == SlotType::kInt64) {
-        int64_t v = 0;
-        err = ParseInt64(token, &v);
-        if (err == NumberError::kSyntax) {
-          fail(absl::StrCat("value ", j + 1, " ", Quote(token), " is not an integer"));
-        }
-        if (err == NumberError::kRange) {
-          fail(absl::StrCat("value ", j + 1, " ", Quote(token), " is outside the int64 range"));
-        }
-        column.ids.push_back(v);
-      } else {
-        float v = 0;
-        err = ParseFloat(token, &v);
-        if (err == NumberError::kSyntax) {
-          fail(absl::StrCat("value ", j + 1, " ", Quote(token), " is not a number"));
-        }
-        if (err == NumberError::kRange) {
-          fail(absl::StrCat("value ", j + 1, " ", Quote(token), " is outside the float32 range"));
-        }
-        column.values.push_back(v);
-      }
+    if (slot.type == SlotType::kInt64) {
+      ReadInt64Values(&tokens, ctx, k, count, &column.ids);
+    } else {
+      ReadFloatValues(&tokens, ctx, k, count, &column.values);
     }
     if (!slot.dense) {
       column.offsets.push_back(slot.type == SlotType::kInt64 ? column.ids.size()
                                                              : column.values.size());
     }
   }
-  std::string_view extra = tokens.Next();
-  if (!extra.empty()) {
-    k = slots.size() - 1;
-    fail(absl::StrCat("unexpected text ", Quote(extra),
-                      " after the last slot (the line has more slots than the dataset uses)"));
+  if (tokens.HasToken()) {
+    ctx.Fail(slots.size() - 1,
+             absl::StrCat("unexpected text ", Quote(tokens.Next()),
+                          " after the last slot (the line has more slots than the dataset uses)"));
   }
   block->CommitSample();
   return true;

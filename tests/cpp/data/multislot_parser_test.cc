@@ -3,7 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <limits>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -120,6 +123,38 @@ TEST_F(ParserTest, FloatSpellings) {
   EXPECT_FLOAT_EQ(v[1], 0.03f);
   EXPECT_TRUE(std::isnan(v[2]));
   EXPECT_TRUE(std::isinf(v[3]) && v[3] < 0);
+}
+
+// The parser's one-pass fast paths (short decimals and integers) must give exactly what the
+// general path (std::from_chars, strtoll rules) gives, at and beyond the fast paths' limits.
+TEST_F(ParserTest, FastPathsMatchStrtofAndStrtoll) {
+  std::mt19937_64 rng(7);
+  std::vector<std::string> floats = {"0", "-0", "16777216", "16777217", "-16777217", "0.1",
+                                     "1.0000000001", "123456789", "1234567890", "0.0000000001",
+                                     "3.4028235", "9.99999999", "1.", ".5", "007.50"};
+  for (int i = 0; i < 4000; ++i) {
+    std::string text = std::to_string(rng() % 10000000000ULL);
+    text = text.substr(0, 1 + rng() % 10);
+    size_t fraction = rng() % (text.size() + 1);
+    if (fraction > 0) text.insert(text.size() - fraction, ".");
+    if (text.front() == '.') text.insert(0, "0");
+    floats.push_back(rng() % 2 ? "-" + text : text);
+  }
+  std::vector<std::string> ints = {"0", "-0", "999999999999999999", "-999999999999999999",
+                                   "1000000000000000000", "-1000000000000000000", "007"};
+  for (int i = 0; i < 1000; ++i) {
+    std::string text = std::to_string((rng() >> 1) >> (rng() % 63));  // within int64
+    ints.push_back(rng() % 2 ? "-" + text : text);
+  }
+  for (size_t i = 0; i < floats.size(); ++i) {
+    const std::string& f = floats[i];
+    const std::string& id = ints[i % ints.size()];
+    ASSERT_TRUE(parser_.Parse("1 " + id + " 2 " + f + " " + f + " 1 0", "f", 1, &block_)) << f;
+    float want = std::strtof(f.c_str(), nullptr);
+    float got = block_.column(1).values.back();
+    EXPECT_EQ(std::memcmp(&got, &want, sizeof(float)), 0) << f << ": " << got << " vs " << want;
+    EXPECT_EQ(block_.column(0).ids.back(), std::strtoll(id.c_str(), nullptr, 10)) << id;
+  }
 }
 
 TEST(SlotSpecTest, ValidatesDeclarations) {
