@@ -67,6 +67,7 @@ void FileReaders::ReaderLoop() {
   ReadStats local;
   try {
     SampleBlock block(slots_);
+    block.Reserve(options_.block_samples);
     size_t sequence = 0;
     size_t file = 0;
     while (!cancel_.load()) {
@@ -122,8 +123,10 @@ void FileReaders::ReadFile(size_t index, SampleBlock* block, size_t* sequence,
 }
 
 bool FileReaders::Emit(SampleBlock* block, size_t file_index, size_t* sequence) {
+  SampleBlock next(slots_);
+  next.Reserve(options_.block_samples, block);
   bool more = sink_(std::move(*block), file_index, (*sequence)++);
-  *block = SampleBlock(slots_);
+  *block = std::move(next);
   if (!more) cancel_.store(true);
   return more;
 }

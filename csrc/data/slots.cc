@@ -1,5 +1,6 @@
 #include "data/slots.h"
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 
@@ -83,6 +84,26 @@ void SampleBlock::Rollback() {
       c.ids.resize(len);
     } else {
       c.values.resize(len);
+    }
+  }
+}
+
+void SampleBlock::Reserve(size_t samples, const SampleBlock* like) {
+  for (size_t i = 0; i < columns_.size(); ++i) {
+    const SlotSpec& slot = (*slots_)[i];
+    SlotColumn& c = columns_[i];
+    size_t values = samples * static_cast<size_t>(slot.width);
+    if (!slot.dense) {
+      c.offsets.reserve(samples + 1);
+      if (like != nullptr && !like->empty()) {
+        size_t seen = ColumnLength(slot, like->columns_[i], like->size());
+        values = std::max(values, (seen * samples + like->size() - 1) / like->size());
+      }
+    }
+    if (slot.type == SlotType::kInt64) {
+      c.ids.reserve(values);
+    } else {
+      c.values.reserve(values);
     }
   }
 }

@@ -61,6 +61,11 @@ class SampleBlock {
   void CommitSample() { ++size_; }
   // Drops values appended since the last commit (a malformed line).
   void Rollback();
+  // Reserves room for `samples` samples so that the parser appends without reallocating (each
+  // growth step copies the column and, for large blocks, maps fresh pages: that is what limits
+  // parsing, more than the parsing itself). Dense slots get exactly their width per sample;
+  // LoD slots as many values per sample as `like` held on average, at least one.
+  void Reserve(size_t samples, const SampleBlock* like = nullptr);
   // Appends sample `row` of `other`, which must describe the same slots.
   void AppendFrom(const SampleBlock& other, size_t row);
   // Bytes of sample data held (for memory accounting).

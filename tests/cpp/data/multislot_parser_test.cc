@@ -157,6 +157,26 @@ TEST_F(ParserTest, FastPathsMatchStrtofAndStrtoll) {
   }
 }
 
+TEST(SampleBlockTest, ReserveAvoidsReallocation) {
+  std::vector<SlotSpec> slots = TestSlots();
+  MultiSlotParser parser(&slots);
+  SampleBlock first(&slots);
+  first.Reserve(4);
+  const int64_t* ids = first.column(0).ids.data();
+  const float* values = first.column(1).values.data();
+  for (int i = 0; i < 4; ++i) parser.Parse("1 5 2 0.5 1.5 1 1", "f", i + 1, &first);
+  EXPECT_EQ(first.column(0).ids.data(), ids);
+  EXPECT_EQ(first.column(1).values.data(), values);
+  // Shaped like a block whose LoD slot held 3 values per sample.
+  SampleBlock like(&slots);
+  parser.Parse("3 1 2 3 2 0 0 1 1", "f", 1, &like);
+  SampleBlock next(&slots);
+  next.Reserve(10, &like);
+  EXPECT_GE(next.column(0).ids.capacity(), 30u);
+  EXPECT_GE(next.column(0).offsets.capacity(), 11u);
+  EXPECT_GE(next.column(1).values.capacity(), 20u);
+}
+
 TEST(SlotSpecTest, ValidatesDeclarations) {
   SlotSpec dense = MakeSlotSpec("d", DType::kFloat32, 0, {-1, 13});
   EXPECT_TRUE(dense.dense);
