@@ -130,6 +130,7 @@ class InMemoryDataset::Pass : public BatchSource {
         size_t begin = static_cast<size_t>(k * batch);
         size_t end = std::min(order.size(), begin + static_cast<size_t>(batch));
         SampleBlock block(&dataset_->config_.slots);
+        block.Reserve(end - begin, &dataset_->blocks_[order[begin].block]);
         for (size_t i = begin; i < end; ++i) {
           block.AppendFrom(dataset_->blocks_[order[i].block], order[i].row);
         }
