@@ -43,6 +43,7 @@ SparseTable::SparseTable(const proto::TableConfig& config, std::unique_ptr<Updat
       min_count_(config.count_filter().min_count()) {
   const uint32_t num_shards = config.num_shards() == 0 ? 16 : config.num_shards();
   for (uint32_t s = 0; s < num_shards; ++s) shards_.push_back(std::make_unique<Shard>(width_));
+  shard_magic_ = UINT64_MAX / num_shards + 1;
 }
 
 std::string SparseTable::Name() const {
@@ -62,21 +63,22 @@ std::unique_ptr<SparseTable::Groups> SparseTable::GroupByShard(absl::Span<const 
   const size_t n = keys.size();
   const size_t num_shards = shards_.size();
   g->begin.assign(num_shards + 1, 0);
-  g->shard_of.resize(n);
+  g->hash_of.resize(n);
   for (size_t i = 0; i < n; ++i) {
-    g->shard_of[i] = static_cast<uint32_t>(detail::RowStore::Hash(keys[i]) % num_shards);
-    ++g->begin[g->shard_of[i] + 1];
+    g->hash_of[i] = detail::RowStore::Hash(keys[i]);
+    ++g->begin[ShardOf(g->hash_of[i]) + 1];
   }
   for (size_t s = 0; s < num_shards; ++s) g->begin[s + 1] += g->begin[s];
   g->keys.resize(n);
   g->hashes.resize(n);
   g->order.resize(n);
-  // Hashing again while placing costs a few cycles a key; a second array would cost memory.
+  g->candidates.resize(n);
   std::vector<uint32_t> next(g->begin.begin(), g->begin.end() - 1);
   for (size_t i = 0; i < n; ++i) {
-    const uint32_t j = next[g->shard_of[i]]++;
+    const uint64_t hash = g->hash_of[i];
+    const uint32_t j = next[ShardOf(hash)]++;
     g->keys[j] = keys[i];
-    g->hashes[j] = detail::RowStore::Hash(keys[i]);
+    g->hashes[j] = hash;
     g->order[j] = static_cast<uint32_t>(i);
   }
   return g;
@@ -88,12 +90,18 @@ void SparseTable::ReleaseGroups(std::unique_ptr<Groups> groups) {
   if (idle_groups_.size() < kMaxIdle) idle_groups_.push_back(std::move(groups));
 }
 
-void SparseTable::PrefetchAhead(const detail::RowStore& rows, const Groups& g, uint32_t j,
-                                uint32_t end) {
-  // Slots 16 keys ahead, rows 8 ahead: by then the slot is in cache and names the row.
-  constexpr uint32_t kSlotAhead = 16, kRowAhead = 8;
-  if (j + kSlotAhead < end) rows.PrefetchSlot(g.hashes[j + kSlotAhead]);
-  if (j + kRowAhead < end) rows.PrefetchRow(g.hashes[j + kRowAhead]);
+void SparseTable::ProbeShard(const detail::RowStore& rows, Groups& g, size_t s, size_t floats) {
+  const uint32_t begin = g.begin[s], end = g.begin[s + 1];
+  rows.ProbeCandidates(g.hashes.data() + begin, end - begin, g.candidates.data() + begin);
+  for (uint32_t j = begin; j < end && j < begin + kRowAhead; ++j) {
+    rows.PrefetchCandidate(g.candidates[j], floats);
+  }
+}
+
+float* SparseTable::ConfirmAt(const detail::RowStore& rows, const Groups& g, uint32_t j,
+                              uint32_t end, size_t floats) {
+  if (j + kRowAhead < end) rows.PrefetchCandidate(g.candidates[j + kRowAhead], floats);
+  return rows.Confirm(g.keys[j], g.hashes[j], g.candidates[j]);
 }
 
 float* SparseTable::CreateRow(Shard& shard, int64_t key, uint64_t hash, uint32_t stamp) {
@@ -111,23 +119,22 @@ absl::Status SparseTable::Pull(absl::Span<const int64_t> keys, absl::Span<float>
                                                    " output floats, got ", out.size()));
   }
   std::unique_ptr<Groups> groups = GroupByShard(keys);
-  const Groups& g = *groups;
-  absl::Status status = PullGrouped(g, out);
+  absl::Status status = PullGrouped(*groups, out);
   ReleaseGroups(std::move(groups));
   return status;
 }
 
-absl::Status SparseTable::PullGrouped(const Groups& g, absl::Span<float> out) {
+absl::Status SparseTable::PullGrouped(Groups& g, absl::Span<float> out) {
   const uint32_t stamp = epoch_.load(std::memory_order_relaxed);
   for (size_t s = 0; s < shards_.size(); ++s) {
     if (g.begin[s] == g.begin[s + 1]) continue;
     Shard& shard = *shards_[s];
     std::lock_guard<std::mutex> lock(shard.mu);
+    ProbeShard(shard.rows, g, s, dim_);
     for (uint32_t j = g.begin[s]; j < g.begin[s + 1]; ++j) {
-      PrefetchAhead(shard.rows, g, j, g.begin[s + 1]);
       const int64_t key = g.keys[j];
       float* dst = out.data() + size_t{g.order[j]} * dim_;
-      float* row = shard.rows.Find(key, g.hashes[j]);
+      float* row = ConfirmAt(shard.rows, g, j, g.begin[s + 1], dim_);
       if (row == nullptr && min_count_ > 1) {
         auto it = shard.pending.try_emplace(key, 0).first;
         if (++it->second < min_count_) {
@@ -164,17 +171,17 @@ absl::Status SparseTable::Push(absl::Span<const int64_t> keys, absl::Span<const 
   return status;
 }
 
-absl::Status SparseTable::PushGrouped(const Groups& g, absl::Span<const float> grads,
+absl::Status SparseTable::PushGrouped(Groups& g, absl::Span<const float> grads,
                                       bool is_delta) {
   const uint32_t stamp = epoch_.load(std::memory_order_relaxed);
   for (size_t s = 0; s < shards_.size(); ++s) {
     if (g.begin[s] == g.begin[s + 1]) continue;
     Shard& shard = *shards_[s];
     std::lock_guard<std::mutex> lock(shard.mu);
+    ProbeShard(shard.rows, g, s, width_);
     for (uint32_t j = g.begin[s]; j < g.begin[s + 1]; ++j) {
-      PrefetchAhead(shard.rows, g, j, g.begin[s + 1]);
       const int64_t key = g.keys[j];
-      float* row = shard.rows.Find(key, g.hashes[j]);
+      float* row = ConfirmAt(shard.rows, g, j, g.begin[s + 1], width_);
       if (row == nullptr) {
         if (min_count_ > 1) continue;  // not admitted yet: the gradient is dropped
         row = CreateRow(shard, key, g.hashes[j], stamp);
@@ -245,7 +252,7 @@ absl::Status SparseTable::LoadRecords(TableFileReader* part, uint32_t stamp,
     if (auto s = part->Read(data.data(), width_ * sizeof(float)); !s.ok()) return s;
     if (!keep(key)) continue;
     const uint64_t hash = detail::RowStore::Hash(key);
-    Shard& shard = *shards_[hash % shards_.size()];
+    Shard& shard = *shards_[ShardOf(hash)];
     std::lock_guard<std::mutex> lock(shard.mu);
     float* row = shard.rows.Find(key, hash);
     if (row == nullptr) row = shard.rows.Insert(key, hash, stamp);

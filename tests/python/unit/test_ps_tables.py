@@ -81,6 +81,44 @@ def test_rows_are_created_lazily_over_the_whole_int64_range():
     np.testing.assert_array_equal(other.pull(keys[::-1].copy())[::-1], rows)
 
 
+@pytest.mark.parametrize("shards", [1, 7, 16])
+def test_batched_lookup_with_repeats_new_keys_and_growth(shards):
+    # One request of 60k keys in which a third are new and each new key occurs 2-3 times at
+    # random places: the table grows (rehashes) while the request runs, and a repeat must find
+    # the row its first occurrence created in the same request.
+    rng = np.random.default_rng(5)
+    old = rng.integers(I64.min, I64.max, 40_000, dtype=np.int64)
+    new = rng.integers(I64.min, I64.max, 8_000, dtype=np.int64)
+    table = sparse_table(shards=shards)
+    table.pull(old)
+    keys = rng.permutation(np.concatenate([old, new, new, new[:4_000]]))
+    rows = table.pull(keys)
+    assert table.stats()["rows"] == old.size + new.size
+    first = {}
+    for k, r in zip(keys.tolist(), rows):
+        np.testing.assert_array_equal(first.setdefault(k, r), r)
+    # Same values as a table built key by key in another order and shard count.
+    reference = sparse_table(shards=3)
+    order = rng.permutation(keys.size)
+    np.testing.assert_array_equal(reference.pull(keys[order]), rows[order])
+    # Pushes with repeats of unseen keys apply every occurrence, in order (SGD: summed).
+    unseen = rng.integers(I64.min, I64.max, 3_000, dtype=np.int64)
+    push_keys = rng.permutation(np.concatenate([unseen, unseen, old[:3_000]]))
+    table.push(push_keys, np.ones((push_keys.size, 4), np.float32))
+    lr = OPTIMIZERS["sgd"]["learning_rate"]
+    np.testing.assert_allclose(table.pull(unseen), reference.pull(unseen) - 2 * lr, atol=1e-6)
+    np.testing.assert_allclose(table.pull(old[:3_000]), reference.pull(old[:3_000]) - lr,
+                               atol=1e-6)
+
+
+def test_default_key_sharding_spreads_keys_evenly():
+    keys = np.arange(300_000, dtype=np.int64)  # consecutive ids, as in a vocabulary
+    for servers in (2, 3, 7):
+        counts = np.bincount(_core.ps.hash_key_shard(keys, servers), minlength=servers)
+        assert counts.size == servers
+        assert np.abs(counts / (keys.size / servers) - 1).max() < 0.02, counts
+
+
 @pytest.mark.parametrize("name", sorted(OPTIMIZERS))
 def test_sparse_push_applies_the_rule_per_row(name):
     table = sparse_table(optimizer=name, dim=3)
