@@ -37,7 +37,7 @@ using BarrierCall = detail::Call<proto::BarrierRequest, proto::BarrierReply>;
 using HeartbeatCall = detail::Call<proto::HeartbeatRequest, proto::HeartbeatReply>;
 
 // How many keys ahead the dedup table is prefetched.
-constexpr uint32_t kDedupAhead = 16;
+constexpr uint32_t kDedupAhead = 64;
 
 // Requests to each server, filled key by key in the caller's order and sent as soon as one
 // holds max_keys keys, so that routing the remaining keys overlaps with the servers' work.
@@ -116,10 +116,10 @@ class MergedRepeats {
   MergedRepeats(absl::Span<const int64_t> keys, absl::Span<const float> grads, size_t dim,
                 detail::KeyDedup* dedup)
       : grads_(grads), dim_(dim) {
-    dedup->Reset(keys.size());
+    dedup->Reset(keys);
     for (uint32_t i = 0; i < keys.size(); ++i) {
-      if (i + kDedupAhead < keys.size()) dedup->Prefetch(keys[i + kDedupAhead]);
-      const uint32_t head = dedup->FirstOccurrence(keys[i], i);
+      if (i + kDedupAhead < keys.size()) dedup->Prefetch(i + kDedupAhead);
+      const uint32_t head = dedup->FirstOccurrence(i);
       if (head != i) Add(i, head, keys.size());
     }
   }
@@ -325,11 +325,11 @@ Future PsClient::PullSparse(uint32_t table_id, absl::Span<const int64_t> keys,
         p.call = nullptr;
       });
   std::unique_ptr<detail::KeyDedup> dedup = dedup_pool_->Acquire();
-  dedup->Reset(keys.size());
+  dedup->Reset(keys);
   std::vector<std::pair<uint32_t, uint32_t>> repeats;  // (caller position, first position)
   for (uint32_t i = 0; i < keys.size(); ++i) {
-    if (i + kDedupAhead < keys.size()) dedup->Prefetch(keys[i + kDedupAhead]);
-    const uint32_t head = dedup->FirstOccurrence(keys[i], i);
+    if (i + kDedupAhead < keys.size()) dedup->Prefetch(i + kDedupAhead);
+    const uint32_t head = dedup->FirstOccurrence(i);
     if (head != i) {
       repeats.emplace_back(i, head);
       continue;

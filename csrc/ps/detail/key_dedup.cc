@@ -2,28 +2,30 @@
 
 namespace fleet::ps::detail {
 
-void KeyDedup::Reset(size_t n) {
+void KeyDedup::Reset(absl::Span<const int64_t> keys) {
+  keys_ = keys;
   size_t capacity = 16;
-  while (capacity < 2 * n) capacity *= 2;  // load at most 1/2: short probe sequences
+  while (capacity < 2 * keys.size()) capacity *= 2;  // load at most 1/2: short probe sequences
   mask_ = capacity - 1;
-  if (slots_.size() < capacity) {
-    slots_.assign(capacity, Slot{0, 0, 0});
-    generation_ = 0;
-  }
-  if (++generation_ == 0) {  // wrapped: every slot must read as empty again
-    slots_.assign(slots_.size(), Slot{0, 0, 0});
-    generation_ = 1;
-  }
+  slots_.assign(capacity, 0);
+  // Positions + 1 take bit_width(n) bits; the rest is tag (none from 2^31 keys on).
+  const int position_bits = keys.empty() ? 0 : 64 - __builtin_clzll(keys.size());
+  tag_mask_ = position_bits >= 32 ? 0 : ~((uint32_t{1} << position_bits) - 1);
 }
 
-uint32_t KeyDedup::FirstOccurrence(int64_t key, uint32_t position) {
-  for (uint64_t i = Mix64(static_cast<uint64_t>(key)) & mask_;; i = (i + 1) & mask_) {
-    Slot& slot = slots_[i];
-    if (slot.generation != generation_) {
-      slot = Slot{key, position, generation_};
+uint32_t KeyDedup::FirstOccurrence(uint32_t position) {
+  const int64_t key = keys_[position];
+  const uint64_t hash = Mix64(static_cast<uint64_t>(key));
+  const uint32_t tag = TagOf(hash);
+  for (size_t i = hash & mask_;; i = (i + 1) & mask_) {
+    const uint32_t slot = slots_[i];
+    if (slot == 0) {
+      slots_[i] = tag | (position + 1);
       return position;
     }
-    if (slot.key == key) return slot.position;
+    if ((slot & tag_mask_) != tag) continue;
+    const uint32_t first = (slot & ~tag_mask_) - 1;
+    if (keys_[first] == key) return first;
   }
 }
 
