@@ -18,6 +18,7 @@
 #include "ps/dense_table.h"
 #include "ps/raw_call.h"
 #include "ps/server.h"
+#include "ps/serving_allocator.h"
 #include "ps/sparse_table.h"
 #include "python/bindings.h"
 
@@ -463,6 +464,19 @@ void BindPs(py::module_& m) {
   BindTables(ps);
   BindUpdateRule(ps);
   BindBench(ps);
+  ps.def(
+      "tune_allocator_for_serving",
+      [] {
+        const ps::AllocatorTuning t = ps::TuneAllocatorForServing();
+        py::dict out;
+        out["applied"] = t.applied;
+        out["mmap_threshold"] = t.mmap_threshold;
+        out["trim_threshold"] = t.trim_threshold;
+        return out;
+      },
+      "Keeps large freed buffers in the heap for reuse instead of unmapping them (glibc), so "
+      "that requests do not fault their buffers in again; process-wide, for server processes. "
+      "Returns what was applied.");
   ps.def(
       "hash_key_shard",
       [](const py::array& keys, uint32_t num_servers) {

@@ -86,6 +86,10 @@ def main(argv: Optional[list] = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    # This process is a server from here on: keep request buffers for reuse (both the parameter
+    # server and the echo peer, so that the benchmark compares like with like).
+    tuning = _core.ps.tune_allocator_for_serving()
+    logger.info("allocator tuned for serving: %s", tuning)
     if args.echo:
         _run_echo(args.address, args.ready_file)
         return 0
