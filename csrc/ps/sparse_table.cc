@@ -1,5 +1,6 @@
 #include "ps/sparse_table.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -62,23 +63,38 @@ std::unique_ptr<SparseTable::Groups> SparseTable::GroupByShard(absl::Span<const 
   if (!g) g = std::make_unique<Groups>();
   const size_t n = keys.size();
   const size_t num_shards = shards_.size();
-  g->begin.assign(num_shards + 1, 0);
+  // A counting sort by (shard, top bits of the hash). The top bits order a shard's keys by
+  // where they land in its index (RowStore buckets grow with the hash's high half), so the
+  // probes of consecutive keys fall on nearby index pages instead of all over it.
+  // About 8 keys a bucket, at most 256 buckets a shard: finer costs more in counting than it
+  // gains in locality (measured flat from 64 to 4096 buckets at 100k keys).
+  int order_bits = 0;
+  while (order_bits < 8 && (num_shards << (order_bits + 1)) * 8 <= n) ++order_bits;
+  const size_t num_buckets = num_shards << order_bits;
+  g->bucket_begin.assign(num_buckets + 1, 0);
   g->hash_of.resize(n);
+  g->bucket_of.resize(n);
   for (size_t i = 0; i < n; ++i) {
-    g->hash_of[i] = detail::RowStore::Hash(keys[i]);
-    ++g->begin[ShardOf(g->hash_of[i]) + 1];
+    const uint64_t hash = detail::RowStore::Hash(keys[i]);
+    const uint32_t bucket =
+        static_cast<uint32_t>((ShardOf(hash) << order_bits) |
+                              (order_bits == 0 ? 0 : hash >> (64 - order_bits)));
+    g->hash_of[i] = hash;
+    g->bucket_of[i] = bucket;
+    ++g->bucket_begin[bucket + 1];
   }
-  for (size_t s = 0; s < num_shards; ++s) g->begin[s + 1] += g->begin[s];
+  for (size_t b = 0; b < num_buckets; ++b) g->bucket_begin[b + 1] += g->bucket_begin[b];
+  g->begin.resize(num_shards + 1);
+  for (size_t s = 0; s <= num_shards; ++s) g->begin[s] = g->bucket_begin[s << order_bits];
   g->keys.resize(n);
   g->hashes.resize(n);
   g->order.resize(n);
   g->candidates.resize(n);
-  std::vector<uint32_t> next(g->begin.begin(), g->begin.end() - 1);
+  uint32_t* next = g->bucket_begin.data();  // becomes the end of each bucket
   for (size_t i = 0; i < n; ++i) {
-    const uint64_t hash = g->hash_of[i];
-    const uint32_t j = next[ShardOf(hash)]++;
+    const uint32_t j = next[g->bucket_of[i]]++;
     g->keys[j] = keys[i];
-    g->hashes[j] = hash;
+    g->hashes[j] = g->hash_of[i];
     g->order[j] = static_cast<uint32_t>(i);
   }
   return g;
@@ -124,6 +140,11 @@ absl::Status SparseTable::Pull(absl::Span<const int64_t> keys, absl::Span<float>
   return status;
 }
 
+void SparseTable::SortByRequestOrder(const Groups& g, std::vector<uint32_t>* positions) {
+  std::sort(positions->begin(), positions->end(),
+            [&g](uint32_t a, uint32_t b) { return g.order[a] < g.order[b]; });
+}
+
 absl::Status SparseTable::PullGrouped(Groups& g, absl::Span<float> out) {
   const uint32_t stamp = epoch_.load(std::memory_order_relaxed);
   for (size_t s = 0; s < shards_.size(); ++s) {
@@ -131,10 +152,23 @@ absl::Status SparseTable::PullGrouped(Groups& g, absl::Span<float> out) {
     Shard& shard = *shards_[s];
     std::lock_guard<std::mutex> lock(shard.mu);
     ProbeShard(shard.rows, g, s, dim_);
+    g.missing.clear();
     for (uint32_t j = g.begin[s]; j < g.begin[s + 1]; ++j) {
+      const float* row = ConfirmAt(shard.rows, g, j, g.begin[s + 1], dim_);
+      if (row == nullptr) {
+        g.missing.push_back(j);
+      } else {
+        std::memcpy(out.data() + size_t{g.order[j]} * dim_, row, dim_ * sizeof(float));
+      }
+    }
+    // Absent keys are created in request order, not in the hash order of the loop above:
+    // inserting keys sorted by hash piles them into one run of a linear-probing index while it
+    // grows (quadratic probing time). A repeat finds the row its first occurrence created.
+    SortByRequestOrder(g, &g.missing);
+    for (const uint32_t j : g.missing) {
       const int64_t key = g.keys[j];
       float* dst = out.data() + size_t{g.order[j]} * dim_;
-      float* row = ConfirmAt(shard.rows, g, j, g.begin[s + 1], dim_);
+      float* row = shard.rows.Find(key, g.hashes[j]);
       if (row == nullptr && min_count_ > 1) {
         auto it = shard.pending.try_emplace(key, 0).first;
         if (++it->second < min_count_) {
@@ -171,6 +205,15 @@ absl::Status SparseTable::Push(absl::Span<const int64_t> keys, absl::Span<const 
   return status;
 }
 
+void SparseTable::ApplyPush(float* row, const float* grad, bool is_delta, uint32_t stamp) {
+  if (is_delta) {
+    for (size_t k = 0; k < dim_; ++k) row[k] += grad[k];
+  } else {
+    rule_->Update(dim_, row, row + dim_, grad);
+  }
+  detail::RowStore::SetStamp(row, stamp);
+}
+
 absl::Status SparseTable::PushGrouped(Groups& g, absl::Span<const float> grads,
                                       bool is_delta) {
   const uint32_t stamp = epoch_.load(std::memory_order_relaxed);
@@ -179,23 +222,24 @@ absl::Status SparseTable::PushGrouped(Groups& g, absl::Span<const float> grads,
     Shard& shard = *shards_[s];
     std::lock_guard<std::mutex> lock(shard.mu);
     ProbeShard(shard.rows, g, s, width_);
+    g.missing.clear();
     for (uint32_t j = g.begin[s]; j < g.begin[s + 1]; ++j) {
-      const int64_t key = g.keys[j];
       float* row = ConfirmAt(shard.rows, g, j, g.begin[s + 1], width_);
+      if (row != nullptr) {
+        ApplyPush(row, grads.data() + size_t{g.order[j]} * dim_, is_delta, stamp);
+      } else if (min_count_ <= 1) {  // else not admitted yet: the gradient is dropped
+        g.missing.push_back(j);
+      }
+    }
+    // Created in request order, as in PullGrouped; repeats are applied in order.
+    SortByRequestOrder(g, &g.missing);
+    for (const uint32_t j : g.missing) {
+      float* row = shard.rows.Find(g.keys[j], g.hashes[j]);
+      if (row == nullptr) row = CreateRow(shard, g.keys[j], g.hashes[j], stamp);
       if (row == nullptr) {
-        if (min_count_ > 1) continue;  // not admitted yet: the gradient is dropped
-        row = CreateRow(shard, key, g.hashes[j], stamp);
-        if (row == nullptr) {
-          return absl::ResourceExhaustedError(absl::StrCat(Name(), ": shard ", s, " is full"));
-        }
+        return absl::ResourceExhaustedError(absl::StrCat(Name(), ": shard ", s, " is full"));
       }
-      const float* grad = grads.data() + size_t{g.order[j]} * dim_;
-      if (is_delta) {
-        for (size_t k = 0; k < dim_; ++k) row[k] += grad[k];
-      } else {
-        rule_->Update(dim_, row, row + dim_, grad);
-      }
-      detail::RowStore::SetStamp(row, stamp);
+      ApplyPush(row, grads.data() + size_t{g.order[j]} * dim_, is_delta, stamp);
     }
   }
   return absl::OkStatus();

@@ -77,7 +77,8 @@ class SparseTable {
     detail::RowStore rows;
     absl::flat_hash_map<int64_t, uint32_t> pending;  // count filter: pulls seen so far
   };
-  // A request's keys sorted by shard (stable), with their hashes and request positions, so that
+  // A request's keys sorted by shard and, within a shard, by the top bits of their hash (stable,
+  // so repeats of a key keep their order), with their hashes and request positions, so that
   // each shard is locked once and its keys are read sequentially. Reused across requests
   // (see AcquireGroups) so that large requests do not fault in fresh pages each time.
   struct Groups {
@@ -85,8 +86,11 @@ class SparseTable {
     std::vector<uint64_t> hashes;
     std::vector<uint32_t> order;     // position of keys[j] in the request
     std::vector<uint32_t> begin;     // shard s holds [begin[s], begin[s + 1])
-    std::vector<uint64_t> hash_of;     // scratch: per request position
+    std::vector<uint64_t> hash_of;       // scratch: per request position
+    std::vector<uint32_t> bucket_of;     // scratch: per request position
+    std::vector<uint32_t> bucket_begin;  // scratch: counting sort by (shard, index position)
     std::vector<uint32_t> candidates;  // scratch: RowStore::ProbeCandidates, per keys[j]
+    std::vector<uint32_t> missing;     // scratch: the j of one shard's absent keys
   };
 
   SparseTable(const proto::TableConfig& config, std::unique_ptr<UpdateRule> rule,
@@ -115,6 +119,10 @@ class SparseTable {
   static void ProbeShard(const detail::RowStore& rows, Groups& g, size_t s, size_t floats);
   static float* ConfirmAt(const detail::RowStore& rows, const Groups& g, uint32_t j,
                           uint32_t end, size_t floats);
+  // Sorts positions j of g by their place in the request.
+  static void SortByRequestOrder(const Groups& g, std::vector<uint32_t>* positions);
+  // Applies one pushed gradient (or GEO delta) to a row and stamps it. Caller holds the lock.
+  void ApplyPush(float* row, const float* grad, bool is_delta, uint32_t stamp);
   // A new initialised row, or nullptr when the shard is full. Caller holds shard.mu.
   float* CreateRow(Shard& shard, int64_t key, uint64_t hash, uint32_t stamp);
   absl::Status LoadRecords(TableFileReader* part, uint32_t stamp,

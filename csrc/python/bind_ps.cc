@@ -174,8 +174,14 @@ void BindClientCalls(py::class_<ps::PsClient>& c) {
   c.def(
        "pull_sparse_async",
        [](ps::PsClient& client, uint32_t table, const py::array& keys, const py::array& out) {
-         auto f = client.PullSparse(table, ArraySpan<const int64_t>(keys, "keys", false),
-                                    ArraySpan<float>(out, "out", true));
+         auto k = ArraySpan<const int64_t>(keys, "keys", false);
+         auto o = ArraySpan<float>(out, "out", true);
+         // Deduplicating and routing 100k keys takes a millisecond: let other threads run.
+         // PullSparse has copied the keys when it returns; the future keeps `out` alive.
+         ps::Future f = [&] {
+           py::gil_scoped_release release;
+           return client.PullSparse(table, k, o);
+         }();
          return MakeFuture(std::move(f), out, py::none());
        },
        py::arg("table_id"), py::arg("keys"), py::arg("out"))
@@ -183,8 +189,13 @@ void BindClientCalls(py::class_<ps::PsClient>& c) {
           "push_sparse_async",
           [](ps::PsClient& client, uint32_t table, const py::array& keys, const py::array& grads,
              bool is_delta) {
-            auto f = client.PushSparse(table, ArraySpan<const int64_t>(keys, "keys", false),
-                                       ArraySpan<const float>(grads, "grads", false), is_delta);
+            auto k = ArraySpan<const int64_t>(keys, "keys", false);
+            auto g = ArraySpan<const float>(grads, "grads", false);
+            // PushSparse copies what it needs before returning (the arrays may be reused).
+            ps::Future f = [&] {
+              py::gil_scoped_release release;
+              return client.PushSparse(table, k, g, is_delta);
+            }();
             return MakeFuture(std::move(f), py::none(), py::none());
           },
           py::arg("table_id"), py::arg("keys"), py::arg("grads"), py::arg("is_delta") = false)
