@@ -5,7 +5,7 @@ Build a static program with `fleet.layers`, pick an optimizer from `fleet.optimi
 explicit list.
 """
 
-from fleet import data_generator, errors, initializer, layers, optimizer
+from fleet import data_generator, errors, initializer, layers, optimizer, regularizer
 from fleet.backward import append_backward, gradients
 from fleet.dataset import DatasetFactory, InMemoryDataset, QueueDataset
 from fleet.executor import (CPUPlace, CUDAPlace, Executor, LoDTensor, create_lod_tensor,
@@ -27,5 +27,5 @@ __all__ = [
     "data_generator", "LoDTensor", "ParamAttr", "Parameter", "Program",
     "Variable", "append_backward", "create_lod_tensor", "default_main_program",
     "default_startup_program", "errors", "global_scope", "gradients", "initializer", "layers",
-    "optimizer", "program_guard", "registered_ops", "scope_guard",
+    "optimizer", "program_guard", "registered_ops", "regularizer", "scope_guard",
 ]

@@ -76,11 +76,13 @@ class Parameter(Variable):
     """A trainable persistable variable, initialised by an op in the startup program."""
 
     def __init__(self, block: "Block", name: str, shape: Sequence[int], dtype: Any = FLOAT32,
-                 trainable: bool = True, learning_rate: float = 1.0, **kwargs: Any) -> None:
+                 trainable: bool = True, learning_rate: float = 1.0, regularizer: Any = None,
+                 **kwargs: Any) -> None:
         super().__init__(block, name, shape, dtype, persistable=True,
                          stop_gradient=not trainable, **kwargs)
         self.trainable = trainable
         self.learning_rate = learning_rate
+        self.regularizer = regularizer  # fleet.regularizer; overrides the optimizer's
 
     @property
     def is_parameter(self) -> bool:

@@ -13,6 +13,7 @@ from fleet._dtypes import FLOAT32
 from fleet.backward import append_backward
 from fleet.framework import (OP_ROLE_OPTIMIZE, Operator, Parameter, Program, Variable,
                              default_startup_program)
+from fleet.regularizer import check_regularizer
 
 
 class Optimizer:
@@ -25,7 +26,8 @@ class Optimizer:
                             f"{type(learning_rate).__name__}")
         self._learning_rate = learning_rate
         self._lr_var: Variable | None = None
-        self.regularization = regularization
+        self.regularization = check_regularizer(regularization, f"{type(self).__name__} "
+                                                "regularization")
         self.name = name or type(self).__name__.lower()
         self._startup: Program | None = None
 
@@ -80,6 +82,9 @@ class Optimizer:
         ops = []
         with main.op_role_guard(OP_ROLE_OPTIMIZE):
             for param, grad in params_grads:
+                regularizer = getattr(param, "regularizer", None) or self.regularization
+                if regularizer is not None:
+                    grad = regularizer.append(main.global_block(), param, grad)
                 ops.append(self._append_update(main, param, grad))
         return ops
 

@@ -33,16 +33,20 @@ void GradFromOutKernel(const ExecutionContext& ctx, Fn derivative_of_out) {
   for (int64_t i = 0; i < n; ++i) dx[i] = dy[i] * derivative_of_out(y[i]);
 }
 
-void RegisterFromOut(OpRegistry* registry, const std::string& type,
-                     float (*forward)(float), float (*derivative_of_out)(float)) {
+// The functions are template arguments, not pointers, so that the element loops inline them
+// (and vectorise relu); a call per element was a tenth of CTR-DNN's training step.
+template <float (*Forward)(float), float (*DerivativeOfOut)(float)>
+void RegisterFromOut(OpRegistry* registry, const std::string& type) {
   OpInfo& op = registry->Register(type);
   op.infer_shape = SameAs("X", "Out");
   op.grad_maker = framework::SingleGradOp({}, {"Out"}, {"Out"}, {"X"});
-  SetCpuKernel(&op, [forward](const ExecutionContext& ctx) { UnaryKernel(ctx, forward); });
+  SetCpuKernel(&op, [](const ExecutionContext& ctx) {
+    UnaryKernel(ctx, [](float x) { return Forward(x); });
+  });
   OpInfo& grad = registry->Register(type + "_grad");
   grad.infer_shape = SameAs("Out", "X@GRAD");
-  SetCpuKernel(&grad, [derivative_of_out](const ExecutionContext& ctx) {
-    GradFromOutKernel(ctx, derivative_of_out);
+  SetCpuKernel(&grad, [](const ExecutionContext& ctx) {
+    GradFromOutKernel(ctx, [](float y) { return DerivativeOfOut(y); });
   });
 }
 
@@ -78,13 +82,24 @@ void RegisterScale(OpRegistry* registry) {
   });
 }
 
+// sign: Out = 1, 0 or -1 by the sign of X (0 for 0 and NaN). No gradient (zero almost
+// everywhere); L1 weight decay uses it after backward.
+void RegisterSign(OpRegistry* registry) {
+  OpInfo& op = registry->Register("sign");
+  op.infer_shape = SameAs("X", "Out");
+  SetCpuKernel(&op, [](const ExecutionContext& ctx) {
+    UnaryKernel(ctx, [](float x) { return static_cast<float>((x > 0.f) - (x < 0.f)); });
+  });
+}
+
 }  // namespace
 
 void RegisterActivationOps(OpRegistry* registry) {
-  RegisterFromOut(registry, "relu", Relu, ReluDerivative);
-  RegisterFromOut(registry, "sigmoid", Sigmoid, SigmoidDerivative);
-  RegisterFromOut(registry, "tanh", Tanh, TanhDerivative);
+  RegisterFromOut<Relu, ReluDerivative>(registry, "relu");
+  RegisterFromOut<Sigmoid, SigmoidDerivative>(registry, "sigmoid");
+  RegisterFromOut<Tanh, TanhDerivative>(registry, "tanh");
   RegisterScale(registry);
+  RegisterSign(registry);
 }
 
 }  // namespace fleet::operators

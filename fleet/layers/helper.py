@@ -10,6 +10,7 @@ from fleet._dtypes import FLOAT32
 from fleet.framework import (Parameter, Program, Variable, default_main_program,
                              default_startup_program)
 from fleet.param_attr import ParamAttr
+from fleet.regularizer import check_regularizer
 
 
 class LayerHelper:
@@ -31,8 +32,9 @@ class LayerHelper:
         if any(d <= 0 for d in shape):
             raise ValueError(f"parameter '{name}' of layer {self.layer_type} needs positive "
                              f"dimensions, got {shape}")
-        param = self.block.create_parameter(name, shape, dtype, trainable=attr.trainable,
-                                            learning_rate=attr.learning_rate)
+        param = self.block.create_parameter(
+            name, shape, dtype, trainable=attr.trainable, learning_rate=attr.learning_rate,
+            regularizer=check_regularizer(attr.regularizer, f"ParamAttr.regularizer of '{name}'"))
         startup_block = self.startup.global_block()
         if not startup_block.has_var(name):
             var = startup_block.create_var(name, shape=shape, dtype=dtype, persistable=True)

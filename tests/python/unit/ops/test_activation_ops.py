@@ -31,6 +31,11 @@ def test_scale_both_bias_orders():
     np.testing.assert_allclose(before, 2 * (x + 0.5), rtol=1e-6)
 
 
+def test_sign_matches_numpy():
+    x = np.array([[-2.5, 0.0, 3.0], [1e-30, -0.0, -1e-30]], dtype=np.float32)
+    np.testing.assert_array_equal(run_op("sign", {"X": x}, ["Out"])["Out"], np.sign(x))
+
+
 def test_activation_gradients():
     check_grad("relu", {"X": _away_from_kink((3, 4))}, wrt=["X"])
     check_grad("sigmoid", {"X": RNG.standard_normal((3, 4)).astype(np.float32)}, wrt=["X"])
