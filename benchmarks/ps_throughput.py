@@ -12,7 +12,8 @@ each, which damps other load on the machine):
     message limits, protobuf bytes fields and threading), the request bytes split evenly over
     them and a reply of the pulled bytes;
   - memcpy of the request plus reply bytes, in one thread.
-Memory: a 10-million-row sparse table in this process (no RPC), resident bytes per row against
+In process (no RPC): the same pulls straight from a table of the same size, the lookups' own
+limit. Memory: a 10-million-row sparse table in this process, resident bytes per row against
 8 bytes of key + 4 per float of value and update-rule state.
 The last line of output is one JSON object; vs_* ratios > 1 mean faster than the peer.
 """
@@ -203,6 +204,30 @@ def latency(client, echo, servers: int, p: dict, rng) -> dict:
                 grpc_echo_p50_us=us(peer, 50), grpc_echo_p99_us=us(peer, 99))
 
 
+def in_process(p: dict, rng) -> List[dict]:
+    """The tables' own limit: pulls of the largest batch from a table of `universe` rows in this
+    process (no RPC, one thread), so that the RPC figures can be read against it."""
+    out = []
+    batch = max(p["batches"])
+    for dim in p["dims"]:
+        table = _core.ps.SparseTable(table_config(tables(p)[p["dims"].index(dim)])
+                                     .SerializeToString())
+        universe = rng.integers(-(2 ** 63), 2 ** 63 - 1, p["universe"], dtype=np.int64)
+        for chunk in np.array_split(universe, max(1, universe.size // 100_000)):
+            table.pull(chunk)
+        keys = [rng.permutation(universe)[:batch] for _ in range(4)]
+        rows = np.empty((batch, dim), np.float32)
+        calls = max(best_rate(lambda t, i: table.pull(keys[i % 4], rows), 1, p["budget"])
+                    for _ in range(p["rounds"]))
+        out.append(dict(dim=dim, batch=batch, universe=p["universe"],
+                        keys_per_s=round(calls * batch), ms_per_pull=round(1e3 / calls, 3)))
+        print(f"  in process, dim {dim:>2}: {out[-1]['keys_per_s']:>12,} keys/s "
+              f"({out[-1]['ms_per_pull']} ms per {batch:,} keys of {p['universe']:,} rows)",
+              file=sys.stderr)
+        del table
+    return out
+
+
 def resident_bytes() -> int:
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
@@ -269,6 +294,7 @@ def main() -> None:
                 result["dense"] += dense_rows(client, echo, servers, p)
                 del client, echo
             print(f"[{time.perf_counter() - began:.0f}s] {servers} server(s) done", file=sys.stderr)
+    result["sparse_pull_in_process"] = in_process(p, rng)
     result["memory"] = [memory(dim, rule) for dim, rule in p["memory"]]
     for m in result["memory"]:
         print(f"  {m['rows']:,} rows dim {m['dim']} {m['rule']}: {m['resident_bytes_per_row']} "

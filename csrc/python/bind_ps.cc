@@ -313,16 +313,22 @@ void BindTables(py::module_& m) {
       .def_property_readonly("row_width", &ps::SparseTable::row_width)
       .def(
           "pull",
-          [](ps::SparseTable& t, const py::array& keys) {
+          [](ps::SparseTable& t, const py::array& keys, std::optional<py::array> out) {
             auto k = ArraySpan<const int64_t>(keys, "keys", false);
-            py::array_t<float> out(
-                {static_cast<py::ssize_t>(k.size()), static_cast<py::ssize_t>(t.dim())});
-            auto o = absl::Span<float>(out.mutable_data(), out.size());
-            py::gil_scoped_release release;
-            ThrowIfError(t.Pull(k, o));
-            return out;
+            py::array result =
+                out ? *out
+                    : py::array_t<float>({static_cast<py::ssize_t>(k.size()),
+                                          static_cast<py::ssize_t>(t.dim())});
+            auto o = ArraySpan<float>(result, "out", true);
+            {
+              py::gil_scoped_release release;
+              ThrowIfError(t.Pull(k, o));
+            }
+            return result;
           },
-          py::arg("keys"))
+          py::arg("keys"), py::arg("out") = py::none(),
+          "The rows of keys, float32 [len(keys), dim], into `out` when given (len(keys) * dim "
+          "float32 elements, reused across calls) or a new array.")
       .def(
           "push",
           [](ps::SparseTable& t, const py::array& keys, const py::array& grads, bool is_delta) {
