@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "core/prefetch.h"
 
 namespace fleet::ps {
 
@@ -224,6 +225,10 @@ absl::Status SparseTable::PushGrouped(Groups& g, absl::Span<const float> grads,
     ProbeShard(shard.rows, g, s, width_);
     g.missing.clear();
     for (uint32_t j = g.begin[s]; j < g.begin[s + 1]; ++j) {
+      // The gradients sit in request order, so reading them in shard order misses too.
+      if (j + kRowAhead < g.begin[s + 1]) {
+        PrefetchForRead(grads.data() + size_t{g.order[j + kRowAhead]} * dim_);
+      }
       float* row = ConfirmAt(shard.rows, g, j, g.begin[s + 1], width_);
       if (row != nullptr) {
         ApplyPush(row, grads.data() + size_t{g.order[j]} * dim_, is_delta, stamp);
