@@ -211,44 +211,40 @@ uint64_t ReadCount(Tokenizer* tokens, const LineContext& ctx, size_t k) {
   return count;
 }
 
-void ReadInt64Values(Tokenizer* tokens, const LineContext& ctx, size_t k, uint64_t count,
-                     std::vector<int64_t>* out) {
-  for (uint64_t j = 0; j < count; ++j) {
-    if (!tokens->HasToken()) {
-      ctx.Fail(k, absl::StrCat("the line ends after ", j, " of ", count, " values"));
-    }
-    int64_t v = 0;
-    if (!tokens->TryInt64(&v)) {
-      std::string_view token = tokens->Next();
-      NumberError err = ParseInt64(token, &v);
-      if (err == NumberError::kSyntax) {
-        ctx.Fail(k, absl::StrCat("value ", j + 1, " ", Quote(token), " is not an integer"));
-      }
-      if (err == NumberError::kRange) {
-        ctx.Fail(k, absl::StrCat("value ", j + 1, " ", Quote(token),
-                                 " is outside the int64 range"));
-      }
-    }
-    out->push_back(v);
-  }
-}
+// What differs between reading int64 ids and float values: the fast and the general parser,
+// and the words of the errors.
+struct Int64Values {
+  using Type = int64_t;
+  static bool TryFast(Tokenizer* tokens, int64_t* v) { return tokens->TryInt64(v); }
+  static NumberError Parse(std::string_view token, int64_t* v) { return ParseInt64(token, v); }
+  static constexpr const char* kNotValue = " is not an integer";
+  static constexpr const char* kOutOfRange = " is outside the int64 range";
+};
 
-void ReadFloatValues(Tokenizer* tokens, const LineContext& ctx, size_t k, uint64_t count,
-                     std::vector<float>* out) {
+struct FloatValues {
+  using Type = float;
+  static bool TryFast(Tokenizer* tokens, float* v) { return tokens->TryFloat(v); }
+  static NumberError Parse(std::string_view token, float* v) { return ParseFloat(token, v); }
+  static constexpr const char* kNotValue = " is not a number";
+  static constexpr const char* kOutOfRange = " is outside the float32 range";
+};
+
+template <class Values>
+void ReadValues(Tokenizer* tokens, const LineContext& ctx, size_t k, uint64_t count,
+                std::vector<typename Values::Type>* out) {
   for (uint64_t j = 0; j < count; ++j) {
     if (!tokens->HasToken()) {
       ctx.Fail(k, absl::StrCat("the line ends after ", j, " of ", count, " values"));
     }
-    float v = 0;
-    if (!tokens->TryFloat(&v)) {
+    typename Values::Type v = 0;
+    if (!Values::TryFast(tokens, &v)) {
       std::string_view token = tokens->Next();
-      NumberError err = ParseFloat(token, &v);
+      NumberError err = Values::Parse(token, &v);
       if (err == NumberError::kSyntax) {
-        ctx.Fail(k, absl::StrCat("value ", j + 1, " ", Quote(token), " is not a number"));
+        ctx.Fail(k, absl::StrCat("value ", j + 1, " ", Quote(token), Values::kNotValue));
       }
       if (err == NumberError::kRange) {
-        ctx.Fail(k, absl::StrCat("value ", j + 1, " ", Quote(token),
-                                 " is outside the float32 range"));
+        ctx.Fail(k, absl::StrCat("value ", j + 1, " ", Quote(token), Values::kOutOfRange));
       }
     }
     out->push_back(v);
@@ -271,9 +267,9 @@ bool MultiSlotParser::Parse(std::string_view line, const std::string& file, int6
     uint64_t count = ReadCount(&tokens, ctx, k);
     SlotColumn& column = block->column(k);
     if (slot.type == SlotType::kInt64) {
-      ReadInt64Values(&tokens, ctx, k, count, &column.ids);
+      ReadValues<Int64Values>(&tokens, ctx, k, count, &column.ids);
     } else {
-      ReadFloatValues(&tokens, ctx, k, count, &column.values);
+      ReadValues<FloatValues>(&tokens, ctx, k, count, &column.values);
     }
     if (!slot.dense) {
       column.offsets.push_back(slot.type == SlotType::kInt64 ? column.ids.size()
