@@ -83,11 +83,8 @@ def train(args: argparse.Namespace) -> dict:
     return result
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--train", nargs="+", required=True, help="Criteo-format training files")
-    parser.add_argument("--test", required=True, help="Criteo-format test file")
+def add_model_arguments(parser: argparse.ArgumentParser) -> None:
+    """The model and optimisation flags shared with train_dataset.py."""
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--batch_size", type=int, default=512)
     parser.add_argument("--sparse_dim", type=int, default=criteo_reader.DEFAULT_SPARSE_DIM,
@@ -95,6 +92,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--embedding_dim", type=int, default=10)
     parser.add_argument("--optimizer", choices=("adam", "adagrad"), default="adam")
     parser.add_argument("--learning_rate", type=float, default=1e-3)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--train", nargs="+", required=True, help="Criteo-format training files")
+    parser.add_argument("--test", required=True, help="Criteo-format test file")
+    add_model_arguments(parser)
     parser.add_argument("--layout", choices=("slots", "fused"), default="slots",
                         help="one input per slot (PaddleRec) or one [N,26] input (same math)")
     parser.add_argument("--print_period", type=int, default=100, help="batches between logs")

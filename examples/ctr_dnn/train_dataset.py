@@ -101,13 +101,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--test", required=True, help="raw Criteo test file")
     parser.add_argument("--thread", type=int, default=2, help="reader and trainer threads")
     parser.add_argument("--dataset", choices=("queue", "inmemory"), default="queue")
-    parser.add_argument("--epochs", type=int, default=1)
-    parser.add_argument("--batch_size", type=int, default=512)
-    parser.add_argument("--sparse_dim", type=int, default=criteo_reader.DEFAULT_SPARSE_DIM,
-                        help="size of the hashed id space (rows of the embedding table)")
-    parser.add_argument("--embedding_dim", type=int, default=10)
-    parser.add_argument("--optimizer", choices=("adam", "adagrad"), default="adam")
-    parser.add_argument("--learning_rate", type=float, default=1e-3)
+    train.add_model_arguments(parser)
     parser.add_argument("--print_period", type=int, default=100,
                         help="batches (over all threads) between progress lines")
     parser.add_argument("--seed", type=int, default=1)
