@@ -1,12 +1,12 @@
-// Python view of the data area: datasets and the multi-threaded trainer behind
-// train_from_dataset. Every blocking call releases the GIL; progress lines and the global
-// shuffle's exchange call back into Python holding the GIL only for the call.
+// Python view of the data area: datasets (the trainer that runs passes over them is in
+// bind_trainer.cc). Every blocking call releases the GIL; the global shuffle's exchange calls
+// back into Python holding the GIL only for the call.
 
 #include <pybind11/functional.h>
 #include <pybind11/stl.h>
 
 #include "data/dataset.h"
-#include "data/multi_trainer.h"
+#include "python/read_stats.h"
 #include "python/numpy_convert.h"
 
 namespace fleet::python {
@@ -33,96 +33,6 @@ DataFeedConfig MakeConfig(const std::vector<PySlot>& slots, int64_t batch_size, 
   config.pipe_command = pipe_command;
   config.skip_bad_lines = skip_bad_lines;
   return config;
-}
-
-py::dict StatsToDict(const ReadStats& stats) {
-  py::dict d;
-  d["files"] = stats.files;
-  d["lines"] = stats.lines;
-  d["samples"] = stats.samples;
-  d["bad_lines"] = stats.bad_lines;
-  d["bytes"] = stats.bytes;
-  d["bad_line_examples"] = stats.bad_line_examples;
-  return d;
-}
-
-py::dict ResultToDict(const data::TrainerResult& r) {
-  py::dict d;
-  d["batches"] = r.batches;
-  d["samples"] = r.samples;
-  d["seconds"] = r.seconds;
-  d["read"] = StatsToDict(r.read);
-  d["fetch_sums"] = r.fetch_sums;
-  py::list last;
-  for (const auto& t : r.last_fetch) {
-    last.append(t.initialized() ? py::object(TensorToArray(t)) : py::object(py::none()));
-  }
-  d["last_fetch"] = last;
-  py::list lods;
-  for (const auto& t : r.last_fetch) lods.append(py::cast(t.lod()));
-  d["last_fetch_lod"] = lods;
-  const auto& ns = r.run_stats.nanos_by_role;
-  py::dict profile;
-  profile["forward_s"] = ns[0] * 1e-9;
-  profile["backward_s"] = ns[1] * 1e-9;
-  profile["optimize_s"] = ns[2] * 1e-9;
-  profile["other_s"] = ns[3] * 1e-9;
-  profile["runs"] = r.run_stats.runs;
-  d["profile"] = profile;
-  return d;
-}
-
-// Runs a Python callable from a C++ thread. An exception raised by it cannot travel back
-// through the trainer threads, so it is reported as unraisable (printed) and dropped.
-void CallPython(const py::object& fn, const std::string& line) {
-  py::gil_scoped_acquire gil;
-  try {
-    fn(line);
-  } catch (py::error_already_set& e) {
-    e.discard_as_unraisable("fleet train_from_dataset progress callback");
-  }
-}
-
-// Runs one pass with the GIL released, waking every 100 ms to let Python handle signals
-// (Ctrl-C cancels the pass: threads are joined and children killed before it propagates).
-py::dict RunPass(const framework::Executor& executor, const py::bytes& program_bytes,
-                 Scope* scope, Dataset* dataset, data::TrainerOptions options,
-                 const py::object& log) {
-  framework::proto::ProgramDesc desc;
-  FLEET_ENFORCE(desc.ParseFromString(std::string(program_bytes)), InvalidArgument,
-                "cannot parse the serialised ProgramDesc");
-  auto prepared = executor.Prepare(desc, 0);
-  if (!log.is_none()) {
-    options.log = [&log](const std::string& line) { CallPython(log, line); };
-  }
-  data::MultiTrainer trainer(&executor, prepared.get(), scope, std::move(options));
-  PyObject *type = nullptr, *value = nullptr, *trace = nullptr;
-  data::TrainerResult result;
-  {
-    py::gil_scoped_release release;
-    trainer.Start(dataset);
-    while (!trainer.Wait(absl::Milliseconds(100))) {
-      py::gil_scoped_acquire gil;
-      if (PyErr_CheckSignals() != 0) {
-        PyErr_Fetch(&type, &value, &trace);
-        break;
-      }
-    }
-    if (type != nullptr) {
-      trainer.Cancel();
-      try {
-        trainer.Finish();
-      } catch (const std::exception&) {  // the interrupt is what the user asked to see
-      }
-    } else {
-      result = trainer.Finish();
-    }
-  }
-  if (type != nullptr) {
-    PyErr_Restore(type, value, trace);
-    throw py::error_already_set();
-  }
-  return ResultToDict(result);
 }
 
 void BindDatasets(py::module_& m) {
@@ -164,7 +74,7 @@ void BindDatasets(py::module_& m) {
                py::gil_scoped_release release;
                stats = d.LoadIntoMemory();
              }
-             return StatsToDict(stats);
+             return ReadStatsToDict(stats);
            })
       .def("local_shuffle", &InMemoryDataset::LocalShuffle, py::arg("seed"),
            py::call_guard<py::gil_scoped_release>())
@@ -194,32 +104,6 @@ void BindDatasets(py::module_& m) {
 
 }  // namespace
 
-void BindData(py::module_& m) {
-  BindDatasets(m);
-  const auto* registry = m.attr("op_registry").cast<const framework::OpRegistry*>();
-  // One executor for every dataset pass: it holds only the registry, and passes prepare their
-  // own program.
-  auto executor = std::make_shared<framework::Executor>(registry);
-  m.def(
-      "run_from_dataset",
-      [executor](const py::bytes& program_desc, py::object scope, Dataset& dataset, int threads,
-                 std::vector<std::string> fetch_names, std::vector<std::string> fetch_labels,
-                 int64_t print_period, bool debug, uint64_t seed, py::object log) {
-        data::TrainerOptions options;
-        options.threads = threads;
-        options.fetch_names = std::move(fetch_names);
-        options.fetch_labels = std::move(fetch_labels);
-        options.print_period = print_period;
-        options.debug = debug;
-        options.seed = seed;
-        return RunPass(*executor, program_desc, scope.cast<Scope*>(), &dataset,
-                       std::move(options), log);
-      },
-      py::arg("program_desc"), py::arg("scope"), py::arg("dataset"), py::arg("threads"),
-      py::arg("fetch_names"), py::arg("fetch_labels"), py::arg("print_period"),
-      py::arg("debug"), py::arg("seed"), py::arg("log"),
-      "Runs block 0 of the program over one pass of the dataset with `threads` trainer "
-      "threads; returns counters, per-fetch sums and the last fetched values.");
-}
+void BindData(py::module_& m) { BindDatasets(m); }
 
 }  // namespace fleet::python

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from fleet import _core
 from fleet.base.util_base import UtilBase
 from fleet.errors import InvalidArgument
 from fleet.role_maker import PaddleCloudRoleMaker, RoleMakerBase
@@ -19,6 +20,9 @@ class Fleet:
     def __init__(self) -> None:
         self._role_maker: Optional[RoleMakerBase] = None
         self.util = UtilBase(lambda: self.role_maker)
+        # The distributed resources every fleet.Executor's kernels see by default (the PS
+        # communicator after init_worker(), the collective group); empty until then.
+        self.runtime_resources = _core.RuntimeResources()
 
     def init(self, role_maker: Optional[RoleMakerBase] = None, is_collective: bool = False) -> None:
         """Sets this process's role. Without `role_maker`, reads it from the environment
