@@ -14,4 +14,5 @@ PYBIND11_MODULE(_core, m) {
   fleet::python::BindCuda(m);
   fleet::python::BindCollective(m);
   fleet::python::BindPs(m);
+  fleet::python::BindDistributed(m);  // after BindPs and BindFramework: uses their classes
 }
