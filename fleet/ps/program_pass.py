@@ -196,8 +196,14 @@ def rewrite(fleet: Any, main: Program, startup: Program, optimizer: Optimizer,
     _remove_ops_and_state(main, startup, sparse_updates, keep=set())
     for name in sparse_params:
         grad = grad_of.get(name)
-        if grad and grad in block.vars:
-            block._remove_var(grad)
+        if grad:
+            # A table shared by several lookups had its partial gradients summed into one:
+            # the pushes replace that sum and the partials.
+            for op in [op for op in block.ops if grad in op.output_names]:
+                block.ops.remove(op)
+            used = {n for op in block.ops for n in op.input_names + op.output_names}
+            for var in [v for v in block.vars if v.startswith(grad) and v not in used]:
+                block._remove_var(var)
         block._remove_var(name)
         _remove_startup_init(startup, name)
 
