@@ -51,9 +51,9 @@ uint64_t AvailableMemoryBytes() {
 absl::Status CheckMemory(uint64_t bytes, const std::string& what) {
   const uint64_t available = AvailableMemoryBytes();
   if (bytes <= available) return absl::OkStatus();
-  return absl::ResourceExhaustedError(absl::StrCat(what, " needs ", Gib(bytes),
-                                                   " on this server, but only ", Gib(available),
-                                                   " of memory are available"));
+  return absl::ResourceExhaustedError(absl::StrCat(what, ": ", Gib(bytes),
+                                                   " needed on this server, but only ",
+                                                   Gib(available), " of memory available"));
 }
 
 }  // namespace fleet::ps::detail

@@ -63,9 +63,12 @@ absl::StatusOr<std::unique_ptr<TableSet>> TableSet::Create(const proto::ServerCo
   for (const auto& table : config.tables()) {
     if (table.type() != proto::DENSE) continue;
     const uint64_t bytes = DenseTable::EstimateBytes(table, config.num_servers());
+    auto fits = CheckMemory(bytes, absl::StrCat("dense table ", table.table_id(), " '",
+                                                table.name(), "' (dim ", table.dim(), ")"));
+    if (!fits.ok()) return fits;
     dense_bytes = bytes > UINT64_MAX - dense_bytes ? UINT64_MAX : dense_bytes + bytes;
   }
-  if (auto s = CheckMemory(dense_bytes, "the dense tables of this server's config"); !s.ok()) {
+  if (auto s = CheckMemory(dense_bytes, "the dense tables of this server together"); !s.ok()) {
     return s;
   }
   std::unique_ptr<TableSet> set(new TableSet(config, sharding));
