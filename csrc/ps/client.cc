@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "ps/detail/client_call.h"
+#include "ps/detail/endpoint.h"
 #include "ps/detail/key_dedup.h"
 
 namespace fleet::ps {
@@ -171,7 +172,24 @@ PsClient::PsClient(ClientOptions options) : options_(std::move(options)) {}
 
 absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(ClientOptions options) {
   if (options.endpoints.empty()) return absl::InvalidArgumentError("PsClient: no endpoints");
-  if (options.max_keys_per_request == 0) options.max_keys_per_request = 1;
+  for (size_t s = 0; s < options.endpoints.size(); ++s) {
+    auto status = detail::CheckEndpoint(options.endpoints[s], false,
+                                        absl::StrCat("PsClient: endpoint of server ", s));
+    if (!status.ok()) return status;
+  }
+  const std::pair<const char*, absl::Duration> timeouts[] = {
+      {"connect_timeout", options.connect_timeout},
+      {"rpc_timeout", options.rpc_timeout},
+      {"admin_timeout", options.admin_timeout}};
+  for (const auto& [name, timeout] : timeouts) {
+    if (timeout <= absl::ZeroDuration() || timeout == absl::InfiniteDuration()) {
+      return absl::InvalidArgumentError(absl::StrCat("PsClient: ", name, " must be positive and "
+                                                     "finite, got ", absl::FormatDuration(timeout)));
+    }
+  }
+  if (options.max_keys_per_request == 0) {
+    return absl::InvalidArgumentError("PsClient: max_keys_per_request must be at least 1");
+  }
   std::unique_ptr<PsClient> client(new PsClient(std::move(options)));
   client->inflight_ = std::make_shared<detail::Inflight>();
   client->dedup_pool_ = std::make_unique<detail::KeyDedupPool>();
@@ -179,11 +197,31 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(ClientOptions option
   return client;
 }
 
-PsClient::~PsClient() {
+PsClient::~PsClient() { WaitForInflight(); }
+
+void PsClient::WaitForInflight() {
   if (!inflight_) return;
   absl::MutexLock lock(&inflight_->mu);
   inflight_->mu.Await(absl::Condition(
       +[](int* count) { return *count == 0; }, &inflight_->count));
+}
+
+void PsClient::Close() {
+  state_.store(kClosed);
+  WaitForInflight();
+}
+
+absl::Status PsClient::CheckUsable(const char* what) const {
+  switch (state_.load()) {
+    case kOpen:
+      return absl::OkStatus();
+    case kStopped:
+      return absl::UnavailableError(absl::StrCat(
+          what, ": the parameter servers were stopped by this client (stop_servers)"));
+    case kClosed:
+      break;
+  }
+  return absl::UnavailableError(absl::StrCat(what, ": the client is closed"));
 }
 
 absl::Status PsClient::Handshake() {
@@ -296,6 +334,7 @@ absl::StatusOr<const PsClient::DenseRoute*> PsClient::Dense(uint32_t table_id) c
 
 Future PsClient::PullSparse(uint32_t table_id, absl::Span<const int64_t> keys,
                             absl::Span<float> out) {
+  if (auto s = CheckUsable("PullSparse"); !s.ok()) return Future::Failed(s);
   auto dim_or = SparseDim(table_id);
   if (!dim_or.ok()) return Future::Failed(dim_or.status());
   const size_t dim = *dim_or;
@@ -377,6 +416,7 @@ const char* PushName(PushKind kind, const char* base) {
 
 Future PsClient::PushSparse(uint32_t table_id, absl::Span<const int64_t> keys,
                             absl::Span<const float> grads, PushKind kind) {
+  if (auto s = CheckUsable("PushSparse"); !s.ok()) return Future::Failed(s);
   if (kind == PushKind::kInitialize) {
     return Future::Failed(absl::InvalidArgumentError(
         absl::StrCat("PushSparse of table ", table_id, ": sparse rows are initialised by the "
@@ -435,6 +475,7 @@ Future PsClient::PushSparse(uint32_t table_id, absl::Span<const int64_t> keys,
 }
 
 Future PsClient::PullDense(uint32_t table_id, absl::Span<float> out) {
+  if (auto s = CheckUsable("PullDense"); !s.ok()) return Future::Failed(s);
   auto route_or = Dense(table_id);
   if (!route_or.ok()) return Future::Failed(route_or.status());
   const DenseRoute* route = *route_or;
@@ -472,6 +513,7 @@ Future PsClient::PullDense(uint32_t table_id, absl::Span<float> out) {
 }
 
 Future PsClient::PushDense(uint32_t table_id, absl::Span<const float> grads, PushKind kind) {
+  if (auto s = CheckUsable("PushDense"); !s.ok()) return Future::Failed(s);
   const bool is_delta = kind == PushKind::kDelta;
   auto route_or = Dense(table_id);
   if (!route_or.ok()) return Future::Failed(route_or.status());
@@ -507,6 +549,17 @@ Future PsClient::PushDense(uint32_t table_id, absl::Span<const float> grads, Pus
 
 Future PsClient::Barrier(const std::string& name, uint32_t num_workers, uint32_t worker_id,
                          absl::Duration timeout) {
+  if (auto s = CheckUsable("Barrier"); !s.ok()) return Future::Failed(s);
+  if (num_workers == 0 || worker_id >= num_workers) {
+    return Future::Failed(absl::InvalidArgumentError(absl::StrCat(
+        "Barrier '", name, "': worker id ", worker_id, " is not in [0, ", num_workers, ")")));
+  }
+  if (timeout <= absl::ZeroDuration() || timeout > absl::Hours(24 * 24)) {
+    // The request carries milliseconds in 32 bits: 24 days at most.
+    return Future::Failed(absl::InvalidArgumentError(
+        absl::StrCat("Barrier '", name, "': timeout must be in (0, 24 days], got ",
+                     absl::FormatDuration(timeout))));
+  }
   auto state = std::make_shared<detail::CallState>(1);
   auto* call = new BarrierCall;
   call->request.set_name(name);

@@ -25,13 +25,20 @@ class DenseTable {
  public:
   // The blocks of server `server_index` of `num_servers` under `block_to_server`, initialised
   // with the initializer (element i of the table is element i of key 0). InvalidArgument naming
-  // the table for a wrong type, a zero dim or a bad optimizer/initializer.
+  // the table for a wrong type, a zero dim or a bad optimizer/initializer; ResourceExhausted
+  // when its blocks need more memory than is available (checked before allocating).
   static absl::StatusOr<std::unique_ptr<DenseTable>> Create(const proto::TableConfig& config,
                                                             uint32_t server_index,
                                                             uint32_t num_servers,
                                                             const BlockShardFn& block_to_server);
 
+  // Bytes the blocks of server `server_index` of `num_servers` would take (for block sharding
+  // that spreads blocks evenly, as round robin does), without allocating. UINT64_MAX when the
+  // config is too large to count or invalid.
+  static uint64_t EstimateBytes(const proto::TableConfig& config, uint32_t num_servers);
+
   uint32_t id() const { return config_.table_id(); }
+  const proto::TableConfig& config() const { return config_; }
   const DenseLayout& layout() const { return layout_; }
   // Floats this server holds (the sum of its block lengths).
   size_t local_size() const { return local_size_; }

@@ -15,15 +15,27 @@ absl::Status BarrierSet::ArriveAndRun(const std::string& name, uint32_t num_work
   if (num_workers == 0) {
     return absl::InvalidArgumentError(absl::StrCat("barrier '", name, "': num_workers is 0"));
   }
+  if (worker_id >= num_workers) {
+    return absl::InvalidArgumentError(absl::StrCat("barrier '", name, "': worker id ", worker_id,
+                                                   " is not in [0, ", num_workers, ")"));
+  }
   const absl::Time deadline = absl::Now() + timeout;
   absl::MutexLock lock(&mu_);
   if (closed_) return absl::UnavailableError("the server is shutting down");
   Round& round = rounds_[name];
-  if (round.arrived == 0) round.expected = num_workers;
+  if (round.arrived == 0) {
+    round.expected = num_workers;
+    round.waiting.assign(num_workers, false);
+  }
   if (round.expected != num_workers) {
     return absl::InvalidArgumentError(absl::StrCat("barrier '", name, "': worker ", worker_id,
                                                    " expects ", num_workers, " workers, others ",
                                                    round.expected));
+  }
+  if (round.waiting[worker_id]) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "barrier '", name, "': worker id ", worker_id,
+        " is already waiting in this round (two workers with one id?); not counted"));
   }
   const uint64_t generation = round.generation;
   if (done) ++round.done;
@@ -32,11 +44,13 @@ absl::Status BarrierSet::ArriveAndRun(const std::string& name, uint32_t num_work
     round.result = action ? action(round.done) : absl::OkStatus();
     round.arrived = 0;
     round.done = 0;
+    round.waiting.assign(num_workers, false);
     ++round.generation;
     cv_.SignalAll();
     if (done_workers != nullptr) *done_workers = round.result_done;
     return round.result;
   }
+  round.waiting[worker_id] = true;
   // Find the round again after each wait: inserting other names may move it.
   while (true) {
     Round& r = rounds_[name];
@@ -54,6 +68,7 @@ absl::Status BarrierSet::ArriveAndRun(const std::string& name, uint32_t num_work
       const uint32_t arrived = late.arrived;
       --late.arrived;
       if (done) --late.done;
+      late.waiting[worker_id] = false;
       return absl::DeadlineExceededError(absl::StrCat("barrier '", name, "': ", arrived, " of ",
                                                       num_workers, " workers arrived within ",
                                                       absl::FormatDuration(timeout)));

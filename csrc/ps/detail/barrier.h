@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
@@ -18,6 +19,8 @@ class BarrierSet {
   // Blocks until `num_workers` callers have arrived at `name` (all of them must pass the same
   // num_workers) and returns OK; DeadlineExceeded naming the barrier and the count that arrived
   // when `timeout` passes first (the caller's arrival is withdrawn); Unavailable after Close().
+  // InvalidArgument, without counting the arrival, for a worker id outside [0, num_workers) or
+  // one that already waits in this round of the barrier.
   absl::Status Arrive(const std::string& name, uint32_t num_workers, uint32_t worker_id,
                       absl::Duration timeout);
 
@@ -43,6 +46,7 @@ class BarrierSet {
     // round cannot end before they arrive again).
     absl::Status result;
     uint32_t result_done = 0;
+    std::vector<bool> waiting;  // by worker id, in this generation
   };
   absl::Mutex mu_;
   absl::CondVar cv_;

@@ -119,10 +119,24 @@ grpc::Status PsServiceImpl::Barrier(grpc::ServerContext*, const proto::BarrierRe
 grpc::Status PsServiceImpl::Save(grpc::ServerContext*, const proto::SaveRequest* request,
                                  proto::SaveLoadReply* reply) {
   reply->set_table_id(request->table_id());
-  auto rows = tables_->Save(request->dirname(), request->all_tables(), request->table_id(),
-                            request->mode());
-  if (rows.ok()) reply->set_rows(*rows);
-  SetStatus(reply->mutable_status(), rows.status());
+  auto files = tables_->Save(request->dirname(), request->all_tables(), request->table_id(),
+                             request->mode(), request->save_id());
+  if (files.ok()) {
+    uint64_t rows = 0;
+    for (auto& file : *files) {
+      rows += file.rows();
+      *reply->add_files() = std::move(file);
+    }
+    reply->set_rows(rows);
+  }
+  SetStatus(reply->mutable_status(), files.status());
+  return grpc::Status::OK;
+}
+
+grpc::Status PsServiceImpl::CommitSave(grpc::ServerContext*,
+                                       const proto::CommitSaveRequest* request,
+                                       proto::CommitSaveReply* reply) {
+  SetStatus(reply->mutable_status(), tables_->CommitSave(*request));
   return grpc::Status::OK;
 }
 

@@ -29,6 +29,8 @@ class PsServiceImpl final : public proto::PsService::Service {
                        proto::BarrierReply* reply) override;
   grpc::Status Save(grpc::ServerContext*, const proto::SaveRequest* request,
                     proto::SaveLoadReply* reply) override;
+  grpc::Status CommitSave(grpc::ServerContext*, const proto::CommitSaveRequest* request,
+                          proto::CommitSaveReply* reply) override;
   grpc::Status Load(grpc::ServerContext*, const proto::LoadRequest* request,
                     proto::SaveLoadReply* reply) override;
   grpc::Status Shrink(grpc::ServerContext*, const proto::ShrinkRequest* request,
