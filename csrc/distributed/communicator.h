@@ -12,7 +12,8 @@
 //   half_async  as sync within a worker (threads meet, merge, push, pull dense), no barrier
 //               across workers: the servers apply each worker's push as it comes.
 //   async       gradients go into bounded per-variable queues; send threads merge up to
-//               max_merge_var_num of them (sparse rows summed by id, dense averaged) and push;
+//               max_merge_var_num of them (summed; only for SGD tables, see async_communicator.h)
+//               and push;
 //               dense parameters are refreshed after each round of sends (or by their own
 //               thread). Training waits only when a queue is full.
 //   geo         the worker trains its own copy of every parameter (dense: the program's own

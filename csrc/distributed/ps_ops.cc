@@ -1,13 +1,15 @@
 // The parameter-server ops, which the PS program pass (fleet/ps/program_pass.py) puts in a
 // worker's program:
 //
-//   pull_sparse(Ids) -> Out     lookup_table whose table lives on the servers: the rows of the
-//                               batch's ids (unique ids fetched once), Out [..., dim] with Ids'
-//                               lod; padding_idx rows are zero. With is_test (inference
+//   pull_sparse(Ids...) -> Out...  lookup_table whose table lives on the servers: the rows of
+//                               the batch's ids, Out_i [..., dim] with Ids_i's lod; padding_idx
+//                               rows are zero. The pass fuses every lookup of one table into one
+//                               op, so a step makes one request per table and server however
+//                               many slots share it (CTR-DNN: 26). With is_test (inference
 //                               clones) GEO reads the servers, not the worker's copy.
-//   push_sparse(Ids, Grad)      hands the rows of Out@GRAD for the ids to the communicator
-//                               (padding rows skipped), which pushes, merges or applies them by
-//                               mode.
+//   push_sparse(Ids..., Grad...) hands the rows of each Out@GRAD for its ids to the
+//                               communicator in one call (padding rows skipped), which pushes,
+//                               merges or applies them by mode.
 //   send(X...)                  hands the dense gradients (in the communicator's order) to the
 //                               communicator.
 //
@@ -41,51 +43,82 @@ Shape OutputShape(const Shape& ids, int64_t width) {
 
 void PullSparseKernel(const ExecutionContext& ctx) {
   auto& comm = ctx.Resource<Communicator>(kHowToSet);
-  const LoDTensor& ids_t = ctx.Input("Ids");
-  FLEET_KERNEL_ENFORCE(ctx, ids_t.dtype() == DType::kInt64, "Ids '", ctx.InputName("Ids"),
-                       "' is ", DTypeName(ids_t.dtype()), ", expected int64");
   const auto table_id = static_cast<uint32_t>(ctx.Attr<int32_t>("table_id"));
   const int64_t dim = ctx.Attr<int64_t>("dim");
   const int64_t padding_idx = ctx.Attr<int64_t>("padding_idx", kNoPadding);
-  LoDTensor* out_t = ctx.Output("Out");
-  out_t->Resize(OutputShape(ids_t.shape(), dim));
-  out_t->set_lod(ids_t.lod());
-  float* out = out_t->mutable_data<float>();
-  const int64_t* ids = ids_t.data<int64_t>();
-  const int64_t n = ids_t.numel();
-  comm.PullSparse(table_id, absl::MakeConstSpan(ids, n), absl::MakeSpan(out, n * dim),
-                  ctx.Attr<bool>("is_test", false));
+  const std::vector<const LoDTensor*> ids = ctx.MultiInput("Ids");
+  const std::vector<LoDTensor*> outs = ctx.MultiOutput("Out");
+  FLEET_KERNEL_ENFORCE(ctx, ids.size() == outs.size(), ids.size(), " Ids for ", outs.size(),
+                       " Out");
+  for (size_t i = 0; i < ids.size(); ++i) {
+    FLEET_KERNEL_ENFORCE(ctx, ids[i]->dtype() == DType::kInt64, "Ids '", ctx.InputName("Ids", i),
+                         "' is ", DTypeName(ids[i]->dtype()), ", expected int64");
+    outs[i]->Resize(OutputShape(ids[i]->shape(), dim));
+    outs[i]->set_lod(ids[i]->lod());
+    outs[i]->mutable_data<float>();
+  }
+  if (ids.size() == 1) {
+    const int64_t n = ids[0]->numel();
+    comm.PullSparse(table_id, absl::MakeConstSpan(ids[0]->data<int64_t>(), n),
+                    absl::MakeSpan(outs[0]->mutable_data<float>(), n * dim),
+                    ctx.Attr<bool>("is_test", false));
+  } else {
+    // One request for every slot of the table: keys joined, rows scattered back.
+    std::vector<int64_t> keys;
+    for (const LoDTensor* t : ids) keys.insert(keys.end(), t->data<int64_t>(),
+                                               t->data<int64_t>() + t->numel());
+    std::vector<float> rows(keys.size() * dim);
+    comm.PullSparse(table_id, keys, absl::MakeSpan(rows), ctx.Attr<bool>("is_test", false));
+    size_t offset = 0;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      const size_t floats = static_cast<size_t>(ids[i]->numel() * dim);
+      std::memcpy(outs[i]->mutable_data<float>(), rows.data() + offset, floats * sizeof(float));
+      offset += floats;
+    }
+  }
   if (padding_idx == kNoPadding) return;
-  for (int64_t i = 0; i < n; ++i) {
-    if (ids[i] == padding_idx) std::memset(out + i * dim, 0, sizeof(float) * dim);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const int64_t* id = ids[i]->data<int64_t>();
+    float* out = outs[i]->mutable_data<float>();
+    for (int64_t j = 0; j < ids[i]->numel(); ++j) {
+      if (id[j] == padding_idx) std::memset(out + j * dim, 0, sizeof(float) * dim);
+    }
   }
 }
 
 void PushSparseKernel(const ExecutionContext& ctx) {
   auto& comm = ctx.Resource<Communicator>(kHowToSet);
-  const LoDTensor& ids_t = ctx.Input("Ids");
-  const LoDTensor& grad_t = ctx.Input("Grad");
   const auto table_id = static_cast<uint32_t>(ctx.Attr<int32_t>("table_id"));
   const int64_t dim = ctx.Attr<int64_t>("dim");
   const int64_t padding_idx = ctx.Attr<int64_t>("padding_idx", kNoPadding);
-  const int64_t n = ids_t.numel();
-  FLEET_KERNEL_ENFORCE(ctx, grad_t.numel() == n * dim && grad_t.dtype() == DType::kFloat32,
-                       "Grad '", ctx.InputName("Grad"), "' has shape ",
-                       ShapeToString(grad_t.shape()), " but ", n, " ids of width ", dim,
-                       " were pulled");
-  const int64_t* ids = ids_t.data<int64_t>();
-  const float* grads = grad_t.data<float>();
-  if (padding_idx == kNoPadding) {
-    comm.PushSparse(ctx.thread(), table_id, absl::MakeConstSpan(ids, n),
-                    absl::MakeConstSpan(grads, n * dim));
+  const std::vector<const LoDTensor*> ids = ctx.MultiInput("Ids");
+  const std::vector<const LoDTensor*> grads = ctx.MultiInput("Grad");
+  FLEET_KERNEL_ENFORCE(ctx, ids.size() == grads.size(), ids.size(), " Ids for ", grads.size(),
+                       " Grad");
+  for (size_t i = 0; i < ids.size(); ++i) {
+    FLEET_KERNEL_ENFORCE(ctx,
+                         grads[i]->numel() == ids[i]->numel() * dim &&
+                             grads[i]->dtype() == DType::kFloat32,
+                         "Grad '", ctx.InputName("Grad", i), "' has shape ",
+                         ShapeToString(grads[i]->shape()), " but ", ids[i]->numel(),
+                         " ids of width ", dim, " were pulled");
+  }
+  if (ids.size() == 1 && padding_idx == kNoPadding) {
+    const int64_t n = ids[0]->numel();
+    comm.PushSparse(ctx.thread(), table_id, absl::MakeConstSpan(ids[0]->data<int64_t>(), n),
+                    absl::MakeConstSpan(grads[0]->data<float>(), n * dim));
     return;
   }
   std::vector<int64_t> kept_ids;
   std::vector<float> kept_grads;
-  for (int64_t i = 0; i < n; ++i) {
-    if (ids[i] == padding_idx) continue;
-    kept_ids.push_back(ids[i]);
-    kept_grads.insert(kept_grads.end(), grads + i * dim, grads + (i + 1) * dim);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const int64_t* id = ids[i]->data<int64_t>();
+    const float* g = grads[i]->data<float>();
+    for (int64_t j = 0; j < ids[i]->numel(); ++j) {
+      if (id[j] == padding_idx && padding_idx != kNoPadding) continue;
+      kept_ids.push_back(id[j]);
+      kept_grads.insert(kept_grads.end(), g + j * dim, g + (j + 1) * dim);
+    }
   }
   comm.PushSparse(ctx.thread(), table_id, kept_ids, kept_grads);
 }
@@ -97,14 +130,16 @@ void SendKernel(const ExecutionContext& ctx) {
 }
 
 void InferPullSparse(InferShapeContext* ctx) {
-  const VarInfo& ids = ctx->Input("Ids");
-  FLEET_ENFORCE(ids.dtype == DType::kInt64, InvalidArgument, "op ", ctx->op().Describe(),
-                ": Ids must be int64, got ", DTypeName(ids.dtype));
-  VarInfo out;
-  out.shape = OutputShape(ids.shape, ctx->Attr<int64_t>("dim"));
-  out.dtype = DType::kFloat32;
-  out.lod_level = ids.lod_level;
-  ctx->SetOutput("Out", out);
+  for (size_t i = 0; i < ctx->InputSize("Ids"); ++i) {
+    const VarInfo& ids = ctx->Input("Ids", i);
+    FLEET_ENFORCE(ids.dtype == DType::kInt64, InvalidArgument, "op ", ctx->op().Describe(),
+                  ": Ids must be int64, got ", DTypeName(ids.dtype));
+    VarInfo out;
+    out.shape = OutputShape(ids.shape, ctx->Attr<int64_t>("dim"));
+    out.dtype = DType::kFloat32;
+    out.lod_level = ids.lod_level;
+    ctx->SetOutput("Out", out, i);
+  }
 }
 
 }  // namespace

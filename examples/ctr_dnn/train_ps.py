@@ -31,11 +31,14 @@ import fleet  # noqa: E402
 MODES = ("sync", "async", "half_async", "geo")
 
 
-def strategy_for(mode: str, update_frequency: int) -> fleet.DistributedStrategy:
+def strategy_for(args: argparse.Namespace) -> fleet.DistributedStrategy:
     factory = fleet.DistributedStrategyFactory
-    return {"sync": factory.create_sync_strategy, "async": factory.create_async_strategy,
-            "half_async": factory.create_half_async_strategy,
-            "geo": lambda: factory.create_geo_strategy(update_frequency)}[mode]()
+    strategy = {"sync": factory.create_sync_strategy, "async": factory.create_async_strategy,
+                "half_async": factory.create_half_async_strategy,
+                "geo": lambda: factory.create_geo_strategy(args.update_frequency)}[args.mode]()
+    if args.mode in ("async", "half_async"):
+        strategy.a_sync_configs = {"send_queue_size": args.send_queue_size}
+    return strategy
 
 
 def run(args: argparse.Namespace) -> int:
@@ -43,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     cfg = model.ModelConfig(sparse_dim=args.sparse_dim, embedding_dim=args.embedding_dim,
                             optimizer=args.optimizer, learning_rate=args.learning_rate,
                             seed=args.seed)
-    strategy = strategy_for(args.mode, args.update_frequency)
+    strategy = strategy_for(args)
     net = model.build(cfg, lambda opt: fleet.distributed_optimizer(opt, strategy))
     if fleet.is_server():
         fleet.init_server()
@@ -103,6 +106,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     train.add_model_arguments(parser)
     parser.add_argument("--mode", choices=MODES, default="async")
     parser.add_argument("--update_frequency", type=int, default=10, help="GEO: k steps")
+    parser.add_argument("--send_queue_size", type=int, default=4,
+                        help="async: gradients a variable may have in flight before training "
+                             "waits (more: faster, staler)")
     parser.add_argument("--print_period", type=int, default=100, help="steps between logs")
     parser.add_argument("--max_batches", type=int, default=0, help="stop early (0 = no limit)")
     parser.add_argument("--seed", type=int, default=1)

@@ -134,6 +134,28 @@ def _remove_startup_init(startup: Program, name: str) -> None:
         sblock.vars.pop(name)
 
 
+def _fuse_by_table(block: Any, op_type: str, inputs: tuple[str, ...], outputs: tuple[str, ...],
+                   first: bool) -> None:
+    """Joins the ops of `op_type` that read one table into one op (a step then makes one request
+    per table, not one per slot). Pulls go where the first was (every Ids is fed before the
+    program runs), pushes where the last was (after every gradient they read exists)."""
+    groups: dict[int, list[Any]] = {}
+    for op in block.ops:
+        if op.type == op_type:
+            groups.setdefault(int(op.attrs["table_id"]), []).append(op)
+    for ops in groups.values():
+        if len(ops) < 2:
+            continue
+        keep = ops[0] if first else ops[-1]
+        for slot in inputs:
+            keep.inputs[slot] = [n for op in ops for n in op.input(slot)]
+        for slot in outputs:
+            keep.outputs[slot] = [n for op in ops for n in op.output(slot)]
+        for op in ops:
+            if op is not keep:
+                block.ops.remove(op)
+
+
 def rewrite(fleet: Any, main: Program, startup: Program, optimizer: Optimizer,
             params_grads: list, strategy: DistributedStrategy) -> PsPlan:
     """Rewrites `main` and `startup` in place for a PS worker and stores the plan on `fleet`."""
@@ -192,6 +214,8 @@ def rewrite(fleet: Any, main: Program, startup: Program, optimizer: Optimizer,
                              attrs={"table_id": plan.table_id, "dim": plan.dim,
                                     "padding_idx": int(op.attrs.get("padding_idx", -1)),
                                     OP_ROLE_ATTR: op.attrs[OP_ROLE_ATTR]}, infer_shape=False)
+    _fuse_by_table(block, "pull_sparse", ("Ids",), ("Out",), first=True)
+    _fuse_by_table(block, "push_sparse", ("Ids", "Grad"), (), first=False)
     sparse_updates = [update_ops[n] for n in sparse_params if n in update_ops]
     _remove_ops_and_state(main, startup, sparse_updates, keep=set())
     for name in sparse_params:

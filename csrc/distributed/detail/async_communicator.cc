@@ -17,11 +17,17 @@ AsyncCommunicator::AsyncCommunicator(CommunicatorConfig config,
                     config_.thread_pool_size > 0 && config_.send_wait_times >= 0,
                 InvalidArgument, "async communicator: send_queue_size, max_merge_var_num and "
                 "thread_pool_size must be positive, send_wait_times not negative");
+  auto merge_limit = [this](uint32_t table_id) -> size_t {
+    auto table = client_->Table(table_id);
+    const bool sgd = table.ok() && table->optimizer().has_sgd();
+    return sgd ? config_.max_merge_var_num : 1;
+  };
   absl::MutexLock lock(&mu_);
   for (const SparseVar& var : config_.sparse) {
     Queue q;
     q.table_id = var.table_id;
     q.what = absl::StrCat("push of '", var.name, "' gradients");
+    q.max_merge = merge_limit(var.table_id);
     queues_.push_back(std::move(q));
   }
   if (config_.dense_table_id) {
@@ -29,6 +35,7 @@ AsyncCommunicator::AsyncCommunicator(CommunicatorConfig config,
     q.table_id = *config_.dense_table_id;
     q.dense = true;
     q.what = "push of the dense gradients";
+    q.max_merge = merge_limit(q.table_id);
     queues_.push_back(std::move(q));
   }
 }
@@ -102,13 +109,13 @@ void AsyncCommunicator::SendDense(int thread, const std::vector<const LoDTensor*
 std::vector<AsyncCommunicator::Item> AsyncCommunicator::Take(size_t q) {
   Queue& queue = queues_[q];
   // Wait a little for a full merge, as Paddle's send_wait_times does.
-  for (int i = 0; i < config_.send_wait_times && !stop_ &&
-                  queue.items.size() < config_.max_merge_var_num;
+  for (int i = 0; i < config_.send_wait_times && !stop_ && queue.max_merge > 1 &&
+                  queue.items.size() < queue.max_merge;
        ++i) {
     changed_.WaitWithTimeout(&mu_, kMergeWait);
   }
   std::vector<Item> items;
-  while (!queue.items.empty() && items.size() < config_.max_merge_var_num) {
+  while (!queue.items.empty() && items.size() < queue.max_merge) {
     items.push_back(std::move(queue.items.front()));
     queue.items.pop_front();
   }
@@ -123,8 +130,6 @@ void AsyncCommunicator::Send(const Queue& queue, std::vector<Item>& items) {
     for (size_t i = 1; i < items.size(); ++i) {
       for (size_t j = 0; j < sum.size(); ++j) sum[j] += items[i].values[j];
     }
-    const float scale = 1.0f / static_cast<float>(items.size());
-    for (float& g : sum) g *= scale;
     WaitOk(client_->PushDense(queue.table_id, sum), queue.what);
     return;
   }

@@ -64,6 +64,8 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--mode", default="sync")
     parser.add_argument("--single", action="store_true")
+    parser.add_argument("--flush_each_step", action="store_true",
+                        help="PS: wait for every push after each step (async then equals sync)")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     main_prog, startup, loss, opt = build(args.optimizer)
@@ -97,6 +99,8 @@ def main() -> int:
     for step in range(args.steps):
         exe.run(fleet.main_program, feed=feed_of([batch(step, worker, args.batch)]),
                 fetch_list=[loss])
+        if args.flush_each_step:
+            fleet.flush_worker()
     fleet.flush_worker()
     if worker == 0:
         from fleet.ps import PsClient
