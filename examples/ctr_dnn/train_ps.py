@@ -5,9 +5,16 @@
 
 The embedding table (is_sparse) lives on the servers as a sparse table keyed by the raw ids; the
 dense parameters live there too, in one dense table. --mode picks sync, async, half_async or geo
-(--update_frequency: GEO's k steps). Worker i trains on batches i, i+W, i+2W, ... of the
-training files; at the end worker 0 evaluates the trained model (parameters from the servers)
-on the test file and prints `test_auc=` and every worker its samples/s.
+(--update_frequency: GEO's k steps). Two drivers:
+
+* the Executor.run loop (default): worker i trains on batches i, i+W, i+2W, ... of the
+  training files, read by NumPy;
+* --dataset queue|inmemory: train_from_dataset with --thread C++ trainer threads, worker i
+  reading training files i, i+W, ... through criteo_reader.py as a pipe_command (give at least
+  W files: generate_data.py --train_parts).
+
+At the end worker 0 evaluates the trained model (parameters from the servers) on the test file
+and prints `test_auc=`; every worker prints its samples/s and worker 0 the job's total.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ import baselines  # noqa: E402
 import criteo_reader  # noqa: E402
 import model  # noqa: E402
 import train  # noqa: E402
+import train_dataset  # noqa: E402
 
 import fleet  # noqa: E402
 
@@ -41,6 +49,43 @@ def strategy_for(args: argparse.Namespace) -> fleet.DistributedStrategy:
     return strategy
 
 
+def _train_epoch(args: argparse.Namespace, exe: fleet.Executor, net: model.CtrDnn, epoch: int,
+                 samples: int, step: int, worker: int, workers: int) -> tuple[int, int]:
+    """One epoch of the Executor.run loop on this worker's share of the batches."""
+    train_data = _train_data(args)
+    window_start, window_samples = time.perf_counter(), 0
+    batches = criteo_reader.iterate_batches(train_data, args.batch_size, shuffle=True,
+                                            seed=args.seed + epoch)
+    for i, batch in enumerate(batches):
+        if i % workers != worker:
+            continue
+        # Sync mode needs the same number of steps on every worker.
+        if args.mode == "sync" and len(batch) < args.batch_size:
+            continue
+        (loss,) = exe.run(net.main, feed=net.feed(batch.dense, batch.sparse, batch.label),
+                          fetch_list=[net.loss])
+        step += 1
+        samples += len(batch)
+        window_samples += len(batch)
+        if step % args.print_period == 0:
+            now = time.perf_counter()
+            print(f"worker {worker} epoch {epoch} step {step}: loss={loss[0]:.5f} "
+                  f"{window_samples / (now - window_start):.0f} samples/s", flush=True)
+            window_start, window_samples = now, 0
+        if args.max_batches and step >= args.max_batches:
+            break
+    return samples, step
+
+
+_TRAIN_DATA: dict = {}
+
+
+def _train_data(args: argparse.Namespace) -> criteo_reader.CriteoArrays:
+    if "data" not in _TRAIN_DATA:
+        _TRAIN_DATA["data"] = criteo_reader.read_criteo(args.train, sparse_dim=args.sparse_dim)
+    return _TRAIN_DATA["data"]
+
+
 def run(args: argparse.Namespace) -> int:
     fleet.init()
     cfg = model.ModelConfig(sparse_dim=args.sparse_dim, embedding_dim=args.embedding_dim,
@@ -53,46 +98,45 @@ def run(args: argparse.Namespace) -> int:
         fleet.run_server()
         return 0
     worker, workers = fleet.worker_index(), fleet.worker_num()
-    train_data = criteo_reader.read_criteo(args.train, sparse_dim=args.sparse_dim)
     exe = fleet.Executor(fleet.CPUPlace())
     exe.run(net.startup)
+    if args.dataset:
+        files = list(args.train)[worker::workers]
+        if not files:
+            raise SystemExit(f"worker {worker}: {len(args.train)} training files for {workers} "
+                             "workers; give at least one per worker "
+                             "(generate_data.py --train_parts)")
+        dataset = train_dataset.make_dataset(
+            "InMemoryDataset" if args.dataset == "inmemory" else "QueueDataset", net, files, args)
+        if args.dataset == "inmemory":
+            dataset.load_into_memory()
     fleet.init_worker()
     start = time.perf_counter()
     samples, step = 0, 0
-    window_start, window_samples = start, 0
     for epoch in range(1, args.epochs + 1):
-        batches = criteo_reader.iterate_batches(train_data, args.batch_size, shuffle=True,
-                                                seed=args.seed + epoch)
-        for i, batch in enumerate(batches):
-            if i % workers != worker:
-                continue
-            # Sync mode needs the same number of steps on every worker.
-            if args.mode == "sync" and len(batch) < args.batch_size:
-                continue
-            loss, _ = exe.run(net.main, feed=net.feed(batch.dense, batch.sparse, batch.label),
-                              fetch_list=[net.loss, net.auc])
-            step += 1
-            samples += len(batch)
-            window_samples += len(batch)
-            if step % args.print_period == 0:
-                now = time.perf_counter()
-                print(f"worker {worker} epoch {epoch} step {step}: loss={loss[0]:.5f} "
-                      f"{window_samples / (now - window_start):.0f} samples/s", flush=True)
-                window_start, window_samples = now, 0
-            if args.max_batches and step >= args.max_batches:
-                break
+        if args.dataset:
+            if args.dataset == "inmemory":
+                dataset.local_shuffle(seed=args.seed + epoch)
+            result = exe.train_from_dataset(net.main, dataset, thread=args.thread,
+                                            fetch_list=[net.loss], fetch_info=["loss"],
+                                            print_period=args.print_period)
+            samples += result.samples
+            continue
+        samples, step = _train_epoch(args, exe, net, epoch, samples, step, worker, workers)
     seconds = time.perf_counter() - start
     fleet.flush_worker()
     print(f"worker {worker}: samples={samples} samples_per_sec={samples / seconds:.0f}",
           flush=True)
-    fleet.barrier_worker()  # every worker's gradients are on the servers
+    # Over every worker (this also waits until every worker's gradients are on the servers).
+    total = fleet.util.all_reduce(np.array([samples], dtype=np.float64), "sum")[0]
+    longest = fleet.util.all_reduce(np.array([seconds]), "max")[0]
     if worker == 0:
         fleet.flush_worker()  # refresh the dense parameters after the others' last pushes
         test_data = criteo_reader.read_criteo([args.test], sparse_dim=args.sparse_dim)
         probs = train.evaluate(exe, net, test_data)
         auc = baselines.roc_auc(test_data.label[:, 0], probs)
-        print(f"total_samples_per_sec={samples * workers / seconds:.0f} (estimate: worker 0's "
-              f"rate x {workers})", flush=True)
+        print(f"total_samples={total:.0f} total_samples_per_sec={total / longest:.0f}",
+              flush=True)
         print(f"test_auc={auc:.5f}", flush=True)
     fleet.stop_worker()
     return 0
@@ -105,6 +149,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--test", required=True, help="Criteo-format test file")
     train.add_model_arguments(parser)
     parser.add_argument("--mode", choices=MODES, default="async")
+    parser.add_argument("--dataset", choices=("queue", "inmemory"),
+                        help="train with train_from_dataset (else the Executor.run loop)")
+    parser.add_argument("--thread", type=int, default=1, help="trainer threads (--dataset)")
     parser.add_argument("--update_frequency", type=int, default=10, help="GEO: k steps")
     parser.add_argument("--send_queue_size", type=int, default=4,
                         help="async: gradients a variable may have in flight before training "
