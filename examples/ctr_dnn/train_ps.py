@@ -56,11 +56,11 @@ def _train_epoch(args: argparse.Namespace, exe: fleet.Executor, net: model.CtrDn
     window_start, window_samples = time.perf_counter(), 0
     batches = criteo_reader.iterate_batches(train_data, args.batch_size, shuffle=True,
                                             seed=args.seed + epoch)
+    # Every worker runs the same number of steps (sync mode's step barrier needs it): the full
+    # batches, dealt round-robin, the remainder dropped.
+    per_worker = (len(train_data) // args.batch_size) // workers
     for i, batch in enumerate(batches):
-        if i % workers != worker:
-            continue
-        # Sync mode needs the same number of steps on every worker.
-        if args.mode == "sync" and len(batch) < args.batch_size:
+        if i % workers != worker or i // workers >= per_worker:
             continue
         (loss,) = exe.run(net.main, feed=net.feed(batch.dense, batch.sparse, batch.label),
                           fetch_list=[net.loss])

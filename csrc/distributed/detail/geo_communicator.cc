@@ -83,7 +83,7 @@ void LocalRows::Update(absl::Span<const int64_t> keys, absl::Span<const float> g
   }
 }
 
-void LocalRows::TakeDeltas(std::vector<int64_t>* keys, std::vector<float>* deltas) {
+void LocalRows::TakeDeltas(float scale, std::vector<int64_t>* keys, std::vector<float>* deltas) {
   keys->clear();
   deltas->clear();
   for (size_t s = 0; s < kShards; ++s) {
@@ -92,7 +92,7 @@ void LocalRows::TakeDeltas(std::vector<int64_t>* keys, std::vector<float>* delta
     for (int64_t key : shard.touched) {
       const float* row = Row(shard, key);
       keys->push_back(key);
-      for (size_t j = 0; j < dim_; ++j) deltas->push_back(row[j] - row[dim_ + j]);
+      for (size_t j = 0; j < dim_; ++j) deltas->push_back(scale * (row[j] - row[dim_ + j]));
     }
     shard.touched.clear();
   }
@@ -160,13 +160,16 @@ void GeoCommunicator::SendDense(int thread, const std::vector<const LoDTensor*>&
 
 void GeoCommunicator::Exchange() {
   std::lock_guard<std::mutex> lock(exchange_mu_);
+  // Every worker trained a full step size from the same values: the servers add the average of
+  // their changes (geo-SGD's model averaging, as Paddle's GEO scales deltas by 1/trainers).
+  const float scale = 1.0f / static_cast<float>(config_.num_workers);
   std::vector<ps::Future> pushes;
   std::vector<std::string> what;
   std::vector<std::vector<int64_t>> keys(config_.sparse.size());
   std::vector<std::vector<float>> deltas(config_.sparse.size());
   for (size_t t = 0; t < config_.sparse.size(); ++t) {
     const SparseVar& var = config_.sparse[t];
-    Local(var.table_id).TakeDeltas(&keys[t], &deltas[t]);
+    Local(var.table_id).TakeDeltas(scale, &keys[t], &deltas[t]);
     if (keys[t].empty()) continue;
     pushes.push_back(client_->PushSparse(var.table_id, keys[t], deltas[t], ps::PushKind::kDelta));
     what.push_back(absl::StrCat("GEO push of '", var.name, "' deltas"));
@@ -175,7 +178,9 @@ void GeoCommunicator::Exchange() {
   if (dense_size() > 0) {
     dense_delta.resize(dense_size());
     ReadDenseParams(dense_delta.data());
-    for (size_t i = 0; i < dense_delta.size(); ++i) dense_delta[i] -= dense_synced_[i];
+    for (size_t i = 0; i < dense_delta.size(); ++i) {
+      dense_delta[i] = scale * (dense_delta[i] - dense_synced_[i]);
+    }
     pushes.push_back(
         client_->PushDense(*config_.dense_table_id, dense_delta, ps::PushKind::kDelta));
     what.push_back("GEO push of the dense deltas");

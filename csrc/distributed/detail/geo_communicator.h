@@ -3,7 +3,8 @@
 // parameter and every `geo_steps` steps (counted over all its threads) exchanges deltas:
 //
 //   dense:  the program keeps its optimizer ops, so the root scope's parameters are the local
-//           copy; the delta is (current - last synced), pushed with PushKind::kDelta, then the
+//           copy; the delta is (current - last synced) / num_workers (the servers average the
+//           workers' changes), pushed with PushKind::kDelta, then the
 //           fresh values are pulled and become both current and last synced.
 //   sparse: rows live here (LocalRows): pulled from the servers on first use, updated by the
 //           user's optimizer (ps::UpdateRule) on push_sparse, their ids remembered; at an
@@ -36,8 +37,8 @@ class LocalRows {
   // Applies gradients through the update rule (repeated keys summed first) and remembers the ids.
   // Absent keys are an error (pull_sparse always runs before push_sparse).
   void Update(absl::Span<const int64_t> keys, absl::Span<const float> grads);
-  // The ids updated since the last call, with their deltas (value - synced).
-  void TakeDeltas(std::vector<int64_t>* keys, std::vector<float>* deltas);
+  // The ids updated since the last call, with their deltas scale * (value - synced).
+  void TakeDeltas(float scale, std::vector<int64_t>* keys, std::vector<float>* deltas);
 
  private:
   static constexpr size_t kShards = 16;
