@@ -114,9 +114,13 @@ def _to_tensor(name: str, value: Any, var: Variable) -> Any:
 
 
 class Executor:
-    """Runs programs on a scope. `place` is CPUPlace(); CUDAPlace needs a GPU build and device."""
+    """Runs programs on a scope. `place` is CPUPlace(); CUDAPlace needs a GPU build and device.
 
-    def __init__(self, place: Any = None, seed: int = 0x5eed) -> None:
+    `resources`: the distributed resources its kernels see (PS communicator, collective group);
+    by default those of the `fleet` facade, which `fleet.init_worker()` fills, so that an
+    Executor made before or after init_worker runs distributed ops the same way."""
+
+    def __init__(self, place: Any = None, seed: int = 0x5eed, resources: Any = None) -> None:
         if isinstance(place, CUDAPlace):
             if not _core.compiled_with_cuda:
                 raise Unavailable(f"{place}: Fleet was built without CUDA")
@@ -124,7 +128,26 @@ class Executor:
                               "version; use CPUPlace()")
         self.place = place or CPUPlace()
         self._core = _core.Executor(seed=seed)
+        if resources is None:
+            from fleet import fleet_api  # the facade imports this module
+            resources = fleet_api.instance.runtime_resources
+        self._core.resources = resources
         self._cache: dict[tuple, Any] = {}
+
+    @property
+    def seed(self) -> int:
+        return self._core.seed
+
+    @property
+    def resources(self) -> Any:
+        """The distributed resources (`_core.RuntimeResources`) this executor's kernels and step
+        hooks see, in `run` and `train_from_dataset` alike. `fleet.init_worker()` fills the
+        resources of every executor; set another object only between runs."""
+        return self._core.resources
+
+    @resources.setter
+    def resources(self, value: Any) -> None:
+        self._core.resources = value
 
     def run(self, program: Program | None = None, feed: Mapping[str, Any] | None = None,
             fetch_list: Sequence[Any] | None = None, scope: Any = None,
@@ -174,15 +197,17 @@ class Executor:
                                           fetch_list, fetch_info, print_period, fetch_handler)
 
     def _prepare(self, program: Program, feed_names: list[str], fetch_names: list[str],
-                 use_cache: bool) -> Any:
-        key = (id(program), program.version, tuple(feed_names), tuple(fetch_names))
+                 use_cache: bool, holders: bool = True) -> Any:
+        """The prepared form of `program` plus feed/fetch ops (and, with `holders`, the feed and
+        fetch holder variables), cached per program version and feed/fetch names."""
+        key = (id(program), program.version, tuple(feed_names), tuple(fetch_names), holders)
         cached = self._cache.get(key) if use_cache else None
         if cached is not None and cached[0] is program:
             return cached[1]
         desc = pb.ProgramDesc()
         desc.CopyFrom(program.desc())
         block = desc.blocks[0]
-        for holder in (FEED_HOLDER, FETCH_HOLDER):
+        for holder in (FEED_HOLDER, FETCH_HOLDER) if holders else ():
             block.vars.add(name=holder, type=LOD_TENSOR_ARRAY, persistable=True)
         feed_ops = [Operator(None, "feed", {"X": [FEED_HOLDER]}, {"Out": [name]},  # type: ignore[arg-type]
                              {"col": i, "op_role": OP_ROLE_OTHER}).to_desc()

@@ -17,6 +17,7 @@ from typing import Any, Iterator, Mapping, Sequence
 from fleet import _core
 from fleet._attrs import decode_attr, encode_attr
 from fleet._dtypes import FLOAT32, dtype_name, to_dtype
+from fleet._tracked import TrackedDict, TrackedList
 from fleet.errors import InvalidArgument, NotFound
 from fleet.proto import framework_pb2 as pb
 
@@ -150,8 +151,10 @@ class Block:
         self.program = program
         self.idx = idx
         self.parent_idx = parent_idx
-        self.vars: dict[str, Variable] = {}
-        self.ops: list[Operator] = []
+        # Edits of either bump the program's version (fleet/_tracked.py), so that no prepared
+        # program or cached desc goes stale; passes use _remove_op / _remove_var / _rename_var.
+        self.vars: dict[str, Variable] = TrackedDict(program._bump)
+        self.ops: list[Operator] = TrackedList(program._bump)
 
     def var(self, name: str) -> Variable:
         if name not in self.vars:
@@ -215,6 +218,35 @@ class Block:
         self.ops.insert(index, op)
         self.program._bump()
         return op
+
+    def _remove_op(self, index: int) -> Operator:
+        """Removes and returns the op at `index` (its variables stay)."""
+        return self.ops.pop(index)
+
+    def _remove_var(self, name: str) -> Variable:
+        """Removes variable `name`; NotFound when absent, InvalidArgument while an op uses it."""
+        if name not in self.vars:
+            raise NotFound(f"variable '{name}' is not in block {self.idx} of the program")
+        users = [op.type for op in self.ops if name in op.input_names or name in op.output_names]
+        if users:
+            raise InvalidArgument(f"cannot remove variable '{name}': ops {users} still use it")
+        return self.vars.pop(name)
+
+    def _rename_var(self, old: str, new: str) -> Variable:
+        """Renames variable `old` to `new` in the block and in every op that uses it."""
+        if old not in self.vars:
+            raise NotFound(f"variable '{old}' is not in block {self.idx} of the program")
+        if new in self.vars:
+            raise InvalidArgument(f"cannot rename '{old}' to '{new}': '{new}' exists")
+        var = self.vars.pop(old)
+        var.name = new
+        self.vars[new] = var
+        for op in self.ops:
+            for slots in (op.inputs, op.outputs):
+                for slot, names in slots.items():
+                    slots[slot] = [new if n == old else n for n in names]
+        self.program._bump()
+        return var
 
     def _infer_shape(self, op: Operator) -> None:
         infos = {}

@@ -6,7 +6,9 @@ Python waits with the GIL released; every `print_period` batches a progress line
 fetched values and the samples/s is printed. When the call returns, every thread and child
 process of the pass has ended.
 
-`fleet.Executor.train_from_dataset(...)` delegates here with the executor as first argument.
+`fleet.Executor.train_from_dataset(...)` delegates here with the executor as first argument; the
+pass runs on that executor (its seed, program cache, profile, distributed resources and step
+hooks), exactly as `Executor.run` does.
 """
 
 from __future__ import annotations
@@ -21,9 +23,6 @@ from fleet.dataset import DatasetBase
 from fleet.errors import InvalidArgument, NotFound, Unavailable
 from fleet.executor import global_scope
 from fleet.framework import Program, Variable, default_main_program
-
-DEFAULT_SEED = 0x5EED
-
 
 @dataclasses.dataclass
 class DatasetRunResult:
@@ -104,10 +103,11 @@ def _run(executor: Any, program: Program | None, dataset: DatasetBase | None, sc
     if len(labels) != len(names):
         raise InvalidArgument(f"{what}: fetch_info has {len(labels)} names for {len(names)} "
                               "fetch_list variables")
-    seed = program.random_seed or DEFAULT_SEED
-    raw = _core.run_from_dataset(program.desc().SerializeToString(), scope,
-                                 dataset._pass_dataset(), threads, names, labels,
-                                 print_period, bool(debug), seed, _print_line)
+    seed = program.random_seed or executor.seed
+    prepared = executor._prepare(program, [], [], use_cache=True, holders=False)
+    raw = executor._core.run_from_dataset(prepared, scope, dataset._pass_dataset(), threads,
+                                          names, labels, print_period, bool(debug), seed,
+                                          _print_line)
     read = raw["read"]
     return DatasetRunResult(
         batches=raw["batches"], samples=raw["samples"], seconds=raw["seconds"],

@@ -12,9 +12,6 @@ if [ -f build/dev/CTestTestfile.cmake ]; then
   ctest --test-dir build/dev --output-on-failure -j 2 || status=1
 fi
 
-echo "[tests] parameter-server fuzz targets (a few seconds each)"
-bash tests/fuzz/ps_fuzz.sh || status=1
-
 echo "[tests] Python tests"
 .venv/bin/python -m pytest -n "${FLEET_TEST_WORKERS:-2}" --dist loadgroup -q -rs \
     --durations=15 "$@"

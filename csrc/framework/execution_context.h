@@ -13,6 +13,7 @@
 
 #include "core/scope.h"
 #include "framework/op_spec.h"
+#include "framework/runtime.h"
 
 namespace fleet::framework {
 
@@ -23,9 +24,12 @@ struct ResolvedSlot {
 };
 
 // State a run carries across ops: the random generator of dropout and random initialisers
-// without a fixed seed. One per thread.
+// without a fixed seed, and which thread of the pass runs. One per thread.
 struct RunState {
   std::mt19937_64 rng{0x5eed};
+  int thread = 0;
+  // The executor's distributed resources (runtime.h); null when it has none.
+  const RuntimeResources* resources = nullptr;
 };
 
 class ExecutionContext {
@@ -63,6 +67,17 @@ class ExecutionContext {
   }
 
   std::mt19937_64& rng() const { return state_->rng; }
+  int thread() const { return state_->thread; }
+
+  // The process's T (a PS communicator, a collective group) from the executor's resources;
+  // Unavailable naming this op and `how_to_set` when the executor has none.
+  template <class T>
+  T& Resource(const char* how_to_set) const {
+    FLEET_ENFORCE(state_->resources != nullptr, Unavailable, "op ", op_.Describe(), " needs a ",
+                  T::kResourceName, ", but this executor has no distributed resources: ",
+                  how_to_set);
+    return state_->resources->Get<T>(absl::StrCat("op ", op_.Describe()), how_to_set);
+  }
 
   // Throws InvalidArgument with the op's description prefixed, for kernel shape checks.
   [[noreturn]] void Fail(const std::string& message) const;

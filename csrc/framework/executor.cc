@@ -34,9 +34,14 @@ namespace {
   }
 }
 
-Variable* CreateVar(Scope* scope, const PreparedVar& var) {
+Variable* CreateVar(Scope* scope, const PreparedVar& var,
+                    Executor::MissingPersistable missing) {
   if (var.persistable) {
     if (Variable* existing = scope->FindVar(var.name)) return existing;
+    FLEET_ENFORCE(missing == Executor::MissingPersistable::kCreate, NotFound,
+                  "persistable variable '", var.name,
+                  "' is not in the root scope; run the startup program on that scope first "
+                  "(trainer threads never create their own copy of a persistable variable)");
   }
   Variable* v = scope->Var(var.name);
   if (!v->IsInitialized()) {
@@ -99,11 +104,17 @@ std::unique_ptr<PreparedProgram> Executor::Prepare(const proto::ProgramDesc& pro
   return prepared;
 }
 
-BoundProgram Executor::Bind(const PreparedProgram& program, Scope* scope) const {
+void Executor::set_resources(std::shared_ptr<RuntimeResources> resources) {
+  FLEET_ENFORCE(resources != nullptr, InvalidArgument, "Executor resources must not be null");
+  resources_ = std::move(resources);
+}
+
+BoundProgram Executor::Bind(const PreparedProgram& program, Scope* scope,
+                            MissingPersistable missing) const {
   BoundProgram bound;
   bound.program = &program;
   bound.scope = scope;
-  for (const auto& var : program.vars) CreateVar(scope, var);
+  for (const auto& var : program.vars) CreateVar(scope, var, missing);
   for (const auto& op : program.ops) {
     try {
       bound.inputs.push_back(Resolve(op.spec.inputs, scope, /*create=*/false));
@@ -116,6 +127,7 @@ BoundProgram Executor::Bind(const PreparedProgram& program, Scope* scope) const 
 }
 
 void Executor::Run(const BoundProgram& bound, RunState* state, RunStats* stats) const {
+  state->resources = resources_.get();
   const auto& ops = bound.program->ops;
   using Clock = std::chrono::steady_clock;
   for (size_t i = 0; i < ops.size(); ++i) {

@@ -5,6 +5,14 @@
 // Prepare and Bind are separate because trainer threads share one prepared program and each
 // bind it to their own child scope. Run is not thread-safe for one BoundProgram; distinct
 // BoundPrograms may run in parallel (Hogwild updates of shared parameters are by design).
+//
+// Who writes the root scope's parameters while trainer threads run: the threads themselves
+// (optimizer ops, Hogwild: element-wise float stores into tensors whose shape and buffer never
+// change during a pass), and the distributed resources' own threads (a communicator's receive
+// thread copies fresh values into the same buffers the same way). Nobody may resize, reallocate
+// or replace a root-scope parameter during a pass; a kernel that would (an op writing a
+// persistable output of another shape) fails instead. Everything else a thread writes lives in
+// its own child scope.
 
 #include <array>
 #include <cstdint>
@@ -15,6 +23,7 @@
 #include "core/scope.h"
 #include "framework/execution_context.h"
 #include "framework/op_registry.h"
+#include "framework/runtime.h"
 
 namespace fleet::framework {
 
@@ -56,24 +65,36 @@ struct RunStats {
 class Executor {
  public:
   explicit Executor(const OpRegistry* registry, Place place = CPUPlace())
-      : registry_(registry), place_(place) {}
+      : registry_(registry), place_(place), resources_(std::make_shared<RuntimeResources>()) {}
 
   // Throws NotFound for an unknown op type or a block id outside the program, InvalidArgument
   // for an op with no kernel on this executor's place.
   std::unique_ptr<PreparedProgram> Prepare(const proto::ProgramDesc& program, int block_id) const;
 
-  // Creates the block's variables: persistable ones in the scope's root-most ancestor that has
-  // them (or in `scope` itself if none has), the rest locally in `scope`.
-  BoundProgram Bind(const PreparedProgram& program, Scope* scope) const;
+  // How Bind treats a persistable variable that no scope up the chain holds yet.
+  enum class MissingPersistable {
+    kCreate,  // create it in `scope` (Executor.run on the root scope: the startup program)
+    kFail,    // NotFound naming it (trainer threads: a per-thread copy would silently diverge)
+  };
+  // Creates the block's variables: persistable ones found in `scope` or an ancestor are shared,
+  // missing ones are handled by `missing`; the rest are created locally in `scope`.
+  BoundProgram Bind(const PreparedProgram& program, Scope* scope,
+                    MissingPersistable missing = MissingPersistable::kCreate) const;
 
   // Runs every op in order. Kernel errors are rethrown with the op described. `stats` may be null.
   void Run(const BoundProgram& bound, RunState* state, RunStats* stats = nullptr) const;
 
   const OpRegistry& registry() const { return *registry_; }
 
+  // The distributed resources kernels and step hooks of this executor's runs see (runtime.h).
+  // Never null. Change them only between runs.
+  const std::shared_ptr<RuntimeResources>& resources() const { return resources_; }
+  void set_resources(std::shared_ptr<RuntimeResources> resources);
+
  private:
   const OpRegistry* registry_;
   Place place_;
+  std::shared_ptr<RuntimeResources> resources_;
 };
 
 }  // namespace fleet::framework

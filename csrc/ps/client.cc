@@ -1,5 +1,7 @@
 #include "ps/client.h"
 
+#include <atomic>
+
 #include <algorithm>
 #include <cstring>
 #include <functional>
@@ -394,9 +396,33 @@ Future PsClient::PullSparse(uint32_t table_id, absl::Span<const int64_t> keys,
   return Future(state);
 }
 
+namespace {
+
+const char* PushName(PushKind kind, const char* base) {
+  switch (kind) {
+    case PushKind::kDelta:
+      return base[4] == 'S' ? "PushSparse (delta)" : "PushDense (delta)";
+    case PushKind::kAccumulate:
+      return base[4] == 'S' ? "PushSparse (accumulate)" : "PushDense (accumulate)";
+    case PushKind::kInitialize:
+      return base[4] == 'S' ? "PushSparse (initialize)" : "PushDense (initialize)";
+    case PushKind::kGradient:
+      break;
+  }
+  return base;
+}
+
+}  // namespace
+
 Future PsClient::PushSparse(uint32_t table_id, absl::Span<const int64_t> keys,
-                            absl::Span<const float> grads, bool is_delta) {
+                            absl::Span<const float> grads, PushKind kind) {
   if (auto s = CheckUsable("PushSparse"); !s.ok()) return Future::Failed(s);
+  if (kind == PushKind::kInitialize) {
+    return Future::Failed(absl::InvalidArgumentError(
+        absl::StrCat("PushSparse of table ", table_id, ": sparse rows are initialised by the "
+                     "table's initializer, not by an initialize push")));
+  }
+  const bool is_delta = kind == PushKind::kDelta;
   auto dim_or = SparseDim(table_id);
   if (!dim_or.ok()) return Future::Failed(dim_or.status());
   const size_t dim = *dim_or;
@@ -410,8 +436,7 @@ Future PsClient::PushSparse(uint32_t table_id, absl::Span<const int64_t> keys,
   const MergedRepeats merged(keys, grads, dim, dedup.get());
   dedup_pool_->Release(std::move(dedup));
   auto state = std::make_shared<detail::CallState>(1);
-  const std::string what =
-      absl::StrCat(is_delta ? "PushSparse (delta)" : "PushSparse", " of table ", table_id);
+  const std::string what = absl::StrCat(PushName(kind, "PushSparse"), " of table ", table_id);
   const size_t max_keys = std::min(options_.max_keys_per_request, keys.size());
   RequestStream<PendingPush> stream(
       stubs_.size(), max_keys,
@@ -419,6 +444,7 @@ Future PsClient::PushSparse(uint32_t table_id, absl::Span<const int64_t> keys,
         PendingPush p{new PushSparseCall};
         p.call->request.set_table_id(table_id);
         p.call->request.set_is_delta(is_delta);
+        p.call->request.set_accumulate(kind == PushKind::kAccumulate);
         p.call->request.mutable_keys()->resize(max_keys * sizeof(int64_t));
         p.call->request.mutable_grads()->resize(max_keys * row_bytes);
         p.keys = p.call->request.mutable_keys()->data();
@@ -486,8 +512,9 @@ Future PsClient::PullDense(uint32_t table_id, absl::Span<float> out) {
   return Future(state);
 }
 
-Future PsClient::PushDense(uint32_t table_id, absl::Span<const float> grads, bool is_delta) {
+Future PsClient::PushDense(uint32_t table_id, absl::Span<const float> grads, PushKind kind) {
   if (auto s = CheckUsable("PushDense"); !s.ok()) return Future::Failed(s);
+  const bool is_delta = kind == PushKind::kDelta;
   auto route_or = Dense(table_id);
   if (!route_or.ok()) return Future::Failed(route_or.status());
   const DenseRoute* route = *route_or;
@@ -501,12 +528,13 @@ Future PsClient::PushDense(uint32_t table_id, absl::Span<const float> grads, boo
     if (!route->blocks[s].empty()) servers.push_back(s);
   }
   auto state = std::make_shared<detail::CallState>(static_cast<int>(servers.size()));
-  const std::string what =
-      absl::StrCat(is_delta ? "PushDense (delta)" : "PushDense", " of table ", table_id);
+  const std::string what = absl::StrCat(PushName(kind, "PushDense"), " of table ", table_id);
   for (size_t s : servers) {
     auto* call = new PushDenseCall;
     call->request.set_table_id(table_id);
     call->request.set_is_delta(is_delta);
+    call->request.set_accumulate(kind == PushKind::kAccumulate);
+    call->request.set_initialize(kind == PushKind::kInitialize);
     std::string* bytes = call->request.mutable_grads();
     bytes->reserve(route->local_size[s] * sizeof(float));
     for (uint64_t b : route->blocks[s]) {
@@ -542,6 +570,34 @@ Future PsClient::Barrier(const std::string& name, uint32_t num_workers, uint32_t
          timeout + options_.rpc_timeout, call, FLEET_PS_STARTER(Barrier), state,
          [](const proto::BarrierReply&) { return absl::OkStatus(); });
   return Future(state);
+}
+
+absl::StatusOr<uint32_t> PsClient::SyncStep(uint32_t num_workers, uint32_t worker_id, bool done,
+                                            absl::Duration timeout) {
+  auto state = std::make_shared<detail::CallState>(static_cast<int>(stubs_.size()));
+  // Every server reports the same count (each saw the same arrivals); keep the smallest.
+  auto done_workers = std::make_shared<std::atomic<uint32_t>>(num_workers);
+  for (size_t s = 0; s < stubs_.size(); ++s) {
+    auto* call = new BarrierCall;
+    call->request.set_name("__sync_step__");
+    call->request.set_num_workers(num_workers);
+    call->request.set_worker_id(worker_id);
+    call->request.set_timeout_ms(static_cast<uint32_t>(absl::ToInt64Milliseconds(timeout)));
+    call->request.set_apply_accumulated(true);
+    call->request.set_done(done);
+    Launch(s, absl::StrCat("sync step (worker ", worker_id, ")"), timeout + options_.rpc_timeout,
+           call, FLEET_PS_STARTER(Barrier), state,
+           [done_workers](const proto::BarrierReply& reply) {
+             uint32_t seen = done_workers->load();
+             while (reply.done_workers() < seen &&
+                    !done_workers->compare_exchange_weak(seen, reply.done_workers())) {
+             }
+             return absl::OkStatus();
+           });
+  }
+  absl::Status status = Future(state).Wait();
+  if (!status.ok()) return status;
+  return done_workers->load();
 }
 
 }  // namespace fleet::ps

@@ -30,6 +30,14 @@ struct Inflight;
 class KeyDedupPool;
 }  // namespace detail
 
+// What a push does on the servers (see ps.proto's push requests).
+enum class PushKind {
+  kGradient,    // through the table's update rule
+  kDelta,       // added to the values as they are (GEO)
+  kAccumulate,  // summed into the servers' pending gradients until the next SyncStep (sync)
+  kInitialize,  // dense only: the values, set once while the table is pristine (init_worker)
+};
+
 struct ClientOptions {
   std::vector<std::string> endpoints;  // server i listens on endpoints[i]
   absl::Duration connect_timeout = absl::Seconds(10);
@@ -68,16 +76,30 @@ class PsClient {
   // the rows. Gradients of repeated keys are summed first. Both buffers are copied before this
   // returns.
   Future PushSparse(uint32_t table_id, absl::Span<const int64_t> keys,
-                    absl::Span<const float> grads, bool is_delta = false);
+                    absl::Span<const float> grads, bool is_delta = false) {
+    return PushSparse(table_id, keys, grads, is_delta ? PushKind::kDelta : PushKind::kGradient);
+  }
+  Future PushSparse(uint32_t table_id, absl::Span<const int64_t> keys,
+                    absl::Span<const float> grads, PushKind kind);
   // Pulls the whole dense table (dim floats) into `out`, which must stay valid until the future
   // completes.
   Future PullDense(uint32_t table_id, absl::Span<float> out);
   // Pushes gradients (or deltas) for the whole dense table; copied before this returns.
-  Future PushDense(uint32_t table_id, absl::Span<const float> grads, bool is_delta = false);
+  Future PushDense(uint32_t table_id, absl::Span<const float> grads, bool is_delta = false) {
+    return PushDense(table_id, grads, is_delta ? PushKind::kDelta : PushKind::kGradient);
+  }
+  Future PushDense(uint32_t table_id, absl::Span<const float> grads, PushKind kind);
   // Waits with `num_workers` workers at barrier `name` (served by server 0). The future fails
   // with DeadlineExceeded when not all arrive within `timeout`.
   Future Barrier(const std::string& name, uint32_t num_workers, uint32_t worker_id,
                  absl::Duration timeout);
+  // Sync training's step: waits on every server until all `num_workers` workers arrived, the
+  // last arrival applying the gradients accumulated since the previous step (PushKind
+  // kAccumulate) averaged over the workers not `done`. A worker whose pass ended arrives with
+  // `done` until this returns num_workers (every worker is done). Blocks; DeadlineExceeded
+  // naming the count that arrived when `timeout` passes first.
+  absl::StatusOr<uint32_t> SyncStep(uint32_t num_workers, uint32_t worker_id, bool done,
+                                    absl::Duration timeout);
 
   // Saves one table (or all, when table_id is empty) on every server into the checkpoint
   // directory `dirname` (checkpoint.h) and returns the rows written. Two phases: every server

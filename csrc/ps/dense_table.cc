@@ -104,6 +104,7 @@ absl::Status DenseTable::Push(absl::Span<const float> grads, bool is_delta) {
     return absl::InvalidArgumentError(
         absl::StrCat(Name(), ": ", what, " contain NaN or infinity; push rejected"));
   }
+  pristine_.store(false);
   detail::OverflowGuard guard(config_.overflow());
   uint64_t refused = 0;
   uint64_t first_block = 0;
@@ -127,6 +128,24 @@ absl::Status DenseTable::Push(absl::Span<const float> grads, bool is_delta) {
       " would take a weight or optimizer state past ", guard.bound(),
       " (float overflow from finite ", what, "); those blocks were left as they were, the rest "
       "of the push was applied"));
+}
+
+absl::StatusOr<bool> DenseTable::Initialize(absl::Span<const float> values) {
+  if (values.size() != local_size_) {
+    return absl::InvalidArgumentError(absl::StrCat(Name(), ": this server holds ", local_size_,
+                                                   " floats, the initial values have ",
+                                                   values.size()));
+  }
+  if (!AllFinite(values)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(Name(), ": initial values contain NaN or infinity; rejected"));
+  }
+  if (!pristine_.exchange(false)) return false;
+  for (auto& block : blocks_) {
+    std::lock_guard<std::mutex> lock(block->mu);
+    std::memcpy(block->data.data(), values.data() + block->offset, block->length * sizeof(float));
+  }
+  return true;
 }
 
 absl::StatusOr<uint64_t> DenseTable::Save(const std::string& path) const {
@@ -190,6 +209,7 @@ absl::StatusOr<uint64_t> DenseTable::Load(absl::Span<TableFileReader* const> par
           ", block ", layout_.block_size, ", rule ", config_.optimizer().rule_case()));
     }
   }
+  pristine_.store(false);  // loaded values are never replaced by a worker's start-up values
   std::vector<bool> seen(blocks_.size(), false);
   uint64_t loaded = 0;
   for (TableFileReader* part : parts) {

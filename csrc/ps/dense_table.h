@@ -4,6 +4,7 @@
 // [values | update-rule state] under its own lock, and exchanges them as one flat vector: the
 // server's blocks concatenated in increasing block order ("local order").
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -47,6 +48,9 @@ class DenseTable {
   // Applies gradients (or adds deltas) given in local order. Thread-safe. InvalidArgument, with
   // the table unchanged, for a size mismatch or a NaN or infinite value.
   absl::Status Push(absl::Span<const float> grads, bool is_delta);
+  // Sets the values (local order) while the table still holds its initial ones (never pushed to,
+  // initialised or loaded); afterwards does nothing. Returns whether it set them. Thread-safe.
+  absl::StatusOr<bool> Initialize(absl::Span<const float> values);
 
   // Writes this server's blocks (values and state) to `path` as a base part: dense tables always
   // save every block. Returns the blocks written.
@@ -75,6 +79,7 @@ class DenseTable {
   std::unique_ptr<UpdateRule> rule_;
   DenseLayout layout_;
   size_t local_size_ = 0;
+  std::atomic<bool> pristine_{true};  // see Initialize
   std::vector<std::unique_ptr<Block>> blocks_;  // increasing index
   std::vector<int64_t> local_of_;               // global block -> position in blocks_, or -1
 };

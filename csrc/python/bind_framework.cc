@@ -5,8 +5,10 @@
 #include "absl/container/flat_hash_map.h"
 #include "framework/executor.h"
 #include "operators/blas.h"
+#include "distributed/register_distributed_ops.h"
 #include "operators/register_ops.h"
 #include "python/numpy_convert.h"
+#include "python/py_executor.h"
 
 namespace fleet::python {
 namespace {
@@ -67,83 +69,6 @@ std::vector<py::bytes> MakeGradOps(const OpRegistry& registry, const py::bytes& 
   return out;
 }
 
-// A prepared program plus its bindings to the scopes it ran in. Holding the Python scope objects
-// keeps the bound variable pointers valid.
-class PyPrepared {
- public:
-  explicit PyPrepared(std::unique_ptr<PreparedProgram> program) : program_(std::move(program)) {}
-
-  const BoundProgram& BoundTo(const Executor& executor, Scope* scope, py::object scope_ref) {
-    auto it = bound_.find(scope);
-    if (it == bound_.end()) {
-      it = bound_.emplace(scope, executor.Bind(*program_, scope)).first;
-      scope_refs_.push_back(std::move(scope_ref));
-    }
-    return it->second;
-  }
-  size_t num_ops() const { return program_->ops.size(); }
-
- private:
-  std::unique_ptr<PreparedProgram> program_;
-  absl::flat_hash_map<Scope*, BoundProgram> bound_;
-  std::vector<py::object> scope_refs_;
-};
-
-class PyExecutor {
- public:
-  PyExecutor(const OpRegistry* registry, uint64_t seed) : executor_(registry) {
-    state_.rng.seed(seed);
-  }
-
-  std::shared_ptr<PyPrepared> Prepare(const py::bytes& program_bytes, int block_id) {
-    framework::proto::ProgramDesc program;
-    FLEET_ENFORCE(program.ParseFromString(std::string(program_bytes)), InvalidArgument,
-                  "cannot parse the serialised ProgramDesc");
-    return std::make_shared<PyPrepared>(executor_.Prepare(program, block_id));
-  }
-
-  // Fills the feed holder, runs, and returns copies of the fetch holder's tensors.
-  std::vector<LoDTensor> Run(PyPrepared& prepared, py::object scope_obj,
-                             const std::vector<LoDTensor>& feeds, const std::string& feed_holder,
-                             const std::string& fetch_holder) {
-    Scope* scope = scope_obj.cast<Scope*>();
-    const BoundProgram& bound = prepared.BoundTo(executor_, scope, scope_obj);
-    std::vector<LoDTensor> fetched;
-    {
-      py::gil_scoped_release release;
-      *scope->Var(feed_holder)->GetMutable<LoDTensorArray>() = feeds;
-      auto* fetch = scope->Var(fetch_holder)->GetMutable<LoDTensorArray>();
-      fetch->clear();
-      executor_.Run(bound, &state_, profiling_ ? &stats_ : nullptr);
-      for (const auto& t : *fetch) {
-        LoDTensor copy;
-        if (t.initialized()) copy.CopyFrom(t);
-        copy.set_lod(t.lod());
-        fetched.push_back(std::move(copy));
-      }
-    }
-    return fetched;
-  }
-
-  void set_profiling(bool on) { profiling_ = on; }
-  py::dict stats() const {
-    py::dict d;
-    d["forward_s"] = stats_.nanos_by_role[0] * 1e-9;
-    d["backward_s"] = stats_.nanos_by_role[1] * 1e-9;
-    d["optimize_s"] = stats_.nanos_by_role[2] * 1e-9;
-    d["other_s"] = stats_.nanos_by_role[3] * 1e-9;
-    d["runs"] = stats_.runs;
-    return d;
-  }
-  void reset_stats() { stats_ = RunStats{}; }
-
- private:
-  Executor executor_;
-  RunState state_;
-  RunStats stats_;
-  bool profiling_ = false;
-};
-
 }  // namespace
 
 void BindFramework(py::module_& m) {
@@ -166,10 +91,20 @@ void BindFramework(py::module_& m) {
   // The registry every executor of this process uses: built once at import, then read-only.
   auto* registry = new OpRegistry();
   operators::RegisterAllOps(registry);
+  distributed::RegisterDistributedOps(registry);
   m.attr("op_registry") = py::cast(registry, py::return_value_policy::take_ownership);
 
   py::class_<PyPrepared, std::shared_ptr<PyPrepared>>(m, "PreparedProgram")
       .def("num_ops", &PyPrepared::num_ops);
+
+  py::class_<framework::RuntimeResources, std::shared_ptr<framework::RuntimeResources>>(
+      m, "RuntimeResources",
+      "The distributed resources (PS communicator, collective group) and step hooks that an "
+      "Executor's kernels see. Created empty; the fleet facade fills it.")
+      .def(py::init<>())
+      .def("clear", &framework::RuntimeResources::Clear)
+      .def("num_step_hooks",
+           [](const framework::RuntimeResources& r) { return r.step_hooks().size(); });
 
   py::class_<PyExecutor>(m, "Executor")
       .def(py::init([registry](uint64_t seed) { return new PyExecutor(registry, seed); }),
@@ -177,8 +112,10 @@ void BindFramework(py::module_& m) {
       .def("prepare", &PyExecutor::Prepare, py::arg("program_desc"), py::arg("block_id") = 0)
       .def("run", &PyExecutor::Run, py::arg("prepared"), py::arg("scope"), py::arg("feeds"),
            py::arg("feed_holder") = "feed", py::arg("fetch_holder") = "fetch")
+      .def_property_readonly("seed", &PyExecutor::seed)
+      .def_property("resources", &PyExecutor::resources, &PyExecutor::set_resources)
       .def("set_profiling", &PyExecutor::set_profiling)
-      .def("stats", &PyExecutor::stats)
+      .def("stats", &PyExecutor::StatsDict)
       .def("reset_stats", &PyExecutor::reset_stats);
 
   m.def("set_blas_threads", &operators::blas::SetNumThreads, py::arg("threads"));

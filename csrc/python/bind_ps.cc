@@ -17,6 +17,7 @@
 #include <optional>
 
 #include "core/errors.h"
+#include "core/status.h"
 #include "core/timeout.h"
 #include "ps/bench/echo.h"
 #include "ps/client.h"
@@ -30,37 +31,12 @@
 namespace fleet::python {
 namespace {
 
+using ::fleet::ThrowIfError;
+using ::fleet::ValueOrThrow;
+
 using ps::proto::SaveMode;
-
-void ThrowIfError(const absl::Status& status) {
-  if (status.ok()) return;
-  const std::string message(status.message());
-  switch (status.code()) {
-    case absl::StatusCode::kInvalidArgument:
-    case absl::StatusCode::kOutOfRange:
-    case absl::StatusCode::kFailedPrecondition:
-    case absl::StatusCode::kAlreadyExists:
-    case absl::StatusCode::kDataLoss:  // a damaged or foreign file: wrong content passed in
-    case absl::StatusCode::kResourceExhausted:  // a table too large for this machine
-      throw InvalidArgument(message);
-    case absl::StatusCode::kNotFound:
-      throw NotFound(message);
-    case absl::StatusCode::kUnavailable:
-    case absl::StatusCode::kCancelled:
-    case absl::StatusCode::kAborted:
-      throw Unavailable(message);
-    case absl::StatusCode::kDeadlineExceeded:
-      throw Timeout(message);
-    default:
-      throw Internal(absl::StrCat(absl::StatusCodeToString(status.code()), ": ", message));
-  }
-}
-
-template <class T>
-T ValueOrThrow(absl::StatusOr<T> value) {
-  ThrowIfError(value.status());
-  return std::move(*value);
-}
+// Shared with C++: a communicator (bind_distributed.cc) holds the client it was made with.
+using PyClientClass = py::class_<ps::PsClient, std::shared_ptr<ps::PsClient>>;
 
 template <class Message>
 Message ParseMessage(const py::bytes& bytes, const char* what) {
@@ -203,7 +179,7 @@ std::optional<uint32_t> TableArg(const py::object& table_id) {
   return U32(table_id.cast<int64_t>(), "table_id");
 }
 
-void BindClientCalls(py::class_<ps::PsClient>& c) {
+void BindClientCalls(PyClientClass& c) {
   c.def(
        "pull_sparse_async",
        [](ps::PsClient& client, int64_t table_id, const py::array& keys, const py::array& out) {
@@ -275,7 +251,7 @@ void BindClientCalls(py::class_<ps::PsClient>& c) {
           py::arg("name"), py::arg("num_workers"), py::arg("worker_id"), py::arg("timeout_s"));
 }
 
-void BindClientAdmin(py::class_<ps::PsClient>& c) {
+void BindClientAdmin(PyClientClass& c) {
   c.def(
        "save",
        [](ps::PsClient& client, const std::string& dirname, const py::object& table_id,
@@ -341,7 +317,7 @@ void BindClientAdmin(py::class_<ps::PsClient>& c) {
 }
 
 void BindClient(py::module_& m) {
-  py::class_<ps::PsClient> c(m, "Client", "A worker's connection to every parameter server.");
+  PyClientClass c(m, "Client", "A worker's connection to every parameter server.");
   c.def(py::init([](const std::vector<std::string>& endpoints, double connect_timeout_s,
                     double rpc_timeout_s, double admin_timeout_s, int64_t max_keys_per_request) {
           ps::ClientOptions options;
@@ -351,7 +327,8 @@ void BindClient(py::module_& m) {
           options.admin_timeout = Seconds(admin_timeout_s, "admin_timeout");
           options.max_keys_per_request = Count(max_keys_per_request, "max_keys_per_request");
           py::gil_scoped_release release;
-          return ValueOrThrow(ps::PsClient::Connect(std::move(options)));
+          return std::shared_ptr<ps::PsClient>(
+              ValueOrThrow(ps::PsClient::Connect(std::move(options))));
         }),
         py::arg("endpoints"), py::arg("connect_timeout_s") = 10.0, py::arg("rpc_timeout_s") = 30.0,
         py::arg("admin_timeout_s") = 600.0, py::arg("max_keys_per_request") = 32768)

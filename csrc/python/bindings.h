@@ -14,5 +14,6 @@ void BindData(py::module_& m);       // bind_data.cc: datasets, train_from_datas
 void BindCuda(py::module_& m);       // bind_cuda.cc: CUDA devices, GPU optimizer updates
 void BindCollective(py::module_& m);  // bind_collective.cc: stores, TCP store server, Gloo groups
 void BindPs(py::module_& m);         // bind_ps.cc: parameter server, client, tables (_core.ps)
+void BindDistributed(py::module_& m);  // bind_distributed.cc: PS communicators
 
 }  // namespace fleet::python

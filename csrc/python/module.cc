@@ -2,14 +2,17 @@
 // module is private.
 
 #include "python/bindings.h"
+#include "python/py_executor.h"
 
 PYBIND11_MODULE(_core, m) {
   m.doc() = "Fleet's C++ core (private; use the fleet package)";
   fleet::python::BindErrors(m);
   fleet::python::BindCore(m);
   fleet::python::BindFramework(m);
-  fleet::python::BindData(m);  // after BindFramework: uses m.op_registry
+  fleet::python::BindData(m);
+  fleet::python::BindTrainer(m);  // after BindFramework and BindData: extends _core.Executor
   fleet::python::BindCuda(m);
   fleet::python::BindCollective(m);
   fleet::python::BindPs(m);
+  fleet::python::BindDistributed(m);  // after BindPs and BindFramework: uses their classes
 }

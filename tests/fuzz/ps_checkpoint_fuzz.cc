@@ -6,7 +6,7 @@
 //         in a scratch directory (save id "seed", whose parts the seed manifests name).
 // Any error is fine; a crash, a sanitizer report, a hang or an allocation sized by the input is
 // a finding. FLEET_FUZZ_WRITE_SEEDS=<dir> writes that checkpoint's manifest and parts there, as
-// seeds for the corpus.
+// seeds for the corpus (tests/fuzz/corpus/ps_checkpoint).
 
 #include <unistd.h>
 #include <zlib.h>

@@ -9,7 +9,7 @@ import numpy as np
 
 from fleet.proto import ps_pb2 as pb
 
-OUT = Path(__file__).resolve().parent / "ps_corpus" / "ps_service_fuzz"
+OUT = Path(__file__).resolve().parent / "corpus" / "ps_service"
 KEYS = np.array([-3, 0, 7, 2 ** 40, 7], np.int64).tobytes()
 SEEDS = {
     "pull_sparse": (0, pb.PullSparseRequest(table_id=1, keys=KEYS)),
@@ -17,6 +17,12 @@ SEEDS = {
                                             grads=np.ones(16, np.float32).tobytes())),
     "push_sparse_delta": (1, pb.PushSparseRequest(table_id=1, keys=KEYS[:8], is_delta=True,
                                                   grads=np.full(4, 1e30, np.float32).tobytes())),
+    "push_sparse_accumulate": (1, pb.PushSparseRequest(
+        table_id=1, keys=KEYS[:16], grads=np.ones(8, np.float32).tobytes(), accumulate=True)),
+    "push_dense_accumulate": (3, pb.PushDenseRequest(
+        table_id=2, grads=np.ones(100, np.float32).tobytes(), accumulate=True)),
+    "barrier_apply": (4, pb.BarrierRequest(name="step", num_workers=1, worker_id=0,
+                                           timeout_ms=1, apply_accumulated=True)),
     "pull_dense": (2, pb.PullDenseRequest(table_id=2)),
     "push_dense": (3, pb.PushDenseRequest(table_id=2,
                                           grads=np.ones(100, np.float32).tobytes())),

@@ -4,6 +4,7 @@
 // Paths in Save, Load and CommitSave requests are pinned to a scratch directory (the fuzzer must
 // not write elsewhere) and barrier timeouts to a millisecond. A handler may return any error in
 // its reply; what must not happen is a crash, a sanitizer report, a hang or unbounded memory.
+// Seeds: tests/fuzz/corpus/ps_service (tests/fuzz/ps_make_seeds.py writes them).
 
 #include <unistd.h>
 

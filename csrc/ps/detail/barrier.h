@@ -3,6 +3,7 @@
 // same name be reused round after round.
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,16 @@ class BarrierSet {
   // one that already waits in this round of the barrier.
   absl::Status Arrive(const std::string& name, uint32_t num_workers, uint32_t worker_id,
                       absl::Duration timeout);
+
+  // Runs when the last worker of a round arrives, before anyone is released, with the number of
+  // arrivals that said `done`; its status becomes every arrival's result.
+  using RoundAction = std::function<absl::Status(uint32_t done_workers)>;
+  // Arrive, for sync training's step barrier: `action` runs once per round (under the barrier's
+  // lock, so rounds of every name wait for it); `done_workers` receives the round's count of
+  // `done` arrivals.
+  absl::Status ArriveAndRun(const std::string& name, uint32_t num_workers, uint32_t worker_id,
+                            absl::Duration timeout, bool done, const RoundAction& action,
+                            uint32_t* done_workers);
   // Wakes every waiter with Unavailable and refuses later arrivals. Thread-safe.
   void Close();
 
@@ -29,7 +40,12 @@ class BarrierSet {
   struct Round {
     uint32_t expected = 0;
     uint32_t arrived = 0;
+    uint32_t done = 0;
     uint64_t generation = 0;
+    // The outcome of the round that ended last (read by its waiters after they wake: the next
+    // round cannot end before they arrive again).
+    absl::Status result;
+    uint32_t result_done = 0;
     std::vector<bool> waiting;  // by worker id, in this generation
   };
   absl::Mutex mu_;

@@ -4,6 +4,10 @@
 // Hogwild updates on CPU, as Paddle's HogwildWorker), take batches from the dataset's channel,
 // set the slot variables in their scope directly, and run the program. No Python in the loop.
 //
+// Distributed training hooks in through the executor's RuntimeResources (framework/runtime.h):
+// kernels of every thread see them, and their step hooks run around every batch with the
+// contract documented there (OnPassBegin, Before/AfterStep per batch, OnThreadEnd, OnPassEnd).
+//
 // Lifecycle: Start() returns at once; Wait() polls for the end (so a binding can check for
 // Ctrl-C between waits); Cancel() stops early; Finish() joins every thread (trainers, readers,
 // producers) and child process, and rethrows the first error: a trainer's error first (the op
@@ -24,7 +28,13 @@
 #include "data/dataset.h"
 #include "framework/executor.h"
 
-namespace fleet::data {
+namespace fleet::trainer {
+
+using data::Batch;
+using data::BatchSource;
+using data::Channel;
+using data::Dataset;
+using data::ReadStats;
 
 struct TrainerOptions {
   int threads = 1;
@@ -33,7 +43,8 @@ struct TrainerOptions {
   std::vector<std::string> fetch_labels;  // printed names; empty = the variable names
   // Batches (over all threads) between progress lines; 0 = none.
   int64_t print_period = 100;
-  bool debug = false;  // time ops per role and report it at the end
+  bool debug = false;  // time ops per role (TrainerResult::run_stats)
+  bool print_profile = false;  // and log those times at the end
   uint64_t seed = 0x5eed;  // thread t's random generator starts from seed + t
   size_t channel_capacity = 0;  // batches in flight; 0 = 2 * threads + 2
   // Receives progress lines, one call at a time, from trainer threads (and Finish()).
@@ -55,7 +66,8 @@ struct TrainerResult {
 
 class MultiTrainer {
  public:
-  // `executor`, `program` and `root` must outlive this object.
+  // `executor`, `program` and `root` must outlive this object. The executor's resources (and
+  // their step hooks) are those of this pass.
   MultiTrainer(const framework::Executor* executor, const framework::PreparedProgram* program,
                Scope* root, TrainerOptions options);
   ~MultiTrainer();  // cancels and joins if Finish() was not called
@@ -91,6 +103,7 @@ class MultiTrainer {
   Scope* pass_scope_ = nullptr;
   int saved_blas_threads_ = 0;
   bool finished_ = false;
+  bool pass_begun_ = false;  // OnPassBegin ran: OnPassEnd is owed
 
   std::atomic<bool> stop_{false};
   std::atomic<int> running_{0};
@@ -107,4 +120,4 @@ class MultiTrainer {
   std::vector<LoDTensor> last_fetch_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace fleet::data
+}  // namespace fleet::trainer

@@ -1,4 +1,4 @@
-#include "data/multi_trainer.h"
+#include "trainer/multi_trainer.h"
 
 #include <optional>
 
@@ -6,7 +6,7 @@
 #include "absl/strings/str_join.h"
 #include "operators/blas.h"
 
-namespace fleet::data {
+namespace fleet::trainer {
 namespace {
 
 double SumElements(const LoDTensor& t) {
@@ -69,6 +69,12 @@ MultiTrainer::~MultiTrainer() {
     }
   }
   operators::blas::SetNumThreads(saved_blas_threads_);
+  if (pass_begun_) {
+    try {
+      framework::RunPassEnd(executor_->resources().get());
+    } catch (...) {  // likewise nobody to report to
+    }
+  }
   if (pass_scope_) pass_scope_->DropKids();
 }
 
@@ -85,7 +91,8 @@ void MultiTrainer::Start(Dataset* dataset) {
       auto state = std::make_unique<ThreadState>();
       state->index = t;
       state->scope = pass_scope_->NewScope();
-      state->bound = executor_->Bind(*program_, state->scope);
+      state->bound = executor_->Bind(*program_, state->scope,
+                                     framework::Executor::MissingPersistable::kFail);
       for (const auto& slot : slots) {
         Variable* v = state->scope->FindVar(slot.name);
         FLEET_ENFORCE(v != nullptr, NotFound, "dataset variable '", slot.name,
@@ -100,14 +107,24 @@ void MultiTrainer::Start(Dataset* dataset) {
       }
       state->fetch_sums.assign(options_.fetch_names.size(), 0.0);
       state->run_state.rng.seed(options_.seed + static_cast<uint64_t>(t));
+      state->run_state.thread = t;
       states_.push_back(std::move(state));
     }
     size_t capacity = options_.channel_capacity > 0 ? options_.channel_capacity
                                                     : 2 * static_cast<size_t>(options_.threads) + 2;
     channel_ = std::make_unique<Channel<Batch>>(capacity, "train_from_dataset batch channel");
+    framework::RunPassBegin(executor_->resources().get(),
+                            framework::PassInfo{options_.threads, /*dataset_pass=*/true});
+    pass_begun_ = true;
     source_ = dataset->NewPass();
     source_->Start(channel_.get());
   } catch (...) {
+    if (pass_begun_) {
+      try {
+        framework::RunPassEnd(executor_->resources().get());
+      } catch (...) {  // the set-up error is the one to report
+      }
+    }
     operators::blas::SetNumThreads(saved_blas_threads_);
     pass_scope_->DropKids();
     finished_ = true;
@@ -145,6 +162,11 @@ void MultiTrainer::TrainLoop(ThreadState* state) {
   } catch (...) {
     Fail(std::current_exception());
   }
+  try {
+    framework::RunThreadEnd(executor_->resources().get(), state->index);
+  } catch (...) {
+    Fail(std::current_exception());
+  }
   if (running_.fetch_sub(1) == 1) done_.Notify();
 }
 
@@ -153,7 +175,11 @@ void MultiTrainer::RunBatch(ThreadState* state, const Batch& batch) {
     // Shares the batch's memory: the program only reads its inputs.
     *state->slot_vars[i]->GetMutable<LoDTensor>() = batch.tensors[i];
   }
+  const framework::RuntimeResources* resources = executor_->resources().get();
+  framework::StepInfo info{state->index, options_.threads, state->batches, state->scope};
+  framework::RunBeforeStep(resources, info);
   executor_->Run(state->bound, &state->run_state, options_.debug ? &state->stats : nullptr);
+  framework::RunAfterStep(resources, info);
   ++state->batches;
   if (!state->fetch_vars.empty()) CollectFetches(state);
   samples_.fetch_add(batch.num_samples);
@@ -233,6 +259,12 @@ TrainerResult MultiTrainer::Finish() {
     reader_error = std::current_exception();
   }
   operators::blas::SetNumThreads(saved_blas_threads_);
+  std::exception_ptr hook_error;
+  try {
+    framework::RunPassEnd(executor_->resources().get());
+  } catch (...) {
+    hook_error = std::current_exception();
+  }
   result.batches = batches_.load();
   result.samples = samples_.load();
   result.fetch_sums.assign(options_.fetch_names.size(), 0.0);
@@ -255,11 +287,12 @@ TrainerResult MultiTrainer::Finish() {
   }
   if (error) std::rethrow_exception(error);
   if (reader_error) std::rethrow_exception(reader_error);
+  if (hook_error) std::rethrow_exception(hook_error);
   if (result.read.bad_lines > 0) {
     Log(absl::StrCat("skipped ", result.read.bad_lines, " malformed lines (skip_bad_lines); ",
                      "first: ", result.read.bad_line_examples.front()));
   }
-  if (options_.debug) {
+  if (options_.print_profile) {
     const auto& ns = result.run_stats.nanos_by_role;
     Log(absl::StrFormat(
         "op time over all threads: forward %.3fs, backward %.3fs, optimize %.3fs, other %.3fs; "
@@ -269,4 +302,4 @@ TrainerResult MultiTrainer::Finish() {
   return result;
 }
 
-}  // namespace fleet::data
+}  // namespace fleet::trainer

@@ -1,0 +1,47 @@
+#include "framework/runtime.h"
+
+#include <algorithm>
+#include <exception>
+
+namespace fleet::framework {
+
+void RuntimeResources::RemoveStepHook(const StepHook* hook) {
+  hooks_.erase(std::remove_if(hooks_.begin(), hooks_.end(),
+                              [hook](const auto& h) { return h.get() == hook; }),
+               hooks_.end());
+}
+
+void RunPassBegin(const RuntimeResources* resources, const PassInfo& pass) {
+  if (resources == nullptr) return;
+  for (const auto& hook : resources->step_hooks()) hook->OnPassBegin(pass);
+}
+
+void RunBeforeStep(const RuntimeResources* resources, const StepInfo& info) {
+  if (resources == nullptr) return;
+  for (const auto& hook : resources->step_hooks()) hook->BeforeStep(info);
+}
+
+void RunAfterStep(const RuntimeResources* resources, const StepInfo& info) {
+  if (resources == nullptr) return;
+  for (const auto& hook : resources->step_hooks()) hook->AfterStep(info);
+}
+
+void RunThreadEnd(const RuntimeResources* resources, int thread) {
+  if (resources == nullptr) return;
+  for (const auto& hook : resources->step_hooks()) hook->OnThreadEnd(thread);
+}
+
+void RunPassEnd(const RuntimeResources* resources) {
+  if (resources == nullptr) return;
+  std::exception_ptr first;
+  for (const auto& hook : resources->step_hooks()) {
+    try {
+      hook->OnPassEnd();
+    } catch (...) {
+      if (!first) first = std::current_exception();
+    }
+  }
+  if (first) std::rethrow_exception(first);
+}
+
+}  // namespace fleet::framework

@@ -1,0 +1,113 @@
+#pragma once
+// RuntimeResources: the distributed resources of one process (a parameter-server communicator, a
+// collective group, ...) that some kernels need, and the per-step hooks those resources register.
+//
+// Ownership and lifetime: whoever creates a resource (the Python `fleet` facade in init_worker or
+// fleet.init(is_collective=True), a test) puts it here as a shared_ptr; an Executor holds the
+// RuntimeResources through a shared_ptr too, so a resource lives as long as any executor that can
+// run a kernel needing it. There is no process-wide registry: two executors in one process may
+// hold different resources (tests run several workers in one process that way).
+//
+// Thread safety: Set/AddStepHook/Clear are for set-up, between runs. While programs run (one
+// Executor.run, or the N threads of a trainer) the object is only read, so Find/Get/step_hooks are
+// safe from any thread without a lock. The resources themselves document their own thread safety.
+//
+// Per-step hooks are how distributed training changes what happens between batches (a sync
+// barrier, a GEO push every k steps, a half-async thread barrier, gradient merge) without special
+// cases inside the executor or trainer loops. The contract every driver keeps:
+//   OnPassBegin(pass)       once, before any batch: how many threads will run, and whether this
+//                           is a pass over a dataset (train_from_dataset) or one Executor.run;
+//   BeforeStep / AfterStep  around every batch, on the thread that runs it;
+//   OnThreadEnd(t)          when thread t has run its last batch (others may still be running);
+//   OnPassEnd()             once, after every thread ended (also after a failure or cancel).
+// Executor.run is a pass of one thread and one step: every hook fires once per call.
+// A hook that throws fails the step like a kernel would; OnPassEnd is still called.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <typeindex>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "core/errors.h"
+#include "core/scope.h"
+
+namespace fleet::framework {
+
+// What a hook learns of the pass it begins.
+struct PassInfo {
+  int num_threads = 1;
+  bool dataset_pass = false;  // train_from_dataset (else one Executor.run call)
+};
+
+// What a hook learns of the step it brackets.
+struct StepInfo {
+  int thread = 0;       // index of the trainer thread (0 for Executor.run)
+  int num_threads = 1;  // threads of the pass
+  int64_t step = 0;     // batches this thread has run before this one
+  Scope* scope = nullptr;  // the scope the thread runs in (a child of the root scope in a pass)
+};
+
+class StepHook {
+ public:
+  virtual ~StepHook() = default;
+  virtual void OnPassBegin(const PassInfo& pass) {}
+  virtual void BeforeStep(const StepInfo& info) {}
+  virtual void AfterStep(const StepInfo& info) {}
+  virtual void OnThreadEnd(int thread) {}
+  virtual void OnPassEnd() {}
+  // For error messages.
+  virtual std::string Name() const = 0;
+};
+
+class RuntimeResources {
+ public:
+  // Stores `resource` as the process's T, replacing any previous one.
+  template <class T>
+  void Set(std::shared_ptr<T> resource) {
+    items_[std::type_index(typeid(T))] = std::move(resource);
+  }
+  template <class T>
+  void Remove() {
+    items_.erase(std::type_index(typeid(T)));
+  }
+  // The T set here, or nullptr.
+  template <class T>
+  T* Find() const {
+    auto it = items_.find(std::type_index(typeid(T)));
+    return it == items_.end() ? nullptr : static_cast<T*>(it->second.get());
+  }
+  // The T set here; Unavailable naming `user` (an op, say) and `how_to_set` when there is none.
+  template <class T>
+  T& Get(const std::string& user, const char* how_to_set) const {
+    T* found = Find<T>();
+    FLEET_ENFORCE(found != nullptr, Unavailable, user, " needs a ", T::kResourceName,
+                  ", which this executor does not have: ", how_to_set);
+    return *found;
+  }
+
+  void AddStepHook(std::shared_ptr<StepHook> hook) { hooks_.push_back(std::move(hook)); }
+  void RemoveStepHook(const StepHook* hook);
+  const std::vector<std::shared_ptr<StepHook>>& step_hooks() const { return hooks_; }
+
+  void Clear() {
+    items_.clear();
+    hooks_.clear();
+  }
+
+ private:
+  absl::flat_hash_map<std::type_index, std::shared_ptr<void>> items_;
+  std::vector<std::shared_ptr<StepHook>> hooks_;
+};
+
+// Calls every hook's method in registration order; for drivers.
+void RunPassBegin(const RuntimeResources* resources, const PassInfo& pass);
+void RunBeforeStep(const RuntimeResources* resources, const StepInfo& info);
+void RunAfterStep(const RuntimeResources* resources, const StepInfo& info);
+void RunThreadEnd(const RuntimeResources* resources, int thread);
+// Calls every hook even when one throws, then rethrows the first error.
+void RunPassEnd(const RuntimeResources* resources);
+
+}  // namespace fleet::framework

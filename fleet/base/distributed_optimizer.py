@@ -1,0 +1,58 @@
+"""`fleet.distributed_optimizer(optimizer, strategy)`: a thin dispatcher to the program passes of
+the job's kind. Its `minimize(loss)` first lets the user's optimizer append backward and update
+ops as in one process, then rewrites the main and startup programs in place:
+
+* parameter-server jobs (`fleet.init()` with a PS role): `fleet.ps.program_pass`;
+* collective jobs (`fleet.init(is_collective=True)`): `fleet.collective.program_pass`.
+
+The rewritten programs are also `fleet.main_program` / `fleet.startup_program` (the 1.x API).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Sequence
+
+from fleet.base.distributed_strategy import DistributedStrategy
+from fleet.errors import InvalidArgument
+from fleet.framework import Program, Variable, default_startup_program
+from fleet.optimizer import Optimizer
+
+
+class DistributedOptimizer:
+    def __init__(self, fleet: Any, optimizer: Optimizer,
+                 strategy: DistributedStrategy | None) -> None:
+        if not isinstance(optimizer, Optimizer):
+            raise InvalidArgument(f"distributed_optimizer: optimizer must be a fleet.optimizer "
+                                  f"optimizer, got {type(optimizer).__name__}")
+        if strategy is None:
+            strategy = DistributedStrategy()
+        if not isinstance(strategy, DistributedStrategy):
+            raise InvalidArgument(f"distributed_optimizer: strategy must be a "
+                                  f"fleet.DistributedStrategy (or from "
+                                  f"DistributedStrategyFactory), got {type(strategy).__name__}")
+        self._fleet = fleet
+        self.user_optimizer = optimizer
+        self.strategy = strategy
+
+    def minimize(self, loss: Variable, startup_program: Program | None = None,
+                 parameter_list: Sequence[Any] | None = None,
+                 no_grad_set: Iterable[Any] | None = None) -> tuple[list, list]:
+        """Appends backward and optimizer ops, then rewrites the programs for the job; returns
+        (optimize_ops, params_grads) as Optimizer.minimize does."""
+        main = loss.block.program
+        startup = startup_program or default_startup_program()
+        optimize_ops, params_grads = self.user_optimizer.minimize(
+            loss, startup, parameter_list, no_grad_set)
+        if self._fleet.is_collective():
+            from fleet.collective import program_pass as collective_pass
+            collective_pass.rewrite(self._fleet, main, startup, self.user_optimizer,
+                                    params_grads, self.strategy)
+        else:
+            from fleet.ps import program_pass as ps_pass
+            ps_pass.rewrite(self._fleet, main, startup, self.user_optimizer, params_grads,
+                            self.strategy)
+        self._fleet.main_program, self._fleet.startup_program = main, startup
+        return optimize_ops, params_grads
+
+
+__all__ = ["DistributedOptimizer"]
