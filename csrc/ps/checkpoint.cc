@@ -74,6 +74,13 @@ absl::StatusOr<proto::CheckpointSave> TableSave(const proto::CommitSaveRequest& 
   proto::CheckpointSave save;
   save.set_save_id(request.save_id());
   save.set_num_servers(n);
+  // Bounded by the parts listed before anything is sized by the count (found by
+  // ps_service_fuzz: a request claiming 2^32 servers).
+  if (files.size() != n) {
+    return absl::InvalidArgumentError(absl::StrCat("commit of save ", request.save_id(),
+                                                   ": table ", table_id, " has ", files.size(),
+                                                   " parts for ", n, " servers"));
+  }
   std::vector<const proto::CheckpointFile*> by_server(n, nullptr);
   const proto::CheckpointFile& first = *files.front();
   for (const proto::CheckpointFile* f : files) {

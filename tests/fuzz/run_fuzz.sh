@@ -15,7 +15,7 @@ if [ ! -f "$BUILD/build.ninja" ]; then
 fi
 ninja -C "$BUILD" -j "${FLEET_BUILD_JOBS:-$(nproc)}" | grep -vE '^\[[0-9]+/[0-9]+\] ' || true
 test "${PIPESTATUS[0]}" -eq 0
-for target in multislot_parser_fuzz tcp_store_frame_fuzz; do
+for target in multislot_parser_fuzz tcp_store_frame_fuzz ps_service_fuzz ps_checkpoint_fuzz; do
   corpus="$BUILD/corpus/$target"
   mkdir -p "$corpus"
   log="$BUILD/$target.log"

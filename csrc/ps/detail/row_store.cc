@@ -109,7 +109,9 @@ uint32_t RowStore::ProbeOne(uint64_t hash) const {
     const unsigned stops = static_cast<unsigned>(_mm_movemask_ps(_mm_castsi128_ps(stop_a))) |
                            static_cast<unsigned>(_mm_movemask_ps(_mm_castsi128_ps(stop_b))) << 4;
     if (stops != 0) return slots_[i + static_cast<size_t>(__builtin_ctz(stops))] & row_mask;
-    i += 8;
+    // Wrap like the scalar loop: the 8 slots may end the array (found by ps_service_fuzz: a
+    // read one past the index, past its mapping when that ends a page).
+    i = (i + 8 == capacity) ? 0 : i + 8;
   }
 #endif
   uint32_t slot = slots_[i];
