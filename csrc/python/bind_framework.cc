@@ -3,6 +3,7 @@
 #include <pybind11/stl.h>
 
 #include "absl/container/flat_hash_map.h"
+#include "distributed/register_distributed_ops.h"
 #include "framework/executor.h"
 #include "operators/blas.h"
 #include "operators/register_ops.h"
@@ -90,6 +91,7 @@ void BindFramework(py::module_& m) {
   // The registry every executor of this process uses: built once at import, then read-only.
   auto* registry = new OpRegistry();
   operators::RegisterAllOps(registry);
+  distributed::RegisterCollectiveOps(registry);
   m.attr("op_registry") = py::cast(registry, py::return_value_policy::take_ownership);
 
   py::class_<PyPrepared, std::shared_ptr<PyPrepared>>(m, "PreparedProgram")

@@ -13,5 +13,6 @@ PYBIND11_MODULE(_core, m) {
   fleet::python::BindTrainer(m);  // after BindFramework and BindData: extends _core.Executor
   fleet::python::BindCuda(m);
   fleet::python::BindCollective(m);
+  fleet::python::BindCollectiveRuntime(m);  // after BindCollective and BindFramework
   fleet::python::BindPs(m);
 }
