@@ -12,14 +12,18 @@ from fleet.executor import (CPUPlace, CUDAPlace, Executor, LoDTensor, create_lod
                             global_scope, scope_guard)
 from fleet.framework import (Parameter, Program, Variable, default_main_program,
                              default_startup_program, program_guard, registered_ops)
-from fleet.fleet_api import (barrier_worker, init, is_first_worker, is_server, is_worker,
-                             role_maker, server_endpoints, server_index, server_num, util,
-                             worker_endpoints, worker_index, worker_num)
+from fleet.base.distributed_strategy import DistributedStrategy, DistributedStrategyFactory
+from fleet.fleet_api import (barrier_worker, distributed_optimizer, flush_worker, init,
+                             init_server, init_worker, is_first_worker, is_server, is_worker,
+                             role_maker, run_server, server_endpoints, server_index, server_num,
+                             stop_worker, util, worker_endpoints, worker_index, worker_num)
 from fleet.param_attr import ParamAttr
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "DistributedStrategy", "DistributedStrategyFactory", "distributed_optimizer", "flush_worker",
+    "init_server", "init_worker", "run_server", "stop_worker", "main_program", "startup_program",
     "barrier_worker", "init", "is_first_worker", "is_server", "is_worker", "role_maker",
     "server_endpoints", "server_index", "server_num", "util", "worker_endpoints",
     "worker_index", "worker_num",
@@ -29,3 +33,11 @@ __all__ = [
     "default_startup_program", "errors", "global_scope", "gradients", "initializer", "layers",
     "optimizer", "program_guard", "registered_ops", "regularizer", "scope_guard",
 ]
+
+
+def __getattr__(name: str):  # noqa: ANN202
+    # fleet.main_program / fleet.startup_program: the programs distributed_optimizer rewrote.
+    if name in ("main_program", "startup_program"):
+        from fleet import fleet_api
+        return getattr(fleet_api.instance, name)
+    raise AttributeError(f"module 'fleet' has no attribute {name!r}")

@@ -16,6 +16,14 @@ size and thread count may change afterwards).
 
 Malformed lines raise `fleet.errors.InvalidArgument` naming the file, line and slot, unless
 `set_skip_bad_lines(True)`: then they are counted and the count is reported after the pass.
+Any bytes may appear in a line: those that are not printable UTF-8 (NUL included) are shown as
+\\xNN in the message.
+
+A pipe_command runs in its own process group that dies with the training process (even on
+SIGKILL) and is killed when a pass is cancelled (Ctrl-C in train_from_dataset or
+load_into_memory). One that writes nothing for `set_pipe_command_timeout` seconds (600 by
+default) is killed and fails the pass with `fleet.errors.Timeout` naming the file and the
+command. One that writes nothing at all for a non-empty file gets a RuntimeWarning naming it.
 """
 
 from __future__ import annotations
@@ -49,6 +57,7 @@ class DatasetBase:
         self._thread = 1
         self._filelist: list[str] = []
         self._skip_bad_lines = False
+        self._pipe_command_timeout_s = 600.0
 
     # The paddle.distributed.QueueDataset/InMemoryDataset (2.x) way to set everything at once.
     def init(self, batch_size: int = 1, thread_num: int = 1,
@@ -70,6 +79,15 @@ class DatasetBase:
         if not isinstance(pipe_command, str):
             raise InvalidArgument(f"pipe_command must be a string, got {pipe_command!r}")
         self._pipe_command = pipe_command
+
+    def set_pipe_command_timeout(self, seconds: float) -> None:
+        """Fleet extension: how long a pipe_command may write nothing before it is killed and
+        the pass fails with fleet.errors.Timeout naming the file and the command."""
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or \
+                not 0 < seconds < 1e9:
+            raise InvalidArgument(f"pipe_command timeout must be a positive number of seconds, "
+                                  f"got {seconds!r}")
+        self._pipe_command_timeout_s = float(seconds)
 
     def set_batch_size(self, batch_size: int) -> None:
         self._batch_size = _positive_int("batch_size", batch_size)
@@ -137,7 +155,7 @@ class DatasetBase:
                                   "set_filelist with at least one file)")
         return dict(slots=self._slots(), batch_size=self._batch_size, threads=self._thread,
                     pipe_command=self._pipe_command, skip_bad_lines=self._skip_bad_lines,
-                    files=self._filelist)
+                    files=self._filelist, pipe_command_timeout_s=self._pipe_command_timeout_s)
 
     def _pass_dataset(self) -> Any:
         """The C++ dataset a train_from_dataset pass reads."""

@@ -27,7 +27,14 @@ server_endpoints = instance.server_endpoints
 worker_endpoints = instance.worker_endpoints
 barrier_worker = instance.barrier_worker
 util = instance.util
+distributed_optimizer = instance.distributed_optimizer
+init_server = instance.init_server
+run_server = instance.run_server
+init_worker = instance.init_worker
+flush_worker = instance.flush_worker
+stop_worker = instance.stop_worker
 
-__all__ = ["Fleet", "barrier_worker", "init", "instance", "is_first_worker", "is_server",
+__all__ = ["Fleet", "barrier_worker", "distributed_optimizer", "flush_worker", "init_server",
+           "init_worker", "run_server", "stop_worker", "init", "instance", "is_first_worker", "is_server",
            "is_worker", "role_maker", "server_endpoints", "server_index", "server_num", "util",
            "worker_endpoints", "worker_index", "worker_num"]

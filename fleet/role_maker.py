@@ -14,7 +14,9 @@ Environment read by PaddleCloudRoleMaker:
                                  PADDLE_CURRENT_ENDPOINT; optionally PADDLE_TRAINERS_NUM.
   worker utilities (both modes)  FLEET_GLOO_STORE_PATH (a shared directory) or
                                  FLEET_GLOO_STORE_ENDPOINT (ip:port of the TCP store served by
-                                 worker 0); FLEET_GLOO_TIMEOUT_S (rendezvous timeout, default 120).
+                                 worker 0); FLEET_GLOO_TIMEOUT_S (rendezvous timeout, default 120);
+                                 FLEET_GLOO_COLLECTIVE_TIMEOUT_S (bound of each all_reduce /
+                                 all_gather / barrier that passes no timeout_s, default 1800).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ PADDLE_PORT = "PADDLE_PORT"
 GLOO_STORE_PATH = "FLEET_GLOO_STORE_PATH"
 GLOO_STORE_ENDPOINT = "FLEET_GLOO_STORE_ENDPOINT"
 GLOO_TIMEOUT = "FLEET_GLOO_TIMEOUT_S"
+GLOO_COLLECTIVE_TIMEOUT = "FLEET_GLOO_COLLECTIVE_TIMEOUT_S"
 
 _PS_EXPECTED = (f"{TRAINING_ROLE}=PSERVER|TRAINER, {PSERVERS}=ip:port[,ip:port...], "
                 f"{TRAINERS_NUM}=<int >= 1>, and {TRAINER_ID}=<0..n-1> for a trainer or "
@@ -47,7 +50,7 @@ _COLLECTIVE_EXPECTED = (f"{TRAINER_ID}=<0..n-1>, {TRAINER_ENDPOINTS}=ip:port[,ip
                         f"{CURRENT_ENDPOINT}=<this trainer's entry of {TRAINER_ENDPOINTS}>")
 _ALL_VARS = (TRAINING_ROLE, PSERVERS, TRAINERS_NUM, TRAINER_ID, TRAINER_ENDPOINTS,
              CURRENT_ENDPOINT, POD_IP, PADDLE_PORT, GLOO_STORE_PATH, GLOO_STORE_ENDPOINT,
-             GLOO_TIMEOUT)
+             GLOO_TIMEOUT, GLOO_COLLECTIVE_TIMEOUT)
 
 
 class Role(enum.IntEnum):
@@ -281,16 +284,24 @@ def _worker_hostname(env: Mapping[str, str], workers: list[str], index: int) -> 
 
 
 def _parse_gloo(env: Mapping[str, str], hostname: str) -> GlooConfig:
-    timeout = GlooConfig.timeout_s
-    if env.get(GLOO_TIMEOUT, "").strip():
-        try:
-            timeout = float(env[GLOO_TIMEOUT])
-        except ValueError:
-            raise InvalidArgument(f"{GLOO_TIMEOUT}={env[GLOO_TIMEOUT]!r} is not a number of "
-                                  "seconds") from None
     return GlooConfig(store_endpoint=env.get(GLOO_STORE_ENDPOINT, "").strip() or None,
                       store_path=env.get(GLOO_STORE_PATH, "").strip() or None,
-                      hostname=hostname, timeout_s=timeout)
+                      hostname=hostname,
+                      timeout_s=_seconds(env, GLOO_TIMEOUT, GlooConfig.timeout_s),
+                      collective_timeout_s=_seconds(env, GLOO_COLLECTIVE_TIMEOUT,
+                                                    GlooConfig.collective_timeout_s))
+
+
+def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
+    if not env.get(name, "").strip():
+        return default
+    try:
+        value = float(env[name])
+    except ValueError:
+        raise InvalidArgument(f"{name}={env[name]!r} is not a number of seconds") from None
+    if not value > 0:
+        raise InvalidArgument(f"{name}={env[name]!r} must be a positive number of seconds")
+    return value
 
 
 __all__ = ["GlooConfig", "PaddleCloudRoleMaker", "Role", "RoleMakerBase", "UserDefinedRoleMaker"]

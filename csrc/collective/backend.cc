@@ -29,7 +29,9 @@ void CollectiveBackend::AllReduce(Tensor* tensor, const AllReduceOptions& option
   FLEET_ENFORCE(tensor->initialized(), InvalidArgument, "all-reduce in group '", name(),
                 "': the tensor has no data");
   void* data = tensor->mutable_data(tensor->dtype());
-  AllReduce(data, data, static_cast<size_t>(tensor->numel()), tensor->dtype(), options);
+  AllReduceOptions with_shape = options;
+  if (with_shape.shape.empty()) with_shape.shape = tensor->shape();
+  AllReduce(data, data, static_cast<size_t>(tensor->numel()), tensor->dtype(), with_shape);
 }
 
 }  // namespace fleet::collective

@@ -6,15 +6,19 @@
 // - Blocking: a call returns when this rank's part is done and its output buffer is final.
 // - Every rank of the group issues the same collectives, with the same sizes, in the same order.
 //   Calls from several threads of one rank are serialised by the backend, so the program must
-//   still fix their order.
+//   still fix their order. A backend checks this before any data moves: a rank whose call
+//   differs (operation, dtype, size or the optional shape, reduce mode, root) makes every rank
+//   throw fleet::InvalidArgument naming it, instead of a wrong result or an abort.
 // - Each call takes an options struct whose timeout bounds the whole call. On timeout the call
-//   throws fleet::Timeout; when a peer disappears it throws fleet::Unavailable; both name the
-//   group and this rank. After either, the group is broken and must be recreated.
+//   throws fleet::Timeout naming the ranks that did not arrive; when a peer disappears it throws
+//   fleet::Unavailable naming it; both name the group and this rank. After either, the group is
+//   broken and must be recreated.
 // - Buffers belong to the caller and are only used during the call.
 
 #include <chrono>
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "collective/store.h"
 #include "core/dtype.h"
@@ -31,18 +35,26 @@ const char* ReduceOpName(ReduceOp op);
 // Collectives wait for the slowest rank (which may be finishing an epoch), hence the long default.
 inline constexpr Duration kDefaultCollectiveTimeout = std::chrono::minutes(30);
 
+// `shape` (optional, the caller's view of the buffer) is compared across ranks with the size
+// and named in errors; `element_type` (optional, e.g. NumPy's "<f4") likewise for the byte-wise
+// collectives.
 struct AllReduceOptions {
   ReduceOp op = ReduceOp::kSum;
   Duration timeout = kDefaultCollectiveTimeout;
+  std::vector<int64_t> shape;
 };
 
 struct AllGatherOptions {
   Duration timeout = kDefaultCollectiveTimeout;
+  std::vector<int64_t> shape;
+  std::string element_type;
 };
 
 struct BroadcastOptions {
   int root = 0;
   Duration timeout = kDefaultCollectiveTimeout;
+  std::vector<int64_t> shape;
+  std::string element_type;
 };
 
 struct BarrierOptions {

@@ -1,5 +1,7 @@
 #include "collective/gloo_backend.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <system_error>
 
@@ -93,16 +95,24 @@ GlooBackend::GlooBackend(int rank, int size, std::string name,
 GlooBackend::~GlooBackend() = default;
 
 template <typename Fn>
-void GlooBackend::Run(const char* what, Fn&& fn) {
+void GlooBackend::Run(const detail::CallSignature& call, Duration timeout, Fn&& fn) {
   std::lock_guard<std::mutex> lock(mu_);
   const uint32_t tag = next_tag_++;
+  detail::CallSignature numbered = call;
+  numbered.sequence = tag;
+  const std::string where = absl::StrCat("group '", name_, "' (rank ", rank_, " of ", size_, ")");
+  const auto start = std::chrono::steady_clock::now();
   try {
-    fn(tag);
+    detail::CheckCall(context_, numbered, tag, timeout, where);
+    // The check used part of the time; the data movement gets the rest.
+    const auto used = std::chrono::duration_cast<Duration>(std::chrono::steady_clock::now() -
+                                                           start);
+    fn(tag, std::max(timeout - used, Duration(1)));
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
-    const std::string message = absl::StrCat(what, " in group '", name_, "' (rank ", rank_, " of ",
-                                             size_, ") failed: ", e.what());
+    const std::string message = absl::StrCat(detail::DescribeCall(numbered), " #", tag, " in ",
+                                             where, " failed: ", e.what());
     if (std::strstr(e.what(), "Timed out") != nullptr) throw Timeout(message);
     throw Unavailable(message);
   }
@@ -112,22 +122,27 @@ void GlooBackend::AllReduce(const void* in, void* out, size_t count, DType dtype
                             const AllReduceOptions& options) {
   FLEET_ENFORCE(dtype != DType::kBool, InvalidArgument, "all-reduce in group '", name_,
                 "': dtype bool is not supported (use float32, float64, int32 or int64)");
-  if (count == 0) return;
-  Run("all-reduce", [&](uint32_t tag) {
+  const std::vector<int64_t> shape =
+      options.shape.empty() ? std::vector<int64_t>{static_cast<int64_t>(count)} : options.shape;
+  const auto call = detail::MakeSignature(detail::kAllReduce, DTypeName(dtype), shape,
+                                          count * SizeOf(dtype), static_cast<int>(options.op),
+                                          -1, 0);
+  Run(call, options.timeout, [&](uint32_t tag, Duration timeout) {
+    if (count == 0) return;
     VisitDType(dtype, [&](auto t) {
       using T = decltype(t);
       if constexpr (!std::is_same_v<T, bool>) {
         auto reduce = ReduceFunction<T>(options.op);
         if (in != out) {
           // Fleet's ring reduces straight from the input (see detail/ring_allreduce.h).
-          detail::RingAllReduce(context_, in, out, count, sizeof(T), reduce, tag, options.timeout);
+          detail::RingAllReduce(context_, in, out, count, sizeof(T), reduce, tag, timeout);
           return;
         }
         gloo::AllreduceOptions opts(context_);
         opts.setOutput(static_cast<T*>(out), count);
         opts.setReduceFunction(reduce);
         opts.setTag(tag);
-        opts.setTimeout(options.timeout);
+        opts.setTimeout(timeout);
         gloo::allreduce(opts);
       }
     });
@@ -136,13 +151,15 @@ void GlooBackend::AllReduce(const void* in, void* out, size_t count, DType dtype
 
 void GlooBackend::AllGather(const void* in, void* out, size_t bytes_per_rank,
                             const AllGatherOptions& options) {
-  if (bytes_per_rank == 0) return;
-  Run("all-gather", [&](uint32_t tag) {
+  const auto call = detail::MakeSignature(detail::kAllGather, options.element_type,
+                                          options.shape, bytes_per_rank, -1, -1, 0);
+  Run(call, options.timeout, [&](uint32_t tag, Duration timeout) {
+    if (bytes_per_rank == 0) return;
     gloo::AllgatherOptions opts(context_);
     opts.setInput(const_cast<char*>(static_cast<const char*>(in)), bytes_per_rank);
     opts.setOutput(static_cast<char*>(out), bytes_per_rank * size_);
     opts.setTag(tag);
-    opts.setTimeout(options.timeout);
+    opts.setTimeout(timeout);
     gloo::allgather(opts);
   });
 }
@@ -150,25 +167,25 @@ void GlooBackend::AllGather(const void* in, void* out, size_t bytes_per_rank,
 void GlooBackend::Broadcast(void* data, size_t bytes, const BroadcastOptions& options) {
   FLEET_ENFORCE(options.root >= 0 && options.root < size_, InvalidArgument, "broadcast in group '",
                 name_, "': root ", options.root, " is outside a group of size ", size_);
-  if (bytes == 0) return;
-  Run("broadcast", [&](uint32_t tag) {
+  const auto call = detail::MakeSignature(detail::kBroadcast, options.element_type,
+                                          options.shape, bytes, -1, options.root, 0);
+  Run(call, options.timeout, [&](uint32_t tag, Duration timeout) {
+    if (bytes == 0) return;
     gloo::BroadcastOptions opts(context_);
     if (rank_ == options.root) opts.setInput(static_cast<char*>(data), bytes);
     opts.setOutput(static_cast<char*>(data), bytes);
     opts.setRoot(options.root);
     opts.setTag(tag);
-    opts.setTimeout(options.timeout);
+    opts.setTimeout(timeout);
     gloo::broadcast(opts);
   });
 }
 
 void GlooBackend::Barrier(const BarrierOptions& options) {
-  Run("barrier", [&](uint32_t tag) {
-    gloo::BarrierOptions opts(context_);
-    opts.setTag(tag);
-    opts.setTimeout(options.timeout);
-    gloo::barrier(opts);
-  });
+  const auto call = detail::MakeSignature(detail::kBarrier, "", {}, 0, -1, -1, 0);
+  // The call check is itself a barrier: a rank leaves it only after every peer has sent its
+  // description, which each sends on entering. No second round is needed.
+  Run(call, options.timeout, [](uint32_t, Duration) {});
 }
 
 }  // namespace fleet::collective

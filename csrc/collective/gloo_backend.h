@@ -12,6 +12,7 @@
 #include <string>
 
 #include "collective/backend.h"
+#include "collective/detail/call_check.h"
 #include "collective/store.h"
 
 namespace gloo {
@@ -60,9 +61,11 @@ class GlooBackend : public CollectiveBackend {
 
  private:
   GlooBackend(int rank, int size, std::string name, std::shared_ptr<gloo::Context> context);
-  // Runs one Gloo call under the mutex with a fresh tag, turning Gloo's exceptions into Fleet's.
+  // Runs one Gloo call under the mutex with a fresh tag: first the call check (every rank makes
+  // the same call, see detail/call_check.h), then `fn(tag)`, turning Gloo's exceptions into
+  // Fleet's.
   template <typename Fn>
-  void Run(const char* what, Fn&& fn);
+  void Run(const detail::CallSignature& call, Duration timeout, Fn&& fn);
 
   int rank_;
   int size_;

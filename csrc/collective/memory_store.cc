@@ -1,6 +1,7 @@
 #include "collective/memory_store.h"
 
 #include "absl/strings/str_cat.h"
+#include "core/errors.h"
 
 namespace fleet::collective {
 
@@ -20,7 +21,8 @@ int64_t MemoryStore::Add(const std::string& key, int64_t delta) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = values_.find(key);
   int64_t n = it == values_.end() ? 0 : ParseCounter(key, it->second);
-  n += delta;
+  FLEET_ENFORCE(!__builtin_add_overflow(n, delta, &n), InvalidArgument, "store key '", key,
+                "': adding ", delta, " overflows the counter");
   values_[key] = absl::StrCat(n);
   return n;
 }

@@ -7,23 +7,17 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "collective/detail/store_protocol.h"
 #include "core/errors.h"
 
 namespace fleet::collective {
-namespace {
 
-// Request opcodes; a reply carries kOk, kNotFound or kError (with the message as its one part).
-enum Op : uint8_t {
-  kSet = 1,
-  kGet = 2,
-  kAdd = 3,
-  kCheck = 4,
-  kOk = 100,
-  kNotFound = 101,
-  kError = 102
-};
-
-}  // namespace
+using detail::kStoreAdd;
+using detail::kStoreCheck;
+using detail::kStoreError;
+using detail::kStoreGet;
+using detail::kStoreNotFound;
+using detail::kStoreSet;
 
 TcpStoreServer::TcpStoreServer(const std::string& host, int port) : host_(host) {
   listener_ = detail::Listen(host, port, &port_);
@@ -45,7 +39,7 @@ TcpStoreServer::~TcpStoreServer() {
   shutdown(listener_.fd(), SHUT_RDWR);
   acceptor_.join();
   // No new serving thread can start once the acceptor has exited.
-  for (auto& t : serving_) t.join();
+  for (auto& [fd, t] : serving_) t.join();
   close(wake_[0]);
   close(wake_[1]);
 }
@@ -60,61 +54,99 @@ void TcpStoreServer::AcceptLoop() {
       return;
     }
     if (fds[1].revents != 0) return;
-    int fd = accept(listener_.fd(), nullptr, nullptr);
+    int fd = accept4(listener_.fd(), nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+        // Out of descriptors (a connection flood): the store must not stop accepting for good.
+        JoinFinished();
+        poll(fds + 1, 1, 100);
+        continue;
+      }
       return;
     }
+    JoinFinished();
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) {
       close(fd);
       return;
     }
+    if (client_fds_.size() >= kMaxConnections) {
+      close(fd);  // a flood of connections: refuse, keep serving the ones there
+      continue;
+    }
+    detail::SetIoTimeout(fd, kServerIoTimeout);
     client_fds_.push_back(fd);
-    serving_.emplace_back([this, fd] { Serve(fd); });
+    serving_.emplace_back(fd, std::thread([this, fd] { Serve(fd); }));
   }
 }
+
+// Joins the threads of closed connections, so that a long job whose port sees many short
+// connections (health checks, scanners) does not keep a thread per connection it ever had.
+void TcpStoreServer::JoinFinished() {
+  std::vector<std::thread> done;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (int fd : finished_) {
+      auto it = std::find_if(serving_.begin(), serving_.end(),
+                             [fd](const auto& entry) { return entry.first == fd; });
+      if (it == serving_.end()) continue;
+      done.push_back(std::move(it->second));
+      serving_.erase(it);
+    }
+    finished_.clear();
+  }
+  for (auto& t : done) t.join();
+}
+
+namespace {
+
+// Closing a socket with unread input resets the connection, and the peer may then lose the
+// error reply just sent. So: stop sending, discard what the peer still sends for a moment
+// (bounded in bytes and time), then let the caller close.
+void LingerAndDrop(int fd) {
+  shutdown(fd, SHUT_WR);
+  char sink[4096];
+  size_t discarded = 0;
+  pollfd wait = {fd, POLLIN, 0};
+  while (discarded < (size_t{1} << 20) && poll(&wait, 1, 200) > 0) {
+    ssize_t n = recv(fd, sink, sizeof(sink), 0);
+    if (n <= 0) break;
+    discarded += static_cast<size_t>(n);
+  }
+}
+
+}  // namespace
 
 void TcpStoreServer::Serve(int fd) {
   const std::string peer = absl::StrCat("a client of the TCP store at ", endpoint());
   try {
     detail::Frame request;
-    while (detail::RecvFrame(fd, &request, peer)) {
-      detail::SendFrame(fd, Handle(request), peer);
+    while (true) {
+      // The next request may be long in coming; only a started frame is bounded in time.
+      pollfd wait = {fd, POLLIN, 0};
+      int rc = poll(&wait, 1, -1);
+      if (rc < 0 && errno == EINTR) continue;
+      if (rc < 0) break;
+      try {
+        if (!detail::RecvFrame(fd, &request, peer)) break;
+      } catch (const InvalidArgument& e) {
+        // Not a store client (or a broken one): say why, then drop it, since the stream is
+        // out of step with the frames.
+        detail::SendFrame(fd, {kStoreError, {e.what()}}, peer);
+        LingerAndDrop(fd);
+        break;
+      }
+      detail::SendFrame(fd, detail::HandleStoreRequest(&data_, request), peer);
     }
   } catch (const Error&) {
-    // A client that vanished mid-request: its rank reports its own error; the store lives on.
+    // A client that vanished or stalled mid-request: its rank reports its own error; the store
+    // lives on.
   }
   std::lock_guard<std::mutex> lock(mu_);
   client_fds_.erase(std::find(client_fds_.begin(), client_fds_.end(), fd));
   close(fd);
-}
-
-detail::Frame TcpStoreServer::Handle(const detail::Frame& request) {
-  const auto& parts = request.parts;
-  try {
-    switch (request.op) {
-      case kSet:
-        FLEET_ENFORCE(parts.size() == 2, InvalidArgument, "SET takes a key and a value");
-        data_.Set(parts[0], parts[1]);
-        return {kOk, {}};
-      case kGet: {
-        FLEET_ENFORCE(parts.size() == 1, InvalidArgument, "GET takes one key");
-        auto value = data_.TryGet(parts[0]);
-        if (!value) return {kNotFound, {}};
-        return {kOk, {*std::move(value)}};
-      }
-      case kAdd:
-        FLEET_ENFORCE(parts.size() == 2, InvalidArgument, "ADD takes a key and a delta");
-        return {kOk, {absl::StrCat(data_.Add(parts[0], ParseCounter(parts[0], parts[1])))}};
-      case kCheck:
-        return {kOk, {data_.Check(parts) ? "1" : "0"}};
-      default:
-        throw InvalidArgument(absl::StrCat("unknown request code ", int{request.op}));
-    }
-  } catch (const Error& e) {
-    return {kError, {e.what()}};
-  }
+  finished_.push_back(fd);
 }
 
 TcpStore::TcpStore(const std::string& host, int port, TcpStoreOptions options)
@@ -131,28 +163,28 @@ detail::Frame TcpStore::Request(detail::Frame request) {
   detail::Frame reply;
   FLEET_ENFORCE(detail::RecvFrame(socket_.fd(), &reply, peer), Unavailable, peer,
                 " closed the connection (the process serving it has exited)");
-  FLEET_ENFORCE(reply.op != kError, InvalidArgument, peer, ": ",
+  FLEET_ENFORCE(reply.op != kStoreError, InvalidArgument, peer, ": ",
                 reply.parts.empty() ? "request failed" : reply.parts[0]);
   return reply;
 }
 
 void TcpStore::Set(const std::string& key, const std::string& value) {
-  Request({kSet, {key, value}});
+  Request({kStoreSet, {key, value}});
 }
 
 std::optional<std::string> TcpStore::TryGet(const std::string& key) {
-  detail::Frame reply = Request({kGet, {key}});
-  if (reply.op == kNotFound) return std::nullopt;
+  detail::Frame reply = Request({kStoreGet, {key}});
+  if (reply.op == kStoreNotFound) return std::nullopt;
   return std::move(reply.parts.at(0));
 }
 
 int64_t TcpStore::Add(const std::string& key, int64_t delta) {
-  detail::Frame reply = Request({kAdd, {key, absl::StrCat(delta)}});
+  detail::Frame reply = Request({kStoreAdd, {key, absl::StrCat(delta)}});
   return ParseCounter(key, reply.parts.at(0));
 }
 
 bool TcpStore::Check(const std::vector<std::string>& keys) {
-  return Request({kCheck, keys}).parts.at(0) == "1";
+  return Request({kStoreCheck, keys}).parts.at(0) == "1";
 }
 
 }  // namespace fleet::collective

@@ -4,7 +4,11 @@
 //
 // TcpStoreServer keeps the keys in memory and answers one request at a time per connection;
 // it runs on background threads from construction to destruction, so the owner (the group that
-// started it) decides how long the store lives. TcpStore is the client: one connection, one
+// started it) decides how long the store lives. Whatever connects to its port cannot take it
+// down: frames are bounded before anything is allocated (detail/socket.h), a malformed frame
+// gets an error reply and its connection is closed, a frame that stalls halfway is dropped
+// after kServerIoTimeout, and connections beyond kMaxConnections are closed at once; the other
+// clients are served throughout. TcpStore is the client: one connection, one
 // request in flight at a time (calls from several threads are serialised), blocking Get/Wait done
 // by polling, as a rendezvous makes only a few dozen requests per rank.
 
@@ -32,10 +36,16 @@ class TcpStoreServer {
   int port() const { return port_; }
   std::string endpoint() const;
 
+  // Connections served at once; more are closed on accept (a job has one per rank).
+  static constexpr size_t kMaxConnections = 512;
+  // How long a frame that has started may take to arrive in full, and a reply to be taken.
+  // Waiting for the next frame is not bounded: ranks keep idle connections for the whole job.
+  static constexpr Duration kServerIoTimeout{std::chrono::seconds(30)};
+
  private:
   void AcceptLoop();
   void Serve(int fd);
-  detail::Frame Handle(const detail::Frame& request);
+  void JoinFinished();
 
   std::string host_;
   int port_ = 0;
@@ -46,7 +56,8 @@ class TcpStoreServer {
   std::mutex mu_;  // guards the fields below
   bool stopping_ = false;
   std::vector<int> client_fds_;
-  std::vector<std::thread> serving_;
+  std::vector<std::pair<int, std::thread>> serving_;  // by client fd
+  std::vector<int> finished_;                          // fds whose serving thread has ended
   std::thread acceptor_;
 };
 

@@ -19,6 +19,19 @@ void CheckConfig(const DataFeedConfig& config) {
                 config.batch_size);
   FLEET_ENFORCE(config.threads > 0, InvalidArgument, "dataset thread count must be positive, got ",
                 config.threads);
+  FLEET_ENFORCE(config.pipe_idle_timeout.count() > 0, InvalidArgument,
+                "pipe_command timeout must be positive, got ",
+                config.pipe_idle_timeout.count() / 1000.0, " s");
+}
+
+ReaderOptions ReaderOptionsOf(const DataFeedConfig& config) {
+  ReaderOptions options;
+  options.pipe_command = config.pipe_command;
+  options.pipe_idle_timeout = config.pipe_idle_timeout;
+  options.warn = config.warn;
+  options.threads = config.threads;
+  options.skip_bad_lines = config.skip_bad_lines;
+  return options;
 }
 
 // A streaming pass: reader threads parse files straight into batches.
@@ -30,10 +43,7 @@ class QueuePass : public BatchSource {
 
   void Start(Channel<Batch>* out) override {
     out_ = out;
-    ReaderOptions options;
-    options.pipe_command = config_.pipe_command;
-    options.threads = config_.threads;
-    options.skip_bad_lines = config_.skip_bad_lines;
+    ReaderOptions options = ReaderOptionsOf(config_);
     options.block_samples = static_cast<size_t>(config_.batch_size);
     readers_ = std::make_unique<FileReaders>(
         files_, &config_.slots, options,
@@ -166,14 +176,11 @@ void InMemoryDataset::CheckIdle(const char* what) const {
                 ": a train_from_dataset/infer_from_dataset pass is using the data");
 }
 
-ReadStats InMemoryDataset::LoadIntoMemory() {
+ReadStats InMemoryDataset::LoadIntoMemory(const std::function<bool()>& interrupted) {
   CheckFiles(files_);
   absl::MutexLock lock(&mu_);
   CheckIdle("load_into_memory");
-  ReaderOptions options;
-  options.pipe_command = config_.pipe_command;
-  options.threads = config_.threads;
-  options.skip_bad_lines = config_.skip_bad_lines;
+  ReaderOptions options = ReaderOptionsOf(config_);
   options.block_samples = kMemoryBlockSamples;
   options.block_per_file = true;
   absl::Mutex loaded_mu;
@@ -185,6 +192,20 @@ ReadStats InMemoryDataset::LoadIntoMemory() {
                         return true;
                       });
   readers.Start();
+  if (interrupted) {
+    while (!readers.WaitFor(absl::Milliseconds(100))) {
+      if (interrupted()) {
+        readers.Cancel();
+        try {
+          readers.Join();
+        } catch (const std::exception&) {  // the interrupt is what the caller reports
+        }
+        ReadStats stats;
+        stats.interrupted = true;
+        return stats;
+      }
+    }
+  }
   ReadStats stats = readers.Join();
   // Readers finish in any order; file order makes memory (and so every shuffle) reproducible.
   std::sort(loaded.begin(), loaded.end(), [](const auto& a, const auto& b) {

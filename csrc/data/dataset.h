@@ -10,6 +10,7 @@
 // is done, has failed, or has been cancelled.
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -29,6 +30,10 @@ struct DataFeedConfig {
   int threads = 1;  // reader threads; producer threads of an in-memory pass
   std::string pipe_command;
   bool skip_bad_lines = false;
+  // A pipe_command silent for this long is killed with a Timeout naming the file and command.
+  std::chrono::milliseconds pipe_idle_timeout{std::chrono::minutes(10)};
+  // Non-fatal findings of the readers (see ReaderOptions::warn); null: dropped.
+  std::function<void(const std::string&)> warn;
 };
 
 // One pass over a dataset. Start() returns at once; the source's threads Put batches into the
@@ -80,7 +85,10 @@ class InMemoryDataset : public Dataset {
   ~InMemoryDataset() override;
 
   // Parses every file into memory, appending to what is there, in file order. Blocking.
-  ReadStats LoadIntoMemory();
+  // `interrupted`, when given, is polled about every 100 ms from the calling thread; once it
+  // returns true the readers are stopped (pipe commands killed), memory is left as it was, and
+  // the returned stats have `interrupted` set.
+  ReadStats LoadIntoMemory(const std::function<bool()>& interrupted = nullptr);
   // Shuffles the samples in memory; the same seed and data give the same order.
   void LocalShuffle(uint64_t seed);
   // Sends every sample to a worker drawn at random (seeded), exchanges them with `exchange`,

@@ -54,6 +54,15 @@ void FileReaders::Start() {
   for (int i = 0; i < n; ++i) threads_.emplace_back([this] { ReaderLoop(); });
 }
 
+bool FileReaders::WaitFor(absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  const size_t started = threads_.size();
+  auto all_ended = [this, started]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    return static_cast<size_t>(finished_) >= started;
+  };
+  return mu_.AwaitWithTimeout(absl::Condition(&all_ended), timeout);
+}
+
 ReadStats FileReaders::Join() {
   for (auto& t : threads_) {
     if (t.joinable()) t.join();
@@ -94,6 +103,7 @@ void FileReaders::ReaderLoop() {
         stats_.bad_line_examples.push_back(std::move(e));
       }
     }
+    ++finished_;
   }
   if (running_.fetch_sub(1) == 1 && on_finish_) on_finish_();
 }
@@ -102,7 +112,10 @@ void FileReaders::ReadFile(size_t index, SampleBlock* block, size_t* sequence,
                            ReadStats* stats) {
   const std::string& path = files_[index];
   MultiSlotParser parser(slots_);
-  LineStream stream(path, options_.pipe_command, &cancel_);
+  LineStreamOptions stream_options;
+  stream_options.idle_timeout = options_.pipe_idle_timeout;
+  stream_options.warn = options_.warn;
+  LineStream stream(path, options_.pipe_command, &cancel_, std::move(stream_options));
   if (options_.block_per_file) *sequence = 0;
   std::string_view line;
   while (stream.Next(&line)) {

@@ -7,6 +7,7 @@
 // line without skip_bad_lines, failing pipe_command) stops every reader; Join() rethrows it.
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <exception>
 #include <functional>
@@ -21,6 +22,11 @@ namespace fleet::data {
 
 struct ReaderOptions {
   std::string pipe_command;  // empty or "cat": read the file directly
+  // How long a pipe_command may write nothing before it is killed (Timeout naming the file).
+  std::chrono::milliseconds pipe_idle_timeout{std::chrono::minutes(10)};
+  // Non-fatal findings (a pipe_command that wrote nothing for a non-empty file), from any
+  // reader thread. Null: dropped.
+  std::function<void(const std::string&)> warn;
   int threads = 1;
   bool skip_bad_lines = false;
   size_t block_samples = 512;
@@ -37,6 +43,7 @@ struct ReadStats {
   int64_t bad_lines = 0;
   int64_t bytes = 0;
   std::vector<std::string> bad_line_examples;
+  bool interrupted = false;  // stopped by the caller before the end (see LoadIntoMemory)
 };
 
 // Receives a full block, from any reader thread (so it must be thread-safe). `file_index` and
@@ -62,6 +69,9 @@ class FileReaders {
   // Asks every reader to stop soon (between lines); running pipe commands are killed.
   void Cancel() { cancel_.store(true); }
   bool failed() const { return failed_.load(); }
+  // True once every reader thread has ended, waiting at most `timeout` for it (so that a caller
+  // can poll for an interrupt in between).
+  bool WaitFor(absl::Duration timeout);
   // Waits for every reader thread; rethrows the first error; returns the counters.
   ReadStats Join();
 
@@ -84,6 +94,7 @@ class FileReaders {
   absl::Mutex mu_;
   std::exception_ptr error_ ABSL_GUARDED_BY(mu_);
   ReadStats stats_ ABSL_GUARDED_BY(mu_);
+  int finished_ ABSL_GUARDED_BY(mu_) = 0;  // reader threads that have ended
 };
 
 }  // namespace fleet::data

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include "data/printable.h"
+
 namespace fleet::data {
 namespace {
 
@@ -169,11 +171,13 @@ NumberError ParseFloat(std::string_view token, float* out) {
   return NumberError::kNone;
 }
 
+// A token as the error message shows it: cut to 40 bytes, and any bytes that are not printable
+// UTF-8 (NUL, control bytes, Latin-1, binary) escaped as \xNN, so that the message arrives in
+// Python whole and decodable.
 std::string Quote(std::string_view token) {
   constexpr size_t kMax = 40;
-  // absl::string_view is not std::string_view in this abseil build: go through std::string.
-  if (token.size() <= kMax) return absl::StrCat("'", std::string(token), "'");
-  return absl::StrCat("'", std::string(token.substr(0, kMax)), "...'");
+  if (token.size() <= kMax) return absl::StrCat("'", PrintableBytes(token), "'");
+  return absl::StrCat("'", PrintableBytes(token.substr(0, kMax)), "...'");
 }
 
 // Where a line is, for error messages.

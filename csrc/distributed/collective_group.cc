@@ -1,5 +1,7 @@
 #include "distributed/collective_group.h"
 
+#include <thread>
+
 #include "absl/strings/str_join.h"
 #include "collective/liveness.h"
 #include "core/errors.h"
@@ -22,8 +24,16 @@ CollectiveGroup::~CollectiveGroup() = default;
 void CollectiveGroup::RethrowNamingDeadRanks(const std::string& what) {
   std::string dead;
   if (!options_.rank_endpoints.empty()) {
-    std::vector<int> gone =
-        collective::UnreachableRanks(options_.rank_endpoints, rank(), options_.probe_timeout);
+    // A dying process closes its sockets one by one: the peers may learn of it from a Gloo
+    // connection before its listener is gone, so look again for a little while.
+    std::vector<int> gone;
+    const auto deadline = Clock::now() + 4 * options_.probe_timeout;
+    while (true) {
+      gone = collective::UnreachableRanks(options_.rank_endpoints, rank(),
+                                          options_.probe_timeout);
+      if (!gone.empty() || Clock::now() >= deadline) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
     if (!gone.empty()) {
       std::vector<std::string> named;
       for (int r : gone) named.push_back(absl::StrCat(r, " (", options_.rank_endpoints[r], ")"));
@@ -118,7 +128,8 @@ void CollectiveGroup::ResetOverlapStats() {
   stats_ = OverlapStats{};
 }
 
-void OneThreadPerRankHook::OnPassBegin(int num_threads) {
+void OneThreadPerRankHook::OnPassBegin(const framework::PassInfo& pass) {
+  const int num_threads = pass.num_threads;
   FLEET_ENFORCE(num_threads == 1, InvalidArgument, "collective training runs one trainer thread "
                 "per process, got thread=", num_threads, ": the threads' allreduces would reach "
                 "the group in a different order on each rank. Use thread=1 and more processes "

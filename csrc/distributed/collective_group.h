@@ -102,7 +102,7 @@ class CollectiveGroup {
 // the header comment for why).
 class OneThreadPerRankHook : public framework::StepHook {
  public:
-  void OnPassBegin(int num_threads) override;
+  void OnPassBegin(const framework::PassInfo& pass) override;
   std::string Name() const override { return "collective one-thread-per-rank check"; }
 };
 

@@ -11,9 +11,9 @@ void RuntimeResources::RemoveStepHook(const StepHook* hook) {
                hooks_.end());
 }
 
-void RunPassBegin(const RuntimeResources* resources, int num_threads) {
+void RunPassBegin(const RuntimeResources* resources, const PassInfo& pass) {
   if (resources == nullptr) return;
-  for (const auto& hook : resources->step_hooks()) hook->OnPassBegin(num_threads);
+  for (const auto& hook : resources->step_hooks()) hook->OnPassBegin(pass);
 }
 
 void RunBeforeStep(const RuntimeResources* resources, const StepInfo& info) {

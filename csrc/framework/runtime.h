@@ -15,7 +15,8 @@
 // Per-step hooks are how distributed training changes what happens between batches (a sync
 // barrier, a GEO push every k steps, a half-async thread barrier, gradient merge) without special
 // cases inside the executor or trainer loops. The contract every driver keeps:
-//   OnPassBegin(n)          once, before any batch, with the number of threads that will run;
+//   OnPassBegin(pass)       once, before any batch: how many threads will run, and whether this
+//                           is a pass over a dataset (train_from_dataset) or one Executor.run;
 //   BeforeStep / AfterStep  around every batch, on the thread that runs it;
 //   OnThreadEnd(t)          when thread t has run its last batch (others may still be running);
 //   OnPassEnd()             once, after every thread ended (also after a failure or cancel).
@@ -35,6 +36,12 @@
 
 namespace fleet::framework {
 
+// What a hook learns of the pass it begins.
+struct PassInfo {
+  int num_threads = 1;
+  bool dataset_pass = false;  // train_from_dataset (else one Executor.run call)
+};
+
 // What a hook learns of the step it brackets.
 struct StepInfo {
   int thread = 0;       // index of the trainer thread (0 for Executor.run)
@@ -46,7 +53,7 @@ struct StepInfo {
 class StepHook {
  public:
   virtual ~StepHook() = default;
-  virtual void OnPassBegin(int num_threads) {}
+  virtual void OnPassBegin(const PassInfo& pass) {}
   virtual void BeforeStep(const StepInfo& info) {}
   virtual void AfterStep(const StepInfo& info) {}
   virtual void OnThreadEnd(int thread) {}
@@ -96,7 +103,7 @@ class RuntimeResources {
 };
 
 // Calls every hook's method in registration order; for drivers.
-void RunPassBegin(const RuntimeResources* resources, int num_threads);
+void RunPassBegin(const RuntimeResources* resources, const PassInfo& pass);
 void RunBeforeStep(const RuntimeResources* resources, const StepInfo& info);
 void RunAfterStep(const RuntimeResources* resources, const StepInfo& info);
 void RunThreadEnd(const RuntimeResources* resources, int thread);

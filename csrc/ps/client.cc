@@ -1,11 +1,14 @@
 #include "ps/client.h"
 
+#include <atomic>
+
 #include <algorithm>
 #include <cstring>
 #include <functional>
 
 #include "absl/strings/str_cat.h"
 #include "ps/detail/client_call.h"
+#include "ps/detail/endpoint.h"
 #include "ps/detail/key_dedup.h"
 
 namespace fleet::ps {
@@ -169,7 +172,24 @@ PsClient::PsClient(ClientOptions options) : options_(std::move(options)) {}
 
 absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(ClientOptions options) {
   if (options.endpoints.empty()) return absl::InvalidArgumentError("PsClient: no endpoints");
-  if (options.max_keys_per_request == 0) options.max_keys_per_request = 1;
+  for (size_t s = 0; s < options.endpoints.size(); ++s) {
+    auto status = detail::CheckEndpoint(options.endpoints[s], false,
+                                        absl::StrCat("PsClient: endpoint of server ", s));
+    if (!status.ok()) return status;
+  }
+  const std::pair<const char*, absl::Duration> timeouts[] = {
+      {"connect_timeout", options.connect_timeout},
+      {"rpc_timeout", options.rpc_timeout},
+      {"admin_timeout", options.admin_timeout}};
+  for (const auto& [name, timeout] : timeouts) {
+    if (timeout <= absl::ZeroDuration() || timeout == absl::InfiniteDuration()) {
+      return absl::InvalidArgumentError(absl::StrCat("PsClient: ", name, " must be positive and "
+                                                     "finite, got ", absl::FormatDuration(timeout)));
+    }
+  }
+  if (options.max_keys_per_request == 0) {
+    return absl::InvalidArgumentError("PsClient: max_keys_per_request must be at least 1");
+  }
   std::unique_ptr<PsClient> client(new PsClient(std::move(options)));
   client->inflight_ = std::make_shared<detail::Inflight>();
   client->dedup_pool_ = std::make_unique<detail::KeyDedupPool>();
@@ -177,11 +197,31 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(ClientOptions option
   return client;
 }
 
-PsClient::~PsClient() {
+PsClient::~PsClient() { WaitForInflight(); }
+
+void PsClient::WaitForInflight() {
   if (!inflight_) return;
   absl::MutexLock lock(&inflight_->mu);
   inflight_->mu.Await(absl::Condition(
       +[](int* count) { return *count == 0; }, &inflight_->count));
+}
+
+void PsClient::Close() {
+  state_.store(kClosed);
+  WaitForInflight();
+}
+
+absl::Status PsClient::CheckUsable(const char* what) const {
+  switch (state_.load()) {
+    case kOpen:
+      return absl::OkStatus();
+    case kStopped:
+      return absl::UnavailableError(absl::StrCat(
+          what, ": the parameter servers were stopped by this client (stop_servers)"));
+    case kClosed:
+      break;
+  }
+  return absl::UnavailableError(absl::StrCat(what, ": the client is closed"));
 }
 
 absl::Status PsClient::Handshake() {
@@ -294,6 +334,7 @@ absl::StatusOr<const PsClient::DenseRoute*> PsClient::Dense(uint32_t table_id) c
 
 Future PsClient::PullSparse(uint32_t table_id, absl::Span<const int64_t> keys,
                             absl::Span<float> out) {
+  if (auto s = CheckUsable("PullSparse"); !s.ok()) return Future::Failed(s);
   auto dim_or = SparseDim(table_id);
   if (!dim_or.ok()) return Future::Failed(dim_or.status());
   const size_t dim = *dim_or;
@@ -355,8 +396,33 @@ Future PsClient::PullSparse(uint32_t table_id, absl::Span<const int64_t> keys,
   return Future(state);
 }
 
+namespace {
+
+const char* PushName(PushKind kind, const char* base) {
+  switch (kind) {
+    case PushKind::kDelta:
+      return base[4] == 'S' ? "PushSparse (delta)" : "PushDense (delta)";
+    case PushKind::kAccumulate:
+      return base[4] == 'S' ? "PushSparse (accumulate)" : "PushDense (accumulate)";
+    case PushKind::kInitialize:
+      return base[4] == 'S' ? "PushSparse (initialize)" : "PushDense (initialize)";
+    case PushKind::kGradient:
+      break;
+  }
+  return base;
+}
+
+}  // namespace
+
 Future PsClient::PushSparse(uint32_t table_id, absl::Span<const int64_t> keys,
-                            absl::Span<const float> grads, bool is_delta) {
+                            absl::Span<const float> grads, PushKind kind) {
+  if (auto s = CheckUsable("PushSparse"); !s.ok()) return Future::Failed(s);
+  if (kind == PushKind::kInitialize) {
+    return Future::Failed(absl::InvalidArgumentError(
+        absl::StrCat("PushSparse of table ", table_id, ": sparse rows are initialised by the "
+                     "table's initializer, not by an initialize push")));
+  }
+  const bool is_delta = kind == PushKind::kDelta;
   auto dim_or = SparseDim(table_id);
   if (!dim_or.ok()) return Future::Failed(dim_or.status());
   const size_t dim = *dim_or;
@@ -370,8 +436,7 @@ Future PsClient::PushSparse(uint32_t table_id, absl::Span<const int64_t> keys,
   const MergedRepeats merged(keys, grads, dim, dedup.get());
   dedup_pool_->Release(std::move(dedup));
   auto state = std::make_shared<detail::CallState>(1);
-  const std::string what =
-      absl::StrCat(is_delta ? "PushSparse (delta)" : "PushSparse", " of table ", table_id);
+  const std::string what = absl::StrCat(PushName(kind, "PushSparse"), " of table ", table_id);
   const size_t max_keys = std::min(options_.max_keys_per_request, keys.size());
   RequestStream<PendingPush> stream(
       stubs_.size(), max_keys,
@@ -379,6 +444,7 @@ Future PsClient::PushSparse(uint32_t table_id, absl::Span<const int64_t> keys,
         PendingPush p{new PushSparseCall};
         p.call->request.set_table_id(table_id);
         p.call->request.set_is_delta(is_delta);
+        p.call->request.set_accumulate(kind == PushKind::kAccumulate);
         p.call->request.mutable_keys()->resize(max_keys * sizeof(int64_t));
         p.call->request.mutable_grads()->resize(max_keys * row_bytes);
         p.keys = p.call->request.mutable_keys()->data();
@@ -409,6 +475,7 @@ Future PsClient::PushSparse(uint32_t table_id, absl::Span<const int64_t> keys,
 }
 
 Future PsClient::PullDense(uint32_t table_id, absl::Span<float> out) {
+  if (auto s = CheckUsable("PullDense"); !s.ok()) return Future::Failed(s);
   auto route_or = Dense(table_id);
   if (!route_or.ok()) return Future::Failed(route_or.status());
   const DenseRoute* route = *route_or;
@@ -445,7 +512,9 @@ Future PsClient::PullDense(uint32_t table_id, absl::Span<float> out) {
   return Future(state);
 }
 
-Future PsClient::PushDense(uint32_t table_id, absl::Span<const float> grads, bool is_delta) {
+Future PsClient::PushDense(uint32_t table_id, absl::Span<const float> grads, PushKind kind) {
+  if (auto s = CheckUsable("PushDense"); !s.ok()) return Future::Failed(s);
+  const bool is_delta = kind == PushKind::kDelta;
   auto route_or = Dense(table_id);
   if (!route_or.ok()) return Future::Failed(route_or.status());
   const DenseRoute* route = *route_or;
@@ -459,12 +528,13 @@ Future PsClient::PushDense(uint32_t table_id, absl::Span<const float> grads, boo
     if (!route->blocks[s].empty()) servers.push_back(s);
   }
   auto state = std::make_shared<detail::CallState>(static_cast<int>(servers.size()));
-  const std::string what =
-      absl::StrCat(is_delta ? "PushDense (delta)" : "PushDense", " of table ", table_id);
+  const std::string what = absl::StrCat(PushName(kind, "PushDense"), " of table ", table_id);
   for (size_t s : servers) {
     auto* call = new PushDenseCall;
     call->request.set_table_id(table_id);
     call->request.set_is_delta(is_delta);
+    call->request.set_accumulate(kind == PushKind::kAccumulate);
+    call->request.set_initialize(kind == PushKind::kInitialize);
     std::string* bytes = call->request.mutable_grads();
     bytes->reserve(route->local_size[s] * sizeof(float));
     for (uint64_t b : route->blocks[s]) {
@@ -479,6 +549,17 @@ Future PsClient::PushDense(uint32_t table_id, absl::Span<const float> grads, boo
 
 Future PsClient::Barrier(const std::string& name, uint32_t num_workers, uint32_t worker_id,
                          absl::Duration timeout) {
+  if (auto s = CheckUsable("Barrier"); !s.ok()) return Future::Failed(s);
+  if (num_workers == 0 || worker_id >= num_workers) {
+    return Future::Failed(absl::InvalidArgumentError(absl::StrCat(
+        "Barrier '", name, "': worker id ", worker_id, " is not in [0, ", num_workers, ")")));
+  }
+  if (timeout <= absl::ZeroDuration() || timeout > absl::Hours(24 * 24)) {
+    // The request carries milliseconds in 32 bits: 24 days at most.
+    return Future::Failed(absl::InvalidArgumentError(
+        absl::StrCat("Barrier '", name, "': timeout must be in (0, 24 days], got ",
+                     absl::FormatDuration(timeout))));
+  }
   auto state = std::make_shared<detail::CallState>(1);
   auto* call = new BarrierCall;
   call->request.set_name(name);
@@ -489,6 +570,34 @@ Future PsClient::Barrier(const std::string& name, uint32_t num_workers, uint32_t
          timeout + options_.rpc_timeout, call, FLEET_PS_STARTER(Barrier), state,
          [](const proto::BarrierReply&) { return absl::OkStatus(); });
   return Future(state);
+}
+
+absl::StatusOr<uint32_t> PsClient::SyncStep(uint32_t num_workers, uint32_t worker_id, bool done,
+                                            absl::Duration timeout) {
+  auto state = std::make_shared<detail::CallState>(static_cast<int>(stubs_.size()));
+  // Every server reports the same count (each saw the same arrivals); keep the smallest.
+  auto done_workers = std::make_shared<std::atomic<uint32_t>>(num_workers);
+  for (size_t s = 0; s < stubs_.size(); ++s) {
+    auto* call = new BarrierCall;
+    call->request.set_name("__sync_step__");
+    call->request.set_num_workers(num_workers);
+    call->request.set_worker_id(worker_id);
+    call->request.set_timeout_ms(static_cast<uint32_t>(absl::ToInt64Milliseconds(timeout)));
+    call->request.set_apply_accumulated(true);
+    call->request.set_done(done);
+    Launch(s, absl::StrCat("sync step (worker ", worker_id, ")"), timeout + options_.rpc_timeout,
+           call, FLEET_PS_STARTER(Barrier), state,
+           [done_workers](const proto::BarrierReply& reply) {
+             uint32_t seen = done_workers->load();
+             while (reply.done_workers() < seen &&
+                    !done_workers->compare_exchange_weak(seen, reply.done_workers())) {
+             }
+             return absl::OkStatus();
+           });
+  }
+  absl::Status status = Future(state).Wait();
+  if (!status.ok()) return status;
+  return done_workers->load();
 }
 
 }  // namespace fleet::ps

@@ -8,6 +8,7 @@
 // hung server turns into an error naming its endpoint within that deadline, never a hang.
 // All methods are thread-safe.
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -29,6 +30,14 @@ struct Inflight;
 class KeyDedupPool;
 }  // namespace detail
 
+// What a push does on the servers (see ps.proto's push requests).
+enum class PushKind {
+  kGradient,    // through the table's update rule
+  kDelta,       // added to the values as they are (GEO)
+  kAccumulate,  // summed into the servers' pending gradients until the next SyncStep (sync)
+  kInitialize,  // dense only: the values, set once while the table is pristine (init_worker)
+};
+
 struct ClientOptions {
   std::vector<std::string> endpoints;  // server i listens on endpoints[i]
   absl::Duration connect_timeout = absl::Seconds(10);
@@ -43,11 +52,17 @@ struct ClientOptions {
 class PsClient {
  public:
   // Connects to every endpoint, waiting up to connect_timeout, and checks that server i reports
-  // index i of endpoints.size() and that all servers hold the same tables. Unavailable naming
-  // the endpoint that cannot be reached; InvalidArgument for inconsistent servers.
+  // index i of endpoints.size() and that all servers hold the same tables. InvalidArgument,
+  // before connecting, for a malformed endpoint, a timeout that is not positive or a zero
+  // max_keys_per_request; Unavailable naming the endpoint that cannot be reached;
+  // InvalidArgument for inconsistent servers.
   static absl::StatusOr<std::unique_ptr<PsClient>> Connect(ClientOptions options);
   // Waits for the RPCs in flight (bounded by their deadlines).
   ~PsClient();
+
+  // Refuses every later call (Unavailable: "the client is closed") and waits for the RPCs in
+  // flight. Idempotent; thread-safe.
+  void Close();
 
   const std::vector<std::string>& endpoints() const { return options_.endpoints; }
   // The config of table `table_id` as the servers reported it; NotFound when there is none.
@@ -61,22 +76,42 @@ class PsClient {
   // the rows. Gradients of repeated keys are summed first. Both buffers are copied before this
   // returns.
   Future PushSparse(uint32_t table_id, absl::Span<const int64_t> keys,
-                    absl::Span<const float> grads, bool is_delta = false);
+                    absl::Span<const float> grads, bool is_delta = false) {
+    return PushSparse(table_id, keys, grads, is_delta ? PushKind::kDelta : PushKind::kGradient);
+  }
+  Future PushSparse(uint32_t table_id, absl::Span<const int64_t> keys,
+                    absl::Span<const float> grads, PushKind kind);
   // Pulls the whole dense table (dim floats) into `out`, which must stay valid until the future
   // completes.
   Future PullDense(uint32_t table_id, absl::Span<float> out);
   // Pushes gradients (or deltas) for the whole dense table; copied before this returns.
-  Future PushDense(uint32_t table_id, absl::Span<const float> grads, bool is_delta = false);
+  Future PushDense(uint32_t table_id, absl::Span<const float> grads, bool is_delta = false) {
+    return PushDense(table_id, grads, is_delta ? PushKind::kDelta : PushKind::kGradient);
+  }
+  Future PushDense(uint32_t table_id, absl::Span<const float> grads, PushKind kind);
   // Waits with `num_workers` workers at barrier `name` (served by server 0). The future fails
   // with DeadlineExceeded when not all arrive within `timeout`.
   Future Barrier(const std::string& name, uint32_t num_workers, uint32_t worker_id,
                  absl::Duration timeout);
+  // Sync training's step: waits on every server until all `num_workers` workers arrived, the
+  // last arrival applying the gradients accumulated since the previous step (PushKind
+  // kAccumulate) averaged over the workers not `done`. A worker whose pass ended arrives with
+  // `done` until this returns num_workers (every worker is done). Blocks; DeadlineExceeded
+  // naming the count that arrived when `timeout` passes first.
+  absl::StatusOr<uint32_t> SyncStep(uint32_t num_workers, uint32_t worker_id, bool done,
+                                    absl::Duration timeout);
 
-  // Saves one table (or all, when table_id is empty) on every server; returns the rows written.
+  // Saves one table (or all, when table_id is empty) on every server into the checkpoint
+  // directory `dirname` (checkpoint.h) and returns the rows written. Two phases: every server
+  // writes its parts, then server 0 commits the manifest; the save becomes visible only when
+  // every server succeeded, and a failure (naming the server, its endpoint and the directory)
+  // leaves the previous checkpoint there loadable. InvalidArgument for an empty dirname.
   absl::StatusOr<uint64_t> Save(const std::string& dirname, std::optional<uint32_t> table_id,
                                 proto::SaveMode mode);
-  // Loads one table (or all) on every server from `dirname`, whatever number of servers saved
-  // it; returns the rows loaded.
+  // Loads one table (or all) on every server from the checkpoint in `dirname`, whatever number
+  // of servers saved it; returns the rows loaded. Refuses (naming the file, table and what is
+  // wrong) a checkpoint without a committed manifest, with a missing or damaged part, or with a
+  // table of another type or dim.
   absl::StatusOr<uint64_t> Load(const std::string& dirname, std::optional<uint32_t> table_id);
   // Drops stale sparse rows on every server (see ShrinkRequest); returns the rows removed.
   absl::StatusOr<uint64_t> Shrink(uint32_t table_id, uint32_t max_unseen_saves);
@@ -84,7 +119,8 @@ class PsClient {
   absl::StatusOr<std::vector<std::vector<proto::TableStats>>> Stats();
   // OK when every server answers within rpc_timeout.
   absl::Status Heartbeat();
-  // Asks every server to stop (each finishes the RPCs in flight first).
+  // Asks every server to stop (each finishes the RPCs in flight first). Later calls of this
+  // client, but Close and StopServers, fail at once with Unavailable.
   absl::Status StopServers();
 
  private:
@@ -94,7 +130,12 @@ class PsClient {
     std::vector<size_t> local_size;             // per server
   };
 
+  enum State { kOpen, kStopped, kClosed };
+
   explicit PsClient(ClientOptions options);
+  // OK while the client is open; Unavailable naming `what` once closed or stopped.
+  absl::Status CheckUsable(const char* what) const;
+  void WaitForInflight();
   absl::Status Handshake();
   absl::Status AdoptConfigs(const std::vector<proto::ServerConfig>& configs);
   absl::StatusOr<size_t> SparseDim(uint32_t table_id) const;
@@ -109,8 +150,13 @@ class PsClient {
               std::shared_ptr<detail::CallState> state, OnReply on_reply);
   // One RPC to every server in parallel, on_reply(server, reply) for each; blocks until all end.
   template <class Call, class Start, class OnReply>
-  absl::Status CallAll(const char* what, absl::Duration timeout, Start start,
+  absl::Status CallAll(const std::string& what, absl::Duration timeout, Start start,
                        const std::function<void(Call*)>& fill, OnReply on_reply);
+  // The same to `servers` only.
+  template <class Call, class Start, class OnReply>
+  absl::Status CallServers(const std::string& what, absl::Duration timeout,
+                           const std::vector<size_t>& servers, Start start,
+                           const std::function<void(Call*)>& fill, OnReply on_reply);
 
   ClientOptions options_;
   std::vector<std::shared_ptr<grpc::Channel>> channels_;
@@ -119,6 +165,7 @@ class PsClient {
   absl::flat_hash_map<uint32_t, DenseRoute> dense_;
   std::shared_ptr<detail::Inflight> inflight_;  // RPCs in flight, shared with their callbacks
   std::unique_ptr<detail::KeyDedupPool> dedup_pool_;
+  std::atomic<State> state_{kOpen};
 };
 
 }  // namespace fleet::ps

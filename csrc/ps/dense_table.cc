@@ -3,9 +3,28 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "ps/detail/memory.h"
+#include "ps/detail/overflow_guard.h"
 #include "ps/sparse_table.h"
 
 namespace fleet::ps {
+
+uint64_t DenseTable::EstimateBytes(const proto::TableConfig& config, uint32_t num_servers) {
+  auto rule = MakeUpdateRule(config.optimizer());
+  if (!rule.ok() || num_servers == 0) return UINT64_MAX;
+  DenseLayout layout;
+  layout.dim = config.dim();
+  layout.block_size =
+      config.dense_block_size() == 0 ? kDefaultDenseBlockSize : config.dense_block_size();
+  const uint64_t blocks = layout.num_blocks();
+  const uint64_t local_blocks = (blocks + num_servers - 1) / num_servers;
+  const uint64_t block_floats = layout.block_size + (*rule)->StateDim(layout.block_size);
+  // Per local block: its floats and the Block with its heap overhead; per block: local_of_.
+  const long double bytes = static_cast<long double>(local_blocks) *
+                                (block_floats * sizeof(float) + sizeof(Block) + 64) +
+                            static_cast<long double>(blocks) * sizeof(int64_t);
+  return bytes >= 1.8e19L ? UINT64_MAX : static_cast<uint64_t>(bytes);
+}
 
 absl::StatusOr<std::unique_ptr<DenseTable>> DenseTable::Create(
     const proto::TableConfig& config, uint32_t server_index, uint32_t num_servers,
@@ -26,6 +45,12 @@ absl::StatusOr<std::unique_ptr<DenseTable>> DenseTable::Create(
   auto init = Initializer::Create(config.initializer());
   if (!init.ok())
     return absl::InvalidArgumentError(absl::StrCat(name, ": ", init.status().message()));
+  if (auto s = detail::CheckOverflowConfig(config, name); !s.ok()) return s;
+  if (auto s = detail::CheckMemory(EstimateBytes(config, num_servers),
+                                   absl::StrCat(name, " (dim ", config.dim(), ")"));
+      !s.ok()) {
+    return s;
+  }
 
   std::unique_ptr<DenseTable> table(new DenseTable(config, std::move(*rule)));
   const DenseLayout& layout = table->layout_;
@@ -79,17 +104,48 @@ absl::Status DenseTable::Push(absl::Span<const float> grads, bool is_delta) {
     return absl::InvalidArgumentError(
         absl::StrCat(Name(), ": ", what, " contain NaN or infinity; push rejected"));
   }
+  pristine_.store(false);
+  detail::OverflowGuard guard(config_.overflow());
+  uint64_t refused = 0;
+  uint64_t first_block = 0;
   for (auto& block : blocks_) {
     std::lock_guard<std::mutex> lock(block->mu);
     float* w = block->data.data();
     const float* g = grads.data() + block->offset;
+    guard.Keep(w, block->data.size());
     if (is_delta) {
       for (size_t i = 0; i < block->length; ++i) w[i] += g[i];
     } else {
       rule_->Update(block->length, w, w + block->length, g);
     }
+    if (!guard.Check(w, block->data.size()) && refused++ == 0) first_block = block->index;
   }
-  return absl::OkStatus();
+  if (refused == 0) return absl::OkStatus();
+  return absl::OutOfRangeError(absl::StrCat(
+      Name(), ": the update of block ", first_block, " (elements from ",
+      layout_.BlockBegin(first_block), ")", refused > 1 ? absl::StrCat(" and ", refused - 1,
+                                                                      " other blocks") : "",
+      " would take a weight or optimizer state past ", guard.bound(),
+      " (float overflow from finite ", what, "); those blocks were left as they were, the rest "
+      "of the push was applied"));
+}
+
+absl::StatusOr<bool> DenseTable::Initialize(absl::Span<const float> values) {
+  if (values.size() != local_size_) {
+    return absl::InvalidArgumentError(absl::StrCat(Name(), ": this server holds ", local_size_,
+                                                   " floats, the initial values have ",
+                                                   values.size()));
+  }
+  if (!AllFinite(values)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(Name(), ": initial values contain NaN or infinity; rejected"));
+  }
+  if (!pristine_.exchange(false)) return false;
+  for (auto& block : blocks_) {
+    std::lock_guard<std::mutex> lock(block->mu);
+    std::memcpy(block->data.data(), values.data() + block->offset, block->length * sizeof(float));
+  }
+  return true;
 }
 
 absl::StatusOr<uint64_t> DenseTable::Save(const std::string& path) const {
@@ -153,6 +209,7 @@ absl::StatusOr<uint64_t> DenseTable::Load(absl::Span<TableFileReader* const> par
           ", block ", layout_.block_size, ", rule ", config_.optimizer().rule_case()));
     }
   }
+  pristine_.store(false);  // loaded values are never replaced by a worker's start-up values
   std::vector<bool> seen(blocks_.size(), false);
   uint64_t loaded = 0;
   for (TableFileReader* part : parts) {

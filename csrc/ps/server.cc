@@ -6,12 +6,24 @@
 
 #include "absl/strings/str_cat.h"
 #include "ps/detail/barrier.h"
+#include "ps/detail/endpoint.h"
 #include "ps/detail/service.h"
 #include "ps/detail/table_set.h"
 
 namespace fleet::ps {
 
 absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Start(const ServerOptions& options) {
+  if (auto s = detail::CheckEndpoint(options.address, true, "parameter server address");
+      !s.ok()) {
+    return s;
+  }
+  if (options.max_threads < 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "parameter server: max_threads must be at least 2, got ", options.max_threads));
+  }
+  if (options.stop_grace < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("parameter server: stop_grace is negative");
+  }
   std::unique_ptr<PsServer> server(new PsServer());
   auto tables = detail::TableSet::Create(options.config, options.sharding);
   if (!tables.ok()) return tables.status();
@@ -39,10 +51,17 @@ absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Start(const ServerOptions& o
   }
   const std::string& address = options.address;
   server->endpoint_ = absl::StrCat(address.substr(0, address.rfind(':')), ":", port);
+  server->stopper_ = std::thread([self, grace = options.stop_grace] {
+    self->WaitForStopRequest(absl::InfiniteDuration());
+    self->Shutdown(grace);
+  });
   return server;
 }
 
-PsServer::~PsServer() { Shutdown(absl::Seconds(5)); }
+PsServer::~PsServer() {
+  Shutdown(absl::Seconds(5));
+  if (stopper_.joinable()) stopper_.join();
+}
 
 const proto::ServerConfig& PsServer::config() const { return tables_->config(); }
 
@@ -65,15 +84,20 @@ bool PsServer::WaitForStopRequest(absl::Duration timeout) {
 void PsServer::Shutdown(absl::Duration grace) {
   {
     absl::MutexLock lock(&mu_);
-    if (shut_down_) return;
-    shut_down_ = true;
     stop_requested_ = true;
+    if (shutting_down_) {
+      mu_.Await(absl::Condition(&shut_down_));
+      return;
+    }
+    shutting_down_ = true;
   }
   if (barriers_) barriers_->Close();
   if (server_) {
     server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
     server_->Wait();
   }
+  absl::MutexLock lock(&mu_);
+  shut_down_ = true;
 }
 
 }  // namespace fleet::ps

@@ -4,11 +4,13 @@
 // Start() builds the tables and serves on a gRPC thread pool, so RPCs run concurrently (tables
 // lock per shard or block). Stopping is two-step so that neither a Stop RPC nor a signal
 // handler ever waits on the RPCs in flight: RequestStop() (the Stop RPC, or the owner's SIGTERM
-// handler) only wakes WaitForStopRequest(); the owner then calls Shutdown(), which lets the
-// RPCs in flight finish.
+// handler) only wakes WaitForStopRequest() and the server's own stopper thread, which then
+// calls Shutdown(stop_grace), letting the RPCs in flight finish. So a server stops serving
+// after a Stop RPC whether or not its owner waits for it (an in-process server too).
 
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -32,13 +34,18 @@ struct ServerOptions {
   // host:port to listen on; port 0 picks a free port (see PsServer::endpoint()).
   std::string address = "127.0.0.1:0";
   Sharding sharding;
-  // Most RPCs served at once (each holds a thread; barrier waiters too).
+  // Most RPCs served at once (each holds a thread; barrier waiters too). At least 2: gRPC's
+  // synchronous server keeps one thread polling.
   int max_threads = 256;
+  // How long the RPCs in flight may run on after a Stop RPC.
+  absl::Duration stop_grace = absl::Seconds(5);
 };
 
 class PsServer {
  public:
-  // InvalidArgument for a bad config; Unavailable naming the address when it cannot be bound.
+  // InvalidArgument for a bad config, a malformed address or max_threads below 2 (checked before
+  // anything is allocated); ResourceExhausted when its dense tables do not fit in memory;
+  // Unavailable naming the address when it cannot be bound.
   static absl::StatusOr<std::unique_ptr<PsServer>> Start(const ServerOptions& options);
   // Shutdown(absl::Seconds(5)) when not done yet.
   ~PsServer();
@@ -54,7 +61,8 @@ class PsServer {
   // Blocks up to `timeout` for RequestStop(); true when it came.
   bool WaitForStopRequest(absl::Duration timeout);
   // Stops accepting RPCs, lets those in flight finish for up to `grace` (then cancels them) and
-  // fails barrier waiters with Unavailable. Idempotent; not to be called from an RPC handler.
+  // fails barrier waiters with Unavailable. Idempotent: a call while another is under way waits
+  // for it to finish. Not to be called from an RPC handler.
   void Shutdown(absl::Duration grace);
 
  private:
@@ -65,8 +73,10 @@ class PsServer {
   std::unique_ptr<detail::BarrierSet> barriers_;
   std::unique_ptr<detail::PsServiceImpl> service_;
   std::unique_ptr<grpc::Server> server_;
+  std::thread stopper_;  // waits for a stop request, then shuts down
   absl::Mutex mu_;
   bool stop_requested_ ABSL_GUARDED_BY(mu_) = false;
+  bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
 };
 

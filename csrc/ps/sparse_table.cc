@@ -26,12 +26,17 @@ absl::StatusOr<std::unique_ptr<SparseTable>> SparseTable::Create(const proto::Ta
     return absl::InvalidArgumentError(
         absl::StrCat(name, ": dim must be in [1, 2^24], got ", config.dim()));
   }
+  if (config.num_shards() > kMaxShards) {
+    return absl::InvalidArgumentError(absl::StrCat(name, ": num_shards must be at most ",
+                                                   kMaxShards, ", got ", config.num_shards()));
+  }
   auto rule = MakeUpdateRule(config.optimizer());
   if (!rule.ok())
     return absl::InvalidArgumentError(absl::StrCat(name, ": ", rule.status().message()));
   auto init = Initializer::Create(config.initializer());
   if (!init.ok())
     return absl::InvalidArgumentError(absl::StrCat(name, ": ", init.status().message()));
+  if (auto s = detail::CheckOverflowConfig(config, name); !s.ok()) return s;
   return std::unique_ptr<SparseTable>(new SparseTable(config, std::move(*rule), *init));
 }
 
@@ -206,18 +211,32 @@ absl::Status SparseTable::Push(absl::Span<const int64_t> keys, absl::Span<const 
   return status;
 }
 
-void SparseTable::ApplyPush(float* row, const float* grad, bool is_delta, uint32_t stamp) {
+bool SparseTable::ApplyPush(float* row, const float* grad, bool is_delta, uint32_t stamp,
+                            detail::OverflowGuard* guard) {
+  // The row is in cache here: keeping a copy costs a few ns, far less than fetching it did.
+  guard->Keep(row, width_);
   if (is_delta) {
     for (size_t k = 0; k < dim_; ++k) row[k] += grad[k];
   } else {
     rule_->Update(dim_, row, row + dim_, grad);
   }
+  if (!guard->Check(row, width_)) return false;
   detail::RowStore::SetStamp(row, stamp);
+  return true;
 }
 
 absl::Status SparseTable::PushGrouped(Groups& g, absl::Span<const float> grads,
                                       bool is_delta) {
   const uint32_t stamp = epoch_.load(std::memory_order_relaxed);
+  detail::OverflowGuard guard(config_.overflow());
+  uint64_t refused = 0;
+  uint32_t first_refused = 0;  // request position of the first refused key
+  auto apply = [&](float* row, uint32_t j) {
+    if (!ApplyPush(row, grads.data() + size_t{g.order[j]} * dim_, is_delta, stamp, &guard) &&
+        (refused++ == 0 || g.order[j] < first_refused)) {
+      first_refused = g.order[j];
+    }
+  };
   for (size_t s = 0; s < shards_.size(); ++s) {
     if (g.begin[s] == g.begin[s + 1]) continue;
     Shard& shard = *shards_[s];
@@ -231,7 +250,7 @@ absl::Status SparseTable::PushGrouped(Groups& g, absl::Span<const float> grads,
       }
       float* row = ConfirmAt(shard.rows, g, j, g.begin[s + 1], width_);
       if (row != nullptr) {
-        ApplyPush(row, grads.data() + size_t{g.order[j]} * dim_, is_delta, stamp);
+        apply(row, j);
       } else if (min_count_ <= 1) {  // else not admitted yet: the gradient is dropped
         g.missing.push_back(j);
       }
@@ -244,13 +263,38 @@ absl::Status SparseTable::PushGrouped(Groups& g, absl::Span<const float> grads,
       if (row == nullptr) {
         return absl::ResourceExhaustedError(absl::StrCat(Name(), ": shard ", s, " is full"));
       }
-      ApplyPush(row, grads.data() + size_t{g.order[j]} * dim_, is_delta, stamp);
+      apply(row, j);
     }
   }
-  return absl::OkStatus();
+  if (refused == 0) return absl::OkStatus();
+  int64_t key = 0;
+  for (uint32_t j = 0; j < g.keys.size(); ++j) {
+    if (g.order[j] == first_refused) key = g.keys[j];
+  }
+  return absl::OutOfRangeError(absl::StrCat(
+      Name(), ": the update of key ", key, refused > 1 ? absl::StrCat(" and ", refused - 1,
+                                                                     " other keys") : "",
+      " would take a weight or optimizer state past ", guard.bound(),
+      " (float overflow from finite ", is_delta ? "deltas" : "gradients",
+      "); those rows were left as they were, the rest of the push was applied"));
 }
 
 absl::StatusOr<uint64_t> SparseTable::Save(const std::string& path, proto::SaveMode mode) {
+  uint32_t cycle;
+  auto rows = WritePart(path, mode, &cycle);
+  if (rows.ok()) CommitCycle(cycle);
+  return rows;
+}
+
+void SparseTable::CommitCycle(uint32_t cycle) {
+  // Later cycles win: committing an older save after a newer one must not widen the delta.
+  uint32_t since = delta_since_.load();
+  while (since < cycle + 1 && !delta_since_.compare_exchange_weak(since, cycle + 1)) {
+  }
+}
+
+absl::StatusOr<uint64_t> SparseTable::WritePart(const std::string& path, proto::SaveMode mode,
+                                                uint32_t* cycle) {
   TableFileHeader header = NewTableFileHeader();
   header.table_id = id();
   header.table_type = proto::SPARSE;
@@ -276,7 +320,7 @@ absl::StatusOr<uint64_t> SparseTable::Save(const std::string& path, proto::SaveM
     if (!status.ok()) return status;
   }
   if (auto s = (*writer)->Finish(rows); !s.ok()) return s;
-  delta_since_.store(start + 1);
+  *cycle = start;
   return rows;
 }
 
@@ -288,6 +332,12 @@ absl::Status SparseTable::CheckPart(const TableFileReader& part) const {
         part.path(), " holds table ", h.table_id, " (type ", h.table_type, ", dim ", h.dim, ", ",
         h.row_floats, " floats a row, rule ", h.rule, "); ", Name(), " expects dim ", dim_, ", ",
         width_, " floats a row, rule ", config_.optimizer().rule_case()));
+  }
+  const uint64_t record = sizeof(int64_t) + width_ * sizeof(float);
+  if (part.body_bytes() % record != 0 || part.body_bytes() / record != h.row_count) {
+    return absl::DataLossError(absl::StrCat(part.path(), " holds ", part.body_bytes(),
+                                            " bytes of records, its header says ", h.row_count,
+                                            " rows of ", record, " bytes"));
   }
   return absl::OkStatus();
 }

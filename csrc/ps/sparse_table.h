@@ -19,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "fleet/ps/ps.pb.h"
+#include "ps/detail/overflow_guard.h"
 #include "ps/detail/row_store.h"
 #include "ps/initializer.h"
 #include "ps/table_file.h"
@@ -48,12 +49,22 @@ class SparseTable {
   // (GEO), adds them to the value. Missing rows are created first, unless the count filter holds
   // them back (then the gradient is dropped). Repeated keys are applied in order. Thread-safe.
   // InvalidArgument, with the table unchanged, for a size mismatch or a NaN or infinite value.
+  // A row whose update would leave a value or state out of range (TableConfig.overflow) is left
+  // as it was (or clipped, as configured); the other rows are applied and the push returns
+  // OutOfRange naming the table and the first such key.
   absl::Status Push(absl::Span<const int64_t> keys, absl::Span<const float> grads, bool is_delta);
 
   // Writes every row (BASE) or the rows created or changed since the previous successful save
   // (DELTA) to `path` (see table_file.h) and returns how many. Ends the current save cycle.
   // Pushes may run meanwhile; a row pushed during the save is also in the next delta.
   absl::StatusOr<uint64_t> Save(const std::string& path, proto::SaveMode mode);
+  // Save in two steps, for a checkpoint that counts only once every server wrote its part
+  // (checkpoint.h): WritePart writes like Save and sets *cycle to the save cycle it ended; the
+  // next delta save starts after that cycle only once CommitCycle(*cycle) is called, so a
+  // delta save after an uncommitted one still holds the rows of both.
+  absl::StatusOr<uint64_t> WritePart(const std::string& path, proto::SaveMode mode,
+                                     uint32_t* cycle);
+  void CommitCycle(uint32_t cycle);
 
   // Loads parts written by Save (on any number of servers): checks that every part belongs to
   // this table (id, dim, update rule) before changing anything, clears the table when a base
@@ -116,13 +127,17 @@ class SparseTable {
   // (through a virtualised TLB) over 100; 16 and 32 measured slower at a million rows, 128 no
   // faster.
   static constexpr uint32_t kRowAhead = 64;
+  // Each shard holds a RowStore and a lock; more shards than this only cost memory.
+  static constexpr uint32_t kMaxShards = 1 << 16;
   static void ProbeShard(const detail::RowStore& rows, Groups& g, size_t s, size_t floats);
   static float* ConfirmAt(const detail::RowStore& rows, const Groups& g, uint32_t j,
                           uint32_t end, size_t floats);
   // Sorts positions j of g by their place in the request.
   static void SortByRequestOrder(const Groups& g, std::vector<uint32_t>* positions);
-  // Applies one pushed gradient (or GEO delta) to a row and stamps it. Caller holds the lock.
-  void ApplyPush(float* row, const float* grad, bool is_delta, uint32_t stamp);
+  // Applies one pushed gradient (or GEO delta) to a row and stamps it; false, with the row as it
+  // was, when the guard refuses the result. Caller holds the lock.
+  bool ApplyPush(float* row, const float* grad, bool is_delta, uint32_t stamp,
+                 detail::OverflowGuard* guard);
   // A new initialised row, or nullptr when the shard is full. Caller holds shard.mu.
   float* CreateRow(Shard& shard, int64_t key, uint64_t hash, uint32_t stamp);
   absl::Status LoadRecords(TableFileReader* part, uint32_t stamp,

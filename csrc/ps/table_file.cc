@@ -11,8 +11,6 @@
 #include <functional>
 #include <thread>
 
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace fleet::ps {
@@ -48,6 +46,20 @@ ssize_t ReadSome(int fd, char* out, size_t bytes) {
     if (n < 0 && errno == EINTR) continue;
     return n;
   }
+}
+
+// Reads and checks the header at the start of `fd`.
+absl::Status ReadHeader(int fd, const std::string& path, TableFileHeader* header) {
+  if (ReadSome(fd, reinterpret_cast<char*>(header), sizeof(*header)) !=
+          static_cast<ssize_t>(sizeof(*header)) ||
+      std::memcmp(header->magic, kMagic, sizeof(kMagic)) != 0) {
+    return absl::DataLossError(absl::StrCat(path, " is not a Fleet table file (bad header)"));
+  }
+  if (header->version != kTableFileVersion) {
+    return absl::DataLossError(absl::StrCat(path, ": format version ", header->version,
+                                            ", this build reads ", kTableFileVersion));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -143,7 +155,7 @@ absl::Status TableFileWriter::Finish(uint64_t row_count) {
 // ---- reader ----------------------------------------------------------------------------------
 
 TableFileReader::TableFileReader(std::string path, int fd, const TableFileHeader& header)
-    : path_(std::move(path)), fd_(fd), header_(header), buffer_(kBufferBytes) {}
+    : path_(std::move(path)), fd_(fd), header_(header) {}
 
 TableFileReader::~TableFileReader() {
   if (fd_ >= 0) ::close(fd_);
@@ -151,24 +163,22 @@ TableFileReader::~TableFileReader() {
 
 absl::StatusOr<std::unique_ptr<TableFileReader>> TableFileReader::Open(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return IoError("cannot open", path);
+  if (fd < 0) {
+    if (errno == ENOENT) return absl::NotFoundError(absl::StrCat(path, " is missing"));
+    return IoError("cannot open", path);
+  }
   TableFileHeader header;
   auto reader = std::unique_ptr<TableFileReader>(new TableFileReader(path, fd, header));
-  if (ReadSome(fd, reinterpret_cast<char*>(&header), sizeof(header)) !=
-          static_cast<ssize_t>(sizeof(header)) ||
-      std::memcmp(header.magic, kMagic, sizeof(kMagic)) != 0) {
-    return absl::DataLossError(absl::StrCat(path, " is not a Fleet table file (bad header)"));
-  }
-  if (header.version != kTableFileVersion) {
-    return absl::DataLossError(absl::StrCat(path, ": format version ", header.version,
-                                            ", this build reads ", kTableFileVersion));
-  }
+  if (auto s = ReadHeader(fd, path, &header); !s.ok()) return s;
   reader->header_ = header;
-  // Checksum pass, then rewind to the first record.
+  // Checksum pass, then rewind to the first record. The read buffer comes with the first read
+  // of records, so that a load can hold every part open (verified) at little cost.
   uint32_t crc = Crc(0, nullptr, 0);
   ssize_t n;
-  while ((n = ReadSome(fd, reader->buffer_.data(), reader->buffer_.size())) > 0) {
-    crc = Crc(crc, reader->buffer_.data(), static_cast<size_t>(n));
+  std::vector<char> buffer(kBufferBytes);
+  while ((n = ReadSome(fd, buffer.data(), buffer.size())) > 0) {
+    crc = Crc(crc, buffer.data(), static_cast<size_t>(n));
+    reader->body_bytes_ += static_cast<uint64_t>(n);
   }
   if (n < 0) return IoError("cannot read", path);
   if (crc != header.checksum) {
@@ -180,6 +190,7 @@ absl::StatusOr<std::unique_ptr<TableFileReader>> TableFileReader::Open(const std
 }
 
 absl::Status TableFileReader::Fill() {
+  if (buffer_.empty()) buffer_.resize(kBufferBytes);
   if (begin_ > 0) {
     std::memmove(buffer_.data(), buffer_.data() + begin_, end_ - begin_);
     end_ -= begin_;
@@ -207,41 +218,19 @@ absl::Status TableFileReader::Read(void* out, size_t bytes) {
   return absl::OkStatus();
 }
 
-// ---- names -----------------------------------------------------------------------------------
+// ---- header only -----------------------------------------------------------------------------
 
-std::string PartFileName(uint32_t table_id, uint32_t server_index, uint32_t num_servers, bool delta,
-                         uint64_t epoch) {
-  return absl::StrCat("table_", table_id, "/part-", server_index, "-of-", num_servers,
-                      delta ? absl::StrCat(".delta-", epoch) : std::string(".base"));
-}
-
-absl::StatusOr<std::vector<std::string>> ListPartFiles(const std::string& dirname,
-                                                       uint32_t table_id) {
-  namespace fs = std::filesystem;
-  const fs::path dir = fs::path(dirname) / absl::StrCat("table_", table_id);
-  std::error_code ec;
-  std::vector<std::pair<uint64_t, std::string>> parts;  // (0 for base, epoch + 1 for delta)
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (!absl::StartsWith(name, "part-") || absl::StrContains(name, ".tmp-")) continue;
-    if (absl::EndsWith(name, ".base")) {
-      parts.emplace_back(0, entry.path().string());
-      continue;
-    }
-    size_t at = name.rfind(".delta-");
-    uint64_t epoch;
-    if (at != std::string::npos && absl::SimpleAtoi(name.substr(at + 7), &epoch)) {
-      parts.emplace_back(epoch + 1, entry.path().string());
-    }
+absl::StatusOr<TableFileHeader> ReadTableFileHeader(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return absl::NotFoundError(absl::StrCat(path, " is missing"));
+    return IoError("cannot open", path);
   }
-  if (ec || parts.empty()) {
-    return absl::NotFoundError(absl::StrCat("no saved parts of table ", table_id, " in ",
-                                            dir.string(), ec ? ": " + ec.message() : ""));
-  }
-  std::sort(parts.begin(), parts.end());
-  std::vector<std::string> paths;
-  for (auto& p : parts) paths.push_back(std::move(p.second));
-  return paths;
+  TableFileHeader header;
+  auto status = ReadHeader(fd, path, &header);
+  ::close(fd);
+  if (!status.ok()) return status;
+  return header;
 }
 
 }  // namespace fleet::ps

@@ -9,11 +9,11 @@
 // that block (the last block is shorter, so the record length follows from dim and block_size).
 // checksum is the CRC-32 (zlib's crc32, ISO-HDLC polynomial) of all bytes after the header.
 //
-// Files are written under a temporary name in the same directory and renamed when complete, so
-// a reader sees either the whole previous file or the whole new one.
+// Files are written under a temporary name (<path>.tmp-*) in the same directory and renamed
+// when complete, so a reader sees either the whole previous file or the whole new one.
 //
-// Layout of a save directory: <dir>/table_<id>/part-<server>-of-<servers>.base for base saves
-// and .delta-<epoch> for delta saves; a load applies the bases, then the deltas by epoch.
+// Where part files go in a checkpoint directory, and the manifest that makes the parts of one
+// save a unit, is checkpoint.h's business.
 
 #include <cstdint>
 #include <memory>
@@ -81,6 +81,8 @@ class TableFileReader {
 
   const TableFileHeader& header() const { return header_; }
   const std::string& path() const { return path_; }
+  // Bytes after the header.
+  uint64_t body_bytes() const { return body_bytes_; }
   // Reads exactly `bytes` of the body; DataLoss naming the file when it ends first.
   absl::Status Read(void* out, size_t bytes);
 
@@ -91,17 +93,14 @@ class TableFileReader {
   std::string path_;
   int fd_;
   TableFileHeader header_;
+  uint64_t body_bytes_ = 0;
   std::vector<char> buffer_;
   size_t begin_ = 0;
   size_t end_ = 0;
 };
 
-// File name of a part, relative to the save directory.
-std::string PartFileName(uint32_t table_id, uint32_t server_index, uint32_t num_servers, bool delta,
-                         uint64_t epoch);
-// The part files of a table in `dirname`: bases first, then deltas by increasing epoch.
-// NotFound naming the directory when there is none.
-absl::StatusOr<std::vector<std::string>> ListPartFiles(const std::string& dirname,
-                                                       uint32_t table_id);
+// The header of the part file at `path` (magic and version checked, the body not read):
+// NotFound when there is no such file, DataLoss naming it when it is no table file.
+absl::StatusOr<TableFileHeader> ReadTableFileHeader(const std::string& path);
 
 }  // namespace fleet::ps

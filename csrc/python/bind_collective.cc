@@ -9,6 +9,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <optional>
 
 #include "collective/file_store.h"
 #include "collective/gloo_backend.h"
@@ -28,7 +29,8 @@ using collective::Store;
 
 Duration FromSeconds(double seconds) {
   FLEET_ENFORCE(seconds > 0, InvalidArgument, "timeout must be positive, got ", seconds, " s");
-  return Duration(static_cast<int64_t>(seconds * 1000.0));
+  FLEET_ENFORCE(seconds <= 1e9, InvalidArgument, "timeout of ", seconds, " s is too long");
+  return Duration(std::max<int64_t>(1, static_cast<int64_t>(seconds * 1000.0)));
 }
 
 // Owns a TcpStoreServer so Python can stop it deterministically with close().
@@ -109,11 +111,27 @@ class ResultPool : public std::enable_shared_from_this<ResultPool> {
   size_t free_bytes_ = 0;
 };
 
-// What Python holds as a GlooGroup: the group and the pool its results come from.
+// What Python holds as a GlooGroup: the group, the pool its results come from, and the timeout
+// of calls that do not give their own.
 struct PyGlooGroup {
   std::shared_ptr<GlooBackend> backend;
+  double collective_timeout_s = 1800.0;
   std::shared_ptr<ResultPool> pool = std::make_shared<ResultPool>();
+
+  // A call's own timeout, else the group's.
+  Duration Timeout(const std::optional<double>& timeout_s) const {
+    return FromSeconds(timeout_s.value_or(collective_timeout_s));
+  }
 };
+
+std::vector<int64_t> ShapeOf(const py::array& array) {
+  return std::vector<int64_t>(array.shape(), array.shape() + array.ndim());
+}
+
+// NumPy's name of the element type ("<f4"), which the call check compares across ranks.
+std::string ElementType(const py::array& array) {
+  return py::str(array.dtype().attr("str")).cast<std::string>();
+}
 
 void BindStores(py::module_& m) {
   py::class_<Store, std::shared_ptr<Store>>(m, "Store",
@@ -170,9 +188,10 @@ void BindStores(py::module_& m) {
 }
 
 py::array AllReduce(PyGlooGroup& group, const py::array& array, const std::string& mode,
-                    double timeout_s) {
+                    std::optional<double> timeout_s) {
   GlooBackend& g = *group.backend;
-  collective::AllReduceOptions options{collective::ReduceOpFromName(mode), FromSeconds(timeout_s)};
+  collective::AllReduceOptions options{collective::ReduceOpFromName(mode),
+                                       group.Timeout(timeout_s), ShapeOf(array)};
   DType dtype = DTypeOfArray(array, "all_reduce");
   py::array in = py::array::ensure(array, py::array::c_style);
   py::array out = group.pool->NewArray(
@@ -188,8 +207,9 @@ py::array AllReduce(PyGlooGroup& group, const py::array& array, const std::strin
 }
 
 void AllReduceInPlace(PyGlooGroup& group, py::array array, const std::string& mode,
-                      double timeout_s) {
-  collective::AllReduceOptions options{collective::ReduceOpFromName(mode), FromSeconds(timeout_s)};
+                      std::optional<double> timeout_s) {
+  collective::AllReduceOptions options{collective::ReduceOpFromName(mode),
+                                       group.Timeout(timeout_s), ShapeOf(array)};
   DType dtype = DTypeOfArray(array, "all_reduce_inplace");
   FLEET_ENFORCE(py::detail::check_flags(array.ptr(), py::detail::npy_api::NPY_ARRAY_C_CONTIGUOUS_ |
                                                          py::detail::npy_api::NPY_ARRAY_WRITEABLE_),
@@ -202,7 +222,7 @@ void AllReduceInPlace(PyGlooGroup& group, py::array array, const std::string& mo
 }
 
 // Rank r's array lands in row r of the result, which has shape (size, *array.shape).
-py::array AllGather(PyGlooGroup& group, const py::array& array, double timeout_s) {
+py::array AllGather(PyGlooGroup& group, const py::array& array, std::optional<double> timeout_s) {
   GlooBackend& g = *group.backend;
   py::array in = py::array::ensure(array, py::array::c_style);
   std::vector<py::ssize_t> shape{g.size()};
@@ -211,28 +231,31 @@ py::array AllGather(PyGlooGroup& group, const py::array& array, double timeout_s
   const void* src = in.data();
   void* dst = out.mutable_data();
   const size_t bytes = static_cast<size_t>(in.nbytes());
+  collective::AllGatherOptions options{group.Timeout(timeout_s), ShapeOf(in), ElementType(in)};
   {
     py::gil_scoped_release release;
-    g.AllGather(src, dst, bytes, collective::AllGatherOptions{FromSeconds(timeout_s)});
+    g.AllGather(src, dst, bytes, options);
   }
   return out;
 }
 
 // Gathers byte strings of any length: first the lengths, then the strings padded to the longest.
-py::list AllGatherBytes(PyGlooGroup& group, const py::bytes& value, double timeout_s) {
+py::list AllGatherBytes(PyGlooGroup& group, const py::bytes& value,
+                        std::optional<double> timeout_s) {
   GlooBackend& g = *group.backend;
   std::string mine = value;
   std::vector<int64_t> lengths(g.size());
   std::string gathered;
+  const Duration timeout = group.Timeout(timeout_s);
   {
     py::gil_scoped_release release;
-    collective::AllGatherOptions options{FromSeconds(timeout_s)};
+    collective::AllGatherOptions options{timeout, {}, "bytes length"};
     const int64_t length = static_cast<int64_t>(mine.size());
     g.AllGather(&length, lengths.data(), sizeof(length), options);
     const size_t longest = static_cast<size_t>(*std::max_element(lengths.begin(), lengths.end()));
     mine.resize(longest);
     gathered.resize(longest * g.size());
-    g.AllGather(mine.data(), gathered.data(), longest, options);
+    g.AllGather(mine.data(), gathered.data(), longest, {timeout, {}, "bytes"});
   }
   py::list result;
   const size_t stride = gathered.size() / g.size();
@@ -242,15 +265,18 @@ py::list AllGatherBytes(PyGlooGroup& group, const py::bytes& value, double timeo
   return result;
 }
 
-void BroadcastInPlace(PyGlooGroup& group, py::array array, int root, double timeout_s) {
+void BroadcastInPlace(PyGlooGroup& group, py::array array, int root,
+                      std::optional<double> timeout_s) {
   GlooBackend& g = *group.backend;
   FLEET_ENFORCE(py::detail::check_flags(array.ptr(), py::detail::npy_api::NPY_ARRAY_C_CONTIGUOUS_ |
                                                          py::detail::npy_api::NPY_ARRAY_WRITEABLE_),
                 InvalidArgument, "broadcast: the array must be C-contiguous and writeable");
   void* data = array.mutable_data();
   const size_t bytes = static_cast<size_t>(array.nbytes());
+  collective::BroadcastOptions options{root, group.Timeout(timeout_s), ShapeOf(array),
+                                       ElementType(array)};
   py::gil_scoped_release release;
-  g.Broadcast(data, bytes, collective::BroadcastOptions{root, FromSeconds(timeout_s)});
+  g.Broadcast(data, bytes, options);
 }
 
 // The limit fleet.util.all_reduce is measured against: `iters` back-to-back gloo::allreduce calls
@@ -282,33 +308,40 @@ void BindGloo(py::module_& m) {
       .def_static(
           "connect",
           [](std::shared_ptr<Store> store, int rank, int size, const std::string& hostname,
-             const std::string& name, double timeout_s) {
+             const std::string& name, double timeout_s, double collective_timeout_s) {
             collective::GlooOptions options{hostname, name, FromSeconds(timeout_s)};
+            FromSeconds(collective_timeout_s);  // validated now, used by every call
             py::gil_scoped_release release;
-            return PyGlooGroup{GlooBackend::Connect(store.get(), rank, size, options)};
+            return PyGlooGroup{GlooBackend::Connect(store.get(), rank, size, options),
+                               collective_timeout_s};
           },
           py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("hostname") = "127.0.0.1",
           py::arg("name") = "default", py::arg("timeout_s") = 120.0,
-          "Joins the group; blocks until all ranks have joined or the timeout names those missing.")
+          py::arg("collective_timeout_s") = 1800.0,
+          "Joins the group; blocks until all ranks have joined or the timeout names those "
+          "missing. collective_timeout_s bounds each later call that gives no timeout_s.")
+      .def_property_readonly("collective_timeout_s",
+                             [](const PyGlooGroup& g) { return g.collective_timeout_s; })
       .def_property_readonly("rank", [](const PyGlooGroup& g) { return g.backend->rank(); })
       .def_property_readonly("size", [](const PyGlooGroup& g) { return g.backend->size(); })
       .def_property_readonly("name", [](const PyGlooGroup& g) { return g.backend->name(); })
       .def("all_reduce", &AllReduce, py::arg("array"), py::arg("mode") = "sum",
-           py::arg("timeout_s") = 1800.0, "Returns a new array; the input is left unchanged.")
+           py::arg("timeout_s") = py::none(), "Returns a new array; the input is left unchanged.")
       .def("all_reduce_inplace", &AllReduceInPlace, py::arg("array"), py::arg("mode") = "sum",
-           py::arg("timeout_s") = 1800.0, "Overwrites `array` with the reduction.")
-      .def("all_gather", &AllGather, py::arg("array"), py::arg("timeout_s") = 1800.0)
-      .def("all_gather_bytes", &AllGatherBytes, py::arg("value"), py::arg("timeout_s") = 1800.0)
+           py::arg("timeout_s") = py::none(), "Overwrites `array` with the reduction.")
+      .def("all_gather", &AllGather, py::arg("array"), py::arg("timeout_s") = py::none())
+      .def("all_gather_bytes", &AllGatherBytes, py::arg("value"),
+           py::arg("timeout_s") = py::none())
       .def("broadcast", &BroadcastInPlace, py::arg("array"), py::arg("root") = 0,
-           py::arg("timeout_s") = 1800.0, "Overwrites `array` with the root's on every rank.")
+           py::arg("timeout_s") = py::none(), "Overwrites `array` with the root's on every rank.")
       .def("_raw_gloo_allreduce_seconds", &RawGlooAllReduceSeconds, py::arg("data"),
            py::arg("iters"), "Benchmark hook: seconds per raw gloo::allreduce on this group.")
       .def(
           "barrier",
-          [](PyGlooGroup& g, double timeout_s) {
-            g.backend->Barrier(collective::BarrierOptions{FromSeconds(timeout_s)});
+          [](PyGlooGroup& g, std::optional<double> timeout_s) {
+            g.backend->Barrier(collective::BarrierOptions{g.Timeout(timeout_s)});
           },
-          py::arg("timeout_s") = 1800.0, py::call_guard<py::gil_scoped_release>());
+          py::arg("timeout_s") = py::none(), py::call_guard<py::gil_scoped_release>());
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
-// Python view of the data area: datasets (the trainer that runs passes over them is in
-// bind_trainer.cc). Every blocking call releases the GIL; the global shuffle's exchange calls
-// back into Python holding the GIL only for the call.
+// Python view of the data area: datasets and the multi-threaded trainer behind
+// train_from_dataset. Every blocking call releases the GIL; progress lines and the global
+// shuffle's exchange call back into Python holding the GIL only for the call.
 
 #include <pybind11/functional.h>
 #include <pybind11/stl.h>
@@ -21,8 +21,20 @@ using data::ReadStats;
 // (name, dtype number, lod_level, shape) per used variable, in line order.
 using PySlot = std::tuple<std::string, int, int, Shape>;
 
+// Reader warnings become Python warnings (RuntimeWarning), raised from the reader thread with
+// the GIL held for the call only.
+void WarnInPython(const std::string& message) {
+  py::gil_scoped_acquire gil;
+  if (PyErr_WarnEx(PyExc_RuntimeWarning, message.c_str(), 1) != 0) {
+    // A warnings filter set to "error": there is no caller to raise to from this thread.
+    py::error_already_set e;
+    e.discard_as_unraisable("fleet dataset reader warning");
+  }
+}
+
 DataFeedConfig MakeConfig(const std::vector<PySlot>& slots, int64_t batch_size, int threads,
-                          const std::string& pipe_command, bool skip_bad_lines) {
+                          const std::string& pipe_command, bool skip_bad_lines,
+                          double pipe_command_timeout_s) {
   DataFeedConfig config;
   for (const auto& [name, dtype, lod_level, shape] : slots) {
     config.slots.push_back(
@@ -32,7 +44,35 @@ DataFeedConfig MakeConfig(const std::vector<PySlot>& slots, int64_t batch_size, 
   config.threads = threads;
   config.pipe_command = pipe_command;
   config.skip_bad_lines = skip_bad_lines;
+  FLEET_ENFORCE(pipe_command_timeout_s > 0 && pipe_command_timeout_s < 1e9, InvalidArgument,
+                "pipe_command timeout must be a positive number of seconds, got ",
+                pipe_command_timeout_s);
+  config.pipe_idle_timeout = std::chrono::milliseconds(
+      std::max<int64_t>(1, static_cast<int64_t>(pipe_command_timeout_s * 1000.0)));
+  config.warn = WarnInPython;
   return config;
+}
+
+
+// load_into_memory with the GIL released, waking every 100 ms to let Python handle signals: a
+// Ctrl-C stops the readers (children killed, threads joined) and then propagates.
+py::dict LoadIntoMemory(InMemoryDataset& dataset) {
+  PyObject *type = nullptr, *value = nullptr, *trace = nullptr;
+  ReadStats stats;
+  {
+    py::gil_scoped_release release;
+    stats = dataset.LoadIntoMemory([&] {
+      py::gil_scoped_acquire gil;
+      if (PyErr_CheckSignals() == 0) return false;
+      PyErr_Fetch(&type, &value, &trace);
+      return true;
+    });
+  }
+  if (type != nullptr) {
+    PyErr_Restore(type, value, trace);
+    throw py::error_already_set();
+  }
+  return ReadStatsToDict(stats);
 }
 
 void BindDatasets(py::module_& m) {
@@ -49,33 +89,29 @@ void BindDatasets(py::module_& m) {
   py::class_<QueueDataset, Dataset, std::shared_ptr<QueueDataset>>(m, "QueueDataset")
       .def(py::init([](const std::vector<PySlot>& slots, int64_t batch_size, int threads,
                        const std::string& pipe_command, bool skip_bad_lines,
-                       std::vector<std::string> files) {
+                       std::vector<std::string> files, double pipe_command_timeout_s) {
              return std::make_shared<QueueDataset>(
-                 MakeConfig(slots, batch_size, threads, pipe_command, skip_bad_lines),
+                 MakeConfig(slots, batch_size, threads, pipe_command, skip_bad_lines,
+                            pipe_command_timeout_s),
                  std::move(files));
            }),
            py::arg("slots"), py::arg("batch_size"), py::arg("threads"), py::arg("pipe_command"),
-           py::arg("skip_bad_lines"), py::arg("files"));
+           py::arg("skip_bad_lines"), py::arg("files"), py::arg("pipe_command_timeout_s") = 600.0);
 
   py::class_<InMemoryDataset, Dataset, std::shared_ptr<InMemoryDataset>>(m, "InMemoryDataset")
       .def(py::init([](const std::vector<PySlot>& slots, int64_t batch_size, int threads,
                        const std::string& pipe_command, bool skip_bad_lines,
-                       std::vector<std::string> files) {
+                       std::vector<std::string> files, double pipe_command_timeout_s) {
              return std::make_shared<InMemoryDataset>(
-                 MakeConfig(slots, batch_size, threads, pipe_command, skip_bad_lines),
+                 MakeConfig(slots, batch_size, threads, pipe_command, skip_bad_lines,
+                            pipe_command_timeout_s),
                  std::move(files));
            }),
            py::arg("slots"), py::arg("batch_size"), py::arg("threads"), py::arg("pipe_command"),
-           py::arg("skip_bad_lines"), py::arg("files"))
-      .def("load_into_memory",
-           [](InMemoryDataset& d) {
-             ReadStats stats;
-             {
-               py::gil_scoped_release release;
-               stats = d.LoadIntoMemory();
-             }
-             return ReadStatsToDict(stats);
-           })
+           py::arg("skip_bad_lines"), py::arg("files"), py::arg("pipe_command_timeout_s") = 600.0)
+      .def("load_into_memory", &LoadIntoMemory,
+           "Parses every file into memory. Ctrl-C (any pending Python signal) stops the readers, "
+           "kills running pipe commands, leaves memory as it was and raises.")
       .def("local_shuffle", &InMemoryDataset::LocalShuffle, py::arg("seed"),
            py::call_guard<py::gil_scoped_release>())
       .def(
@@ -96,8 +132,11 @@ void BindDatasets(py::module_& m) {
           py::arg("rank"), py::arg("world_size"), py::arg("exchange"), py::arg("seed"),
           "exchange(list[bytes]) -> list[bytes]: sends item i to worker i, returns what each "
           "worker sent here.")
-      .def("memory_data_size", &InMemoryDataset::MemoryDataSize)
-      .def("memory_bytes", &InMemoryDataset::MemoryBytes)
+      // These wait for a running load (which may be waiting for the GIL to poll for signals).
+      .def("memory_data_size", &InMemoryDataset::MemoryDataSize,
+           py::call_guard<py::gil_scoped_release>())
+      .def("memory_bytes", &InMemoryDataset::MemoryBytes,
+           py::call_guard<py::gil_scoped_release>())
       .def("release_memory", &InMemoryDataset::ReleaseMemory,
            py::call_guard<py::gil_scoped_release>());
 }

@@ -1,6 +1,8 @@
 // Maps the C++ error types to the fleet.errors Python exceptions of the same names. This is the
 // one place where C++ errors become Python ones.
 
+#include <cstring>
+
 #include "core/errors.h"
 #include "python/bindings.h"
 
@@ -15,7 +17,14 @@ void BindErrors(py::module_& m) {
     py::module_ errors = py::module_::import("fleet.errors");
     auto raise = [&](const char* type, const std::exception& e) {
       py::object cls = errors.attr(type);
-      PyErr_SetString(cls.ptr(), e.what());
+      // Messages quote file contents; bytes that are not UTF-8 must not turn the error into a
+      // UnicodeDecodeError (PyErr_SetString decodes strictly), so they become \xNN.
+      const char* what = e.what();
+      PyObject* message = PyUnicode_DecodeUTF8(what, static_cast<Py_ssize_t>(std::strlen(what)),
+                                               "backslashreplace");
+      if (message == nullptr) return;  // the decode error stays set
+      PyErr_SetObject(cls.ptr(), message);
+      Py_DECREF(message);
     };
     try {
       std::rethrow_exception(p);

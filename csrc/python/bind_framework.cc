@@ -91,7 +91,7 @@ void BindFramework(py::module_& m) {
   // The registry every executor of this process uses: built once at import, then read-only.
   auto* registry = new OpRegistry();
   operators::RegisterAllOps(registry);
-  distributed::RegisterCollectiveOps(registry);
+  distributed::RegisterDistributedOps(registry);
   m.attr("op_registry") = py::cast(registry, py::return_value_policy::take_ownership);
 
   py::class_<PyPrepared, std::shared_ptr<PyPrepared>>(m, "PreparedProgram")

@@ -4,8 +4,12 @@
 //
 // Configs cross as serialised protobuf (fleet/proto/ps_pb2.py); arrays cross without copies and
 // must be C-contiguous with the exact dtype (int64 keys, float32 values), which the Python
-// wrappers ensure. Every blocking call releases the GIL. ThrowIfError is the one place where an
-// absl::Status of the engine becomes an exception (mapped to fleet.errors by bind_errors.cc).
+// wrappers ensure. Every call that blocks, waits on a lock or works through a whole array releases
+// the GIL. Timeouts are float seconds, converted by Seconds (TimeoutFromSeconds: one rule, one
+// message); integers that C++ holds unsigned are taken signed and checked (U32, Count), so that
+// a negative value is an InvalidArgument naming it rather than a pybind11 TypeError.
+// ThrowIfError is the one place where an absl::Status of the engine becomes an exception (mapped
+// to fleet.errors by bind_errors.cc).
 
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
@@ -13,6 +17,8 @@
 #include <optional>
 
 #include "core/errors.h"
+#include "core/status.h"
+#include "core/timeout.h"
 #include "ps/bench/echo.h"
 #include "ps/client.h"
 #include "ps/dense_table.h"
@@ -25,36 +31,12 @@
 namespace fleet::python {
 namespace {
 
+using ::fleet::ThrowIfError;
+using ::fleet::ValueOrThrow;
+
 using ps::proto::SaveMode;
-
-void ThrowIfError(const absl::Status& status) {
-  if (status.ok()) return;
-  const std::string message(status.message());
-  switch (status.code()) {
-    case absl::StatusCode::kInvalidArgument:
-    case absl::StatusCode::kOutOfRange:
-    case absl::StatusCode::kFailedPrecondition:
-    case absl::StatusCode::kAlreadyExists:
-    case absl::StatusCode::kDataLoss:  // a damaged or foreign file: wrong content passed in
-      throw InvalidArgument(message);
-    case absl::StatusCode::kNotFound:
-      throw NotFound(message);
-    case absl::StatusCode::kUnavailable:
-    case absl::StatusCode::kCancelled:
-    case absl::StatusCode::kAborted:
-      throw Unavailable(message);
-    case absl::StatusCode::kDeadlineExceeded:
-      throw Timeout(message);
-    default:
-      throw Internal(absl::StrCat(absl::StatusCodeToString(status.code()), ": ", message));
-  }
-}
-
-template <class T>
-T ValueOrThrow(absl::StatusOr<T> value) {
-  ThrowIfError(value.status());
-  return std::move(*value);
-}
+// Shared with C++: a communicator (bind_distributed.cc) holds the client it was made with.
+using PyClientClass = py::class_<ps::PsClient, std::shared_ptr<ps::PsClient>>;
 
 template <class Message>
 Message ParseMessage(const py::bytes& bytes, const char* what) {
@@ -64,7 +46,22 @@ Message ParseMessage(const py::bytes& bytes, const char* what) {
   return message;
 }
 
-absl::Duration Seconds(double seconds) { return absl::Milliseconds(seconds * 1000.0); }
+absl::Duration Seconds(double seconds, absl::string_view name = "timeout_s",
+                       bool allow_zero = false) {
+  return ValueOrThrow(TimeoutFromSeconds(seconds, name, allow_zero));
+}
+
+uint32_t U32(int64_t value, const char* name) {
+  FLEET_ENFORCE(value >= 0 && value <= UINT32_MAX, InvalidArgument, name,
+                " must be in [0, 2^32), got ", value);
+  return static_cast<uint32_t>(value);
+}
+
+// A count of at least 1.
+size_t Count(int64_t value, const char* name) {
+  FLEET_ENFORCE(value >= 1, InvalidArgument, name, " must be at least 1, got ", value);
+  return static_cast<size_t>(value);
+}
 
 // A C-contiguous array of exactly T, as a span over its memory.
 template <class T>
@@ -123,12 +120,17 @@ void BindFuture(py::module_& m) {
       .def("wait", &PyFuture::Wait,
            "Blocks until the call completes (bounded by the RPC deadlines); returns the output "
            "array of a pull (None otherwise) or raises the call's error.")
-      .def("ready", [](const PyFuture& f) { return f.future.Ready(); })
+      .def("ready",
+           [](const PyFuture& f) {
+             py::gil_scoped_release release;  // takes the call's lock
+             return f.future.Ready();
+           })
       .def(
           "wait_for",
           [](const PyFuture& f, double timeout_s) {
+            const absl::Duration timeout = Seconds(timeout_s, "timeout_s", true);
             py::gil_scoped_release release;
-            return f.future.WaitFor(Seconds(timeout_s));
+            return f.future.WaitFor(timeout);
           },
           py::arg("timeout_s"), "Waits up to timeout_s seconds; True when the call completed.");
 }
@@ -137,43 +139,51 @@ void BindServer(py::module_& m) {
   py::class_<ps::PsServer>(m, "Server", "A parameter server serving in background threads.")
       .def_static(
           "start",
-          [](const py::bytes& config, const std::string& address, int max_threads) {
+          [](const py::bytes& config, const std::string& address, int64_t max_threads) {
             ps::ServerOptions options;
             options.config = ParseMessage<ps::proto::ServerConfig>(config, "ServerConfig");
             options.address = address;
-            options.max_threads = max_threads;
+            FLEET_ENFORCE(max_threads >= 2 && max_threads <= 65536, InvalidArgument,
+                          "max_threads must be in [2, 65536], got ", max_threads);
+            options.max_threads = static_cast<int>(max_threads);
             py::gil_scoped_release release;
             return ValueOrThrow(ps::PsServer::Start(options));
           },
           py::arg("config"), py::arg("address") = "127.0.0.1:0", py::arg("max_threads") = 256)
       .def_property_readonly("endpoint", &ps::PsServer::endpoint)
       .def("describe", &ps::PsServer::Describe)
-      .def("request_stop", &ps::PsServer::RequestStop)
+      .def("request_stop", &ps::PsServer::RequestStop, py::call_guard<py::gil_scoped_release>())
       .def(
           "wait_for_stop_request",
           [](ps::PsServer& s, double timeout_s) {
+            const absl::Duration timeout = Seconds(timeout_s, "timeout_s", true);
             py::gil_scoped_release release;
-            return s.WaitForStopRequest(Seconds(timeout_s));
+            return s.WaitForStopRequest(timeout);
           },
           py::arg("timeout_s"))
       .def(
           "shutdown",
           [](ps::PsServer& s, double grace_s) {
+            const absl::Duration grace = Seconds(grace_s, "grace_s", true);
             py::gil_scoped_release release;
-            s.Shutdown(Seconds(grace_s));
+            s.Shutdown(grace);
           },
           py::arg("grace_s") = 5.0);
 }
 
 std::optional<uint32_t> TableArg(const py::object& table_id) {
   if (table_id.is_none()) return std::nullopt;
-  return table_id.cast<uint32_t>();
+  FLEET_ENFORCE(py::isinstance<py::int_>(table_id), InvalidArgument,
+                "table_id must be an int or None, got ",
+                py::str(py::type::handle_of(table_id)).cast<std::string>());
+  return U32(table_id.cast<int64_t>(), "table_id");
 }
 
-void BindClientCalls(py::class_<ps::PsClient>& c) {
+void BindClientCalls(PyClientClass& c) {
   c.def(
        "pull_sparse_async",
-       [](ps::PsClient& client, uint32_t table, const py::array& keys, const py::array& out) {
+       [](ps::PsClient& client, int64_t table_id, const py::array& keys, const py::array& out) {
+         const uint32_t table = U32(table_id, "table_id");
          auto k = ArraySpan<const int64_t>(keys, "keys", false);
          auto o = ArraySpan<float>(out, "out", true);
          // Deduplicating and routing 100k keys takes a millisecond: let other threads run.
@@ -187,8 +197,9 @@ void BindClientCalls(py::class_<ps::PsClient>& c) {
        py::arg("table_id"), py::arg("keys"), py::arg("out"))
       .def(
           "push_sparse_async",
-          [](ps::PsClient& client, uint32_t table, const py::array& keys, const py::array& grads,
-             bool is_delta) {
+          [](ps::PsClient& client, int64_t table_id, const py::array& keys,
+             const py::array& grads, bool is_delta) {
+            const uint32_t table = U32(table_id, "table_id");
             auto k = ArraySpan<const int64_t>(keys, "keys", false);
             auto g = ArraySpan<const float>(grads, "grads", false);
             // PushSparse copies what it needs before returning (the arrays may be reused).
@@ -201,30 +212,46 @@ void BindClientCalls(py::class_<ps::PsClient>& c) {
           py::arg("table_id"), py::arg("keys"), py::arg("grads"), py::arg("is_delta") = false)
       .def(
           "pull_dense_async",
-          [](ps::PsClient& client, uint32_t table, const py::array& out) {
-            auto f = client.PullDense(table, ArraySpan<float>(out, "out", true));
+          [](ps::PsClient& client, int64_t table_id, const py::array& out) {
+            const uint32_t table = U32(table_id, "table_id");
+            auto o = ArraySpan<float>(out, "out", true);
+            ps::Future f = [&] {
+              py::gil_scoped_release release;
+              return client.PullDense(table, o);
+            }();
             return MakeFuture(std::move(f), out, py::none());
           },
           py::arg("table_id"), py::arg("out"))
       .def(
           "push_dense_async",
-          [](ps::PsClient& client, uint32_t table, const py::array& grads, bool is_delta) {
-            auto f =
-                client.PushDense(table, ArraySpan<const float>(grads, "grads", false), is_delta);
+          [](ps::PsClient& client, int64_t table_id, const py::array& grads, bool is_delta) {
+            const uint32_t table = U32(table_id, "table_id");
+            auto g = ArraySpan<const float>(grads, "grads", false);
+            // PushDense copies the gradients into its requests before returning.
+            ps::Future f = [&] {
+              py::gil_scoped_release release;
+              return client.PushDense(table, g, is_delta);
+            }();
             return MakeFuture(std::move(f), py::none(), py::none());
           },
           py::arg("table_id"), py::arg("grads"), py::arg("is_delta") = false)
       .def(
           "barrier_async",
-          [](ps::PsClient& client, const std::string& name, uint32_t num_workers,
-             uint32_t worker_id, double timeout_s) {
-            return MakeFuture(client.Barrier(name, num_workers, worker_id, Seconds(timeout_s)),
-                              py::none(), py::none());
+          [](ps::PsClient& client, const std::string& name, int64_t num_workers,
+             int64_t worker_id, double timeout_s) {
+            const uint32_t workers = U32(num_workers, "num_workers");
+            const uint32_t worker = U32(worker_id, "worker_id");
+            const absl::Duration timeout = Seconds(timeout_s, "timeout_s");
+            ps::Future f = [&] {
+              py::gil_scoped_release release;
+              return client.Barrier(name, workers, worker, timeout);
+            }();
+            return MakeFuture(std::move(f), py::none(), py::none());
           },
           py::arg("name"), py::arg("num_workers"), py::arg("worker_id"), py::arg("timeout_s"));
 }
 
-void BindClientAdmin(py::class_<ps::PsClient>& c) {
+void BindClientAdmin(PyClientClass& c) {
   c.def(
        "save",
        [](ps::PsClient& client, const std::string& dirname, const py::object& table_id,
@@ -245,9 +272,15 @@ void BindClientAdmin(py::class_<ps::PsClient>& c) {
           py::arg("dirname"), py::arg("table_id") = py::none())
       .def(
           "shrink",
-          [](ps::PsClient& client, uint32_t table_id, uint32_t max_unseen_saves) {
-            py::gil_scoped_release release;
-            return ValueOrThrow(client.Shrink(table_id, max_unseen_saves));
+          [](ps::PsClient& client, int64_t table_id, int64_t max_unseen_saves) {
+            const uint32_t table = U32(table_id, "table_id");
+            const uint32_t saves = U32(max_unseen_saves, "max_unseen_saves");
+            absl::StatusOr<uint64_t> removed;
+            {
+              py::gil_scoped_release release;
+              removed = client.Shrink(table, saves);
+            }
+            return ValueOrThrow(std::move(removed));
           },
           py::arg("table_id"), py::arg("max_unseen_saves"))
       .def("stats",
@@ -270,32 +303,41 @@ void BindClientAdmin(py::class_<ps::PsClient>& c) {
              py::gil_scoped_release release;
              ThrowIfError(client.Heartbeat());
            })
-      .def("stop_servers", [](ps::PsClient& client) {
-        py::gil_scoped_release release;
-        ThrowIfError(client.StopServers());
-      });
+      .def("stop_servers",
+           [](ps::PsClient& client) {
+             absl::Status status;
+             {
+               py::gil_scoped_release release;
+               status = client.StopServers();
+             }
+             ThrowIfError(status);
+           })
+      .def("close", &ps::PsClient::Close, py::call_guard<py::gil_scoped_release>(),
+           "Refuses later calls and waits for the calls in flight.");
 }
 
 void BindClient(py::module_& m) {
-  py::class_<ps::PsClient> c(m, "Client", "A worker's connection to every parameter server.");
+  PyClientClass c(m, "Client", "A worker's connection to every parameter server.");
   c.def(py::init([](const std::vector<std::string>& endpoints, double connect_timeout_s,
-                    double rpc_timeout_s, double admin_timeout_s, size_t max_keys_per_request) {
+                    double rpc_timeout_s, double admin_timeout_s, int64_t max_keys_per_request) {
           ps::ClientOptions options;
           options.endpoints = endpoints;
-          options.connect_timeout = Seconds(connect_timeout_s);
-          options.rpc_timeout = Seconds(rpc_timeout_s);
-          options.admin_timeout = Seconds(admin_timeout_s);
-          options.max_keys_per_request = max_keys_per_request;
+          options.connect_timeout = Seconds(connect_timeout_s, "connect_timeout");
+          options.rpc_timeout = Seconds(rpc_timeout_s, "rpc_timeout");
+          options.admin_timeout = Seconds(admin_timeout_s, "admin_timeout");
+          options.max_keys_per_request = Count(max_keys_per_request, "max_keys_per_request");
           py::gil_scoped_release release;
-          return ValueOrThrow(ps::PsClient::Connect(std::move(options)));
+          return std::shared_ptr<ps::PsClient>(
+              ValueOrThrow(ps::PsClient::Connect(std::move(options))));
         }),
         py::arg("endpoints"), py::arg("connect_timeout_s") = 10.0, py::arg("rpc_timeout_s") = 30.0,
         py::arg("admin_timeout_s") = 600.0, py::arg("max_keys_per_request") = 32768)
       .def_property_readonly("endpoints", &ps::PsClient::endpoints)
       .def(
           "table_config",
-          [](const ps::PsClient& client, uint32_t table_id) {
-            return py::bytes(ValueOrThrow(client.Table(table_id)).SerializeAsString());
+          [](const ps::PsClient& client, int64_t table_id) {
+            return py::bytes(
+                ValueOrThrow(client.Table(U32(table_id, "table_id"))).SerializeAsString());
           },
           py::arg("table_id"), "The serialised TableConfig the servers reported.");
   BindClientCalls(c);
@@ -361,8 +403,22 @@ void BindTables(py::module_& m) {
             }));
           },
           py::arg("paths"), py::arg("server_index") = 0, py::arg("num_servers") = 1)
-      .def("shrink", &ps::SparseTable::Shrink, py::arg("max_unseen_saves"))
-      .def("stats", [](const ps::SparseTable& t) { return StatsToDict(t.Stats()); });
+      .def(
+          "shrink",
+          [](ps::SparseTable& t, int64_t max_unseen_saves) {
+            const uint32_t saves = U32(max_unseen_saves, "max_unseen_saves");
+            py::gil_scoped_release release;
+            return t.Shrink(saves);
+          },
+          py::arg("max_unseen_saves"))
+      .def("stats", [](const ps::SparseTable& t) {
+        ps::proto::TableStats stats;
+        {
+          py::gil_scoped_release release;  // takes every shard's lock
+          stats = t.Stats();
+        }
+        return StatsToDict(stats);
+      });
 
   py::class_<ps::DenseTable>(m, "DenseTable", "One server's blocks of a dense table.")
       .def(py::init([](const py::bytes& config, uint32_t server_index, uint32_t num_servers) {
@@ -375,7 +431,13 @@ void BindTables(py::module_& m) {
       .def("pull",
            [](const ps::DenseTable& t) {
              py::array_t<float> out(static_cast<py::ssize_t>(t.local_size()));
-             ThrowIfError(t.Pull(absl::Span<float>(out.mutable_data(), out.size())));
+             absl::Span<float> o(out.mutable_data(), out.size());
+             absl::Status status;
+             {
+               py::gil_scoped_release release;
+               status = t.Pull(o);
+             }
+             ThrowIfError(status);
              return out;
            })
       .def(
@@ -386,7 +448,14 @@ void BindTables(py::module_& m) {
             ThrowIfError(t.Push(g, is_delta));
           },
           py::arg("grads"), py::arg("is_delta") = false)
-      .def("stats", [](const ps::DenseTable& t) { return StatsToDict(t.Stats()); });
+      .def("stats", [](const ps::DenseTable& t) {
+        ps::proto::TableStats stats;
+        {
+          py::gil_scoped_release release;  // takes every block's lock
+          stats = t.Stats();
+        }
+        return StatsToDict(stats);
+      });
 }
 
 void BindUpdateRule(py::module_& m) {
@@ -415,6 +484,7 @@ void BindUpdateRule(py::module_& m) {
             FLEET_ENFORCE(gs.size() == ws.size() && ss.size() == rule.StateDim(ws.size()),
                           InvalidArgument, "update: w and grad need the same size and state ",
                           rule.StateDim(ws.size()), " floats");
+            py::gil_scoped_release release;
             rule.Update(ws.size(), ws.data(), ss.data(), gs.data());
           },
           py::arg("w"), py::arg("state"), py::arg("grad"), "Updates w and state in place.");

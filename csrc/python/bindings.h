@@ -15,5 +15,6 @@ void BindCuda(py::module_& m);       // bind_cuda.cc: CUDA devices, GPU optimize
 void BindCollective(py::module_& m);  // bind_collective.cc: stores, TCP store server, Gloo groups
 void BindCollectiveRuntime(py::module_& m);  // bind_collective_runtime.cc: group, hooks
 void BindPs(py::module_& m);         // bind_ps.cc: parameter server, client, tables (_core.ps)
+void BindDistributed(py::module_& m);  // bind_distributed.cc: PS communicators
 
 }  // namespace fleet::python

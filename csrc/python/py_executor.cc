@@ -39,7 +39,7 @@ std::vector<LoDTensor> PyExecutor::Run(PyPrepared& prepared, py::object scope_ob
     // Executor.run is a pass of one thread and one step (see framework/runtime.h).
     const framework::RuntimeResources* resources = executor_.resources().get();
     framework::StepInfo info{0, 1, steps_, scope};
-    framework::RunPassBegin(resources, 1);
+    framework::RunPassBegin(resources, framework::PassInfo{1, /*dataset_pass=*/false});
     try {
       framework::RunBeforeStep(resources, info);
       executor_.Run(bound, &state_, profiling_ ? &stats_ : nullptr);

@@ -17,6 +17,7 @@ inline py::dict ReadStatsToDict(const data::ReadStats& stats) {
   d["bad_lines"] = stats.bad_lines;
   d["bytes"] = stats.bytes;
   d["bad_line_examples"] = stats.bad_line_examples;
+  d["interrupted"] = stats.interrupted;
   return d;
 }
 

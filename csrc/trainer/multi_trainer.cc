@@ -113,7 +113,8 @@ void MultiTrainer::Start(Dataset* dataset) {
     size_t capacity = options_.channel_capacity > 0 ? options_.channel_capacity
                                                     : 2 * static_cast<size_t>(options_.threads) + 2;
     channel_ = std::make_unique<Channel<Batch>>(capacity, "train_from_dataset batch channel");
-    framework::RunPassBegin(executor_->resources().get(), options_.threads);
+    framework::RunPassBegin(executor_->resources().get(),
+                            framework::PassInfo{options_.threads, /*dataset_pass=*/true});
     pass_begun_ = true;
     source_ = dataset->NewPass();
     source_->Start(channel_.get());

@@ -79,7 +79,10 @@ def _embedded_inputs(cfg: ModelConfig) -> list[fleet.Variable]:
     return pooled
 
 
-def build(cfg: ModelConfig) -> CtrDnn:
+def build(cfg: ModelConfig, wrap_optimizer: Any = None) -> CtrDnn:
+    """The programs of CTR-DNN. `wrap_optimizer(opt)` (e.g. fleet.distributed_optimizer with a
+    strategy) wraps the optimizer before minimize; the test program is then cloned from the
+    rewritten main program, so that it reads the same (distributed) tables."""
     if cfg.layout not in ("slots", "fused"):
         raise ValueError(f"layout must be 'slots' or 'fused', got {cfg.layout!r}")
     main, startup = fleet.Program(), fleet.Program()
@@ -94,7 +97,7 @@ def build(cfg: ModelConfig) -> CtrDnn:
         predict = layers.softmax(logits)
         loss = layers.mean(layers.softmax_with_cross_entropy(logits, label))
         auc, _, _ = layers.auc(predict, label)
-        test = main.clone(for_test=True)
+        test = main.clone(for_test=True) if wrap_optimizer is None else None
         if cfg.optimizer == "adam":
             # Lazy Adam updates only the embedding rows a batch touches (as PaddleRec does).
             opt = fleet.optimizer.Adam(cfg.learning_rate, lazy_mode=True)
@@ -102,5 +105,9 @@ def build(cfg: ModelConfig) -> CtrDnn:
             opt = fleet.optimizer.Adagrad(cfg.learning_rate)
         else:
             raise ValueError(f"optimizer must be 'adam' or 'adagrad', got {cfg.optimizer!r}")
+        if wrap_optimizer is not None:
+            opt = wrap_optimizer(opt)
         opt.minimize(loss)
+        if test is None:
+            test = main.clone(for_test=True)
     return CtrDnn(cfg, main, startup, test, loss, predict, auc)

@@ -6,7 +6,7 @@ beneath it (groups, stores, servers, clients) is an object its owner creates and
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 from fleet import _core
 from fleet.base.util_base import UtilBase
@@ -25,6 +25,11 @@ class Fleet:
         # communicator after init_worker(), the collective group); empty until then.
         self.runtime_resources = _core.RuntimeResources()
         self.collective_runtime = CollectiveRuntime()
+        # Set by distributed_optimizer(...).minimize (the 1.x API's fleet.main_program).
+        self.main_program: Any = None
+        self.startup_program: Any = None
+        self._ps_plan: Any = None
+        self._ps_runtime: Any = None
 
     def init(self, role_maker: Optional[RoleMakerBase] = None, is_collective: bool = False) -> None:
         """Sets this process's role. Without `role_maker`, reads it from the environment
@@ -85,3 +90,41 @@ class Fleet:
     def barrier_worker(self) -> None:
         """Returns once every worker has called barrier_worker(); workers only."""
         self.util.barrier()
+
+    # -- distributed training ------------------------------------------------------------------
+    def distributed_optimizer(self, optimizer: Any, strategy: Any = None) -> Any:
+        """Wraps `optimizer` so that minimize() also rewrites the programs for this job (PS or
+        collective, by the role); see fleet.base.distributed_optimizer."""
+        from fleet.base.distributed_optimizer import DistributedOptimizer
+        self.role_maker  # noqa: B018 (raises before init())
+        return DistributedOptimizer(self, optimizer, strategy)
+
+    def _ps(self) -> Any:
+        if self._ps_runtime is None:
+            from fleet.ps.runtime import PsRuntime
+            self._ps_runtime = PsRuntime(self)
+        return self._ps_runtime
+
+    def init_server(self, model_dir: Optional[str] = None) -> None:
+        """Builds this server's tables from the rewritten program (servers only)."""
+        self._ps().init_server(model_dir)
+
+    def run_server(self) -> None:
+        """Serves until the workers' stop_worker() (or SIGTERM) stops this server."""
+        self._ps().run_server()
+
+    def init_worker(self, scope: Any = None, timeout: float = 300.0) -> None:
+        """Connects to the servers, sets their dense values once from worker 0's start-up values,
+        gives every worker those values, and starts the communicator that every fleet.Executor
+        then uses (its kernels and step hooks). Run the startup program first."""
+        self._ps().init_worker(scope, timeout)
+
+    def flush_worker(self) -> None:
+        """Pushes every pending gradient and refreshes the dense parameters (e.g. before
+        evaluating in async mode)."""
+        self._ps().flush_worker()
+
+    def stop_worker(self, timeout: float = 300.0) -> None:
+        """Flushes every pending gradient, waits for every worker, and lets worker 0 stop the
+        servers; nothing pushed before this returns is lost."""
+        self._ps().stop_worker(timeout)

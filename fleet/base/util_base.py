@@ -6,7 +6,12 @@ needs a rendezvous store. Creating it is a rendezvous of every worker: each must
 (or fleet.barrier_worker()) within the rendezvous timeout (FLEET_GLOO_TIMEOUT_S, 120 s by
 default), or the others fail with fleet.errors.Timeout naming the ranks that did not come.
 After that, every worker must issue the same calls in the same order (see
-csrc/collective/backend.h).
+csrc/collective/backend.h). Each call checks that first: a worker that calls something else
+(another operation, dtype, shape or mode) makes every worker raise fleet.errors.InvalidArgument
+naming it. Each call is bounded by its `timeout_s`, else the group's collective timeout
+(GlooConfig.collective_timeout_s, from FLEET_GLOO_COLLECTIVE_TIMEOUT_S, 1800 s by default); on
+expiry fleet.errors.Timeout names the workers that did not arrive, and a worker that exited
+without calling is named in fleet.errors.Unavailable.
 """
 
 from __future__ import annotations
@@ -47,8 +52,7 @@ class WorkerGroup:
                 f"it) or {GLOO_STORE_PATH}=<directory shared by all workers>; neither is set "
                 f"(role: {role!r})")
         self.group = _core.GlooGroup.connect(self.store, rank, size, cfg.hostname, "worker",
-                                             cfg.timeout_s)
-        self.collective_timeout_s = cfg.collective_timeout_s
+                                             cfg.timeout_s, cfg.collective_timeout_s)
 
     def _tcp_store(self, core: Any, endpoint: str, rank: int, size: int, timeout_s: float) -> Any:
         host, port = parse_endpoint(endpoint, GLOO_STORE_ENDPOINT)
@@ -78,10 +82,11 @@ class UtilBase:
         self._group: Optional[WorkerGroup] = None
         self._group_role: Optional[RoleMakerBase] = None
 
-    def all_reduce(self, input: Any, mode: str = "sum", comm_world: str = "worker") -> np.ndarray:
+    def all_reduce(self, input: Any, mode: str = "sum", comm_world: str = "worker",
+                   timeout_s: Optional[float] = None) -> np.ndarray:
         """Element-wise sum / max / min of `input` (an array or anything np.asarray takes;
         float32, float64, int32 or int64) over all workers. Returns a new array of the input's
-        shape and dtype on every worker."""
+        shape and dtype on every worker. `timeout_s` bounds this call (default: the group's)."""
         if mode not in _MODES:
             raise InvalidArgument(f"all_reduce: mode {mode!r} is not one of {_MODES}")
         array = np.asarray(input)
@@ -89,13 +94,13 @@ class UtilBase:
             raise InvalidArgument(f"all_reduce: dtype {array.dtype} is not supported (use "
                                   "float32, float64, int32 or int64)")
         group = self._worker_group(comm_world)
-        return group.group.all_reduce(array, mode, group.collective_timeout_s)
+        return group.group.all_reduce(array, mode, timeout_s)
 
-    def all_gather(self, input: Any, comm_world: str = "worker") -> list:
+    def all_gather(self, input: Any, comm_world: str = "worker",
+                   timeout_s: Optional[float] = None) -> list:
         """Every worker's `input`, as a list indexed by worker. NumPy arrays travel as raw bytes
         (any dtype; shapes may differ between workers); other objects are pickled."""
-        worker_group = self._worker_group(comm_world)
-        group, timeout = worker_group.group, worker_group.collective_timeout_s
+        group, timeout = self._worker_group(comm_world).group, timeout_s
         # Every worker first learns what the others hold, so all take the same path below.
         if isinstance(input, np.ndarray) and not input.dtype.hasobject:
             header: tuple = ("ndarray", input.dtype.str, input.shape)
@@ -107,12 +112,12 @@ class UtilBase:
         return [pickle.loads(b) for b in group.all_gather_bytes(
             pickle.dumps(input, protocol=pickle.HIGHEST_PROTOCOL), timeout)]
 
-    def all_to_all_bytes(self, payloads: list, comm_world: str = "worker") -> list:
+    def all_to_all_bytes(self, payloads: list, comm_world: str = "worker",
+                         timeout_s: Optional[float] = None) -> list:
         """Sends payloads[j] (bytes) to worker j; returns what each worker sent to this one
         (result[j] from worker j). Built on all_gather, so every worker receives every payload:
         fine for occasional exchanges such as InMemoryDataset.global_shuffle, not for hot loops."""
-        worker_group = self._worker_group(comm_world)
-        group, timeout = worker_group.group, worker_group.collective_timeout_s
+        group, timeout = self._worker_group(comm_world).group, timeout_s
         size, rank = group.size, group.rank
         if len(payloads) != size:
             raise InvalidArgument(f"all_to_all_bytes: {len(payloads)} payloads for {size} workers")
@@ -120,10 +125,9 @@ class UtilBase:
             pickle.dumps([bytes(p) for p in payloads], protocol=pickle.HIGHEST_PROTOCOL), timeout)
         return [pickle.loads(b)[rank] for b in gathered]
 
-    def barrier(self, comm_world: str = "worker") -> None:
+    def barrier(self, comm_world: str = "worker", timeout_s: Optional[float] = None) -> None:
         """Returns once every worker has called barrier()."""
-        group = self._worker_group(comm_world)
-        group.group.barrier(group.collective_timeout_s)
+        self._worker_group(comm_world).group.barrier(timeout_s)
 
     def worker_group(self) -> WorkerGroup:
         """The workers' group and its store, made on first use (a rendezvous of all workers);

@@ -107,6 +107,8 @@ def check_args(args: argparse.Namespace) -> None:
             raise InvalidArgument(f"--{name}={value}: must be at least 1")
     if args.grace_period < 0 or args.log_tail < 0:
         raise InvalidArgument("--grace_period and --log_tail must not be negative")
+    if args.log_dir is not None:
+        _check_log_dir(args.log_dir)
     ps_given = [f"--{n}" for n in ("server_num", "worker_num", "servers", "workers")
                 if getattr(args, n) not in (None, "")]
     collective_given = [f"--{n}" for n in ("gpus", "ips", "nproc_per_node")
@@ -122,6 +124,40 @@ def check_args(args: argparse.Namespace) -> None:
         _check_ps(args)
     else:
         _check_collective(args)
+
+
+def _check_log_dir(log_dir: str) -> None:
+    """Creates the log directory now, so that a bad path is an error before any process starts
+    rather than a traceback halfway through starting them."""
+    if os.path.exists(log_dir) and not os.path.isdir(log_dir):
+        raise InvalidArgument(f"--log_dir={log_dir!r} is a file, not a directory; hint: give a "
+                              "directory (it is created if missing)")
+    try:
+        os.makedirs(log_dir, exist_ok=True)
+    except OSError as e:
+        raise InvalidArgument(f"--log_dir={log_dir!r}: cannot create the directory: "
+                              f"{e.strerror}") from None
+    if not os.access(log_dir, os.W_OK | os.X_OK):
+        raise InvalidArgument(f"--log_dir={log_dir!r}: the directory is not writable")
+
+
+def check_devices(args: argparse.Namespace) -> None:
+    """--gpus ids must name GPUs this machine has (as the CUDA runtime counts them). Apart from
+    check_args so that plans for other machines can be built and tested anywhere."""
+    gpus = list(getattr(args, "gpus", None) or [])
+    if not gpus:
+        return
+    from fleet import _core  # the launcher's other checks need no compiled code
+
+    count = _core.cuda_device_count()
+    if count == 0:
+        raise InvalidArgument(f"--gpus={','.join(gpus)} but this machine has no usable CUDA GPU "
+                              "(no device, no driver, or a build without CUDA); hint: for CPU "
+                              "data parallelism use --collective --nproc_per_node=N")
+    missing = [g for g in gpus if int(g) >= count]
+    if missing:
+        raise InvalidArgument(f"--gpus={','.join(gpus)}: GPU(s) {','.join(missing)} do not exist; "
+                              f"this machine has {count} (ids 0..{count - 1})")
 
 
 def _check_count(args: argparse.Namespace, list_name: str, num_name: str) -> None:

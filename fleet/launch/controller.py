@@ -2,8 +2,10 @@
 
 Each process runs in its own session (so its own process group): Ctrl-C at the terminal reaches
 only fleetrun, which then stops the job, and stopping a process signals its whole group, so
-whatever the script itself started goes too. PR_SET_PDEATHSIG makes the kernel kill a process if
-fleetrun itself is killed without a chance to clean up (SIGKILL).
+whatever the script itself started goes too. If fleetrun itself is killed without a chance to
+clean up (SIGKILL), PR_SET_PDEATHSIG makes the kernel kill each process it started, and the
+watchdog (watchdog.py, a process of its own that fleetrun tells every group) takes down the
+groups, so what the scripts started (grandchildren) goes as well.
 
 Lifecycle (see JobController.run): a process that exits non-zero stops the job and fleetrun exits
 non-zero after printing the tail of that process's output; once every worker has exited 0 the
@@ -86,19 +88,56 @@ class JobController:
         self.procs: list[Proc] = []
         self._out_lock = threading.Lock()
         self._signal: Optional[int] = None
+        self._watchdog: Optional[subprocess.Popen] = None
 
     def run(self) -> int:
         previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
         try:
+            self._start_watchdog()
             self._start_all()
             return self._watch()
         finally:
             self._stop(self.procs)
+            self._stop_watchdog()
             for proc in self.procs:
                 if proc.reader is not None:
                     proc.reader.join(timeout=2.0)  # the last lines of each process's output
             for s, handler in previous.items():
                 signal.signal(s, handler)
+
+    def _start_watchdog(self) -> None:
+        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "watchdog.py")
+        # Its own session: a signal to fleetrun's group (Ctrl-C, a scheduler) must leave it
+        # running, since it acts only once fleetrun is gone.
+        self._watchdog = subprocess.Popen(
+            [sys.executable, "-I", script, str(self.grace_period_s)], stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+            text=True)
+
+    def _tell_watchdog(self, message: str) -> None:
+        if self._watchdog is None:
+            return
+        try:
+            self._watchdog.stdin.write(message + "\n")
+            self._watchdog.stdin.flush()
+        except (BrokenPipeError, OSError):
+            self._say("the watchdog exited; processes started by the scripts may outlive a "
+                      "SIGKILL of fleetrun")
+            self._watchdog = None
+
+    def _stop_watchdog(self) -> None:
+        """Every group is down: the watchdog may go without doing anything."""
+        if self._watchdog is None:
+            return
+        self._tell_watchdog("done")
+        if self._watchdog is not None:
+            try:
+                self._watchdog.stdin.close()
+                self._watchdog.wait(timeout=5)
+            except (OSError, subprocess.TimeoutExpired):
+                self._watchdog.kill()
+                self._watchdog.wait(timeout=5)
+        self._watchdog = None
 
     def _on_signal(self, signum: int, frame: object) -> None:
         self._signal = signum
@@ -112,6 +151,7 @@ class JobController:
             if self._signal is not None:
                 return
             self.procs.append(self._spawn(spec))
+            self._tell_watchdog(str(self.procs[-1].pid))  # its group id (its own session)
         if not self.log_dir:
             for proc in self.procs:
                 proc.reader = threading.Thread(target=self._pump, args=(proc,), daemon=True)

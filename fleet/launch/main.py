@@ -7,7 +7,7 @@ import sys
 from typing import Optional, Sequence
 
 from fleet.errors import InvalidArgument
-from fleet.launch.args import parse_args
+from fleet.launch.args import check_devices, parse_args
 from fleet.launch.controller import JobController
 from fleet.launch.plan import build_plan
 
@@ -16,6 +16,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """Runs a job; returns the exit code (0 when every worker succeeded)."""
     try:
         args = parse_args(argv)
+        check_devices(args)
         plan = build_plan(args, dict(os.environ))
     except InvalidArgument as e:
         print(f"fleetrun: error: {e}", file=sys.stderr)

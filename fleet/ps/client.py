@@ -8,12 +8,13 @@ dead server raises ``fleet.errors.Unavailable`` or ``fleet.errors.Timeout`` nami
 
 from __future__ import annotations
 
+import os
 from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
 from fleet import _core
-from fleet.errors import InvalidArgument
+from fleet.errors import InvalidArgument, Unavailable
 from fleet.proto import ps_pb2
 
 Future = _core.ps.Future
@@ -38,23 +39,38 @@ class PsClient:
     """A connection to every parameter server. Thread-safe.
 
     Args:
-        endpoints: ``host:port`` of server 0, 1, ... (in server-index order).
+        endpoints: ``host:port`` of server 0, 1, ... (in server-index order); a malformed one
+            raises InvalidArgument at once.
         connect_timeout: seconds to wait for every server at construction.
         rpc_timeout: deadline in seconds of each pull, push, stats and stop RPC.
         admin_timeout: deadline in seconds of save, load and shrink.
         max_keys_per_request: larger sparse requests are split into pieces of this many keys.
+
+    Timeouts must be finite and positive, ``max_keys_per_request`` at least 1 (InvalidArgument
+    otherwise). After ``close()``, or after ``stop_servers()``, every call raises Unavailable.
     """
 
     def __init__(self, endpoints: Sequence[str], *, connect_timeout: float = 10.0,
                  rpc_timeout: float = 30.0, admin_timeout: float = 600.0,
                  max_keys_per_request: int = 32768) -> None:
-        self._core = _core.ps.Client(list(endpoints), connect_timeout, rpc_timeout,
-                                     admin_timeout, max_keys_per_request)
+        if isinstance(endpoints, str):
+            raise InvalidArgument(f"endpoints must be a list of host:port, got the string "
+                                  f"{endpoints!r}")
+        self._core_client: Optional[_core.ps.Client] = _core.ps.Client(
+            list(endpoints), float(connect_timeout), float(rpc_timeout), float(admin_timeout),
+            int(max_keys_per_request))
+        self._endpoints = list(endpoints)
         self._tables: Dict[int, ps_pb2.TableConfig] = {}
 
     @property
+    def _core(self) -> "_core.ps.Client":
+        if self._core_client is None:
+            raise Unavailable(f"PsClient of {','.join(self._endpoints)} is closed")
+        return self._core_client
+
+    @property
     def endpoints(self) -> List[str]:
-        return list(self._core.endpoints)
+        return list(self._endpoints)
 
     def table_config(self, table_id: int) -> ps_pb2.TableConfig:
         """The config of a table, as the servers reported it (NotFound when absent)."""
@@ -112,17 +128,27 @@ class PsClient:
 
     def barrier(self, name: str, num_workers: int, worker_id: int,
                 timeout: float = 60.0) -> None:
-        """Waits until ``num_workers`` workers reached barrier ``name``; Timeout otherwise."""
-        self._core.barrier_async(name, num_workers, worker_id, timeout).wait()
+        """Waits until ``num_workers`` workers reached barrier ``name``; Timeout otherwise.
+        A ``worker_id`` outside ``[0, num_workers)``, or one already waiting at the barrier,
+        raises InvalidArgument and is not counted."""
+        self._core.barrier_async(name, num_workers, worker_id, float(timeout)).wait()
 
     def save(self, dirname: str, table_id: Optional[int] = None, *, delta: bool = False) -> int:
-        """Saves one table (all when None) on every server under ``dirname``; a delta save holds
-        only the rows changed since the previous save. Returns the rows written."""
-        return self._core.save(dirname, table_id, delta)
+        """Saves one table (all when None) on every server into the checkpoint directory
+        ``dirname``; a delta save holds only the rows changed since the previous save and is
+        loaded after the saves before it in the same directory. Returns the rows written.
+
+        The save becomes visible (its manifest committed) only when every server wrote its
+        parts; a failure raises an error naming the server and the directory and leaves the
+        previous checkpoint there loadable. The format is described in ``csrc/ps/checkpoint.h``.
+        """
+        return self._core.save(os.fspath(dirname), table_id, delta)
 
     def load(self, dirname: str, table_id: Optional[int] = None) -> int:
-        """Loads what ``save`` wrote, on any number of servers; returns the rows loaded."""
-        return self._core.load(dirname, table_id)
+        """Loads what ``save`` wrote, on any number of servers; returns the rows loaded. A
+        checkpoint without a committed manifest, with a missing or damaged part, or with a
+        table of another type or dim is refused with an error naming it; nothing is loaded."""
+        return self._core.load(os.fspath(dirname), table_id)
 
     def shrink(self, table_id: int, max_unseen_saves: int) -> int:
         """Drops sparse rows untouched for more than ``max_unseen_saves`` saves."""
@@ -137,12 +163,22 @@ class PsClient:
         self._core.heartbeat()
 
     def stop_servers(self) -> None:
-        """Asks every server to stop; each finishes the RPCs in flight first."""
+        """Asks every server to stop; each finishes the RPCs in flight first. Later calls
+        through this client raise Unavailable."""
         self._core.stop_servers()
 
     def close(self) -> None:
-        """Drops the connections (after the calls in flight end)."""
-        self._core = None
+        """Waits for the calls in flight, then drops the connections. Idempotent; later calls
+        raise Unavailable."""
+        if self._core_client is not None:
+            self._core_client.close()
+            self._core_client = None
+
+    def __enter__(self) -> "PsClient":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 __all__ = ["PsClient", "Future"]

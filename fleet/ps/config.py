@@ -16,7 +16,9 @@ from typing import Any, Mapping, Sequence, Union
 
 from google.protobuf import json_format
 
-from fleet.errors import InvalidArgument
+from google.protobuf.message import DecodeError
+
+from fleet.errors import InvalidArgument, NotFound
 from fleet.proto import ps_pb2
 
 TableLike = Union[ps_pb2.TableConfig, Mapping[str, Any]]
@@ -54,15 +56,30 @@ def write_server_config(config: ps_pb2.ServerConfig, path: str) -> None:
 
 
 def read_server_config(path: str) -> ps_pb2.ServerConfig:
-    """Reads a config written as JSON (``.json``) or as a binary message (anything else)."""
+    """Reads a config written as JSON (``.json``) or as a binary message (anything else).
+    NotFound or InvalidArgument naming the file when it is missing or holds no ServerConfig."""
     try:
         if path.endswith(".json"):
             with open(path, encoding="utf-8") as f:
-                return json_format.Parse(f.read(), ps_pb2.ServerConfig())
-        with open(path, "rb") as f:
-            return ps_pb2.ServerConfig.FromString(f.read())
-    except (json_format.ParseError, ValueError) as e:
-        raise InvalidArgument(f"server config {path}: {e}") from None
+                config = json_format.Parse(f.read(), ps_pb2.ServerConfig())
+        else:
+            with open(path, "rb") as f:
+                data = f.read()
+            config = ps_pb2.ServerConfig.FromString(data)
+            # Random bytes often parse as unknown fields; a real config has none.
+            known = ps_pb2.ServerConfig()
+            known.CopyFrom(config)
+            known.DiscardUnknownFields()
+            if known.ByteSize() != config.ByteSize():
+                raise ValueError("holds bytes that are no ServerConfig fields")
+    except FileNotFoundError:
+        raise NotFound(f"server config {path} does not exist") from None
+    except (json_format.ParseError, DecodeError, ValueError) as e:
+        raise InvalidArgument(f"server config {path} is not a ServerConfig: {e}") from None
+    if config.num_servers == 0 or not config.tables:
+        raise InvalidArgument(f"server config {path} is not a ServerConfig: no num_servers or "
+                              f"no tables")
+    return config
 
 
 __all__ = ["server_config", "table_config", "write_server_config", "read_server_config"]

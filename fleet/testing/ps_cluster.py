@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import resource
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import List, Optional, Sequence
+from typing import Callable, List, Optional, Sequence
 
 from fleet.ps import PsClient, server_config, write_server_config
 
@@ -66,10 +67,18 @@ def _wait_ready(proc: subprocess.Popen, ready: Path, log: Path) -> str:
                        f"{log.read_text(errors='replace')}")
 
 
+def _limit_file_size(max_bytes: int) -> Callable[[], None]:
+    def apply() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (max_bytes, max_bytes))
+    return apply
+
+
 def start_servers(workdir: Path, tables: Optional[Sequence[dict]], num_servers: int,
-                  tag: str = "ps") -> PsCluster:
+                  tag: str = "ps", max_file_bytes: Optional[int] = None) -> PsCluster:
     """Starts ``num_servers`` processes holding ``tables`` (gRPC echo peers when ``tables`` is
-    None) with files under ``workdir``, and waits until all serve."""
+    None) with files under ``workdir``, and waits until all serve. ``max_file_bytes`` limits
+    the size of any file a server writes (RLIMIT_FSIZE; Python ignores SIGXFSZ, so a write past
+    it fails with EFBIG), to stand in for a full disk."""
     pythonpath = os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH")) if p)
     env = dict(os.environ, PYTHONPATH=pythonpath)
     env.setdefault("OPENBLAS_NUM_THREADS", "1")  # servers never multiply matrices
@@ -87,8 +96,10 @@ def start_servers(workdir: Path, tables: Optional[Sequence[dict]], num_servers: 
                 write_server_config(server_config(i, num_servers, tables), str(config))
                 args += ["--config", str(config)]
             with open(log, "wb") as out:
-                proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env,
-                                        cwd=str(workdir))
+                proc = subprocess.Popen(
+                    args, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=str(workdir),
+                    preexec_fn=None if max_file_bytes is None else _limit_file_size(
+                        max_file_bytes))
             cluster.procs.append(proc)
             cluster.logs.append(log)
         for i, (proc, log) in enumerate(zip(cluster.procs, cluster.logs)):

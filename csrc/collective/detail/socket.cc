@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <thread>
@@ -34,6 +35,8 @@ addrinfo* Resolve(const std::string& host, int port, bool passive) {
   return result;
 }
 
+}  // namespace
+
 void SetIoTimeout(int fd, Duration timeout) {
   timeval tv{};
   tv.tv_sec = timeout.count() / 1000;
@@ -43,6 +46,8 @@ void SetIoTimeout(int fd, Duration timeout) {
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
+
+namespace {
 
 void SendAll(int fd, const void* data, size_t n, const std::string& peer) {
   const char* p = static_cast<const char*>(data);
@@ -143,7 +148,7 @@ Socket Connect(const std::string& host, int port, Duration timeout, Duration io_
   }
 }
 
-void SendFrame(int fd, const Frame& frame, const std::string& peer) {
+std::string EncodeFrame(const Frame& frame) {
   std::string buf;
   buf.push_back(static_cast<char>(frame.op));
   const uint32_t count = static_cast<uint32_t>(frame.parts.size());
@@ -153,21 +158,59 @@ void SendFrame(int fd, const Frame& frame, const std::string& peer) {
     buf.append(reinterpret_cast<const char*>(&len), sizeof(len));
     buf.append(part);
   }
+  return buf;
+}
+
+void SendFrame(int fd, const Frame& frame, const std::string& peer) {
+  const std::string buf = EncodeFrame(frame);
   SendAll(fd, buf.data(), buf.size(), peer);
 }
 
-bool RecvFrame(int fd, Frame* frame, const std::string& peer) {
-  if (!RecvAll(fd, &frame->op, 1, peer, /*eof_ok=*/true)) return false;
+bool ReadFrame(ByteSource* source, Frame* frame, const std::string& peer) {
+  // Bytes are appended at most this many at a time, so a claimed length costs memory only once
+  // its bytes have arrived.
+  constexpr uint64_t kChunk = uint64_t{1} << 20;
+  frame->parts.clear();
+  if (!source->ReadExact(&frame->op, 1, /*eof_ok=*/true)) return false;
   uint32_t count = 0;
-  RecvAll(fd, &count, sizeof(count), peer, false);
-  frame->parts.assign(count, std::string());
-  for (auto& part : frame->parts) {
+  source->ReadExact(&count, sizeof(count), false);
+  FLEET_ENFORCE(count <= kMaxFrameParts, InvalidArgument, "malformed frame from ", peer,
+                ": it claims ", count, " parts (at most ", kMaxFrameParts, ")");
+  frame->parts.reserve(std::min<uint32_t>(count, 64));
+  uint64_t total = 0;
+  for (uint32_t i = 0; i < count; ++i) {
     uint64_t len = 0;
-    RecvAll(fd, &len, sizeof(len), peer, false);
-    part.resize(len);
-    if (len > 0) RecvAll(fd, part.data(), len, peer, false);
+    source->ReadExact(&len, sizeof(len), false);
+    FLEET_ENFORCE(len <= kMaxPartBytes && total + len <= kMaxFrameBytes, InvalidArgument,
+                  "malformed frame from ", peer, ": part ", i, " claims ", len,
+                  " bytes (at most ", kMaxPartBytes, " per part and ", kMaxFrameBytes,
+                  " per frame)");
+    total += len;
+    std::string& part = frame->parts.emplace_back();
+    while (part.size() < len) {
+      const size_t have = part.size();
+      const size_t chunk = static_cast<size_t>(std::min(len - have, kChunk));
+      part.resize(have + chunk);
+      source->ReadExact(part.data() + have, chunk, false);
+    }
   }
   return true;
+}
+
+bool RecvFrame(int fd, Frame* frame, const std::string& peer) {
+  class SocketSource : public ByteSource {
+   public:
+    SocketSource(int fd, const std::string& peer) : fd_(fd), peer_(peer) {}
+    bool ReadExact(void* data, size_t n, bool eof_ok) override {
+      return RecvAll(fd_, data, n, peer_, eof_ok);
+    }
+
+   private:
+    int fd_;
+    const std::string& peer_;
+  };
+  SocketSource source(fd, peer);
+  return ReadFrame(&source, frame, peer);
 }
 
 }  // namespace fleet::collective::detail

@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -72,10 +73,20 @@ void PsClient::Launch(size_t server, std::string what, absl::Duration timeout, C
 }
 
 template <class CallT, class Start, class OnReply>
-absl::Status PsClient::CallAll(const char* what, absl::Duration timeout, Start start,
+absl::Status PsClient::CallAll(const std::string& what, absl::Duration timeout, Start start,
                                const std::function<void(CallT*)>& fill, OnReply on_reply) {
-  auto state = std::make_shared<detail::CallState>(static_cast<int>(stubs_.size()));
-  for (size_t s = 0; s < stubs_.size(); ++s) {
+  std::vector<size_t> servers(stubs_.size());
+  for (size_t s = 0; s < servers.size(); ++s) servers[s] = s;
+  return CallServers<CallT>(what, timeout, servers, start, fill, on_reply);
+}
+
+template <class CallT, class Start, class OnReply>
+absl::Status PsClient::CallServers(const std::string& what, absl::Duration timeout,
+                                   const std::vector<size_t>& servers, Start start,
+                                   const std::function<void(CallT*)>& fill, OnReply on_reply) {
+  if (servers.empty()) return absl::OkStatus();
+  auto state = std::make_shared<detail::CallState>(static_cast<int>(servers.size()));
+  for (size_t s : servers) {
     auto* call = new CallT;
     fill(call);
     Launch(s, what, timeout, call, start, state,

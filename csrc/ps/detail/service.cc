@@ -22,7 +22,11 @@ absl::Span<float> FloatBuffer(std::string* bytes, size_t floats) {
 }  // namespace
 
 PsServiceImpl::PsServiceImpl(TableSet* tables, BarrierSet* barriers, std::function<void()> on_stop)
-    : tables_(tables), barriers_(barriers), on_stop_(std::move(on_stop)), started_(absl::Now()) {}
+    : tables_(tables),
+      barriers_(barriers),
+      accumulator_(tables),
+      on_stop_(std::move(on_stop)),
+      started_(absl::Now()) {}
 
 grpc::Status PsServiceImpl::PullSparse(grpc::ServerContext*,
                                        const proto::PullSparseRequest* request,
@@ -52,6 +56,7 @@ grpc::Status PsServiceImpl::PushSparse(grpc::ServerContext*,
     if (!keys.ok()) return keys.status();
     auto grads = BytesAs<float>(request->grads(), "grads");
     if (!grads.ok()) return grads.status();
+    if (request->accumulate()) return accumulator_.AddSparse(request->table_id(), *keys, *grads);
     return (*table)->Push(*keys, *grads, request->is_delta());
   }();
   SetStatus(reply->mutable_status(), status);
@@ -79,6 +84,8 @@ grpc::Status PsServiceImpl::PushDense(grpc::ServerContext*, const proto::PushDen
     if (!table.ok()) return table.status();
     auto grads = BytesAs<float>(request->grads(), "grads");
     if (!grads.ok()) return grads.status();
+    if (request->initialize()) return (*table)->Initialize(*grads).status();
+    if (request->accumulate()) return accumulator_.AddDense(request->table_id(), *grads);
     return (*table)->Push(*grads, request->is_delta());
   }();
   SetStatus(reply->mutable_status(), status);
@@ -87,19 +94,49 @@ grpc::Status PsServiceImpl::PushDense(grpc::ServerContext*, const proto::PushDen
 
 grpc::Status PsServiceImpl::Barrier(grpc::ServerContext*, const proto::BarrierRequest* request,
                                     proto::BarrierReply* reply) {
-  SetStatus(reply->mutable_status(),
-            barriers_->Arrive(request->name(), request->num_workers(), request->worker_id(),
-                              absl::Milliseconds(request->timeout_ms())));
+  const absl::Duration timeout = absl::Milliseconds(request->timeout_ms());
+  if (!request->apply_accumulated()) {
+    SetStatus(reply->mutable_status(), barriers_->Arrive(request->name(), request->num_workers(),
+                                                         request->worker_id(), timeout));
+    return grpc::Status::OK;
+  }
+  const uint32_t num_workers = request->num_workers();
+  uint32_t done_workers = 0;
+  absl::Status status = barriers_->ArriveAndRun(
+      request->name(), num_workers, request->worker_id(), timeout, request->done(),
+      [this, num_workers](uint32_t done) {
+        // The workers still training contributed this step; finished ones sent nothing.
+        const uint32_t contributors = num_workers - done;
+        if (contributors == 0) return absl::OkStatus();
+        return accumulator_.ApplyAll(1.0f / static_cast<float>(contributors));
+      },
+      &done_workers);
+  reply->set_done_workers(done_workers);
+  SetStatus(reply->mutable_status(), status);
   return grpc::Status::OK;
 }
 
 grpc::Status PsServiceImpl::Save(grpc::ServerContext*, const proto::SaveRequest* request,
                                  proto::SaveLoadReply* reply) {
   reply->set_table_id(request->table_id());
-  auto rows = tables_->Save(request->dirname(), request->all_tables(), request->table_id(),
-                            request->mode());
-  if (rows.ok()) reply->set_rows(*rows);
-  SetStatus(reply->mutable_status(), rows.status());
+  auto files = tables_->Save(request->dirname(), request->all_tables(), request->table_id(),
+                             request->mode(), request->save_id());
+  if (files.ok()) {
+    uint64_t rows = 0;
+    for (auto& file : *files) {
+      rows += file.rows();
+      *reply->add_files() = std::move(file);
+    }
+    reply->set_rows(rows);
+  }
+  SetStatus(reply->mutable_status(), files.status());
+  return grpc::Status::OK;
+}
+
+grpc::Status PsServiceImpl::CommitSave(grpc::ServerContext*,
+                                       const proto::CommitSaveRequest* request,
+                                       proto::CommitSaveReply* reply) {
+  SetStatus(reply->mutable_status(), tables_->CommitSave(*request));
   return grpc::Status::OK;
 }
 

@@ -7,6 +7,7 @@
 #include "absl/time/time.h"
 #include "fleet/ps/ps.grpc.pb.h"
 #include "ps/detail/barrier.h"
+#include "ps/detail/grad_accumulator.h"
 #include "ps/detail/table_set.h"
 
 namespace fleet::ps::detail {
@@ -28,6 +29,8 @@ class PsServiceImpl final : public proto::PsService::Service {
                        proto::BarrierReply* reply) override;
   grpc::Status Save(grpc::ServerContext*, const proto::SaveRequest* request,
                     proto::SaveLoadReply* reply) override;
+  grpc::Status CommitSave(grpc::ServerContext*, const proto::CommitSaveRequest* request,
+                          proto::CommitSaveReply* reply) override;
   grpc::Status Load(grpc::ServerContext*, const proto::LoadRequest* request,
                     proto::SaveLoadReply* reply) override;
   grpc::Status Shrink(grpc::ServerContext*, const proto::ShrinkRequest* request,
@@ -42,6 +45,7 @@ class PsServiceImpl final : public proto::PsService::Service {
  private:
   TableSet* tables_;
   BarrierSet* barriers_;
+  GradAccumulator accumulator_;  // sync training's pending gradients
   std::function<void()> on_stop_;
   absl::Time started_;
 };

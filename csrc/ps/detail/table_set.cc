@@ -5,6 +5,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "ps/checkpoint.h"
+#include "ps/detail/memory.h"
 
 namespace fleet::ps::detail {
 namespace {
@@ -22,19 +24,29 @@ const char* RuleName(const proto::OptimizerConfig& optimizer) {
   }
 }
 
-// Removes `server_index`'s delta parts of a table, so that a directory re-saved as base does not
-// reload stale deltas on top of it.
-void RemoveDeltaParts(const std::string& dirname, uint32_t table_id, uint32_t server_index) {
-  namespace fs = std::filesystem;
+// The manifest entry of a part just written.
+absl::StatusOr<proto::CheckpointFile> DescribePart(const std::string& dirname,
+                                                   const std::string& relative,
+                                                   const proto::TableConfig& table,
+                                                   uint32_t server, uint32_t servers) {
+  const std::string path = (std::filesystem::path(dirname) / relative).string();
+  auto header = ReadTableFileHeader(path);
+  if (!header.ok()) return header.status();
   std::error_code ec;
-  const std::string prefix = absl::StrCat("part-", server_index, "-of-");
-  for (const auto& entry :
-       fs::directory_iterator(fs::path(dirname) / absl::StrCat("table_", table_id), ec)) {
-    const std::string name = entry.path().filename().string();
-    if (absl::StartsWith(name, prefix) && absl::StrContains(name, ".delta-")) {
-      fs::remove(entry.path(), ec);
-    }
-  }
+  const uintmax_t bytes = std::filesystem::file_size(path, ec);
+  if (ec) return absl::InternalError(absl::StrCat("cannot stat ", path, ": ", ec.message()));
+  proto::CheckpointFile file;
+  file.set_path(relative);
+  file.set_table_id(table.table_id());
+  file.set_type(table.type());
+  file.set_dim(table.dim());
+  file.set_server_index(server);
+  file.set_num_servers(servers);
+  file.set_mode(static_cast<proto::SaveMode>(header->save_mode));
+  file.set_rows(header->row_count);
+  file.set_bytes(bytes);
+  file.set_crc32(header->checksum);
+  return file;
 }
 
 }  // namespace
@@ -45,6 +57,19 @@ absl::StatusOr<std::unique_ptr<TableSet>> TableSet::Create(const proto::ServerCo
     return absl::InvalidArgumentError(absl::StrCat("server config: server_index ",
                                                    config.server_index(), " with num_servers ",
                                                    config.num_servers()));
+  }
+  // All dense tables together must fit, checked before any is allocated.
+  uint64_t dense_bytes = 0;
+  for (const auto& table : config.tables()) {
+    if (table.type() != proto::DENSE) continue;
+    const uint64_t bytes = DenseTable::EstimateBytes(table, config.num_servers());
+    auto fits = CheckMemory(bytes, absl::StrCat("dense table ", table.table_id(), " '",
+                                                table.name(), "' (dim ", table.dim(), ")"));
+    if (!fits.ok()) return fits;
+    dense_bytes = bytes > UINT64_MAX - dense_bytes ? UINT64_MAX : dense_bytes + bytes;
+  }
+  if (auto s = CheckMemory(dense_bytes, "the dense tables of this server together"); !s.ok()) {
+    return s;
   }
   std::unique_ptr<TableSet> set(new TableSet(config, sharding));
   for (const auto& table : config.tables()) {
@@ -87,45 +112,61 @@ std::vector<uint32_t> TableSet::Selected(bool all, uint32_t table_id) const {
   return ids;
 }
 
-absl::StatusOr<uint64_t> TableSet::Save(const std::string& dirname, bool all, uint32_t table_id,
-                                        proto::SaveMode mode) {
+absl::StatusOr<std::vector<proto::CheckpointFile>> TableSet::Save(const std::string& dirname,
+                                                                  bool all, uint32_t table_id,
+                                                                  proto::SaveMode mode,
+                                                                  const std::string& save_id) {
+  if (auto s = CheckDirname(dirname, "save"); !s.ok()) return s;
+  if (auto s = CheckSaveId(save_id); !s.ok()) return s;
   std::lock_guard<std::mutex> lock(admin_mu_);
   const uint32_t index = config_.server_index();
   const uint32_t servers = config_.num_servers();
-  uint64_t rows = 0;
+  std::vector<proto::CheckpointFile> files;
+  std::vector<std::pair<uint32_t, uint32_t>> cycles;
   for (uint32_t id : Selected(all, table_id)) {
     absl::StatusOr<uint64_t> written;
+    std::string relative;
+    const proto::TableConfig* config = nullptr;
     if (auto it = sparse_.find(id); it != sparse_.end()) {
-      const bool delta = mode == proto::DELTA;
-      if (!delta) RemoveDeltaParts(dirname, id, index);
-      const std::string path = (std::filesystem::path(dirname) /
-                                PartFileName(id, index, servers, delta, it->second->epoch()))
-                                   .string();
-      written = it->second->Save(path, mode);
+      relative = PartPath(save_id, id, index, servers, mode == proto::DELTA);
+      uint32_t cycle = 0;
+      written = it->second->WritePart((std::filesystem::path(dirname) / relative).string(), mode,
+                                      &cycle);
+      cycles.emplace_back(id, cycle);
+      config = &it->second->config();
     } else if (auto jt = dense_.find(id); jt != dense_.end()) {
-      RemoveDeltaParts(dirname, id, index);
-      written = jt->second->Save(
-          (std::filesystem::path(dirname) / PartFileName(id, index, servers, false, 0)).string());
+      // Dense tables always write every block: their part is a base part in any mode.
+      relative = PartPath(save_id, id, index, servers, false);
+      written = jt->second->Save((std::filesystem::path(dirname) / relative).string());
+      config = &jt->second->config();
     } else {
       return absl::NotFoundError(absl::StrCat("save: no table ", id, " on server ", index));
     }
     if (!written.ok()) return written.status();
-    rows += *written;
+    auto file = DescribePart(dirname, relative, *config, index, servers);
+    if (!file.ok()) return file.status();
+    files.push_back(std::move(*file));
   }
-  return rows;
+  pending_save_id_ = save_id;
+  pending_cycles_ = std::move(cycles);
+  return files;
 }
 
-absl::StatusOr<uint64_t> TableSet::LoadTable(const std::string& dirname, uint32_t table_id) {
-  auto paths = ListPartFiles(dirname, table_id);
-  if (!paths.ok()) return paths.status();
-  std::vector<std::unique_ptr<TableFileReader>> readers;
-  std::vector<TableFileReader*> parts;
-  for (const std::string& path : *paths) {
-    auto reader = TableFileReader::Open(path);
-    if (!reader.ok()) return reader.status();
-    parts.push_back(reader->get());
-    readers.push_back(std::move(*reader));
+absl::Status TableSet::CommitSave(const proto::CommitSaveRequest& request) {
+  std::lock_guard<std::mutex> lock(admin_mu_);
+  if (request.write_manifest()) {
+    if (auto s = CommitManifest(request); !s.ok()) return s;
   }
+  if (!request.save_id().empty() && request.save_id() == pending_save_id_) {
+    for (auto [id, cycle] : pending_cycles_) sparse_.at(id)->CommitCycle(cycle);
+    pending_save_id_.clear();
+    pending_cycles_.clear();
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> TableSet::LoadTable(uint32_t table_id,
+                                             absl::Span<TableFileReader* const> parts) {
   if (auto it = sparse_.find(table_id); it != sparse_.end()) {
     const uint32_t index = config_.server_index();
     const uint32_t servers = config_.num_servers();
@@ -139,9 +180,34 @@ absl::StatusOr<uint64_t> TableSet::LoadTable(const std::string& dirname, uint32_
 
 absl::StatusOr<uint64_t> TableSet::Load(const std::string& dirname, bool all, uint32_t table_id) {
   std::lock_guard<std::mutex> lock(admin_mu_);
-  uint64_t rows = 0;
+  auto manifest = ReadManifest(dirname);
+  if (!manifest.ok()) return manifest.status();
+  // Every part of every selected table is checked (manifest entry, then the whole body's
+  // checksum as the reader opens it) before any table changes.
+  std::vector<std::pair<uint32_t, std::vector<std::unique_ptr<TableFileReader>>>> tables;
   for (uint32_t id : Selected(all, table_id)) {
-    auto loaded = LoadTable(dirname, id);
+    const proto::TableConfig* config = nullptr;
+    for (const auto& table : config_.tables()) {
+      if (table.table_id() == id) config = &table;
+    }
+    if (config == nullptr) {
+      return absl::NotFoundError(
+          absl::StrCat("load: no table ", id, " on server ", config_.server_index()));
+    }
+    auto paths = CheckedParts(dirname, *manifest, *config);
+    if (!paths.ok()) return paths.status();
+    auto& readers = tables.emplace_back(id, std::vector<std::unique_ptr<TableFileReader>>()).second;
+    for (const std::string& path : *paths) {
+      auto reader = TableFileReader::Open(path);
+      if (!reader.ok()) return reader.status();
+      readers.push_back(std::move(*reader));
+    }
+  }
+  uint64_t rows = 0;
+  for (auto& [id, readers] : tables) {
+    std::vector<TableFileReader*> parts;
+    for (auto& reader : readers) parts.push_back(reader.get());
+    auto loaded = LoadTable(id, parts);
     if (!loaded.ok()) return loaded.status();
     rows += *loaded;
   }

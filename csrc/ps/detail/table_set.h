@@ -28,12 +28,18 @@ class TableSet {
   absl::StatusOr<SparseTable*> Sparse(uint32_t table_id) const;
   absl::StatusOr<DenseTable*> Dense(uint32_t table_id) const;
 
-  // Saves one table (or all) under `dirname` (table_file.h); returns rows written. A base save
-  // removes this server's older delta parts of the table from the directory.
-  absl::StatusOr<uint64_t> Save(const std::string& dirname, bool all, uint32_t table_id,
-                                proto::SaveMode mode);
-  // Loads one table (or all) from every part in `dirname`, whatever number of servers wrote
-  // them, keeping the rows this server owns. All parts are opened and verified first.
+  // Phase one of a save (checkpoint.h): writes this server's part of one table (or all) under
+  // the directory of `save_id` in `dirname` and returns the parts written (their rows, sizes and
+  // checksums). Errors name the file. Nothing counts as saved until CommitSave.
+  absl::StatusOr<std::vector<proto::CheckpointFile>> Save(const std::string& dirname, bool all,
+                                                          uint32_t table_id, proto::SaveMode mode,
+                                                          const std::string& save_id);
+  // Phase two: with write_manifest, commits the manifest (CommitManifest); then, when
+  // request.save_id is this server's latest save, counts it as done for the next delta save.
+  absl::Status CommitSave(const proto::CommitSaveRequest& request);
+  // Loads one table (or all) from the checkpoint in `dirname`, whatever number of servers wrote
+  // it, keeping the rows this server owns. The manifest and every part of every selected table
+  // are verified (sizes, checksums, table fields) before any table changes.
   absl::StatusOr<uint64_t> Load(const std::string& dirname, bool all, uint32_t table_id);
   absl::StatusOr<uint64_t> Shrink(uint32_t table_id, uint32_t max_unseen_saves);
   std::vector<proto::TableStats> Stats() const;
@@ -44,13 +50,16 @@ class TableSet {
   TableSet(const proto::ServerConfig& config, const Sharding& sharding)
       : config_(config), sharding_(sharding) {}
   std::vector<uint32_t> Selected(bool all, uint32_t table_id) const;
-  absl::StatusOr<uint64_t> LoadTable(const std::string& dirname, uint32_t table_id);
+  absl::StatusOr<uint64_t> LoadTable(uint32_t table_id, absl::Span<TableFileReader* const> parts);
 
   proto::ServerConfig config_;
   Sharding sharding_;
   std::map<uint32_t, std::unique_ptr<SparseTable>> sparse_;
   std::map<uint32_t, std::unique_ptr<DenseTable>> dense_;
   std::mutex admin_mu_;  // one save, load or shrink at a time
+  // The latest save written and not yet committed: its id and, per sparse table, its cycle.
+  std::string pending_save_id_;
+  std::vector<std::pair<uint32_t, uint32_t>> pending_cycles_;
 };
 
 }  // namespace fleet::ps::detail

@@ -16,6 +16,10 @@
 namespace fleet::data {
 namespace {
 
+bool Contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
 class LineStreamTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -97,21 +101,71 @@ TEST_F(LineStreamTest, ChattyStderrDoesNotDeadlock) {
 TEST_F(LineStreamTest, DestructorKillsAndReapsTheWholePipeline) {
   std::string pid_file = dir_ + "/pid";
   {
+    // The shell records its pid and its process group (field 5 of /proc/self/stat).
     LineStream s(Write("k", "1\n"),
-                 "echo $$ > " + pid_file + "; cat; sleep 1000 | sleep 1000", nullptr);
+                 "echo $$ $(cut -d' ' -f5 /proc/$$/stat) > " + pid_file +
+                     "; cat; sleep 1000 | sleep 1000",
+                 nullptr);
     std::string_view line;
     ASSERT_TRUE(s.Next(&line));
   }
   std::ifstream in(pid_file);
-  pid_t pid = 0;
-  in >> pid;
+  pid_t pid = 0, group = 0;
+  in >> pid >> group;
   ASSERT_GT(pid, 0);
-  // The shell is reaped (no zombie left to us) and its process group (the sleeps) is killed;
-  // orphaned members are reaped by init, which can take a moment.
-  EXPECT_EQ(kill(pid, 0), -1);
+  ASSERT_GT(group, 0);
+  EXPECT_NE(group, getpgrp());  // the command ran in a group of its own
+  // The whole group (guard, shell, sleeps) is killed; orphaned members are reaped by init,
+  // which can take a moment.
   absl::Time deadline = absl::Now() + absl::Seconds(5);
-  while (kill(-pid, 0) == 0 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(10));
-  EXPECT_EQ(kill(-pid, 0), -1);
+  while (kill(-group, 0) == 0 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(10));
+  EXPECT_EQ(kill(-group, 0), -1);
+}
+
+TEST_F(LineStreamTest, IdleCommandTimesOutNamingFileAndCommand) {
+  LineStreamOptions options;
+  options.idle_timeout = std::chrono::milliseconds(300);
+  const std::string path = Write("idle", "1\n");
+  LineStream s(path, "cat; sleep 1000", nullptr, options);
+  std::string_view line;
+  ASSERT_TRUE(s.Next(&line));
+  absl::Time start = absl::Now();
+  try {
+    s.Next(&line);
+    FAIL() << "no timeout";
+  } catch (const Timeout& e) {
+    EXPECT_PRED2(Contains, e.what(), ("pipe_command 'cat; sleep 1000' on file '" + path +
+                                    "' wrote nothing for 0.3 s"));
+  }
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+}
+
+TEST_F(LineStreamTest, CommandThatWritesNothingForANonEmptyFileIsWarnedAbout) {
+  std::vector<std::string> warnings;
+  LineStreamOptions options;
+  options.warn = [&](const std::string& w) { warnings.push_back(w); };
+  const std::string path = Write("silent", "1 2 3\n");
+  LineStream s(path, "cat > /dev/null", nullptr, options);
+  std::string_view line;
+  EXPECT_FALSE(s.Next(&line));
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_PRED2(Contains, warnings[0], ("on file '" + path + "' wrote nothing for a file of 6 bytes"));
+  LineStream empty(Write("empty", ""), "cat > /dev/null", nullptr, options);
+  EXPECT_FALSE(empty.Next(&line));
+  EXPECT_EQ(warnings.size(), 1u);  // an empty file is no surprise
+}
+
+TEST_F(LineStreamTest, StderrWithNulAndBinaryBytesIsEscaped) {
+  const std::string path = Write("bin", "1\n");
+  LineStream s(path, "printf 'bad\\000byte\\377\\n' >&2; exit 2", nullptr);
+  std::string_view line;
+  try {
+    while (s.Next(&line)) {
+    }
+    FAIL() << "no error";
+  } catch (const InvalidArgument& e) {
+    EXPECT_PRED2(Contains, e.what(), ("its stderr ends with:\nbad\\x00byte\\xff"));
+  }
 }
 
 TEST_F(LineStreamTest, CancelStopsAWaitingRead) {

@@ -47,7 +47,8 @@ def write_script(job_dir: pathlib.Path, body: str) -> pathlib.Path:
 def job_env(job_dir: pathlib.Path, collective: bool = False, **extra: str) -> dict[str, str]:
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), JOB_DIR=str(job_dir),
                TEST_COLLECTIVE="1" if collective else "0", OPENBLAS_NUM_THREADS="1")
-    for name in ("FLEET_GLOO_STORE_PATH", "FLEET_GLOO_STORE_ENDPOINT", "FLEET_GLOO_TIMEOUT_S"):
+    for name in ("FLEET_GLOO_STORE_PATH", "FLEET_GLOO_STORE_ENDPOINT", "FLEET_GLOO_TIMEOUT_S",
+                 "FLEET_GLOO_COLLECTIVE_TIMEOUT_S"):
         env.pop(name, None)
     env.update(extra)
     return env

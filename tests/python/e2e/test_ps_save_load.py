@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from fleet.errors import NotFound
+from fleet.ps.checkpoint import read_manifest
 from fleet.testing.ps_reference import OPTIMIZERS
 
 pytestmark = pytest.mark.timeout(120)
@@ -38,8 +39,11 @@ def test_save_on_two_servers_load_on_three(ps_servers, tmp_path):
     train(client2, keys)
     saved = client2.save(str(tmp_path / "ckpt"))
     assert saved == keys.size + 16  # rows + dense blocks (1000 / 64 -> 16)
-    names = sorted(os.listdir(tmp_path / "ckpt" / "table_1"))
-    assert names == ["part-0-of-2.base", "part-1-of-2.base"]
+    manifest = read_manifest(tmp_path / "ckpt")
+    (table,) = [t for t in manifest.tables if t.table_id == SPARSE]
+    (save,) = table.saves
+    assert [os.path.basename(f.path) for f in save.files] == ["part-0-of-2.base",
+                                                               "part-1-of-2.base"]
 
     three = ps_servers(TABLES, 3, tag="three")
     client3 = three.client()

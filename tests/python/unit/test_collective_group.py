@@ -3,6 +3,7 @@ threads of this process (as Gloo's own tests do), over 127.0.0.1."""
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 
@@ -186,8 +187,120 @@ def test_collective_timeout_when_a_peer_does_not_take_part():
                 go_on.set()
         go_on.wait(10)
 
-    with pytest.raises(Timeout, match=r"all-reduce in group 'test' \(rank 0 of 2\) failed"):
+    with pytest.raises(Timeout, match=r"all-reduce\(float32 \[4\], sum\) #1 in group 'test' "
+                                      r"\(rank 0 of 2\): rank\(s\) \[1\] did not arrive within "
+                                      r"0.3 s"):
         run_ranks(2, fn)
+
+
+def run_ranks_all_errors(size, fn, timeout_s=10.0, **connect):
+    """Like run_ranks, but returns (results, errors) by rank instead of raising."""
+    store = _core.MemoryStore()
+    results, errors = [None] * size, [None] * size
+
+    def rank_main(rank):
+        try:
+            group = _core.GlooGroup.connect(store, rank, size, "127.0.0.1", "check", timeout_s,
+                                            **connect)
+            results[rank] = fn(group)
+        except Exception as e:  # noqa: BLE001 - returned to the test
+            errors[rank] = e
+
+    threads = [threading.Thread(target=rank_main, args=(r,)) for r in range(size)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    return results, errors
+
+
+@pytest.mark.parametrize("case, pattern", [
+    ("shape", r"rank 0 calls all-reduce\(float32 \[4\], sum\) but rank 1 calls "
+              r"all-reduce\(float32 \[5\], sum\)"),
+    ("same_count_other_shape", r"rank 1 calls all-reduce\(float32 \[2, 2\], sum\)"),
+    ("dtype", r"rank 1 calls all-reduce\(float64 \[4\], sum\)"),
+    ("mode", r"rank 1 calls all-reduce\(float32 \[4\], max\)"),
+    ("operation", r"rank 1 calls barrier\(\)"),
+    ("gather_type", r"rank 0 calls all-gather\(<i4 \[2\]\) but rank 1 calls "
+                    r"all-gather\(<f4 \[2\]\)"),
+    ("root", r"rank 1 calls broadcast\(<f8 \[3\], root 1\)"),
+])
+def test_mismatched_collectives_raise_on_every_rank_naming_the_rank(case, pattern):
+    """Before any data moves, every rank learns what the others call; all raise the same error
+    naming the rank that differs, and the group still works for a matching call afterwards."""
+    def fn(group):
+        r = group.rank
+        if case == "shape":
+            group.all_reduce(np.ones(4 + r, np.float32))
+        elif case == "same_count_other_shape":
+            group.all_reduce(np.ones(4, np.float32) if r == 0 else np.ones((2, 2), np.float32))
+        elif case == "dtype":
+            group.all_reduce(np.ones(4, np.float32 if r == 0 else np.float64))
+        elif case == "mode":
+            group.all_reduce(np.ones(4, np.float32), "sum" if r == 0 else "max")
+        elif case == "operation":
+            if r == 0:
+                group.all_reduce(np.ones(4, np.float32))
+            else:
+                group.barrier()
+        elif case == "gather_type":
+            group.all_gather(np.ones(2, np.int32 if r == 0 else np.float32))
+        elif case == "root":
+            group.broadcast(np.ones(3), root=r)
+
+    def guarded(group):
+        try:
+            fn(group)
+        except InvalidArgument as e:
+            # The mismatch left the group in step: a matching call still works.
+            return str(e), group.all_reduce(np.full(2, group.rank + 1, np.int64)).tolist()
+        return None, None
+
+    results, errors = run_ranks_all_errors(2, guarded)
+    assert errors == [None, None]
+    for rank, (message, after) in enumerate(results):
+        assert message is not None, f"rank {rank} did not raise"
+        assert re.search(pattern, message), message
+        assert f"(rank {rank} of 2)" in message
+        assert after == [3, 3]
+
+
+def test_three_ranks_name_only_the_one_that_differs():
+    def fn(group):
+        try:
+            group.all_reduce(np.ones(3 if group.rank == 2 else 4, np.float32))
+        except InvalidArgument as e:
+            return str(e)
+
+    results, errors = run_ranks_all_errors(3, fn)
+    assert errors == [None] * 3
+    for message in results:
+        assert "but rank 2 calls all-reduce(float32 [3], sum)" in message
+        assert "rank 1 calls" not in message
+
+
+def test_group_timeout_applies_to_calls_without_their_own():
+    go_on = threading.Event()
+
+    def fn(group):
+        assert group.collective_timeout_s == 0.4
+        if group.rank == 1:
+            try:
+                started = time.monotonic()
+                group.barrier()
+            except Timeout as e:
+                return str(e), time.monotonic() - started
+            finally:
+                go_on.set()
+        go_on.wait(10)
+        return None, None
+
+    results, errors = run_ranks_all_errors(3, fn, collective_timeout_s=0.4)
+    assert errors == [None] * 3
+    message, elapsed = results[1]
+    assert "barrier() #1 in group 'check' (rank 1 of 3): rank(s) [0, 2] did not arrive within " \
+           "0.4 s" in message
+    assert elapsed < 5
 
 
 def test_bad_arguments_are_invalid_argument():

@@ -1,0 +1,40 @@
+#include "distributed/communicator.h"
+
+#include "distributed/detail/async_communicator.h"
+#include "distributed/detail/geo_communicator.h"
+#include "distributed/detail/step_merge_communicator.h"
+
+namespace fleet::distributed {
+
+const char* PsModeName(PsMode mode) {
+  switch (mode) {
+    case PsMode::kSync:
+      return "sync";
+    case PsMode::kHalfAsync:
+      return "half_async";
+    case PsMode::kAsync:
+      return "async";
+    case PsMode::kGeo:
+      return "geo";
+  }
+  return "unknown";
+}
+
+std::shared_ptr<Communicator> MakeCommunicator(CommunicatorConfig config,
+                                               std::shared_ptr<ps::PsClient> client, Scope* root) {
+  switch (config.mode) {
+    case PsMode::kSync:
+    case PsMode::kHalfAsync:
+      return std::make_shared<detail::StepMergeCommunicator>(std::move(config), std::move(client),
+                                                             root);
+    case PsMode::kAsync:
+      return std::make_shared<detail::AsyncCommunicator>(std::move(config), std::move(client),
+                                                         root);
+    case PsMode::kGeo:
+      return std::make_shared<detail::GeoCommunicator>(std::move(config), std::move(client),
+                                                       root);
+  }
+  throw InvalidArgument("unknown parameter-server mode");
+}
+
+}  // namespace fleet::distributed

@@ -1,0 +1,248 @@
+#include "distributed/detail/async_communicator.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace fleet::distributed::detail {
+namespace {
+
+constexpr absl::Duration kMergeWait = absl::Milliseconds(10);
+constexpr absl::Duration kRecvPeriod = absl::Milliseconds(10);
+
+}  // namespace
+
+AsyncCommunicator::AsyncCommunicator(CommunicatorConfig config,
+                                     std::shared_ptr<ps::PsClient> client, Scope* root)
+    : CommunicatorBase(std::move(config), std::move(client), root) {
+  FLEET_ENFORCE(config_.send_queue_size > 0 && config_.max_merge_var_num > 0 &&
+                    config_.thread_pool_size > 0 && config_.send_wait_times >= 0,
+                InvalidArgument, "async communicator: send_queue_size, max_merge_var_num and "
+                "thread_pool_size must be positive, send_wait_times not negative");
+  absl::MutexLock lock(&mu_);
+  for (const SparseVar& var : config_.sparse) {
+    Queue q;
+    q.table_id = var.table_id;
+    q.what = absl::StrCat("push of '", var.name, "' gradients");
+    queues_.push_back(std::move(q));
+  }
+  if (config_.dense_table_id) {
+    Queue q;
+    q.table_id = *config_.dense_table_id;
+    q.dense = true;
+    q.what = "push of the dense gradients";
+    queues_.push_back(std::move(q));
+  }
+}
+
+AsyncCommunicator::~AsyncCommunicator() {
+  {
+    absl::MutexLock lock(&mu_);
+    stop_ = true;
+    changed_.SignalAll();
+  }
+  JoinThreads();
+}
+
+void AsyncCommunicator::StartThreads() {
+  const size_t pool = std::min<size_t>(config_.thread_pool_size, std::max<size_t>(1, queues_.size()));
+  std::vector<std::vector<size_t>> owned(pool);
+  size_t dense_owner = 0;
+  for (size_t q = 0; q < queues_.size(); ++q) {
+    owned[q % pool].push_back(q);
+    if (queues_[q].dense) dense_owner = q % pool;
+  }
+  const bool refresh_in_send = config_.dense_table_id && !config_.independent_recv;
+  for (size_t t = 0; t < pool; ++t) {
+    threads_.emplace_back([this, queues = owned[t], refresh = refresh_in_send && t == dense_owner] {
+      SendLoop(queues, refresh);
+    });
+  }
+  if (config_.dense_table_id && config_.independent_recv) {
+    threads_.emplace_back([this] { RecvLoop(); });
+  }
+  started_ = true;
+}
+
+void AsyncCommunicator::CheckError() {
+  if (error_) std::rethrow_exception(error_);
+}
+
+void AsyncCommunicator::Enqueue(size_t q, Item item) {
+  absl::MutexLock lock(&mu_);
+  CheckError();
+  FLEET_ENFORCE(started_ && !stop_, Unavailable,
+                "the async communicator is not running (fleet.init_worker() starts it, "
+                "fleet.stop_worker() stops it)");
+  // Training waits only here, when the queue is full (back-pressure on a slow network).
+  while (queues_[q].items.size() >= config_.send_queue_size && !stop_ && !error_) {
+    changed_.Wait(&mu_);
+  }
+  CheckError();
+  queues_[q].items.push_back(std::move(item));
+  changed_.SignalAll();
+}
+
+void AsyncCommunicator::PushSparse(int thread, uint32_t table_id, absl::Span<const int64_t> keys,
+                                   absl::Span<const float> grads) {
+  const size_t dim = Sparse(table_id).dim;
+  FLEET_ENFORCE(grads.size() == keys.size() * dim, InvalidArgument, "push_sparse of table ",
+                table_id, ": ", keys.size(), " ids need ", keys.size() * dim,
+                " gradient values, got ", grads.size());
+  size_t q = 0;
+  while (q < config_.sparse.size() && config_.sparse[q].table_id != table_id) ++q;
+  Enqueue(q, Item{{keys.begin(), keys.end()}, {grads.begin(), grads.end()}});
+}
+
+void AsyncCommunicator::SendDense(int thread, const std::vector<const LoDTensor*>& grads) {
+  Item item;
+  item.values.resize(dense_size());
+  GatherDense(grads, item.values.data(), /*add=*/false);
+  Enqueue(config_.sparse.size(), std::move(item));
+}
+
+std::vector<AsyncCommunicator::Item> AsyncCommunicator::Take(size_t q) {
+  Queue& queue = queues_[q];
+  // Wait a little for a full merge, as Paddle's send_wait_times does.
+  for (int i = 0; i < config_.send_wait_times && !stop_ &&
+                  queue.items.size() < config_.max_merge_var_num;
+       ++i) {
+    changed_.WaitWithTimeout(&mu_, kMergeWait);
+  }
+  std::vector<Item> items;
+  while (!queue.items.empty() && items.size() < config_.max_merge_var_num) {
+    items.push_back(std::move(queue.items.front()));
+    queue.items.pop_front();
+  }
+  queue.in_flight += static_cast<int>(items.size());
+  if (!items.empty()) changed_.SignalAll();  // room in the queue
+  return items;
+}
+
+void AsyncCommunicator::Send(const Queue& queue, std::vector<Item>& items) {
+  if (queue.dense) {
+    std::vector<float>& sum = items[0].values;
+    for (size_t i = 1; i < items.size(); ++i) {
+      for (size_t j = 0; j < sum.size(); ++j) sum[j] += items[i].values[j];
+    }
+    const float scale = 1.0f / static_cast<float>(items.size());
+    for (float& g : sum) g *= scale;
+    WaitOk(client_->PushDense(queue.table_id, sum), queue.what);
+    return;
+  }
+  Item merged = std::move(items[0]);
+  for (size_t i = 1; i < items.size(); ++i) {
+    merged.keys.insert(merged.keys.end(), items[i].keys.begin(), items[i].keys.end());
+    merged.values.insert(merged.values.end(), items[i].values.begin(), items[i].values.end());
+  }
+  // The client sums the rows of repeated ids before sending (merge by id).
+  WaitOk(client_->PushSparse(queue.table_id, merged.keys, merged.values), queue.what);
+}
+
+void AsyncCommunicator::SendLoop(std::vector<size_t> queues, bool refresh_dense) {
+  try {
+    while (true) {
+      bool sent = false;
+      for (size_t q : queues) {
+        std::vector<Item> items;
+        Queue* queue;
+        {
+          absl::MutexLock lock(&mu_);
+          items = Take(q);
+          queue = &queues_[q];
+        }
+        if (items.empty()) continue;
+        const int n = static_cast<int>(items.size());
+        Send(*queue, items);
+        sent = true;
+        absl::MutexLock lock(&mu_);
+        queue->in_flight -= n;
+        changed_.SignalAll();
+      }
+      if (sent && refresh_dense) PullDenseIntoRoot();
+      absl::MutexLock lock(&mu_);
+      if (stop_) {
+        bool empty = true;
+        for (size_t q : queues) empty = empty && queues_[q].items.empty();
+        if (empty) return;
+      } else if (!sent) {
+        changed_.WaitWithTimeout(&mu_, kMergeWait);
+      }
+    }
+  } catch (...) {
+    absl::MutexLock lock(&mu_);
+    if (!error_) error_ = std::current_exception();
+    for (size_t q : queues) {
+      queues_[q].items.clear();
+      queues_[q].in_flight = 0;
+    }
+    changed_.SignalAll();
+  }
+}
+
+void AsyncCommunicator::RecvLoop() {
+  try {
+    while (true) {
+      {
+        absl::MutexLock lock(&mu_);
+        if (stop_ || error_) return;
+        changed_.WaitWithTimeout(&mu_, kRecvPeriod);
+        if (stop_) return;
+      }
+      PullDenseIntoRoot();
+    }
+  } catch (...) {
+    absl::MutexLock lock(&mu_);
+    if (!error_) error_ = std::current_exception();
+    changed_.SignalAll();
+  }
+}
+
+void AsyncCommunicator::Flush() {
+  {
+    absl::MutexLock lock(&mu_);
+    auto drained = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      if (error_) return true;
+      for (const Queue& q : queues_) {
+        if (!q.items.empty() || q.in_flight > 0) return false;
+      }
+      return true;
+    };
+    while (started_ && !drained()) changed_.WaitWithTimeout(&mu_, kMergeWait);
+    CheckError();
+  }
+  // Every gradient is applied: bring the dense parameters up to date for what follows
+  // (evaluation, a save).
+  PullDenseIntoRoot();
+}
+
+void AsyncCommunicator::OnPassEnd() {
+  if (dataset_pass_) Flush();
+}
+
+void AsyncCommunicator::JoinThreads() {
+  for (auto& t : threads_) {
+    if (t.joinable()) t.join();
+  }
+  threads_.clear();
+}
+
+void AsyncCommunicator::Stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  std::exception_ptr flush_error;
+  try {
+    Flush();
+  } catch (...) {
+    flush_error = std::current_exception();
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    stop_ = true;
+    changed_.SignalAll();
+  }
+  JoinThreads();
+  if (flush_error) std::rethrow_exception(flush_error);
+  absl::MutexLock lock(&mu_);
+  CheckError();
+}
+
+}  // namespace fleet::distributed::detail

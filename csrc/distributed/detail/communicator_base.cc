@@ -1,0 +1,166 @@
+#include "distributed/detail/communicator_base.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "core/status.h"
+
+namespace fleet::distributed::detail {
+namespace {
+
+// Forwards the executor's step hooks to the communicator. Holds it weakly: the communicator owns
+// the hook, and a hook left registered after the communicator is gone does nothing.
+class CommunicatorHook : public framework::StepHook {
+ public:
+  explicit CommunicatorHook(CommunicatorBase* owner) : owner_(owner) {}
+  void OnPassBegin(const framework::PassInfo& pass) override { owner_->OnPassBegin(pass); }
+  void AfterStep(const framework::StepInfo& info) override { owner_->AfterStep(info); }
+  void OnThreadEnd(int thread) override { owner_->OnThreadEnd(thread); }
+  void OnPassEnd() override { owner_->OnPassEnd(); }
+  std::string Name() const override {
+    return absl::StrCat(PsModeName(owner_->config().mode), " communicator");
+  }
+
+ private:
+  CommunicatorBase* owner_;
+};
+
+}  // namespace
+
+void WaitOk(const ps::Future& future, const std::string& what) {
+  ThrowIfError(future.Wait(), what);
+}
+
+void ThrowIfError(const absl::Status& status, const std::string& what) {
+  ::fleet::ThrowIfError(status, what);
+}
+
+CommunicatorBase::CommunicatorBase(CommunicatorConfig config, std::shared_ptr<ps::PsClient> client,
+                                   Scope* root)
+    : config_(std::move(config)), client_(std::move(client)), root_(root) {
+  FLEET_ENFORCE(client_ != nullptr && root_ != nullptr, InvalidArgument,
+                "a communicator needs a PS client and a root scope");
+  FLEET_ENFORCE(config_.num_workers > 0 && config_.worker_id < config_.num_workers,
+                InvalidArgument, "communicator: worker_id ", config_.worker_id,
+                " is not in [0, num_workers=", config_.num_workers, ")");
+  for (const DenseVar& var : config_.dense) {
+    FLEET_ENFORCE(var.offset == dense_size_, InvalidArgument, "communicator: dense variable '",
+                  var.param, "' starts at ", var.offset, ", expected ", dense_size_,
+                  " (dense variables are packed in order)");
+    dense_size_ += var.numel;
+  }
+  FLEET_ENFORCE(config_.dense.empty() == !config_.dense_table_id.has_value(), InvalidArgument,
+                "communicator: dense variables need a dense table id and vice versa");
+  if (config_.dense_table_id) {
+    auto table = client_->Table(*config_.dense_table_id);
+    ThrowIfError(table.status(), "communicator: dense table");
+    FLEET_ENFORCE(table->dim() == dense_size_, InvalidArgument, "communicator: dense table ",
+                  *config_.dense_table_id, " holds ", table->dim(),
+                  " floats on the servers, the program's dense parameters ", dense_size_);
+  }
+  for (const SparseVar& var : config_.sparse) {
+    auto table = client_->Table(var.table_id);
+    ThrowIfError(table.status(), absl::StrCat("communicator: sparse table of '", var.name, "'"));
+    FLEET_ENFORCE(table->dim() == var.dim, InvalidArgument, "communicator: sparse table ",
+                  var.table_id, " ('", var.name, "') has dim ", table->dim(),
+                  " on the servers, the program ", var.dim);
+  }
+  hook_ = std::make_shared<CommunicatorHook>(this);
+}
+
+const SparseVar& CommunicatorBase::Sparse(uint32_t table_id) const {
+  for (const SparseVar& var : config_.sparse) {
+    if (var.table_id == table_id) return var;
+  }
+  throw NotFound(absl::StrCat("communicator: no sparse table ", table_id,
+                              " (the program and fleet.init_worker disagree)"));
+}
+
+void CommunicatorBase::PullSparse(uint32_t table_id, absl::Span<const int64_t> keys,
+                                  absl::Span<float> out, bool from_servers) {
+  WaitOk(client_->PullSparse(table_id, keys, out),
+         absl::StrCat("pull_sparse of '", Sparse(table_id).name, "'"));
+}
+
+std::vector<LoDTensor*> CommunicatorBase::DenseParams() const {
+  std::vector<LoDTensor*> params;
+  for (const DenseVar& var : config_.dense) {
+    Variable* v = root_->FindVar(var.param);
+    FLEET_ENFORCE(v != nullptr && v->IsType<LoDTensor>(), NotFound, "dense parameter '", var.param,
+                  "' is not a tensor in the root scope (run the startup program first)");
+    LoDTensor* t = v->GetMutable<LoDTensor>();
+    FLEET_ENFORCE(t->initialized() && static_cast<size_t>(t->numel()) == var.numel &&
+                      t->dtype() == DType::kFloat32,
+                  InvalidArgument, "dense parameter '", var.param, "' holds ",
+                  t->initialized() ? t->numel() : 0, " values, the PS program expects ",
+                  var.numel, " float32");
+    params.push_back(t);
+  }
+  return params;
+}
+
+void CommunicatorBase::GatherDense(const std::vector<const LoDTensor*>& grads, float* out,
+                                   bool add) const {
+  FLEET_ENFORCE(grads.size() == config_.dense.size(), InvalidArgument, "send: got ", grads.size(),
+                " dense gradients, the communicator has ", config_.dense.size(),
+                " dense parameters");
+  for (size_t i = 0; i < grads.size(); ++i) {
+    const DenseVar& var = config_.dense[i];
+    const LoDTensor* g = grads[i];
+    FLEET_ENFORCE(g->initialized() && static_cast<size_t>(g->numel()) == var.numel &&
+                      g->dtype() == DType::kFloat32,
+                  InvalidArgument, "send: gradient '", var.grad, "' holds ",
+                  g->initialized() ? g->numel() : 0, " values, expected ", var.numel,
+                  " float32 like '", var.param, "'");
+    const float* src = g->data<float>();
+    float* dst = out + var.offset;
+    if (add) {
+      for (size_t j = 0; j < var.numel; ++j) dst[j] += src[j];
+    } else {
+      std::memcpy(dst, src, var.numel * sizeof(float));
+    }
+  }
+}
+
+void CommunicatorBase::ReadDenseParams(float* out) const {
+  auto params = DenseParams();
+  for (size_t i = 0; i < params.size(); ++i) {
+    std::memcpy(out + config_.dense[i].offset, params[i]->data<float>(),
+                config_.dense[i].numel * sizeof(float));
+  }
+}
+
+void CommunicatorBase::WriteDenseParams(const float* values) const {
+  // In place, element by element: trainer threads may be reading (see framework/executor.h).
+  auto params = DenseParams();
+  for (size_t i = 0; i < params.size(); ++i) {
+    std::memcpy(params[i]->mutable_data<float>(), values + config_.dense[i].offset,
+                config_.dense[i].numel * sizeof(float));
+  }
+}
+
+void CommunicatorBase::PullDenseIntoRoot(std::vector<float>* into) {
+  if (!config_.dense_table_id) return;
+  std::vector<float> local;
+  std::vector<float>& values = into != nullptr ? *into : local;
+  values.resize(dense_size_);
+  WaitOk(client_->PullDense(*config_.dense_table_id, absl::MakeSpan(values)),
+         "pull of the dense parameters");
+  WriteDenseParams(values.data());
+}
+
+void CommunicatorBase::Start() {
+  if (config_.dense_table_id && config_.worker_id == 0) {
+    std::vector<float> start(dense_size_);
+    ReadDenseParams(start.data());
+    WaitOk(client_->PushDense(*config_.dense_table_id, start, ps::PushKind::kInitialize),
+           "init_worker: worker 0's start-up dense values");
+  }
+  WaitOk(client_->Barrier("__init_worker__", config_.num_workers, config_.worker_id,
+                          config_.step_timeout),
+         absl::StrCat("init_worker: waiting for all ", config_.num_workers, " workers"));
+  PullDenseIntoRoot();
+  StartThreads();
+}
+
+}  // namespace fleet::distributed::detail

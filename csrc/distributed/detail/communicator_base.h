@@ -1,0 +1,61 @@
+#pragma once
+// What every communicator mode shares: the client, the config, the packed dense table (gather
+// gradients, pull values into the root scope), the start-up handshake, and the StepHook that
+// forwards to the mode's methods.
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "distributed/communicator.h"
+
+namespace fleet::distributed::detail {
+
+// Waits for a PS future; throws the fleet error of its status (the endpoint is in the message).
+void WaitOk(const ps::Future& future, const std::string& what);
+// Throws the fleet error of a non-OK status, prefixed by `what`.
+void ThrowIfError(const absl::Status& status, const std::string& what);
+
+class CommunicatorBase : public Communicator {
+ public:
+  CommunicatorBase(CommunicatorConfig config, std::shared_ptr<ps::PsClient> client, Scope* root);
+
+  void PullSparse(uint32_t table_id, absl::Span<const int64_t> keys, absl::Span<float> out,
+                  bool from_servers) override;
+  void Start() override;
+  std::shared_ptr<framework::StepHook> hook() override { return hook_; }
+  const CommunicatorConfig& config() const override { return config_; }
+  ps::PsClient& client() override { return *client_; }
+
+  // Hook entry points; the defaults do nothing.
+  virtual void OnPassBegin(const framework::PassInfo& pass) {}
+  virtual void AfterStep(const framework::StepInfo& info) {}
+  virtual void OnThreadEnd(int thread) {}
+  virtual void OnPassEnd() {}
+
+ protected:
+  size_t dense_size() const { return dense_size_; }
+  const SparseVar& Sparse(uint32_t table_id) const;
+  // Packs the gradients (one per DenseVar) into out[0, dense_size) times `scale`, added to what
+  // is there when `add`.
+  void GatherDense(const std::vector<const LoDTensor*>& grads, float* out, bool add) const;
+  // The root scope's dense parameters, packed.
+  void ReadDenseParams(float* out) const;
+  // Writes packed values into the root scope's dense parameters (in place: same buffers).
+  void WriteDenseParams(const float* values) const;
+  // Pulls the dense table and writes it into the root scope; `into` receives the values too.
+  void PullDenseIntoRoot(std::vector<float>* into = nullptr);
+  virtual void StartThreads() {}
+
+  CommunicatorConfig config_;
+  std::shared_ptr<ps::PsClient> client_;
+  Scope* root_;
+
+ private:
+  std::vector<LoDTensor*> DenseParams() const;
+
+  size_t dense_size_ = 0;
+  std::shared_ptr<framework::StepHook> hook_;
+};
+
+}  // namespace fleet::distributed::detail

@@ -1,0 +1,158 @@
+#include "distributed/detail/step_merge_communicator.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace fleet::distributed::detail {
+
+StepMergeCommunicator::~StepMergeCommunicator() {
+  try {
+    Stop();
+  } catch (...) {  // a destructor cannot report: stop_worker is where errors surface
+  }
+}
+
+void StepMergeCommunicator::PushSparse(int thread, uint32_t table_id,
+                                       absl::Span<const int64_t> keys,
+                                       absl::Span<const float> grads) {
+  const size_t dim = Sparse(table_id).dim;
+  FLEET_ENFORCE(grads.size() == keys.size() * dim, InvalidArgument, "push_sparse of table ",
+                table_id, ": ", keys.size(), " ids need ", keys.size() * dim,
+                " gradient values, got ", grads.size());
+  absl::MutexLock lock(&mu_);
+  SparseSums& acc = sparse_[table_id];
+  for (size_t i = 0; i < keys.size(); ++i) {
+    auto [it, inserted] = acc.row_of.try_emplace(keys[i], static_cast<uint32_t>(acc.keys.size()));
+    const float* g = grads.data() + i * dim;
+    if (inserted) {
+      acc.keys.push_back(keys[i]);
+      acc.sums.insert(acc.sums.end(), g, g + dim);
+    } else {
+      float* sum = acc.sums.data() + static_cast<size_t>(it->second) * dim;
+      for (size_t j = 0; j < dim; ++j) sum[j] += g[j];
+    }
+  }
+}
+
+void StepMergeCommunicator::SendDense(int thread, const std::vector<const LoDTensor*>& grads) {
+  absl::MutexLock lock(&mu_);
+  if (dense_parts_ == 0) dense_sums_.assign(dense_size(), 0.0f);
+  GatherDense(grads, dense_sums_.data(), /*add=*/true);
+  ++dense_parts_;
+}
+
+void StepMergeCommunicator::FlushStepLocked() {
+  const float scale = contributors_ > 0 ? 1.0f / static_cast<float>(contributors_) : 1.0f;
+  const bool sync = config_.mode == PsMode::kSync;
+  const ps::PushKind kind = sync ? ps::PushKind::kAccumulate : ps::PushKind::kGradient;
+  std::vector<ps::Future> pushes;
+  std::vector<std::string> what;
+  for (auto& [table_id, acc] : sparse_) {
+    if (acc.keys.empty()) continue;
+    for (float& g : acc.sums) g *= scale;
+    pushes.push_back(client_->PushSparse(table_id, acc.keys, acc.sums, kind));
+    what.push_back(absl::StrCat("push of '", Sparse(table_id).name, "' gradients"));
+  }
+  if (dense_parts_ > 0) {
+    for (float& g : dense_sums_) g *= scale;
+    pushes.push_back(client_->PushDense(*config_.dense_table_id, dense_sums_, kind));
+    what.push_back("push of the dense gradients");
+  }
+  // The pushes copied their buffers: reset before waiting, so that a failure leaves no stale sums.
+  sparse_.clear();
+  dense_parts_ = 0;
+  contributors_ = 0;
+  for (size_t i = 0; i < pushes.size(); ++i) WaitOk(pushes[i], what[i]);
+  if (sync) {
+    auto done = client_->SyncStep(config_.num_workers, config_.worker_id, /*done=*/false,
+                                  config_.step_timeout);
+    ThrowIfError(done.status(), absl::StrCat("sync step of worker ", config_.worker_id));
+  }
+  PullDenseIntoRoot();
+}
+
+void StepMergeCommunicator::EndMeetingLocked() {
+  contributors_ = arrived_;
+  arrived_ = 0;
+  try {
+    FlushStepLocked();
+  } catch (...) {
+    failed_ = true;
+    ++meeting_;
+    cv_.SignalAll();
+    throw;
+  }
+  ++meeting_;
+  cv_.SignalAll();
+}
+
+void StepMergeCommunicator::OnPassBegin(const framework::PassInfo& pass) {
+  absl::MutexLock lock(&mu_);
+  active_ = pass.num_threads;
+  arrived_ = 0;
+  failed_ = false;
+  dataset_pass_ = pass.dataset_pass;
+}
+
+void StepMergeCommunicator::AfterStep(const framework::StepInfo& info) {
+  absl::MutexLock lock(&mu_);
+  FLEET_ENFORCE(!failed_, Unavailable,
+                "another trainer thread's parameter-server step failed; see its error");
+  ++arrived_;
+  if (arrived_ == active_) {
+    EndMeetingLocked();
+    return;
+  }
+  const int64_t meeting = meeting_;
+  while (meeting_ == meeting) cv_.Wait(&mu_);
+  FLEET_ENFORCE(!failed_, Unavailable,
+                "another trainer thread's parameter-server step failed; see its error");
+}
+
+void StepMergeCommunicator::OnThreadEnd(int thread) {
+  absl::MutexLock lock(&mu_);
+  --active_;
+  // The others may all be waiting for this thread: it ends the meeting for them.
+  if (active_ > 0 && arrived_ == active_ && !failed_) EndMeetingLocked();
+}
+
+void StepMergeCommunicator::FinishSyncSteps() {
+  if (config_.mode != PsMode::kSync) return;
+  while (true) {
+    auto done = client_->SyncStep(config_.num_workers, config_.worker_id, /*done=*/true,
+                                  config_.step_timeout);
+    ThrowIfError(done.status(),
+                 absl::StrCat("worker ", config_.worker_id, " waiting for the others to finish"));
+    if (*done >= config_.num_workers) return;
+  }
+}
+
+void StepMergeCommunicator::OnPassEnd() {
+  bool dataset_pass;
+  {
+    absl::MutexLock lock(&mu_);
+    dataset_pass = dataset_pass_;
+    if (failed_) return;
+  }
+  // After a dataset pass, wait until every worker's pass ended (they may have more batches).
+  // Executor.run loops keep their steps in step by themselves; stop_worker finishes them.
+  if (dataset_pass) FinishSyncSteps();
+}
+
+void StepMergeCommunicator::Flush() {
+  absl::MutexLock lock(&mu_);
+  if (!sparse_.empty() || dense_parts_ > 0) {
+    contributors_ = 1;
+    FlushStepLocked();
+  }
+}
+
+void StepMergeCommunicator::Stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  Flush();
+  FinishSyncSteps();
+}
+
+}  // namespace fleet::distributed::detail

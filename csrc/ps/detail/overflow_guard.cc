@@ -1,0 +1,48 @@
+#include "ps/detail/overflow_guard.h"
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace fleet::ps::detail {
+
+absl::Status CheckOverflowConfig(const proto::TableConfig& config, const std::string& name) {
+  const float max_abs = config.overflow().max_abs();
+  if (max_abs >= 0.0f && std::isfinite(max_abs)) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      name, ": overflow.max_abs must be a finite number >= 0 (0: the float range), got ",
+      max_abs));
+}
+
+OverflowGuard::OverflowGuard(const proto::OverflowConfig& config)
+    : clip_(config.action() == proto::OverflowConfig::CLIP),
+      bound_(config.max_abs() > 0.0f ? config.max_abs() : FLT_MAX) {}
+
+void OverflowGuard::Keep(const float* row, size_t floats) {
+  kept_.resize(floats);
+  std::memcpy(kept_.data(), row, floats * sizeof(float));
+}
+
+bool OverflowGuard::Check(float* row, size_t floats) {
+  // Branch-free, so that the common case (all in range) vectorises: x - x is 0 for finite x and
+  // NaN otherwise; the largest magnitude is compared once at the end.
+  float nonfinite = 0.0f, largest = 0.0f;
+  for (size_t i = 0; i < floats; ++i) {
+    nonfinite += row[i] - row[i];
+    largest = std::max(largest, std::fabs(row[i]));
+  }
+  if (nonfinite == 0.0f && largest <= bound_) return true;
+  bool has_nan = false;
+  for (size_t i = 0; i < floats; ++i) has_nan |= std::isnan(row[i]);
+  if (clip_ && !has_nan) {
+    for (size_t i = 0; i < floats; ++i) row[i] = std::clamp(row[i], -bound_, bound_);
+    return true;
+  }
+  std::memcpy(row, kept_.data(), floats * sizeof(float));
+  return false;
+}
+
+}  // namespace fleet::ps::detail

@@ -1,0 +1,129 @@
+"""The parameter-server runtime behind the fleet facade: init_server / run_server on a server,
+init_worker / stop_worker on a worker, from the plan the PS program pass recorded.
+
+Lifecycle of a job launched by ``fleetrun --server_num=S --worker_num=W``::
+
+    fleet.init()                                  # role from the environment
+    opt = fleet.distributed_optimizer(optimizer, strategy)
+    opt.minimize(loss)                            # rewrites the programs, records the tables
+    if fleet.is_server():
+        fleet.init_server(); fleet.run_server()   # serves until the workers stop it
+    else:
+        exe.run(fleet.startup_program)
+        fleet.init_worker()                       # connect, same start values everywhere
+        ... exe.run(...) / exe.train_from_dataset(...)
+        fleet.stop_worker()                       # flush, wait for all, stop the servers
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Optional
+
+from fleet import _core
+from fleet.errors import InvalidArgument, Unavailable
+from fleet.ps.client import PsClient
+from fleet.ps.config import server_config
+from fleet.ps.program_pass import PsPlan
+from fleet.ps.server import serve_until_stopped, start_server
+
+logger = logging.getLogger("fleet.ps")
+
+
+class PsRuntime:
+    """One per process (held by the fleet facade)."""
+
+    def __init__(self, fleet: Any) -> None:
+        self._fleet = fleet
+        self._server: Optional[Any] = None
+        self.client: Optional[PsClient] = None
+        self.communicator: Optional[Any] = None
+
+    def _plan(self, what: str) -> PsPlan:
+        plan = getattr(self._fleet, "_ps_plan", None)
+        if plan is None:
+            raise InvalidArgument(f"fleet.{what}(): call fleet.distributed_optimizer(optimizer, "
+                                  "strategy).minimize(loss) first: it decides the tables")
+        return plan
+
+    # -- server ------------------------------------------------------------------------------
+    def init_server(self, model_dir: Optional[str] = None) -> None:
+        role = self._fleet.role_maker
+        if not role.is_server():
+            raise InvalidArgument("fleet.init_server() is for server processes "
+                                  f"(this one is {role.role.name.lower()})")
+        if model_dir is not None:
+            raise Unavailable("fleet.init_server(model_dir): restoring a job from a checkpoint "
+                              "is not in this version; load tables with "
+                              "fleet.ps.PsClient.load from a worker")
+        plan = self._plan("init_server")
+        index, endpoints = role.server_index(), role.server_endpoints()
+        config = server_config(index, len(endpoints), plan.table_configs())
+        address = endpoints[index]
+        self._server = start_server(config, address)
+        for line in self._server.describe().splitlines():
+            logger.info("%s", line)
+
+    def run_server(self) -> None:
+        if self._server is None:
+            raise InvalidArgument("fleet.run_server(): call fleet.init_server() first")
+        try:
+            serve_until_stopped(self._server)
+        finally:
+            self._server = None
+
+    # -- worker ------------------------------------------------------------------------------
+    def init_worker(self, scope: Any = None, timeout: float = 300.0) -> None:
+        from fleet.executor import global_scope
+        role = self._fleet.role_maker
+        if not role.is_worker():
+            raise InvalidArgument("fleet.init_worker() is for worker processes")
+        if self.communicator is not None:
+            raise InvalidArgument("fleet.init_worker() was called already")
+        plan = self._plan("init_worker")
+        cfg = plan.strategy.async_config
+        self.client = PsClient(role.server_endpoints(), connect_timeout=timeout)
+        rule = plan.optimizer_config.SerializeToString()
+        dense_id = plan.dense_config.table_id if plan.dense_config is not None else None
+        self.communicator = _core.distributed.Communicator(
+            mode=plan.mode.value, worker_id=role.worker_index(), num_workers=role.worker_num(),
+            dense_table_id=dense_id,
+            dense=[(d.param, d.grad, d.offset, d.numel) for d in plan.dense],
+            sparse=[(s.table_id, s.dim, s.param, rule) for s in plan.sparse],
+            send_queue_size=cfg.send_queue_size, max_merge_var_num=cfg.max_merge_var_num,
+            send_wait_times=cfg.send_wait_times, thread_pool_size=cfg.thread_pool_size,
+            independent_recv=cfg.independent_recv_thread, geo_steps=max(cfg.k_steps, 1),
+            step_timeout_s=timeout, client=self.client._core,
+            root_scope=scope if scope is not None else global_scope())
+        self.communicator.attach(self._fleet.runtime_resources)
+        try:
+            self.communicator.start()
+        except Exception:
+            self.communicator.detach(self._fleet.runtime_resources)
+            self.communicator = None
+            raise
+        logger.info("worker %d: %s communicator started", role.worker_index(), plan.mode.value)
+
+    def flush_worker(self) -> None:
+        """Pushes every pending gradient and refreshes the dense parameters."""
+        if self.communicator is None:
+            raise InvalidArgument("fleet.init_worker() has not been called")
+        self.communicator.flush()
+
+    def stop_worker(self, timeout: float = 300.0) -> None:
+        if self.communicator is None:
+            raise InvalidArgument("fleet.stop_worker(): fleet.init_worker() was not called")
+        role = self._fleet.role_maker
+        try:
+            self.communicator.stop()
+        finally:
+            self.communicator.detach(self._fleet.runtime_resources)
+            self.communicator = None
+        assert self.client is not None
+        self.client.barrier("__stop_worker__", role.worker_num(), role.worker_index(), timeout)
+        if role.worker_index() == 0:
+            self.client.stop_servers()
+        self.client = None
+
+
+__all__ = ["PsRuntime"]
