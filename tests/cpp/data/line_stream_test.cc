@@ -149,7 +149,8 @@ TEST_F(LineStreamTest, CommandThatWritesNothingForANonEmptyFileIsWarnedAbout) {
   std::string_view line;
   EXPECT_FALSE(s.Next(&line));
   ASSERT_EQ(warnings.size(), 1u);
-  EXPECT_PRED2(Contains, warnings[0], ("on file '" + path + "' wrote nothing for a file of 6 bytes"));
+  EXPECT_PRED2(Contains, warnings[0],
+               ("on file '" + path + "' wrote nothing for a file of 6 bytes"));
   LineStream empty(Write("empty", ""), "cat > /dev/null", nullptr, options);
   EXPECT_FALSE(empty.Next(&line));
   EXPECT_EQ(warnings.size(), 1u);  // an empty file is no surprise

@@ -10,6 +10,9 @@ from fleet import _core
 TESTS_ROOT = pathlib.Path(__file__).resolve().parents[2]
 # Ops that only exist to serve the executor or autodiff; covered by executor tests.
 INFRASTRUCTURE_OPS = {"feed", "fetch"}
+# Ops whose kernels talk to parameter servers: checked against the servers' tables in
+# tests/python/unit/test_ps_ops.py and end to end in tests/python/e2e/test_ps_training.py.
+DISTRIBUTED_OPS = {"pull_sparse", "push_sparse", "send"}
 
 
 def _called_ops(function: str) -> set[str]:
@@ -22,7 +25,7 @@ def _called_ops(function: str) -> set[str]:
 
 def _forward_ops() -> list[str]:
     return [t for t in _core.op_registry.types()
-            if not t.endswith("_grad") and t not in INFRASTRUCTURE_OPS]
+            if not t.endswith("_grad") and t not in INFRASTRUCTURE_OPS | DISTRIBUTED_OPS]
 
 
 def test_every_op_with_a_gradient_has_a_gradient_check() -> None:
