@@ -7,10 +7,11 @@
 namespace fleet::distributed {
 
 void RegisterPsOps(framework::OpRegistry* registry);          // ps_ops.cc
-// (the collective ops register next to these, from collective_ops.cc, when they land)
+void RegisterCollectiveOps(framework::OpRegistry* registry);  // collective_ops.cc
 
 inline void RegisterDistributedOps(framework::OpRegistry* registry) {
   RegisterPsOps(registry);
+  RegisterCollectiveOps(registry);
 }
 
 }  // namespace fleet::distributed

@@ -3,9 +3,9 @@
 #include <pybind11/stl.h>
 
 #include "absl/container/flat_hash_map.h"
+#include "distributed/register_distributed_ops.h"
 #include "framework/executor.h"
 #include "operators/blas.h"
-#include "distributed/register_distributed_ops.h"
 #include "operators/register_ops.h"
 #include "python/numpy_convert.h"
 #include "python/py_executor.h"

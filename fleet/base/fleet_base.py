@@ -10,6 +10,7 @@ from typing import Any, Optional
 
 from fleet import _core
 from fleet.base.util_base import UtilBase
+from fleet.collective.runtime import CollectiveRuntime
 from fleet.errors import InvalidArgument
 from fleet.role_maker import PaddleCloudRoleMaker, RoleMakerBase
 
@@ -23,6 +24,7 @@ class Fleet:
         # The distributed resources every fleet.Executor's kernels see by default (the PS
         # communicator after init_worker(), the collective group); empty until then.
         self.runtime_resources = _core.RuntimeResources()
+        self.collective_runtime = CollectiveRuntime()
         # Set by distributed_optimizer(...).minimize (the 1.x API's fleet.main_program).
         self.main_program: Any = None
         self.startup_program: Any = None
@@ -39,6 +41,7 @@ class Fleet:
         elif not isinstance(role_maker, RoleMakerBase):
             raise InvalidArgument(f"fleet.init: role_maker must be a role maker from "
                                   f"fleet.role_maker, got {type(role_maker).__name__}")
+        self.collective_runtime.close()
         self.util.close()
         self._role_maker = role_maker
 

@@ -129,6 +129,11 @@ class UtilBase:
         """Returns once every worker has called barrier()."""
         self._worker_group(comm_world).group.barrier(timeout_s)
 
+    def worker_group(self) -> WorkerGroup:
+        """The workers' group and its store, made on first use (a rendezvous of all workers);
+        the collective runtime builds its own group over the same store."""
+        return self._worker_group("worker")
+
     def _worker_group(self, comm_world: str) -> WorkerGroup:
         if comm_world != "worker":
             raise InvalidArgument(f"comm_world={comm_world!r}: fleet.util collectives run among "

@@ -12,7 +12,10 @@ TESTS_ROOT = pathlib.Path(__file__).resolve().parents[2]
 INFRASTRUCTURE_OPS = {"feed", "fetch"}
 # Ops whose kernels talk to parameter servers: checked against the servers' tables in
 # tests/python/unit/test_ps_ops.py and end to end in tests/python/e2e/test_ps_training.py.
-DISTRIBUTED_OPS = {"pull_sparse", "push_sparse", "send"}
+# Collective ops: checked against one process on twice the batch in
+# tests/python/e2e/test_collective_training.py and tests/python/unit/test_collective_pass.py.
+DISTRIBUTED_OPS = {"pull_sparse", "push_sparse", "send", "c_allgather_rows", "c_allreduce_start",
+                   "c_allreduce_sum", "c_allreduce_wait", "c_broadcast", "c_gradient_merge_acc"}
 
 
 def _called_ops(function: str) -> set[str]:

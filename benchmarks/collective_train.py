@@ -1,0 +1,242 @@
+"""Benchmark: data-parallel training of one dense MLP by 2 processes on this machine, Fleet
+(fleetrun --collective, Gloo) against PyTorch DistributedDataParallel (gloo backend, CPU), in the
+same run.
+
+    bash benchmarks/peers/setup_torch.sh          # once: torch into .venv-peers/torch
+    PYTHONPATH=. .venv/bin/python benchmarks/collective_train.py [--quick]
+
+Model: LAYERS fully connected layers of WIDTH (ReLU) and a 1-unit head, sigmoid cross-entropy,
+SGD, batch BATCH per rank, the same random batch every step (data loading is not measured). Each
+process runs one compute thread (OPENBLAS_NUM_THREADS=1, torch.set_num_threads(1)). Both sides
+run the same number of warm-up and timed steps; steps_per_s is rank 0's.
+
+Figures (the last line of output is one JSON object):
+  ratio_vs_torch_ddp  Fleet steps/s / DDP steps/s (target >= 1.0).
+  overlap_fraction    of the time Fleet's fused gradient buckets spent in allreduce, the part that
+                      ran while backward was still computing: 1 - exposed / comm, where comm is
+                      the buckets' time on the group's communication thread and exposed the time
+                      the c_allreduce_wait ops blocked (rank 0, timed steps).
+  allreduce_vs_gloo   Fleet's allreduce bus bandwidth (a program of one c_allreduce_sum op run by
+                      Executor.run, 16-64 MB float32) as a fraction of raw gloo::allreduce on the
+                      same connections (the worst over sizes; target >= 0.95).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TORCH_PYTHON = os.path.join(ROOT, ".venv-peers", "torch", "bin", "python")
+LAYERS, WIDTH, BATCH = 4, 1024, 256
+ALLREDUCE_SIZES = [16 << 20, 32 << 20, 64 << 20]
+
+
+def fleet_worker(out_dir: str, warmup: int, steps: int, bucket_mb: float, repeats: int) -> None:
+    import numpy as np
+
+    import fleet
+    from fleet import _core, fleet_api, layers
+    from fleet.base.distributed_optimizer import DistributedOptimizer
+    from fleet.base.distributed_strategy import DistributedStrategy
+
+    fleet_api.init(is_collective=True)
+    rank = fleet_api.worker_index()
+    main, startup = fleet.Program(), fleet.Program()
+    with fleet.program_guard(main, startup):
+        x = layers.data("x", [WIDTH], dtype="float32")
+        label = layers.data("label", [1], dtype="float32")
+        h = x
+        for _ in range(LAYERS):
+            h = layers.fc(h, WIDTH, act="relu")
+        loss = layers.mean(layers.sigmoid_cross_entropy_with_logits(layers.fc(h, 1), label))
+    strategy = DistributedStrategy()
+    strategy.fuse_grad_size_in_MB = bucket_mb
+    DistributedOptimizer(fleet_api.instance, fleet.optimizer.SGD(0.01), strategy).minimize(
+        loss, startup)
+    exe = fleet.Executor(fleet.CPUPlace())
+    scope = _core.Scope()
+    exe.run(startup, scope=scope)
+    rng = np.random.default_rng(rank)
+    feed = {"x": rng.standard_normal((BATCH, WIDTH)).astype(np.float32),
+            "label": (rng.random((BATCH, 1)) > 0.5).astype(np.float32)}
+    for _ in range(warmup):
+        exe.run(main, feed=feed, scope=scope)
+    group = fleet_api.instance.collective_runtime.group
+    group.reset_overlap_stats()
+    start = time.perf_counter()
+    for _ in range(steps):
+        exe.run(main, feed=feed, scope=scope)
+    seconds = time.perf_counter() - start
+    overlap = group.overlap_stats()
+    result = {"steps_per_s": steps / seconds, "overlap": overlap,
+              "allreduce": _allreduce_vs_gloo(exe, rank, repeats)}
+    with open(os.path.join(out_dir, f"fleet.{rank}.json"), "w") as f:
+        json.dump(result, f)
+
+
+def _allreduce_vs_gloo(exe, rank: int, repeats: int) -> list:
+    """[bytes, fleet seconds per call (median block), raw Gloo seconds (median block)] per size.
+    The two sides alternate block by block so that load from elsewhere hits both alike."""
+    import numpy as np
+
+    import fleet
+    from fleet import _core, fleet_api
+
+    raw = fleet_api.util.worker_group().group  # the workers' own Gloo group, for the raw side
+    rows = []
+    for nbytes in ALLREDUCE_SIZES:
+        program = fleet.Program()
+        block = program.global_block()
+        block.create_var("buf", shape=[nbytes // 4], dtype="float32", persistable=True)
+        block.append_op("c_allreduce_sum", inputs={"X": "buf"}, outputs={"Out": "buf"})
+        scope = _core.Scope()
+        scope.var("buf").get_tensor().set(np.ones(nbytes // 4, np.float32))
+        raw_buffer = np.ones(nbytes // 4, np.float32)
+        exe.run(program, scope=scope)
+        raw._raw_gloo_allreduce_seconds(raw_buffer, 1)
+        iters = max(1, (64 << 20) // nbytes)
+        fleet_s, gloo_s = [], []
+        for _ in range(repeats):
+            fleet_api.util.barrier()
+            start = time.perf_counter()
+            for _ in range(iters):
+                exe.run(program, scope=scope)
+            fleet_s.append((time.perf_counter() - start) / iters)
+            fleet_api.util.barrier()
+            gloo_s.append(raw._raw_gloo_allreduce_seconds(raw_buffer, iters))
+        rows.append([nbytes, statistics.median(fleet_s), statistics.median(gloo_s)])
+    return rows
+
+
+def torch_worker(out_dir: str, rank: int, port: int, warmup: int, steps: int) -> None:
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                            world_size=2)
+    layers = []
+    for _ in range(LAYERS):
+        layers += [torch.nn.Linear(WIDTH, WIDTH), torch.nn.ReLU()]
+    model = DistributedDataParallel(torch.nn.Sequential(*layers, torch.nn.Linear(WIDTH, 1)))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    gen = torch.Generator().manual_seed(rank)
+    x = torch.randn(BATCH, WIDTH, generator=gen)
+    label = (torch.rand(BATCH, 1, generator=gen) > 0.5).float()
+    loss_fn = torch.nn.BCEWithLogitsLoss()
+
+    def step() -> None:
+        opt.zero_grad(set_to_none=False)
+        loss_fn(model(x), label).backward()
+        opt.step()
+
+    for _ in range(warmup):
+        step()
+    dist.barrier()
+    start = time.perf_counter()
+    for _ in range(steps):
+        step()
+    seconds = time.perf_counter() - start
+    with open(os.path.join(out_dir, f"torch.{rank}.json"), "w") as f:
+        json.dump({"steps_per_s": steps / seconds}, f)
+    dist.destroy_process_group()
+
+
+def env() -> dict[str, str]:
+    e = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    e["PYTHONPATH"] = ROOT + os.pathsep + e.get("PYTHONPATH", "")
+    return e
+
+
+def run_fleet(out_dir: str, args: argparse.Namespace) -> dict:
+    cmd = [sys.executable, "-m", "fleet.launch", "--collective", "--nproc_per_node=2",
+           os.path.abspath(__file__), "--role=fleet", f"--out={out_dir}",
+           f"--warmup={args.warmup}", f"--steps={args.steps}", f"--bucket_mb={args.bucket_mb}",
+           f"--repeats={args.repeats}"]
+    proc = subprocess.run(cmd, env=env(), cwd=ROOT, capture_output=True, text=True, timeout=900)
+    if proc.returncode != 0:
+        raise SystemExit(f"fleet job failed:\n{proc.stderr[-4000:]}")
+    return json.load(open(os.path.join(out_dir, "fleet.0.json")))
+
+
+def run_torch(out_dir: str, args: argparse.Namespace) -> dict:
+    if not os.path.exists(TORCH_PYTHON):
+        raise SystemExit(f"no torch peer at {TORCH_PYTHON}: run bash benchmarks/peers/"
+                         "setup_torch.sh first")
+    from fleet.launch.plan import free_ports
+
+    port = free_ports("127.0.0.1", 1)[0]
+    procs = [subprocess.Popen([TORCH_PYTHON, os.path.abspath(__file__), "--role=torch",
+                               f"--rank={r}", f"--port={port}", f"--out={out_dir}",
+                               f"--warmup={args.warmup}", f"--steps={args.steps}"],
+                              env=env(), cwd=ROOT, stderr=subprocess.PIPE, text=True)
+             for r in range(2)]
+    errors = []
+    for p in procs:
+        try:
+            _, err = p.communicate(timeout=900)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.communicate()
+        if p.returncode != 0:
+            errors.append(err[-3000:])
+    if errors:
+        raise SystemExit("torch job failed:\n" + "\n".join(errors))
+    return json.load(open(os.path.join(out_dir, "torch.0.json")))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="fewer steps and repeats")
+    parser.add_argument("--bucket_mb", type=float, default=4.0,
+                        help="Fleet's fuse_grad_size_in_MB (DDP keeps its default 25 MB)")
+    parser.add_argument("--role", default="driver", choices=["driver", "fleet", "torch"])
+    parser.add_argument("--out", default="")
+    parser.add_argument("--rank", type=int, default=0)
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--warmup", type=int, default=0)
+    parser.add_argument("--steps", type=int, default=0)
+    parser.add_argument("--repeats", type=int, default=0)
+    args = parser.parse_args()
+    if args.role == "fleet":
+        return fleet_worker(args.out, args.warmup, args.steps, args.bucket_mb, args.repeats)
+    if args.role == "torch":
+        return torch_worker(args.out, args.rank, args.port, args.warmup, args.steps)
+    args.warmup = args.warmup or (3 if args.quick else 5)
+    args.steps = args.steps or (10 if args.quick else 30)
+    args.repeats = args.repeats or (3 if args.quick else 7)
+    with tempfile.TemporaryDirectory(prefix="fleet_bench_") as out_dir:
+        torch_result = run_torch(out_dir, args)
+        fleet_result = run_fleet(out_dir, args)
+    overlap = fleet_result["overlap"]
+    rows = [{"bytes": b, "fleet_ms": round(f * 1e3, 2), "gloo_ms": round(g * 1e3, 2),
+             "fleet_busbw_GBps": round(b / f / 1e9, 3), "gloo_busbw_GBps": round(b / g / 1e9, 3),
+             "ratio": round(g / f, 3)} for b, f, g in fleet_result["allreduce"]]
+    result = {
+        "benchmark": "collective_train", "quick": args.quick,
+        "model": f"{LAYERS}x{WIDTH} MLP, batch {BATCH} per rank, 2 ranks, SGD, 1 thread each",
+        "fleet_steps_per_s": round(fleet_result["steps_per_s"], 3),
+        "torch_ddp_steps_per_s": round(torch_result["steps_per_s"], 3),
+        "ratio_vs_torch_ddp": round(fleet_result["steps_per_s"] / torch_result["steps_per_s"], 3),
+        "overlap_fraction": round(1 - overlap["exposed_s"] / overlap["comm_s"], 3)
+        if overlap["comm_s"] > 0 else None,
+        "overlap": {k: round(v, 4) if isinstance(v, float) else v for k, v in overlap.items()},
+        "bucket_mb": args.bucket_mb,
+        "allreduce_vs_gloo": min(r["ratio"] for r in rows),
+        "allreduce": rows,
+        "targets": {"ratio_vs_torch_ddp": ">= 1.0", "allreduce_vs_gloo": ">= 0.95"},
+    }
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
