@@ -29,6 +29,8 @@ import shlex
 import sys
 from typing import Any, Callable, Iterable, Iterator, Sequence, TextIO
 
+from fleet.errors import InvalidArgument
+
 Sample = Sequence[tuple[str, Sequence[Any]]]
 
 
@@ -51,7 +53,7 @@ class DataGenerator:
     def set_batch(self, batch_size: int) -> None:
         """Samples handed to generate_batch at once."""
         if batch_size <= 0:
-            raise ValueError(f"batch size must be positive, got {batch_size}")
+            raise InvalidArgument(f"batch size must be positive, got {batch_size}")
         self.batch_size_ = batch_size
 
     def generate_sample(self, line: str | None) -> Callable[[], Iterable[Sample]] | Iterable[Sample]:
@@ -101,7 +103,7 @@ def _check_sample(line: Any) -> list:
     if isinstance(line, zip):
         line = list(line)
     if not isinstance(line, (list, tuple)):
-        raise ValueError("a sample must be a list or tuple of (name, values) pairs, e.g. "
+        raise InvalidArgument("a sample must be a list or tuple of (name, values) pairs, e.g. "
                          f"[('words', [1926, 8, 17]), ('label', [1])]; got {line!r}")
     return list(line)
 
@@ -118,26 +120,26 @@ class MultiSlotDataGenerator(DataGenerator):
         if first:
             self._proto_info = []
         elif len(line) != len(self._proto_info):
-            raise ValueError(f"a sample has {len(line)} slots but the first had "
+            raise InvalidArgument(f"a sample has {len(line)} slots but the first had "
                              f"{len(self._proto_info)}: {[n for n, _ in self._proto_info]}")
         parts = []
         for index, (name, elements) in enumerate(line):
             if first:
                 if not isinstance(name, str):
-                    raise ValueError(f"slot name {name!r} must be a str")
+                    raise InvalidArgument(f"slot name {name!r} must be a str")
                 self._proto_info.append((name, "uint64"))
             elif name != self._proto_info[index][0]:
-                raise ValueError(f"slot {index} is named {name!r} but the first sample named it "
+                raise InvalidArgument(f"slot {index} is named {name!r} but the first sample named it "
                                  f"{self._proto_info[index][0]!r}")
             if not isinstance(elements, (list, tuple)):
-                raise ValueError(f"slot {name!r}: values must be a list, got {type(elements)}")
+                raise InvalidArgument(f"slot {name!r}: values must be a list, got {type(elements)}")
             if not elements:
-                raise ValueError(f"slot {name!r} is empty; pad it (e.g. with id 0) in "
+                raise InvalidArgument(f"slot {name!r} is empty; pad it (e.g. with id 0) in "
                                  "generate_sample")
             parts.append(str(len(elements)))
             for elem in elements:
                 if isinstance(elem, bool) or not isinstance(elem, numbers.Real):
-                    raise ValueError(f"slot {name!r}: value {elem!r} must be an int or a float")
+                    raise InvalidArgument(f"slot {name!r}: value {elem!r} must be an int or a float")
                 if isinstance(elem, numbers.Integral):
                     parts.append(str(int(elem)))
                 else:
@@ -154,7 +156,7 @@ class MultiSlotStringDataGenerator(DataGenerator):
         parts = []
         for name, elements in _check_sample(line):
             if not elements:
-                raise ValueError(f"slot {name!r} is empty; pad it in generate_sample")
+                raise InvalidArgument(f"slot {name!r} is empty; pad it in generate_sample")
             parts.append(str(len(elements)))
             parts.extend(elements)
         return " ".join(parts) + "\n"

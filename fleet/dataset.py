@@ -169,10 +169,10 @@ class QueueDataset(DatasetBase):
         return _core.QueueDataset(**self._core_args())
 
     def local_shuffle(self) -> None:
-        raise NotImplementedError("QueueDataset does not shuffle; use InMemoryDataset")
+        raise InvalidArgument("QueueDataset does not shuffle; use InMemoryDataset")
 
     def global_shuffle(self, fleet: Any = None) -> None:
-        raise NotImplementedError("QueueDataset does not shuffle; use InMemoryDataset")
+        raise InvalidArgument("QueueDataset does not shuffle; use InMemoryDataset")
 
 
 class InMemoryDataset(DatasetBase):

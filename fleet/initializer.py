@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from fleet.errors import InvalidArgument
 from fleet.framework import Block, Variable
 
 
@@ -79,6 +80,6 @@ def resolve(initializer: Any, default: Initializer) -> Initializer:
     if initializer is None:
         return default
     if not isinstance(initializer, Initializer):
-        raise TypeError(f"initializer must be a fleet.initializer.Initializer, got "
+        raise InvalidArgument(f"initializer must be a fleet.initializer.Initializer, got "
                         f"{type(initializer).__name__}")
     return initializer

@@ -11,6 +11,7 @@ from typing import Any, Iterable, Sequence
 
 from fleet._dtypes import FLOAT32
 from fleet.backward import append_backward
+from fleet.errors import InvalidArgument
 from fleet.framework import (OP_ROLE_OPTIMIZE, Operator, Parameter, Program, Variable,
                              default_startup_program)
 from fleet.regularizer import check_regularizer
@@ -22,7 +23,7 @@ class Optimizer:
     def __init__(self, learning_rate: float | Variable, regularization: Any = None,
                  name: str | None = None) -> None:
         if not isinstance(learning_rate, (float, int, Variable)):
-            raise TypeError(f"learning_rate must be a float or a Variable, got "
+            raise InvalidArgument(f"learning_rate must be a float or a Variable, got "
                             f"{type(learning_rate).__name__}")
         self._learning_rate = learning_rate
         self._lr_var: Variable | None = None

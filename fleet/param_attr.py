@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from fleet.errors import InvalidArgument
 from fleet.initializer import Initializer
 
 
@@ -30,5 +31,5 @@ class ParamAttr:
             return ParamAttr(initializer=value)
         if isinstance(value, ParamAttr):
             return value
-        raise TypeError(f"param_attr must be None, False, a name, an Initializer or a "
+        raise InvalidArgument(f"param_attr must be None, False, a name, an Initializer or a "
                         f"ParamAttr, got {type(value).__name__}")

@@ -19,7 +19,7 @@ class WeightDecayRegularizer:
     def __init__(self, regularization_coeff: float = 0.0) -> None:
         coeff = float(regularization_coeff)
         if not coeff >= 0.0:  # also rejects NaN
-            raise ValueError(f"{type(self).__name__}: regularization_coeff must be >= 0, "
+            raise InvalidArgument(f"{type(self).__name__}: regularization_coeff must be >= 0, "
                              f"got {regularization_coeff!r}")
         self.coeff = coeff
 
@@ -85,5 +85,5 @@ def check_regularizer(value: object, where: str) -> WeightDecayRegularizer | Non
     """`value` if it is None or a regularizer; TypeError naming `where` otherwise."""
     if value is None or isinstance(value, WeightDecayRegularizer):
         return value
-    raise TypeError(f"{where} must be None or a fleet.regularizer.L2Decay/L1Decay, got "
+    raise InvalidArgument(f"{where} must be None or a fleet.regularizer.L2Decay/L1Decay, got "
                     f"{type(value).__name__}")

@@ -7,6 +7,7 @@ from typing import Any, Sequence
 
 from fleet import initializer as init
 from fleet._dtypes import FLOAT32
+from fleet.errors import InvalidArgument
 from fleet.framework import (Parameter, Program, Variable, default_main_program,
                              default_startup_program)
 from fleet.param_attr import ParamAttr
@@ -30,7 +31,7 @@ class LayerHelper:
         name = attr.name or self.main.unique_name(f"{self.name}.{suffix}")
         shape = [int(d) for d in shape]
         if any(d <= 0 for d in shape):
-            raise ValueError(f"parameter '{name}' of layer {self.layer_type} needs positive "
+            raise InvalidArgument(f"parameter '{name}' of layer {self.layer_type} needs positive "
                              f"dimensions, got {shape}")
         param = self.block.create_parameter(
             name, shape, dtype, trainable=attr.trainable, learning_rate=attr.learning_rate,

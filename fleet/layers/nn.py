@@ -6,6 +6,7 @@ from typing import Any, Sequence
 
 from fleet import initializer as init
 from fleet._dtypes import FLOAT32, INT32, to_dtype
+from fleet.errors import InvalidArgument
 from fleet.framework import Variable
 from fleet.layers.helper import LayerHelper
 from fleet.param_attr import ParamAttr
@@ -24,7 +25,7 @@ def fc(input: Variable | Sequence[Variable], size: int, num_flatten_dims: int = 
         width = 1
         for d in x.shape[num_flatten_dims:]:
             if d < 0:
-                raise ValueError(f"fc '{helper.name}': input '{x.name}' has shape "
+                raise InvalidArgument(f"fc '{helper.name}': input '{x.name}' has shape "
                                  f"{list(x.shape)}; dimensions after num_flatten_dims="
                                  f"{num_flatten_dims} must be known")
             width *= d

@@ -71,7 +71,7 @@ def read_server_config(path: str) -> ps_pb2.ServerConfig:
             known.CopyFrom(config)
             known.DiscardUnknownFields()
             if known.ByteSize() != config.ByteSize():
-                raise ValueError("holds bytes that are no ServerConfig fields")
+                raise InvalidArgument("holds bytes that are no ServerConfig fields")
     except FileNotFoundError:
         raise NotFound(f"server config {path} does not exist") from None
     except (json_format.ParseError, DecodeError, ValueError) as e:

@@ -182,5 +182,5 @@ def test_bad_settings_are_rejected():
         ds.set_use_var([wrong])
     with pytest.raises(errors.InvalidArgument, match="load_into_memory"):
         ds.local_shuffle()
-    with pytest.raises(NotImplementedError):
+    with pytest.raises(errors.InvalidArgument, match="QueueDataset does not shuffle"):
         DatasetFactory().create_dataset("QueueDataset").local_shuffle()

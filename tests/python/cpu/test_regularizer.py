@@ -71,11 +71,11 @@ def test_sparse_gradient_with_decay_is_an_error_naming_the_parameter():
 
 
 def test_bad_regularizers_are_rejected():
-    with pytest.raises(TypeError, match="SGD regularization must be None or"):
+    with pytest.raises(InvalidArgument, match="SGD regularization must be None or"):
         fleet.optimizer.SGD(LR, regularization=1e-4)
     with pytest.raises(ValueError, match="regularization_coeff must be >= 0"):
         L2Decay(-1.0)
     with fleet.program_guard(fleet.Program(), fleet.Program()):
         x = layers.data("x", [3])
-        with pytest.raises(TypeError, match="ParamAttr.regularizer of 'w'"):
+        with pytest.raises(InvalidArgument, match="ParamAttr.regularizer of 'w'"):
             layers.fc(x, 1, param_attr=fleet.ParamAttr(name="w", regularizer="l2"))
