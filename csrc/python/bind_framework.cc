@@ -3,6 +3,7 @@
 #include <pybind11/stl.h>
 
 #include "absl/container/flat_hash_map.h"
+#include "fleet/build_config.h"
 #include "framework/executor.h"
 #include "operators/blas.h"
 #include "operators/register_ops.h"
