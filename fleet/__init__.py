@@ -17,7 +17,7 @@ from fleet.fleet_api import (barrier_worker, init, is_first_worker, is_server, i
                              worker_endpoints, worker_index, worker_num)
 from fleet.param_attr import ParamAttr
 
-__version__ = "0.1.0"
+from fleet.version import __version__
 
 __all__ = [
     "barrier_worker", "init", "is_first_worker", "is_server", "is_worker", "role_maker",
