@@ -1,8 +1,8 @@
 """The repaired wheel, as a user gets it: scripts/build_wheel.sh builds it (FLEET_WITH_CUDA=OFF,
 auditwheel), it installs into a fresh virtual environment, every library its _core loads outside
 the manylinux policy's system set resolves inside the installed package, and fleet works from
-outside the source tree: a short training step, a Gloo all-reduce, a parameter-server pull and
-fleetrun.
+outside the source tree: a short training step, a Gloo all-reduce, a parameter-server pull,
+fleetrun, and `python -m fleet.run_check` of the installed package.
 
 Slow: the build reuses the developer build's ccache entries (build/wheel compiles with the same
 lines as build/dev), so it recompiles the few files that depend on FLEET_WITH_CUDA and relinks;
@@ -175,3 +175,13 @@ def test_fleetrun_of_the_wheel(installed):
     version = run([venv / "bin" / "fleetrun", "--version"], cwd=work, env=user_env(),
                   timeout=60).stdout
     assert version.strip() == f"fleetrun (Fleet) {wheel.name.split('-')[1]}"
+
+
+def test_run_check_of_the_wheel(installed):
+    """The installed package's own check: training, a fleetrun PS job, a collective job."""
+    _, venv, work = installed
+    out = run([venv / "bin" / "python", "-m", "fleet.run_check"], cwd=work, env=user_env(),
+              timeout=300).stdout
+    assert "CUDA compiled in: no (CPU build)" in out
+    assert f"{Path(venv).name}/" in out.split("BLAS: ", 1)[1].splitlines()[0]  # bundled OpenBLAS
+    assert out.strip().splitlines()[-1].startswith("Fleet works here"), out
