@@ -10,6 +10,7 @@ pip then installs NumPy and protobuf into the fresh environment."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import subprocess
@@ -88,10 +89,8 @@ def user_env() -> dict:
     return env
 
 
-@pytest.fixture(scope="module")
-def installed(tmp_path_factory):
-    """(wheel, venv, work dir) once the repaired wheel is built and installed."""
-    work = tmp_path_factory.mktemp("wheel")
+def build_and_install(work: Path) -> Path:
+    """Builds the repaired wheel into `work`/dist and installs it into `work`/venv."""
     built = run(["bash", REPO_ROOT / "scripts" / "build_wheel.sh", "--out", work / "dist"],
                 cwd=REPO_ROOT, timeout=1500)
     wheel = Path(built.stdout.strip().splitlines()[-1])
@@ -100,7 +99,24 @@ def installed(tmp_path_factory):
     run([sys.executable, "-m", "venv", venv], timeout=120)
     run([venv / "bin" / "python", "-m", "pip", "install", "-q", "--disable-pip-version-check",
          wheel], timeout=600, env=user_env())
-    return wheel, venv, work
+    return wheel
+
+
+@pytest.fixture(scope="session")
+def installed(tmp_path_factory):
+    """(wheel, venv, work dir) once the repaired wheel is built and installed: once per test
+    run, also under pytest-xdist, whose workers share the directory (the first builds under a
+    lock, the others wait for it and reuse the result)."""
+    run_id = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    base = tmp_path_factory.getbasetemp()
+    work = (base.parent / f"fleet-wheel-{run_id}") if run_id else (base / "fleet-wheel")
+    work.mkdir(exist_ok=True)
+    done = work / "wheel.txt"
+    with open(work / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # bounded by the test's timeout
+        if not done.exists():
+            done.write_text(str(build_and_install(work)))
+    return Path(done.read_text()), work / "venv", work
 
 
 def policy_libs(wheel: Path) -> set:
