@@ -1,5 +1,12 @@
 """Builds fleet._core with CMake. `pip install .` makes a wheel; the developer scripts build in
-place (build/dev, ccache) instead, see scripts/build.sh."""
+place (build/dev, ccache) instead, see scripts/build.sh; scripts/build_wheel.sh makes the
+self-contained (repaired) CPU wheel.
+
+Environment: FLEET_WITH_CUDA (AUTO|ON|OFF, default AUTO) picks the CUDA kernels;
+FLEET_CMAKE_BUILD_DIR keeps the CMake build in a directory of the caller's (build_wheel.sh uses
+build/wheel, beside build/dev, so that both compile with the same relative paths and share
+ccache entries) instead of setuptools' temporary one. The benchmarks' native module is never
+built here: it is not part of the package."""
 
 import os
 import subprocess
@@ -17,7 +24,8 @@ class CMakeExtension(Extension):
 class CMakeBuild(build_ext):
     def build_extension(self, ext: Extension) -> None:
         package_dir = os.path.dirname(os.path.abspath(self.get_ext_fullpath(ext.name)))
-        build_dir = os.path.abspath(os.path.join(self.build_temp, "cmake"))
+        build_dir = os.path.abspath(os.environ.get("FLEET_CMAKE_BUILD_DIR")
+                                    or os.path.join(self.build_temp, "cmake"))
         os.makedirs(build_dir, exist_ok=True)
         source_dir = os.path.dirname(os.path.abspath(__file__))
         generator = ["-G", "Ninja"] if subprocess.call(
@@ -26,7 +34,7 @@ class CMakeBuild(build_ext):
         subprocess.check_call(
             ["cmake", "-S", source_dir, "-B", build_dir, *generator,
              f"-DPython3_EXECUTABLE={sys.executable}", f"-DFLEET_PACKAGE_DIR={package_dir}",
-             f"-DFLEET_WITH_CUDA={cuda}", "-DFLEET_BUILD_TESTS=OFF",
+             f"-DFLEET_WITH_CUDA={cuda}", "-DFLEET_BUILD_TESTS=OFF", "-DFLEET_BUILD_BENCH=OFF",
              "-DCMAKE_BUILD_TYPE=Release"])
         jobs = os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL", str(os.cpu_count() or 2))
         subprocess.check_call(["cmake", "--build", build_dir, "--target", "_core", "-j", jobs])

@@ -9,8 +9,9 @@ connected by fleet.barrier_worker()). Median over repeats. Target: under 2 s.
 allreduce: float32 sum across 2 worker processes of a fleetrun collective job on 127.0.0.1, for
 4 KB .. 64 MB. Fleet's side is fleet.util.all_reduce (NumPy in, a new NumPy array out). The peer,
 the limit, is gloo::allreduce called straight from C++ in a loop (in place, Gloo's default ring)
-on the same Gloo context and TCP connections, in the same processes: no Fleet wrapper, NumPy or
-Python in its loop. The two sides alternate in timed blocks (10 quick, 30 full) so that load from
+on a Gloo group of its own in the same processes (fleet_bench.RawGlooGroup, benchmarks/native:
+Gloo's file store for the rendezvous, Gloo's TCP transport on 127.0.0.1 as fleet.util's group):
+no Fleet code, NumPy or Python in its loop. The two sides alternate in timed blocks (10 quick, 30 full) so that load from
 other programs on the machine hits both alike; each side's figure is its median block (the best
 block is reported too). allreduce_vs_gloo = Gloo time / Fleet time, the worst
 over sizes >= 1 MB (1.0: Fleet reaches the raw Gloo limit; target >= 0.9). The last line of
@@ -51,16 +52,15 @@ ALLREDUCE_SCRIPT = textwrap.dedent("""\
     import numpy as np
     from fleet import fleet_api as fleet
     fleet.init(is_collective=True)
-    sizes, repeats = json.loads(sys.argv[1]), int(sys.argv[2])
-    # The same connections carry both sides: the worker group behind fleet.util (private access,
-    # for the raw side only).
-    group = fleet.util._worker_group("worker").group
+    from fleet_bench import RawGlooGroup
+    sizes, repeats, store_dir = json.loads(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+    raw = RawGlooGroup(store_dir, fleet.worker_index(), fleet.worker_num())
     results = []
     for nbytes, iters in sizes:
         x = np.ones(nbytes // 4, np.float32)
         raw_buffer = np.ones(nbytes // 4, np.float32)
         fleet.util.all_reduce(x)
-        group._raw_gloo_allreduce_seconds(raw_buffer, 1)
+        raw.all_reduce_seconds(raw_buffer, 1)
         fleet_s, gloo_s = [], []
         for _ in range(repeats):  # alternate so that load from elsewhere hits both sides
             fleet.util.barrier()
@@ -69,7 +69,7 @@ ALLREDUCE_SCRIPT = textwrap.dedent("""\
                 fleet.util.all_reduce(x)
             fleet_s.append((time.perf_counter() - start) / iters)
             fleet.util.barrier()
-            gloo_s.append(group._raw_gloo_allreduce_seconds(raw_buffer, iters))
+            gloo_s.append(raw.all_reduce_seconds(raw_buffer, iters))
         results.append([nbytes, sorted(fleet_s), sorted(gloo_s)])
     if fleet.is_first_worker():
         print("RESULT " + json.dumps(results), flush=True)
@@ -84,7 +84,9 @@ def iterations(nbytes: int, quick: bool) -> int:
 
 def run_env() -> dict[str, str]:
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
-    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    # The repository for fleet, benchmarks/ for fleet_bench (the raw Gloo peer).
+    env["PYTHONPATH"] = os.pathsep.join([ROOT, os.path.join(ROOT, "benchmarks"),
+                                         env.get("PYTHONPATH", "")])
     return env
 
 
@@ -116,11 +118,13 @@ def measure_startup(workdir: str, repeats: int) -> list[float]:
 
 def measure_allreduce(workdir: str, plan: list[list[int]], repeats: int) -> list[list[float]]:
     script = os.path.join(workdir, "allreduce.py")
+    store_dir = os.path.join(workdir, "raw_gloo_store")  # the raw Gloo group's rendezvous
+    os.makedirs(store_dir)
     with open(script, "w") as f:
         f.write(ALLREDUCE_SCRIPT)
     out = subprocess.run(
         [sys.executable, "-m", "fleet.launch", "--collective", "--nproc_per_node=2", script,
-         json.dumps(plan), str(repeats)],
+         json.dumps(plan), str(repeats), store_dir],
         env=run_env(), cwd=ROOT, capture_output=True, text=True, timeout=600)
     lines = [ln for ln in out.stdout.splitlines() if "RESULT " in ln]
     if out.returncode != 0 or not lines:

@@ -8,9 +8,9 @@ tables of 1 MB and 64 MB (SGD). A client with 1 and 2 threads (sharing one PsCli
 sparse pull and push of 1k, 10k and 100k keys, dense pull and push, and the p50/p99 latency of
 a 1k-key pull. Peers, same bytes, same run, interleaved round by round (best round kept for
 each, which damps other load on the machine):
-  - gRPC echo: as many echo-server processes as PS servers (csrc/ps/bench/echo.cc: same gRPC,
-    message limits, protobuf bytes fields and threading), the request bytes split evenly over
-    them and a reply of the pulled bytes;
+  - gRPC echo: as many echo-server processes as PS servers (`python -m fleet_bench.echo_server`,
+    benchmarks/native/echo.cc: same gRPC, message limits, protobuf bytes fields and threading),
+    the request bytes split evenly over them and a reply of the pulled bytes;
   - memcpy of the request plus reply bytes, in one thread.
 In process (no RPC): the same pulls straight from a table of the same size, the lookups' own
 limit. Memory: a 10-million-row sparse table in this process, resident bytes per row against
@@ -37,7 +37,13 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+BENCH_DIR = str(Path(__file__).resolve().parent)  # fleet_bench, the native peers
+sys.path.insert(0, BENCH_DIR)
+# The echo peer processes find fleet_bench the same way.
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    p for p in (BENCH_DIR, os.environ.get("PYTHONPATH")) if p)
 
+import fleet_bench  # noqa: E402
 from fleet import _core  # noqa: E402
 from fleet.ps import table_config  # noqa: E402
 from fleet.testing.ps_cluster import start_servers  # noqa: E402
@@ -112,7 +118,7 @@ def paired(ours: Callable, peer: Callable, threads: int, p: dict) -> tuple:
 def memcpy_rate(nbytes: int) -> float:
     """Bytes per second of one memcpy of nbytes (best of a few runs)."""
     iters = max(3, min(2000, (256 * MB) // max(nbytes, 1)))
-    return nbytes / min(_core.ps.memcpy_seconds(nbytes, iters) for _ in range(3))
+    return nbytes / min(fleet_bench.memcpy_seconds(nbytes, iters) for _ in range(3))
 
 
 def row(op: str, servers: int, threads: int, calls: float, echo_calls: float,
@@ -286,9 +292,10 @@ def main() -> None:
             work = Path(tmp) / f"s{servers}"
             work.mkdir()
             with start_servers(work, tables(p), servers) as ps, \
-                    start_servers(work, None, servers, tag="echo") as peers:
+                    start_servers(work, None, servers, tag="echo",
+                                  module="fleet_bench.echo_server") as peers:
                 client = ps.client(rpc_timeout=120.0)
-                echo = _core.ps.EchoClient(peers.endpoints)
+                echo = fleet_bench.EchoClient(peers.endpoints)
                 result["latency_1k_pull"].append(latency(client, echo, servers, p, rng))
                 result["sparse"] += sparse_rows(client, echo, servers, p, rng)
                 result["dense"] += dense_rows(client, echo, servers, p)

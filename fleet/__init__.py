@@ -19,7 +19,7 @@ from fleet.fleet_api import (barrier_worker, distributed_optimizer, flush_worker
                              stop_worker, util, worker_endpoints, worker_index, worker_num)
 from fleet.param_attr import ParamAttr
 
-__version__ = "0.1.0"
+from fleet.version import __version__
 
 __all__ = [
     "DistributedStrategy", "DistributedStrategyFactory", "distributed_optimizer", "flush_worker",

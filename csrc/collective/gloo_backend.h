@@ -54,11 +54,6 @@ class GlooBackend : public CollectiveBackend {
   void Broadcast(void* data, size_t bytes, const BroadcastOptions& options) override;
   void Barrier(const BarrierOptions& options) override;
 
-  // The underlying Gloo context, for code that runs Gloo algorithms directly (the raw-Gloo side
-  // of benchmarks/launch_and_collective.py). Not synchronised with the calls above: use it only
-  // while no other collective of this group is running.
-  const std::shared_ptr<gloo::Context>& gloo_context() const { return context_; }
-
  private:
   GlooBackend(int rank, int size, std::string name, std::shared_ptr<gloo::Context> context);
   // Runs one Gloo call under the mutex with a fresh tag: first the call check (every rank makes

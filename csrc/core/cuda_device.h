@@ -1,8 +1,8 @@
 #pragma once
 // CUDA devices and device memory. The header includes no CUDA headers, so host-compiled code
 // (bindings, op kernels) can use it; the definitions are in cuda_device.cu, which is only
-// built and linked when Fleet is compiled with CUDA (FLEET_WITH_CUDA is then defined for
-// fleet_core and everything that links it).
+// built and linked when Fleet is compiled with CUDA (FLEET_WITH_CUDA, from
+// fleet/build_config.h, is then defined).
 //
 // Every CUDA failure becomes a fleet error carrying the call and the CUDA error name and string:
 // Unavailable when no device is usable or device memory runs out (the caller may fall back to

@@ -15,8 +15,6 @@
 #include "collective/gloo_backend.h"
 #include "collective/memory_store.h"
 #include "collective/tcp_store.h"
-#include "gloo/allreduce.h"
-#include "gloo/math.h"
 #include "python/bindings.h"
 #include "python/numpy_convert.h"
 
@@ -279,29 +277,6 @@ void BroadcastInPlace(PyGlooGroup& group, py::array array, int root,
   g.Broadcast(data, bytes, options);
 }
 
-// The limit fleet.util.all_reduce is measured against: `iters` back-to-back gloo::allreduce calls
-// (float32 sum, in place, Gloo's default ring) on the group's own Gloo context and connections,
-// with no Fleet, NumPy or Python in the loop. Returns seconds per call.
-double RawGlooAllReduceSeconds(PyGlooGroup& group, py::array_t<float> data, int iters) {
-  FLEET_ENFORCE(iters > 0 && (data.flags() & py::array::c_style), InvalidArgument,
-                "_raw_gloo_allreduce_seconds: needs iters > 0 and a C-contiguous float32 array");
-  float* ptr = data.mutable_data();
-  const size_t count = static_cast<size_t>(data.size());
-  const auto& context = group.backend->gloo_context();
-  py::gil_scoped_release release;
-  const auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < iters; ++i) {
-    gloo::AllreduceOptions opts(context);
-    opts.setOutput(ptr, count);
-    opts.setReduceFunction(
-        static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
-    opts.setTag(static_cast<uint32_t>(0x40000000 + i));
-    gloo::allreduce(opts);
-  }
-  const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
-  return elapsed.count() / iters;
-}
-
 void BindGloo(py::module_& m) {
   py::class_<PyGlooGroup>(m, "GlooGroup",
                           "A group of ranks running Gloo collectives over TCP (see gloo_backend.h)")
@@ -334,8 +309,6 @@ void BindGloo(py::module_& m) {
            py::arg("timeout_s") = py::none())
       .def("broadcast", &BroadcastInPlace, py::arg("array"), py::arg("root") = 0,
            py::arg("timeout_s") = py::none(), "Overwrites `array` with the root's on every rank.")
-      .def("_raw_gloo_allreduce_seconds", &RawGlooAllReduceSeconds, py::arg("data"),
-           py::arg("iters"), "Benchmark hook: seconds per raw gloo::allreduce on this group.")
       .def(
           "barrier",
           [](PyGlooGroup& g, std::optional<double> timeout_s) {

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/errors.h"
+#include "fleet/build_config.h"
 #include "python/bindings.h"
 #ifdef FLEET_WITH_CUDA
 #include "core/cuda_device.h"

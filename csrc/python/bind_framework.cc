@@ -4,6 +4,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "distributed/register_distributed_ops.h"
+#include "fleet/build_config.h"
 #include "framework/executor.h"
 #include "operators/blas.h"
 #include "operators/register_ops.h"

@@ -1,6 +1,5 @@
 // Python view of the parameter server (fleet._core.ps): server, client and futures, the tables
-// and update rules on their own (for tests without RPC), and the transport peers used by the
-// benchmark. The fleet.ps package wraps these.
+// and update rules on their own (for tests without RPC). The fleet.ps package wraps these.
 //
 // Configs cross as serialised protobuf (fleet/proto/ps_pb2.py); arrays cross without copies and
 // must be C-contiguous with the exact dtype (int64 keys, float32 values), which the Python
@@ -19,7 +18,6 @@
 #include "core/errors.h"
 #include "core/status.h"
 #include "core/timeout.h"
-#include "ps/bench/echo.h"
 #include "ps/client.h"
 #include "ps/dense_table.h"
 #include "ps/raw_call.h"
@@ -490,57 +488,6 @@ void BindUpdateRule(py::module_& m) {
           py::arg("w"), py::arg("state"), py::arg("grad"), "Updates w and state in place.");
 }
 
-void BindBench(py::module_& m) {
-  namespace bench = ps::bench;
-  py::class_<bench::EchoServer>(m, "EchoServer", "gRPC echo peer of the PS benchmark.")
-      .def_static(
-          "start",
-          [](const std::string& address) {
-            py::gil_scoped_release release;
-            return ValueOrThrow(bench::EchoServer::Start(address));
-          },
-          py::arg("address") = "127.0.0.1:0")
-      .def_property_readonly("endpoint", &bench::EchoServer::endpoint)
-      .def("request_stop", &bench::EchoServer::RequestStop)
-      .def("wait_for_stop_request",
-           [](bench::EchoServer& s, double timeout_s) {
-             py::gil_scoped_release release;
-             return s.WaitForStopRequest(Seconds(timeout_s));
-           })
-      .def("shutdown", [](bench::EchoServer& s, double grace_s) {
-        py::gil_scoped_release release;
-        s.Shutdown(Seconds(grace_s));
-      });
-  py::class_<bench::EchoClient>(m, "EchoClient")
-      .def(py::init([](const std::vector<std::string>& endpoints, double timeout_s) {
-             py::gil_scoped_release release;
-             return ValueOrThrow(bench::EchoClient::Connect(endpoints, Seconds(timeout_s)));
-           }),
-           py::arg("endpoints"), py::arg("timeout_s") = 10.0)
-      .def(
-          "echo",
-          [](bench::EchoClient& c, const py::array& request, const py::array& reply,
-             double timeout_s) {
-            auto in = ArraySpan<const uint8_t>(request, "request", false);
-            auto out = ArraySpan<uint8_t>(reply, "reply", true);
-            py::gil_scoped_release release;
-            ThrowIfError(
-                c.Echo(absl::Span<const char>(reinterpret_cast<const char*>(in.data()), in.size()),
-                       absl::Span<char>(reinterpret_cast<char*>(out.data()), out.size()),
-                       Seconds(timeout_s)));
-          },
-          py::arg("request"), py::arg("reply"), py::arg("timeout_s") = 60.0,
-          "Sends the request bytes, split evenly over the servers; their replies (reply.nbytes "
-          "bytes in all) are copied into `reply`.");
-  m.def(
-      "memcpy_seconds",
-      [](size_t bytes, int iterations) {
-        py::gil_scoped_release release;
-        return bench::MemcpySeconds(bytes, iterations);
-      },
-      py::arg("bytes"), py::arg("iterations"));
-}
-
 }  // namespace
 
 void BindPs(py::module_& m) {
@@ -550,7 +497,6 @@ void BindPs(py::module_& m) {
   BindClient(ps);
   BindTables(ps);
   BindUpdateRule(ps);
-  BindBench(ps);
   ps.def(
       "tune_allocator_for_serving",
       [] {

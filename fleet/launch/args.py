@@ -8,6 +8,7 @@ from typing import Optional, Sequence
 
 from fleet.base.endpoints import parse_endpoint_list
 from fleet.errors import InvalidArgument
+from fleet.version import __version__
 
 _DESCRIPTION = """\
 Start the processes of a Fleet job on this machine and supervise them.
@@ -64,6 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="first trainer port on each machine of a multi-machine collective job; "
                          "one-machine jobs pick free ports (e.g. --started_port=6170)")
     common = p.add_argument_group("common")
+    common.add_argument("--version", action="version", version=f"fleetrun (Fleet) {__version__}",
+                        help="print Fleet's version and exit")
     common.add_argument("--host", default=None, metavar="IP",
                         help="this machine's IP as written in --servers/--workers/--ips, when it "
                              "cannot be matched automatically (e.g. --host=10.0.0.1)")

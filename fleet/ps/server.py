@@ -9,7 +9,7 @@ import os
 import signal
 import sys
 import threading
-from typing import Optional, Union
+from typing import Optional
 
 from fleet import _core
 from fleet.proto import ps_pb2
@@ -34,11 +34,12 @@ def _write_ready_file(path: str, endpoint: str) -> None:
     os.replace(tmp, path)
 
 
-def serve_until_stopped(server: Union[Server, "_core.ps.EchoServer"], grace: float = 5.0,
-                        poll: float = 0.2) -> None:
+def serve_until_stopped(server: Server, grace: float = 5.0, poll: float = 0.2) -> None:
     """Blocks until a Stop RPC, SIGTERM or SIGINT, then shuts the server down, letting the RPCs
     in flight finish for up to ``grace`` seconds. Signal handlers are installed only when called
-    from the main thread (Python runs them there, between waits of ``poll`` seconds)."""
+    from the main thread (Python runs them there, between waits of ``poll`` seconds). Any object
+    with ``request_stop``, ``wait_for_stop_request``, ``shutdown`` and ``endpoint`` will do (the
+    benchmarks' echo peer is served the same way)."""
     previous = {}
     if threading.current_thread() is threading.main_thread():
         def on_signal(signum: int, frame: object) -> None:
@@ -68,31 +69,17 @@ def run_server(config: ps_pb2.ServerConfig, address: str = "127.0.0.1:0",
     serve_until_stopped(server, grace)
 
 
-def _run_echo(address: str, ready_file: Optional[str]) -> None:
-    server = _core.ps.EchoServer.start(address)
-    logger.info("gRPC echo peer listening on %s", server.endpoint)
-    if ready_file:
-        _write_ready_file(ready_file, server.endpoint)
-    serve_until_stopped(server)
-
-
 def main(argv: Optional[list] = None) -> int:
     parser = argparse.ArgumentParser(description="Run one Fleet parameter server.")
     parser.add_argument("--config", help="ServerConfig as .json or binary protobuf")
     parser.add_argument("--address", default="127.0.0.1:0", help="host:port; port 0 = any free")
     parser.add_argument("--ready-file", help="file to receive host:port once serving")
-    parser.add_argument("--echo", action="store_true",
-                        help="serve the gRPC echo peer of benchmarks/ps_throughput.py instead")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    # This process is a server from here on: keep request buffers for reuse (both the parameter
-    # server and the echo peer, so that the benchmark compares like with like).
+    # This process is a server from here on: keep request buffers for reuse.
     tuning = _core.ps.tune_allocator_for_serving()
     logger.info("allocator tuned for serving: %s", tuning)
-    if args.echo:
-        _run_echo(args.address, args.ready_file)
-        return 0
     if not args.config:
         parser.error("--config is required")
     run_server(read_server_config(args.config), args.address, args.ready_file)

@@ -1,5 +1,5 @@
-"""Parameter servers (or gRPC echo peers) as real processes on 127.0.0.1, for tests and
-benchmarks. Each server binds port 0 (a free port, no race) and reports the port it got in a
+"""Parameter servers (or other servers run the same way, such as the benchmarks' gRPC echo
+peer) as real processes on 127.0.0.1, for tests and benchmarks. Each server binds port 0 (a free port, no race) and reports the port it got in a
 ready file; ``PsCluster.stop()`` sends SIGTERM and kills after a grace period."""
 
 from __future__ import annotations
@@ -74,11 +74,14 @@ def _limit_file_size(max_bytes: int) -> Callable[[], None]:
 
 
 def start_servers(workdir: Path, tables: Optional[Sequence[dict]], num_servers: int,
-                  tag: str = "ps", max_file_bytes: Optional[int] = None) -> PsCluster:
-    """Starts ``num_servers`` processes holding ``tables`` (gRPC echo peers when ``tables`` is
-    None) with files under ``workdir``, and waits until all serve. ``max_file_bytes`` limits
-    the size of any file a server writes (RLIMIT_FSIZE; Python ignores SIGXFSZ, so a write past
-    it fails with EFBIG), to stand in for a full disk."""
+                  tag: str = "ps", max_file_bytes: Optional[int] = None,
+                  module: str = "fleet.ps.server") -> PsCluster:
+    """Starts ``num_servers`` processes of ``python -m module`` holding ``tables`` with files
+    under ``workdir``, and waits until all serve. ``module`` takes ``--ready-file`` and
+    ``--address``, and ``--config`` unless ``tables`` is None (a server with no tables, such as
+    the benchmarks' ``fleet_bench.echo_server``, found through PYTHONPATH). ``max_file_bytes``
+    limits the size of any file a server writes (RLIMIT_FSIZE; Python ignores SIGXFSZ, so a
+    write past it fails with EFBIG), to stand in for a full disk."""
     pythonpath = os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH")) if p)
     env = dict(os.environ, PYTHONPATH=pythonpath)
     env.setdefault("OPENBLAS_NUM_THREADS", "1")  # servers never multiply matrices
@@ -87,11 +90,9 @@ def start_servers(workdir: Path, tables: Optional[Sequence[dict]], num_servers: 
         for i in range(num_servers):
             ready = workdir / f"{tag}-{i}.ready"
             log = workdir / f"{tag}-{i}.log"
-            args = [sys.executable, "-m", "fleet.ps.server", "--ready-file", str(ready),
+            args = [sys.executable, "-m", module, "--ready-file", str(ready),
                     "--address", "127.0.0.1:0"]
-            if tables is None:
-                args.append("--echo")
-            else:
+            if tables is not None:
                 config = workdir / f"{tag}-{i}.json"
                 write_server_config(server_config(i, num_servers, tables), str(config))
                 args += ["--config", str(config)]

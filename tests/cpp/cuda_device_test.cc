@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/errors.h"
+#include "fleet/build_config.h"
 #ifdef FLEET_WITH_CUDA
 #include "core/cuda_device.h"
 #endif

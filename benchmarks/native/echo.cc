@@ -1,17 +1,16 @@
-#include "ps/bench/echo.h"
+#include "echo.h"
 
 #include <grpcpp/grpcpp.h>
 
-#include <chrono>
 #include <climits>
 #include <cstring>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
-#include "fleet/ps/ps.grpc.pb.h"
+#include "echo.grpc.pb.h"
 
-namespace fleet::ps::bench {
+namespace fleet::bench {
 
 class EchoServiceImpl final : public proto::EchoService::Service {
  public:
@@ -141,18 +140,5 @@ absl::Status EchoClient::Echo(absl::Span<const char> request, absl::Span<char> r
   return result;
 }
 
-double MemcpySeconds(size_t bytes, int iterations) {
-  std::vector<char> src(bytes, 1), dst(bytes, 0);
-  const auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < iterations; ++i) {
-    if (bytes > 0) src[0] = static_cast<char>(i);  // each copy moves different bytes
-    std::memcpy(dst.data(), src.data(), bytes);
-  }
-  const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
-  // Read the destination so the copies cannot be optimised away.
-  volatile char sink = bytes ? dst[bytes - 1] : 0;
-  (void)sink;
-  return elapsed.count() / (iterations > 0 ? iterations : 1);
-}
 
-}  // namespace fleet::ps::bench
+}  // namespace fleet::bench

@@ -1,8 +1,8 @@
 #pragma once
-// The transport's own limits, measured beside the parameter server by
+// The transport's own limit, measured beside the parameter server by
 // benchmarks/ps_throughput.py: a gRPC echo service built like PsService (same gRPC build,
 // message limits, protobuf `bytes` payloads, sync server thread pool, callback client) but
-// with no table work, and a plain memcpy of the same bytes.
+// with no table work. Benchmark-only: built into fleet_bench._bench, never into the wheel.
 
 #include <memory>
 #include <string>
@@ -18,7 +18,7 @@ class Channel;
 class Server;
 }  // namespace grpc
 
-namespace fleet::ps::bench {
+namespace fleet::bench {
 
 class EchoServiceImpl;
 
@@ -62,8 +62,5 @@ class EchoClient {
   std::vector<std::unique_ptr<Stub>> stubs_;
 };
 
-// Mean seconds of one memcpy of `bytes` bytes between two buffers (touched first), over
-// `iterations` copies.
-double MemcpySeconds(size_t bytes, int iterations);
 
-}  // namespace fleet::ps::bench
+}  // namespace fleet::bench
