@@ -44,6 +44,7 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
     p for p in (BENCH_DIR, os.environ.get("PYTHONPATH")) if p)
 
 import fleet_bench  # noqa: E402
+
 from fleet import _core  # noqa: E402
 from fleet.ps import table_config  # noqa: E402
 from fleet.testing.ps_cluster import start_servers  # noqa: E402
@@ -223,7 +224,8 @@ def in_process(p: dict, rng) -> List[dict]:
             table.pull(chunk)
         keys = [rng.permutation(universe)[:batch] for _ in range(4)]
         rows = np.empty((batch, dim), np.float32)
-        calls = max(best_rate(lambda t, i: table.pull(keys[i % 4], rows), 1, p["budget"])
+        calls = max(best_rate(lambda t, i, table=table: table.pull(keys[i % 4], rows), 1,
+                              p["budget"])
                     for _ in range(p["rounds"]))
         out.append(dict(dim=dim, batch=batch, universe=p["universe"],
                         keys_per_s=round(calls * batch), ms_per_pull=round(1e3 / calls, 3)))

@@ -12,7 +12,7 @@ from typing import Iterable, Sequence
 
 from fleet import _core
 from fleet.errors import InvalidArgument
-from fleet.framework import (OP_ROLE_BACKWARD, Block, Operator, Parameter, Variable)
+from fleet.framework import OP_ROLE_BACKWARD, Block, Operator, Parameter, Variable
 from fleet.proto import framework_pb2 as pb
 
 GRAD_SUFFIX = "@GRAD"

@@ -14,8 +14,14 @@ import numpy as np
 from fleet import _core
 from fleet._dtypes import dtype_name, numpy_dtype, to_dtype
 from fleet.errors import InvalidArgument, NotFound, Unavailable
-from fleet.framework import (LOD_TENSOR_ARRAY, OP_ROLE_OTHER, Operator, Program, Variable,
-                             default_main_program)
+from fleet.framework import (
+    LOD_TENSOR_ARRAY,
+    OP_ROLE_OTHER,
+    Operator,
+    Program,
+    Variable,
+    default_main_program,
+)
 from fleet.proto import framework_pb2 as pb
 
 FEED_HOLDER, FETCH_HOLDER = "feed", "fetch"

@@ -12,8 +12,14 @@ from typing import Any, Iterable, Sequence
 from fleet._dtypes import FLOAT32
 from fleet.backward import append_backward
 from fleet.errors import InvalidArgument
-from fleet.framework import (OP_ROLE_OPTIMIZE, Operator, Parameter, Program, Variable,
-                             default_startup_program)
+from fleet.framework import (
+    OP_ROLE_OPTIMIZE,
+    Operator,
+    Parameter,
+    Program,
+    Variable,
+    default_startup_program,
+)
 from fleet.regularizer import check_regularizer
 
 

@@ -5,16 +5,15 @@ It reports the version and the build (CUDA compiled in, NCCL, GPUs visible, the 
 its threads), then runs real work on this machine, each part timed:
 
 1. a tiny training step in this process (an fc model, ``Executor.run``);
-2. a parameter-server job through ``fleetrun --server_num=1 --worker_num=2``: the server role
-   serves a ``fleet.ps`` server, both workers push to and pull from it through
-   ``fleet.ps.PsClient`` and check what they read;
+2. parameter-server training through ``fleetrun --server_num=1 --worker_num=2``, in async and in
+   sync mode: a small model with a sparse embedding and a dense layer, rewritten by
+   ``fleet.distributed_optimizer``, trained by both workers against the server; the check is that
+   the loss of a fixed batch went down and that both workers read the same parameters;
 3. a collective job through ``fleetrun --collective --nproc_per_node=2``: both processes
    all-reduce through ``fleet.util.all_reduce``.
 
 The last line says whether Fleet works here; a failing part says what failed and what to check.
-Each part is one function in ``CHECKS`` returning what it saw (or raising): the parameter-server
-part is a push/pull exchange until PS training lands, then it becomes a training job in async and
-sync mode by swapping that function (``_ps_job`` holds the worker and server side).
+Each part is one function in ``CHECKS`` returning what it saw (or raising).
 """
 
 from __future__ import annotations
@@ -42,12 +41,6 @@ _JOB_SCRIPT = textwrap.dedent("""\
     sys.exit(run_check._JOBS[sys.argv[1]](sys.argv[2]))
     """)
 
-PS_TABLES = [
-    {"table_id": 1, "type": "DENSE", "dim": 4, "optimizer": {"learning_rate": 0.1, "sgd": {}},
-     "initializer": {"zero": {}}},
-    {"table_id": 2, "type": "SPARSE", "dim": 4, "optimizer": {"learning_rate": 0.1, "sgd": {}},
-     "initializer": {"zero": {}}},
-]
 
 
 class CheckFailed(Exception):
@@ -137,20 +130,30 @@ def check_single_process() -> str:
     return f"10 steps, loss {losses[0]:.3f} -> {losses[-1]:.3f}"
 
 
-def check_parameter_server() -> str:
-    """1 server and 2 workers under fleetrun; each worker pushes, then both pull and compare."""
+def _check_ps_training(mode: str) -> str:
+    """1 server and 2 workers under fleetrun train a small model in `mode`."""
     with tempfile.TemporaryDirectory(prefix="fleet_run_check_") as tmp:
-        _run_job(["--server_num=1", "--worker_num=2"], "ps", Path(tmp))
+        _run_job(["--server_num=1", "--worker_num=2"], f"ps_{mode}", Path(tmp))
         seen = _worker_results(Path(tmp), 2)
-    # SGD with lr 0.1 from zero: worker r pushes gradient r + 1 once, so every value is
-    # -0.1 * (1 + 2) once both pushes are in (the workers pull after a barrier).
-    for rank, result in seen.items():
-        for table in ("dense", "sparse"):
-            if not np.allclose(result[table], -0.3, atol=1e-6):
-                raise CheckFailed(f"worker {rank} read {table} values {result[table]}, expected "
-                                  "-0.3 everywhere", "the server applied pushes wrongly; report "
-                                  "it with the build lines above")
-    return "2 workers pushed to and pulled from 1 server (dense and sparse tables)"
+    first, last = seen[0]["loss_before"], seen[0]["loss_after"]
+    if not last < first:
+        raise CheckFailed(f"{mode} training did not lower the loss of a fixed batch "
+                          f"({first:.4f} -> {last:.4f})",
+                          "the servers did not apply the workers' gradients; report it with "
+                          "the build lines above")
+    if not np.allclose(seen[0]["dense"], seen[1]["dense"], atol=1e-6):
+        raise CheckFailed("the two workers read different dense parameters after training",
+                          "the servers or the communicator lost updates; report it with the "
+                          "build lines above")
+    return f"2 workers, 20 steps each: loss {first:.3f} -> {last:.3f}"
+
+
+def check_parameter_server_async() -> str:
+    return _check_ps_training("async")
+
+
+def check_parameter_server_sync() -> str:
+    return _check_ps_training("sync")
 
 
 def check_collective() -> str:
@@ -167,7 +170,8 @@ def check_collective() -> str:
 
 CHECKS: List[tuple] = [
     ("single-process training", check_single_process),
-    ("parameter server: 1 server, 2 workers", check_parameter_server),
+    ("parameter-server training, async: 1 server, 2 workers", check_parameter_server_async),
+    ("parameter-server training, sync: 1 server, 2 workers", check_parameter_server_sync),
     ("collective all-reduce: 2 processes", check_collective),
 ]
 
@@ -232,29 +236,56 @@ def _hint_for(output: str) -> str:
     return "see the output above"
 
 
-def _ps_job(workdir: str) -> int:
-    """The parameter-server job, in a process fleetrun started: the server role serves the
-    tables until fleetrun stops it; a worker pushes gradient rank + 1 to the dense table and to
-    keys 0..3 of the sparse table, waits for the other worker, pulls and records what it read."""
-    from fleet import fleet_api as fleet
-    from fleet.ps import PsClient, run_server, server_config
+def _ps_train_job(workdir: str, mode: str) -> int:
+    """A parameter-server training job, in a process fleetrun started: an embedding on the
+    server and an fc layer; each worker runs 20 steps on its own batches, then (after flushing)
+    records the loss of a fixed batch before and after, and the dense parameters it reads."""
+    import fleet as F
+    from fleet import layers
 
-    fleet.init()
-    if fleet.is_server():
-        endpoint = fleet.server_endpoints()[fleet.server_index()]
-        run_server(server_config(fleet.server_index(), fleet.server_num(), PS_TABLES), endpoint)
+    F.init()
+    main, startup = F.Program(), F.Program()
+    main.random_seed = startup.random_seed = 3
+    with F.program_guard(main, startup):
+        ids = layers.data("ids", [1], dtype="int64", lod_level=1)
+        label = layers.data("label", [1], dtype="int64")
+        emb = layers.embedding(ids, size=[100, 4], is_sparse=True)
+        prob = layers.fc(layers.sequence_pool(emb, "sum"), 2, act="softmax")
+        loss = layers.mean(layers.cross_entropy(prob, label))
+        factory = F.DistributedStrategyFactory
+        strategy = (factory.create_sync_strategy() if mode == "sync"
+                    else factory.create_async_strategy())
+        F.distributed_optimizer(F.optimizer.SGD(0.5), strategy).minimize(loss)
+        test = main.clone(for_test=True)
+    if F.is_server():
+        F.init_server()
+        F.run_server()
         return 0
-    rank = fleet.worker_index()
-    client = PsClient(fleet.server_endpoints(), connect_timeout=RPC_TIMEOUT_S,
-                      rpc_timeout=RPC_TIMEOUT_S)
-    keys = np.arange(4, dtype=np.int64)
-    grad = np.full(4, rank + 1.0, np.float32)
-    client.push_dense(1, grad)
-    client.push_sparse(2, keys, np.tile(grad, (4, 1)))
-    fleet.barrier_worker()
-    _record(workdir, rank, {"dense": client.pull_dense(1).tolist(),
-                            "sparse": client.pull_sparse(2, keys).ravel().tolist()})
-    fleet.barrier_worker()  # neither worker finishes (and fleetrun stops the server) early
+    rank = F.worker_index()
+
+    def batch(seed: int) -> dict:
+        rng = np.random.default_rng(seed)
+        label_ = rng.integers(0, 2, size=(32, 1))
+        # Learnable: the id says the label (ids 0-49 for label 0, 50-99 for label 1).
+        ids_ = (rng.integers(0, 50, size=(32, 1)) + 50 * label_).astype(np.int64)
+        return {"ids": F.LoDTensor(ids_, lengths=[[1] * 32]), "label": label_}
+
+    exe = F.Executor(F.CPUPlace())
+    exe.run(F.startup_program)
+    F.init_worker(timeout=RPC_TIMEOUT_S)
+    fixed = batch(12345)
+    (before,) = exe.run(test, feed=fixed, fetch_list=[loss])
+    for step in range(20):
+        exe.run(F.main_program, feed=batch(1000 * rank + step), fetch_list=[loss])
+    F.flush_worker()
+    F.barrier_worker()
+    F.flush_worker()  # the other worker's last gradients are in: refresh the dense values
+    (after,) = exe.run(test, feed=fixed, fetch_list=[loss])
+    dense = [F.global_scope().find_var(p.name).get_tensor().numpy().ravel().tolist()
+             for p in F.main_program.all_parameters()]
+    _record(workdir, rank, {"loss_before": float(before[0]), "loss_after": float(after[0]),
+                            "dense": sum(dense, [])})
+    F.stop_worker(timeout=RPC_TIMEOUT_S)
     return 0
 
 
@@ -276,7 +307,9 @@ def _record(workdir: str, rank: int, result: dict) -> None:
     os.replace(tmp, path)
 
 
-_JOBS: dict = {"ps": _ps_job, "collective": _collective_job}
+_JOBS: dict = {"ps_async": lambda workdir: _ps_train_job(workdir, "async"),
+               "ps_sync": lambda workdir: _ps_train_job(workdir, "sync"),
+               "collective": _collective_job}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -18,11 +18,11 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from fleet import _core
 from fleet.dataset import DatasetBase
 from fleet.errors import InvalidArgument, NotFound, Unavailable
 from fleet.executor import global_scope
 from fleet.framework import Program, Variable, default_main_program
+
 
 @dataclasses.dataclass
 class DatasetRunResult:

@@ -367,7 +367,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(
         description="pipe_command reader: raw Criteo lines on stdin, MultiSlot lines on stdout "
-                    f"(slots: dense_input[13], C1..C26, label).")
+                    "(slots: dense_input[13], C1..C26, label).")
     parser.add_argument("--sparse_dim", type=int, default=DEFAULT_SPARSE_DIM,
                         help="size of the hashed id space (rows of the embedding table)")
     args = parser.parse_args(argv)

@@ -20,9 +20,9 @@ and prints `test_auc=`; every worker prints its samples/s and worker 0 the job's
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
-import os
 
 import numpy as np
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 import dataclasses
 import math
 
+import reader
+
 import fleet
 from fleet import layers
-
-import reader
 
 
 @dataclasses.dataclass

@@ -33,11 +33,18 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from fleet._dtypes import FLOAT32, INT64
-from fleet.backward import GRAD_SUFFIX
 from fleet.base.distributed_strategy import DistributedStrategy
 from fleet.errors import InvalidArgument
-from fleet.framework import (LOD_TENSOR, OP_ROLE_ATTR, OP_ROLE_BACKWARD, OP_ROLE_OPTIMIZE,
-                             Block, Operator, Program, Variable)
+from fleet.framework import (
+    LOD_TENSOR,
+    OP_ROLE_ATTR,
+    OP_ROLE_BACKWARD,
+    OP_ROLE_OPTIMIZE,
+    Block,
+    Operator,
+    Program,
+    Variable,
+)
 from fleet.optimizer import Adam, Optimizer
 
 # Embedding tables up to this size have their is_sparse gradients made dense (see above).

@@ -8,8 +8,13 @@ from typing import Any, Sequence
 from fleet import initializer as init
 from fleet._dtypes import FLOAT32
 from fleet.errors import InvalidArgument
-from fleet.framework import (Parameter, Program, Variable, default_main_program,
-                             default_startup_program)
+from fleet.framework import (
+    Parameter,
+    Program,
+    Variable,
+    default_main_program,
+    default_startup_program,
+)
 from fleet.param_attr import ParamAttr
 from fleet.regularizer import check_regularizer
 

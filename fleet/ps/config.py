@@ -15,7 +15,6 @@ import os
 from typing import Any, Mapping, Sequence, Union
 
 from google.protobuf import json_format
-
 from google.protobuf.message import DecodeError
 
 from fleet.errors import InvalidArgument, NotFound

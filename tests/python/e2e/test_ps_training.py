@@ -95,7 +95,7 @@ STOP_BODY = """
 
 @pytest.mark.slow
 def test_stop_worker_loses_no_pushed_gradient(tmp_path):
-    from fleet.ps import PsClient, start_server, server_config  # noqa: F401
+    from fleet.ps import PsClient, server_config, start_server  # noqa: F401
     body = STOP_BODY.replace("    F.stop_worker()\n", """    F.flush_worker()
     F.barrier_worker()
     if F.worker_index() == 0:

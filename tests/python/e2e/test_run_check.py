@@ -24,7 +24,9 @@ def test_run_check_passes_here_and_reports_build_and_times(tmp_path):
     out = proc.stdout
     assert out.startswith("Fleet 0.") and "CUDA compiled in:" in out and "GPUs visible:" in out
     assert re.search(r"BLAS: \S*blas\S*, \d+ thread", out), out
-    for name in ("single-process training", "parameter server: 1 server, 2 workers",
+    for name in ("single-process training",
+                 "parameter-server training, async: 1 server, 2 workers",
+                 "parameter-server training, sync: 1 server, 2 workers",
                  "collective all-reduce: 2 processes"):
         assert re.search(rf"\[    ok\] {re.escape(name)} \(\d+\.\d\d s\): ", out), out
     assert out.strip().splitlines()[-1].startswith("Fleet works here")

@@ -11,8 +11,8 @@ import pytest
 
 from fleet import _core
 from fleet.errors import InvalidArgument, NotFound
-from fleet.testing.op_test import Rows, make_op_desc, run_op
 from fleet.proto import framework_pb2 as pb
+from fleet.testing.op_test import Rows, make_op_desc, run_op
 
 RTOL, ATOL = 2e-5, 1e-6
 HEIGHT, WIDTH = 6, 5
