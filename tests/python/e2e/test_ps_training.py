@@ -133,3 +133,33 @@ def test_killed_server_ends_the_job_with_its_endpoint_named(tmp_path):
     assert "127.0.0.1:" in out + err  # the dead endpoint is named
     for name, pid in lh.pids(tmp_path).items():
         assert not lh.is_running(pid), f"{name} (pid {pid}) outlived the job"
+
+
+def test_a_step_barrier_timeout_names_the_missing_worker():
+    from fleet.errors import Timeout
+    from fleet.ps import PsClient, server_config, start_server
+    server = start_server(server_config(0, 1, [{"table_id": 1, "type": "SPARSE", "dim": 2,
+                                                 "optimizer": {"learning_rate": 0.1,
+                                                               "sgd": {}}}]))
+    try:
+        with PsClient([server.endpoint]) as client:
+            with pytest.raises(Timeout, match=r"1 of 3 workers .*missing worker\(s\) 1, 2"):
+                client.barrier("__step__", 3, 0, timeout=0.3)
+    finally:
+        server.shutdown(1.0)
+
+
+@pytest.mark.slow
+def test_a_dying_worker_ends_a_sync_job_with_its_log_and_no_orphans(tmp_path):
+    body = STOP_BODY.replace("create_async_strategy()", "create_sync_strategy()").replace(
+        "    for _ in range(50):\n", """    for step in range(10_000):
+        if step == 5 and F.worker_index() == 1:
+            print("worker 1 gives up", flush=True)
+            os._exit(3)
+""")
+    result = lh.run_job(tmp_path, ["--server_num=1", "--worker_num=2"], body, timeout=120)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert "worker.1" in output and "worker 1 gives up" in output  # named, with its log tail
+    for name, pid in lh.pids(tmp_path).items():
+        assert not lh.is_running(pid), f"{name} (pid {pid}) outlived the job"
