@@ -188,8 +188,8 @@ void BindStores(py::module_& m) {
 py::array AllReduce(PyGlooGroup& group, const py::array& array, const std::string& mode,
                     std::optional<double> timeout_s) {
   GlooBackend& g = *group.backend;
-  collective::AllReduceOptions options{collective::ReduceOpFromName(mode),
-                                       group.Timeout(timeout_s), ShapeOf(array)};
+  collective::AllReduceOptions options{collective::ReduceOpFromName(mode), group.Timeout(timeout_s),
+                                       ShapeOf(array)};
   DType dtype = DTypeOfArray(array, "all_reduce");
   py::array in = py::array::ensure(array, py::array::c_style);
   py::array out = group.pool->NewArray(
@@ -206,8 +206,8 @@ py::array AllReduce(PyGlooGroup& group, const py::array& array, const std::strin
 
 void AllReduceInPlace(PyGlooGroup& group, py::array array, const std::string& mode,
                       std::optional<double> timeout_s) {
-  collective::AllReduceOptions options{collective::ReduceOpFromName(mode),
-                                       group.Timeout(timeout_s), ShapeOf(array)};
+  collective::AllReduceOptions options{collective::ReduceOpFromName(mode), group.Timeout(timeout_s),
+                                       ShapeOf(array)};
   DType dtype = DTypeOfArray(array, "all_reduce_inplace");
   FLEET_ENFORCE(py::detail::check_flags(array.ptr(), py::detail::npy_api::NPY_ARRAY_C_CONTIGUOUS_ |
                                                          py::detail::npy_api::NPY_ARRAY_WRITEABLE_),
@@ -305,8 +305,7 @@ void BindGloo(py::module_& m) {
       .def("all_reduce_inplace", &AllReduceInPlace, py::arg("array"), py::arg("mode") = "sum",
            py::arg("timeout_s") = py::none(), "Overwrites `array` with the reduction.")
       .def("all_gather", &AllGather, py::arg("array"), py::arg("timeout_s") = py::none())
-      .def("all_gather_bytes", &AllGatherBytes, py::arg("value"),
-           py::arg("timeout_s") = py::none())
+      .def("all_gather_bytes", &AllGatherBytes, py::arg("value"), py::arg("timeout_s") = py::none())
       .def("broadcast", &BroadcastInPlace, py::arg("array"), py::arg("root") = 0,
            py::arg("timeout_s") = py::none(), "Overwrites `array` with the root's on every rank.")
       .def(

@@ -6,8 +6,8 @@
 #include <pybind11/stl.h>
 
 #include "data/dataset.h"
-#include "python/read_stats.h"
 #include "python/numpy_convert.h"
+#include "python/read_stats.h"
 
 namespace fleet::python {
 namespace {
@@ -37,8 +37,7 @@ DataFeedConfig MakeConfig(const std::vector<PySlot>& slots, int64_t batch_size, 
                           double pipe_command_timeout_s) {
   DataFeedConfig config;
   for (const auto& [name, dtype, lod_level, shape] : slots) {
-    config.slots.push_back(
-        data::MakeSlotSpec(name, DTypeFromInt(dtype, name), lod_level, shape));
+    config.slots.push_back(data::MakeSlotSpec(name, DTypeFromInt(dtype, name), lod_level, shape));
   }
   config.batch_size = batch_size;
   config.threads = threads;
@@ -52,7 +51,6 @@ DataFeedConfig MakeConfig(const std::vector<PySlot>& slots, int64_t batch_size, 
   config.warn = WarnInPython;
   return config;
 }
-
 
 // load_into_memory with the GIL released, waking every 100 ms to let Python handle signals: a
 // Ctrl-C stops the readers (children killed, threads joined) and then propagates.
@@ -135,8 +133,7 @@ void BindDatasets(py::module_& m) {
       // These wait for a running load (which may be waiting for the GIL to poll for signals).
       .def("memory_data_size", &InMemoryDataset::MemoryDataSize,
            py::call_guard<py::gil_scoped_release>())
-      .def("memory_bytes", &InMemoryDataset::MemoryBytes,
-           py::call_guard<py::gil_scoped_release>())
+      .def("memory_bytes", &InMemoryDataset::MemoryBytes, py::call_guard<py::gil_scoped_release>())
       .def("release_memory", &InMemoryDataset::ReleaseMemory,
            py::call_guard<py::gil_scoped_release>());
 }
