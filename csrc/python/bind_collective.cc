@@ -15,6 +15,8 @@
 #include "collective/gloo_backend.h"
 #include "collective/memory_store.h"
 #include "collective/tcp_store.h"
+#include "core/status.h"
+#include "core/timeout.h"
 #include "python/bindings.h"
 #include "python/numpy_convert.h"
 
@@ -25,10 +27,9 @@ using collective::Duration;
 using collective::GlooBackend;
 using collective::Store;
 
-Duration FromSeconds(double seconds) {
-  FLEET_ENFORCE(seconds > 0, InvalidArgument, "timeout must be positive, got ", seconds, " s");
-  FLEET_ENFORCE(seconds <= 1e9, InvalidArgument, "timeout of ", seconds, " s is too long");
-  return Duration(std::max<int64_t>(1, static_cast<int64_t>(seconds * 1000.0)));
+// Every timeout of these bindings goes through the one conversion (core/timeout.h).
+Duration FromSeconds(double seconds, const char* name = "timeout_s") {
+  return ValueOrThrow(TimeoutMillisFromSeconds(seconds, name));
 }
 
 // Owns a TcpStoreServer so Python can stop it deterministically with close().

@@ -5,6 +5,8 @@
 #include <pybind11/functional.h>
 #include <pybind11/stl.h>
 
+#include "core/status.h"
+#include "core/timeout.h"
 #include "data/dataset.h"
 #include "python/numpy_convert.h"
 #include "python/read_stats.h"
@@ -43,11 +45,8 @@ DataFeedConfig MakeConfig(const std::vector<PySlot>& slots, int64_t batch_size, 
   config.threads = threads;
   config.pipe_command = pipe_command;
   config.skip_bad_lines = skip_bad_lines;
-  FLEET_ENFORCE(pipe_command_timeout_s > 0 && pipe_command_timeout_s < 1e9, InvalidArgument,
-                "pipe_command timeout must be a positive number of seconds, got ",
-                pipe_command_timeout_s);
-  config.pipe_idle_timeout = std::chrono::milliseconds(
-      std::max<int64_t>(1, static_cast<int64_t>(pipe_command_timeout_s * 1000.0)));
+  config.pipe_idle_timeout =
+      ValueOrThrow(TimeoutMillisFromSeconds(pipe_command_timeout_s, "pipe_command timeout"));
   config.warn = WarnInPython;
   return config;
 }

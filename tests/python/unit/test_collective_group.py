@@ -332,5 +332,5 @@ def test_bad_arguments_are_invalid_argument():
         group.broadcast(np.ones(2), root=1)
     with pytest.raises(InvalidArgument, match="C-contiguous and writeable"):
         group.broadcast(np.ones(4)[::2])
-    with pytest.raises(InvalidArgument, match="timeout must be positive"):
+    with pytest.raises(InvalidArgument, match="timeout_s must be a finite number of seconds > 0"):
         group.barrier(timeout_s=0)
