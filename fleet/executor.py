@@ -7,7 +7,7 @@ result is cached per program version and feed/fetch names), and runs it with the
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -208,6 +208,7 @@ class Executor:
         fetch_info: Sequence[str] | None = None,
         print_period: int = 100,
         fetch_handler: Any = None,
+        print_fn: Callable[[str], None] | None = None,
     ) -> Any:
         """One pass of `dataset` through `program` in `thread` C++ trainer threads (0: the
         dataset's thread count); see `fleet.trainer.train_from_dataset`."""
@@ -224,6 +225,7 @@ class Executor:
             fetch_info,
             print_period,
             fetch_handler,
+            print_fn,
         )
 
     def infer_from_dataset(
@@ -237,6 +239,7 @@ class Executor:
         fetch_info: Sequence[str] | None = None,
         print_period: int = 100,
         fetch_handler: Any = None,
+        print_fn: Callable[[str], None] | None = None,
     ) -> Any:
         """Like train_from_dataset, running only the forward part (parameters do not change)."""
         from fleet import trainer
@@ -252,6 +255,7 @@ class Executor:
             fetch_info,
             print_period,
             fetch_handler,
+            print_fn,
         )
 
     def _prepare(

@@ -14,7 +14,7 @@ hooks), exactly as `Executor.run` does.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -61,12 +61,14 @@ def train_from_dataset(
     fetch_info: Sequence[str] | None = None,
     print_period: int = 100,
     fetch_handler: Any = None,
+    print_fn: Callable[[str], None] | None = None,
 ) -> DatasetRunResult:
     """Trains `program` (default: the default main program) over one pass of `dataset`.
 
     thread: trainer threads; 0 takes the dataset's set_thread value. debug: also report the
     time spent per op role. fetch_list/fetch_info: variables (and their printed names) shown
-    every print_period batches (0 = never).
+    every print_period batches (0 = never). print_fn: called with each progress line instead of
+    print (e.g. to record a training curve), on a trainer thread, one call at a time.
     """
     return _run(
         executor,
@@ -80,6 +82,7 @@ def train_from_dataset(
         print_period,
         fetch_handler,
         infer=False,
+        print_fn=print_fn,
     )
 
 
@@ -94,6 +97,7 @@ def infer_from_dataset(
     fetch_info: Sequence[str] | None = None,
     print_period: int = 100,
     fetch_handler: Any = None,
+    print_fn: Callable[[str], None] | None = None,
 ) -> DatasetRunResult:
     """Like train_from_dataset, but runs the program's forward part only (a for_test clone:
     no backward or optimizer op runs, so parameters do not change)."""
@@ -109,6 +113,7 @@ def infer_from_dataset(
         print_period,
         fetch_handler,
         infer=True,
+        print_fn=print_fn,
     )
 
 
@@ -124,6 +129,7 @@ def _run(
     print_period: int,
     fetch_handler: Any,
     infer: bool,
+    print_fn: Callable[[str], None] | None = None,
 ) -> DatasetRunResult:
     what = "infer_from_dataset" if infer else "train_from_dataset"
     if dataset is None or not isinstance(dataset, DatasetBase):
@@ -169,7 +175,7 @@ def _run(
         print_period,
         bool(debug),
         seed,
-        _print_line,
+        print_fn or _print_line,
     )
     read = raw["read"]
     return DatasetRunResult(
