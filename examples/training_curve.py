@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+from typing import Callable
 
 _TRAINER_LINE = re.compile(r"batch (\d+) \(thread \d+\): (.*), ([0-9.]+) samples/s")
 
@@ -107,3 +108,34 @@ def progress(step: int, samples_per_sec: float, done: int = 0, total: int = 0) -
         left = max(total - done, 0) / samples_per_sec
         line += f", ETA {int(left) // 60}:{int(left) % 60:02d}"
     return line
+
+
+def dataset_progress(
+    curve: Curve, prefix: str, batch_size: int, done_before: int = 0, total: int = 0
+) -> Callable[[str], None]:
+    """A ``print_fn`` for ``train_from_dataset`` that records its progress lines on ``curve``
+    (steps continue from the curve's last one) and prints them with an ETA; ``done_before`` and
+    ``total`` count samples (0 when the total is unknown)."""
+    offset = curve.steps[-1] if curve.steps else 0
+
+    def on_line(line: str) -> None:
+        if not curve.log_trainer_line(line, offset):
+            print(line, flush=True)
+            return
+        done = done_before + (curve.steps[-1] - offset) * batch_size
+        text = f"{prefix} {progress(curve.steps[-1], curve.rate[-1], done, total)}"
+        text += f", loss {curve.loss[-1]:.5f}"
+        if not math.isnan(curve.train_auc[-1]):
+            text += f", train_auc {curve.train_auc[-1]:.5f}"
+        print(text, flush=True)
+
+    return on_line
+
+
+def count_lines(paths: list[str]) -> int:
+    """Lines in the files (the samples of line-per-sample data), for an ETA."""
+    total = 0
+    for path in paths:
+        with open(path, "rb") as f:
+            total += sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b""))
+    return total

@@ -17,10 +17,12 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(1, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import baselines  # noqa: E402
 import criteo_reader  # noqa: E402
 import model  # noqa: E402
+import training_curve  # noqa: E402
 
 import fleet  # noqa: E402
 
@@ -64,6 +66,8 @@ def train(args: argparse.Namespace) -> dict:
         exe.enable_profiling()
 
     step, samples, train_seconds, auc = 0, 0, 0.0, float("nan")
+    curve = training_curve.Curve("CTR-DNN, one process")
+    total = len(train_data) * args.epochs
     for epoch in range(1, args.epochs + 1):
         window_start, window_samples = time.perf_counter(), 0
         epoch_start = window_start
@@ -74,20 +78,23 @@ def train(args: argparse.Namespace) -> dict:
             loss, batch_auc = exe.run(net.main, feed=feed, fetch_list=[net.loss, net.auc])
             step += 1
             window_samples += len(batch)
+            samples += len(batch)
             if step % args.print_period == 0:
                 now = time.perf_counter()
+                rate = window_samples / (now - window_start)
+                curve.log_step(step, loss[0], rate, batch_auc[0])
                 print(
-                    f"epoch {epoch} step {step}: loss={loss[0]:.5f} train_auc={batch_auc[0]:.5f} "
-                    f"{window_samples / (now - window_start):.0f} samples/s",
+                    f"epoch {epoch} {training_curve.progress(step, rate, samples, total)}: "
+                    f"loss={loss[0]:.5f} train_auc={batch_auc[0]:.5f}",
                     flush=True,
                 )
                 window_start, window_samples = now, 0
-            samples += len(batch)
             if args.max_batches and step >= args.max_batches:
                 break
         train_seconds += time.perf_counter() - epoch_start
         probs = evaluate(exe, net, test_data)
         auc = baselines.roc_auc(test_data.label[:, 0], probs)
+        curve.log_epoch(epoch, auc)
         print(
             f"epoch {epoch} done: test_auc={auc:.5f} "
             f"({samples / train_seconds:.0f} samples/s so far)",
@@ -105,6 +112,9 @@ def train(args: argparse.Namespace) -> dict:
     }
     if args.profile:
         result["profile"] = exe.profile()
+    if args.plot:
+        curve.save(args.plot)
+        print(f"wrote {args.plot}", flush=True)
     return result
 
 
@@ -145,6 +155,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="report time spent in forward, backward and optimizer ops",
     )
     parser.add_argument("--json", action="store_true", help="print a JSON summary line")
+    parser.add_argument("--plot", help="write the training curve to this PNG")
     return parser.parse_args(argv)
 
 

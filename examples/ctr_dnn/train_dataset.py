@@ -20,11 +20,13 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(1, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import baselines  # noqa: E402
 import criteo_reader  # noqa: E402
 import model  # noqa: E402
 import train  # noqa: E402
+import training_curve  # noqa: E402
 
 import fleet  # noqa: E402
 from fleet.data_generator import python_pipe_command  # noqa: E402
@@ -76,6 +78,9 @@ def run(args: argparse.Namespace) -> dict:
             flush=True,
         )
     samples, seconds = 0, 0.0
+    curve = training_curve.Curve(f"CTR-DNN, train_from_dataset, {args.thread} threads")
+    total = training_curve.count_lines(args.train) * args.epochs
+    test_data = criteo_reader.read_criteo(args.test, sparse_dim=args.sparse_dim)
     for epoch in range(1, args.epochs + 1):
         if kind == "InMemoryDataset":
             dataset.local_shuffle(seed=args.seed + epoch)
@@ -86,6 +91,9 @@ def run(args: argparse.Namespace) -> dict:
             fetch_list=[net.loss, net.auc],
             fetch_info=["loss", "train_auc"],
             print_period=args.print_period,
+            print_fn=training_curve.dataset_progress(
+                curve, f"epoch {epoch}", args.batch_size, samples, total
+            ),
         )
         samples += result.samples
         seconds += result.seconds
@@ -95,8 +103,14 @@ def run(args: argparse.Namespace) -> dict:
             f"{result.fetch_mean(net.loss.name):.5f}",
             flush=True,
         )
-    test_data = criteo_reader.read_criteo(args.test, sparse_dim=args.sparse_dim)
+        if args.plot and epoch < args.epochs:  # the last epoch is scored below
+            probs = train.evaluate(exe, net, test_data)
+            curve.log_epoch(epoch, baselines.roc_auc(test_data.label[:, 0], probs))
     auc = baselines.roc_auc(test_data.label[:, 0], train.evaluate(exe, net, test_data))
+    curve.log_epoch(args.epochs, auc)
+    if args.plot:
+        curve.save(args.plot)
+        print(f"wrote {args.plot}", flush=True)
     reset_streaming_auc(net)
     # One thread: the AUC histograms are shared by all threads of a pass, unsynchronised.
     inferred = exe.infer_from_dataset(
@@ -132,6 +146,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="batches (over all threads) between progress lines",
     )
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--plot", help="write the training curve to this PNG")
     return parser.parse_args(argv)
 
 

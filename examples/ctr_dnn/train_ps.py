@@ -27,12 +27,14 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(1, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import baselines  # noqa: E402
 import criteo_reader  # noqa: E402
 import model  # noqa: E402
 import train  # noqa: E402
 import train_dataset  # noqa: E402
+import training_curve  # noqa: E402
 
 import fleet  # noqa: E402
 
@@ -61,6 +63,7 @@ def _train_epoch(
     step: int,
     worker: int,
     workers: int,
+    curve: training_curve.Curve | None = None,
 ) -> tuple[int, int]:
     """One epoch of the Executor.run loop on this worker's share of the batches."""
     train_data = _train_data(args)
@@ -74,17 +77,23 @@ def _train_epoch(
     for i, batch in enumerate(batches):
         if i % workers != worker or i // workers >= per_worker:
             continue
-        (loss,) = exe.run(
-            net.main, feed=net.feed(batch.dense, batch.sparse, batch.label), fetch_list=[net.loss]
+        loss, auc = exe.run(
+            net.main,
+            feed=net.feed(batch.dense, batch.sparse, batch.label),
+            fetch_list=[net.loss, net.auc],
         )
         step += 1
         samples += len(batch)
         window_samples += len(batch)
         if step % args.print_period == 0:
             now = time.perf_counter()
+            rate = window_samples / (now - window_start)
+            total = per_worker * args.batch_size * args.epochs
+            if curve is not None:
+                curve.log_step(step, loss[0], rate, auc[0])
+            line = training_curve.progress(step, rate, samples, total)
             print(
-                f"worker {worker} epoch {epoch} step {step}: loss={loss[0]:.5f} "
-                f"{window_samples / (now - window_start):.0f} samples/s",
+                f"worker {worker} epoch {epoch} {line}: loss={loss[0]:.5f} train_auc={auc[0]:.5f}",
                 flush=True,
             )
             window_start, window_samples = now, 0
@@ -136,6 +145,7 @@ def run(args: argparse.Namespace) -> int:
     fleet.init_worker()
     start = time.perf_counter()
     samples, step = 0, 0
+    curve = training_curve.Curve(f"CTR-DNN, {args.mode} parameter servers, worker {worker}")
     for epoch in range(1, args.epochs + 1):
         if args.dataset:
             if args.dataset == "inmemory":
@@ -144,13 +154,16 @@ def run(args: argparse.Namespace) -> int:
                 net.main,
                 dataset,
                 thread=args.thread,
-                fetch_list=[net.loss],
-                fetch_info=["loss"],
+                fetch_list=[net.loss, net.auc],
+                fetch_info=["loss", "train_auc"],
                 print_period=args.print_period,
+                print_fn=training_curve.dataset_progress(
+                    curve, f"worker {worker} epoch {epoch}", args.batch_size
+                ),
             )
             samples += result.samples
             continue
-        samples, step = _train_epoch(args, exe, net, epoch, samples, step, worker, workers)
+        samples, step = _train_epoch(args, exe, net, epoch, samples, step, worker, workers, curve)
     seconds = time.perf_counter() - start
     fleet.flush_worker()
     print(f"worker {worker}: samples={samples} samples_per_sec={samples / seconds:.0f}", flush=True)
@@ -164,6 +177,10 @@ def run(args: argparse.Namespace) -> int:
         auc = baselines.roc_auc(test_data.label[:, 0], probs)
         print(f"total_samples={total:.0f} total_samples_per_sec={total / longest:.0f}", flush=True)
         print(f"test_auc={auc:.5f}", flush=True)
+        if args.plot:
+            curve.log_epoch(args.epochs, auc)
+            curve.save(args.plot)
+            print(f"wrote {args.plot}", flush=True)
     fleet.stop_worker()
     return 0
 
@@ -193,6 +210,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--print_period", type=int, default=100, help="steps between logs")
     parser.add_argument("--max_batches", type=int, default=0, help="stop early (0 = no limit)")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--plot", help="worker 0 writes its training curve to this PNG")
     return parser.parse_args(argv)
 
 

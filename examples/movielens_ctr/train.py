@@ -21,10 +21,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 # After HERE: ctr_dnn has a model.py too; only its baselines (roc_auc) are used.
 sys.path.append(os.path.join(HERE, "..", "ctr_dnn"))
+sys.path.append(os.path.join(HERE, ".."))
 
 import baselines  # noqa: E402
 import model  # noqa: E402
 import reader  # noqa: E402
+import training_curve  # noqa: E402
 
 import fleet  # noqa: E402
 from fleet.data_generator import python_pipe_command  # noqa: E402
@@ -118,21 +120,32 @@ def train(args: argparse.Namespace, train_files: list[str], test_file: str) -> d
     test = list(reader.read_samples(test_file, tables))
     labels = np.array([s[-1][1][0] for s in test])
     auc = float("nan")
+    curve = training_curve.Curve("DeepFM on MovieLens-100k")
+    per_epoch = training_curve.count_lines(train_files)
+    samples = 0
     for epoch in range(1, args.epochs + 1):
         result = exe.train_from_dataset(
             net.main,
             dataset,
             thread=args.thread,
-            fetch_list=[net.loss],
-            fetch_info=["loss"],
+            fetch_list=[net.loss, net.auc],
+            fetch_info=["loss", "train_auc"],
             print_period=args.print_period,
+            print_fn=training_curve.dataset_progress(
+                curve, f"epoch {epoch}", args.batch_size, samples, per_epoch * args.epochs
+            ),
         )
+        samples += result.samples
         auc = baselines.roc_auc(labels, predict(exe, net, test))
+        curve.log_epoch(epoch, auc)
         print(
             f"epoch {epoch}: {result.samples} samples, {result.samples_per_sec:.0f} "
             f"samples/s, mean loss {result.fetch_mean(net.loss.name):.4f}, test AUC {auc:.4f}",
             flush=True,
         )
+    if args.plot:
+        curve.save(args.plot)
+        print(f"wrote {args.plot}", flush=True)
     train_samples = [s for path in train_files for s in reader.read_samples(path, tables)]
     return {"test_auc": auc, "lr_test_auc": logistic_regression_auc(train_samples, test)}
 
@@ -156,9 +169,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--print_period", type=int, default=0, help="batches between progress lines (0: none)"
     )
     parser.add_argument("--seed", type=int, default=1, help="split and initialisation seed")
+    parser.add_argument("--plot", help="write the training curve to this PNG")
     args = parser.parse_args(argv)
     if bool(args.train) != bool(args.test):
         parser.error("--train and --test go together")
+    if args.plot and not args.print_period:
+        args.print_period = 50  # the curve needs logging steps
     return args
 
 

@@ -178,19 +178,9 @@ def train_epochs(
     samples, seconds = 0, 0.0
     total = expected_samples * args.epochs
     for epoch in range(1, args.epochs + 1):
-        offset = curve.steps[-1] if curve.steps else 0
-        done_before = samples
-
-        def on_line(line: str) -> None:
-            if curve.log_trainer_line(line, offset):
-                done = done_before + (curve.steps[-1] - offset) * args.batch_size
-                print(
-                    f"worker {worker} epoch {epoch} "
-                    + training_curve.progress(curve.steps[-1], curve.rate[-1], done, total)
-                    + f", loss {curve.loss[-1]:.4f}",
-                    flush=True,
-                )
-
+        on_line = training_curve.dataset_progress(
+            curve, f"worker {worker} epoch {epoch}", args.batch_size, samples, total
+        )
         result = exe.train_from_dataset(
             net.main,
             dataset,
