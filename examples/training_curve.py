@@ -114,13 +114,13 @@ def dataset_progress(
     curve: Curve, prefix: str, batch_size: int, done_before: int = 0, total: int = 0
 ) -> Callable[[str], None]:
     """A ``print_fn`` for ``train_from_dataset`` that records its progress lines on ``curve``
-    (steps continue from the curve's last one) and prints them with an ETA; ``done_before`` and
-    ``total`` count samples (0 when the total is unknown)."""
+    (steps continue from the curve's last one) and prints each, then a line with the ETA;
+    ``done_before`` and ``total`` count samples (0 when the total is unknown)."""
     offset = curve.steps[-1] if curve.steps else 0
 
     def on_line(line: str) -> None:
+        print(line, flush=True)  # the trainer's own line, then the one with the ETA
         if not curve.log_trainer_line(line, offset):
-            print(line, flush=True)
             return
         done = done_before + (curve.steps[-1] - offset) * batch_size
         text = f"{prefix} {progress(curve.steps[-1], curve.rate[-1], done, total)}"
