@@ -6,6 +6,7 @@ explicit list.
 """
 
 from fleet import data_generator, errors, initializer, layers, optimizer, regularizer, utils
+from fleet import metrics
 from fleet.backward import append_backward, gradients
 from fleet.base.distributed_strategy import DistributedStrategy, DistributedStrategyFactory
 from fleet.dataset import DatasetFactory, InMemoryDataset, QueueDataset
@@ -28,8 +29,12 @@ from fleet.fleet_api import (
     is_first_worker,
     is_server,
     is_worker,
+    load_inference_model,
+    load_model,
     role_maker,
     run_server,
+    save_inference_model,
+    save_persistables,
     server_endpoints,
     server_index,
     server_num,
@@ -56,7 +61,8 @@ __all__ = [
     "init_server", "init_worker", "run_server", "stop_worker", "main_program", "startup_program",
     "barrier_worker", "init", "is_first_worker", "is_server", "is_worker", "role_maker",
     "server_endpoints", "server_index", "server_num", "util", "worker_endpoints",
-    "worker_index", "worker_num",
+    "worker_index", "worker_num", "save_persistables", "load_model", "save_inference_model",
+    "load_inference_model", "metrics",
     "CPUPlace", "CUDAPlace", "DatasetFactory", "Executor", "InMemoryDataset", "QueueDataset",
     "data_generator", "LoDTensor", "ParamAttr", "Parameter", "Program",
     "Variable", "append_backward", "create_lod_tensor", "default_main_program",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from fleet import role_maker
 from fleet.base.fleet_base import Fleet
+from fleet.ps.inference import load_inference_model
 
 instance = Fleet()
 
@@ -33,8 +34,12 @@ run_server = instance.run_server
 init_worker = instance.init_worker
 flush_worker = instance.flush_worker
 stop_worker = instance.stop_worker
+save_persistables = instance.save_persistables
+load_model = instance.load_model
+save_inference_model = instance.save_inference_model
 
 __all__ = ["Fleet", "barrier_worker", "distributed_optimizer", "flush_worker", "init_server",
            "init_worker", "run_server", "stop_worker", "init", "instance", "is_first_worker", "is_server",
            "is_worker", "role_maker", "server_endpoints", "server_index", "server_num", "util",
-           "worker_endpoints", "worker_index", "worker_num"]
+           "worker_endpoints", "worker_index", "worker_num", "save_persistables", "load_model",
+           "save_inference_model", "load_inference_model"]
