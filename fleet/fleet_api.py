@@ -38,8 +38,30 @@ save_persistables = instance.save_persistables
 load_model = instance.load_model
 save_inference_model = instance.save_inference_model
 
-__all__ = ["Fleet", "barrier_worker", "distributed_optimizer", "flush_worker", "init_server",
-           "init_worker", "run_server", "stop_worker", "init", "instance", "is_first_worker", "is_server",
-           "is_worker", "role_maker", "server_endpoints", "server_index", "server_num", "util",
-           "worker_endpoints", "worker_index", "worker_num", "save_persistables", "load_model",
-           "save_inference_model", "load_inference_model"]
+__all__ = [
+    "Fleet",
+    "barrier_worker",
+    "distributed_optimizer",
+    "flush_worker",
+    "init_server",
+    "init_worker",
+    "run_server",
+    "stop_worker",
+    "init",
+    "instance",
+    "is_first_worker",
+    "is_server",
+    "is_worker",
+    "role_maker",
+    "server_endpoints",
+    "server_index",
+    "server_num",
+    "util",
+    "worker_endpoints",
+    "worker_index",
+    "worker_num",
+    "save_persistables",
+    "load_model",
+    "save_inference_model",
+    "load_inference_model",
+]

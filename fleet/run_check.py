@@ -42,7 +42,6 @@ _JOB_SCRIPT = textwrap.dedent("""\
     """)
 
 
-
 class CheckFailed(Exception):
     """A check's failure, with what to look at."""
 
@@ -91,8 +90,11 @@ def _loaded_library(fragment: str, skip: Sequence[str] = ()) -> Optional[str]:
         with open("/proc/self/maps", encoding="utf-8") as f:
             for line in f:
                 path = line.split()[-1]
-                if (fragment in os.path.basename(path) and ".so" in path
-                        and not any(s in path for s in skip)):
+                if (
+                    fragment in os.path.basename(path)
+                    and ".so" in path
+                    and not any(s in path for s in skip)
+                ):
                     return path
     except OSError:
         return None
@@ -121,12 +123,15 @@ def check_single_process() -> str:
     with fleet.scope_guard(_core.Scope()):  # leaves the caller's global scope alone
         exe = fleet.Executor(fleet.CPUPlace())
         exe.run(startup)
-        losses = [exe.run(main, feed={"x": xs, "label": labels}, fetch_list=[loss])[0].item()
-                  for _ in range(10)]
+        losses = [
+            exe.run(main, feed={"x": xs, "label": labels}, fetch_list=[loss])[0].item()
+            for _ in range(10)
+        ]
     if not all(np.isfinite(losses)) or losses[-1] >= losses[0]:
-        raise CheckFailed(f"the loss did not fall: {losses[0]:.4f} -> {losses[-1]:.4f}",
-                          "the CPU kernels or the BLAS library misbehave; report it with the "
-                          "build lines above")
+        raise CheckFailed(
+            f"the loss did not fall: {losses[0]:.4f} -> {losses[-1]:.4f}",
+            "the CPU kernels or the BLAS library misbehave; report it with the build lines above",
+        )
     return f"10 steps, loss {losses[0]:.3f} -> {losses[-1]:.3f}"
 
 
@@ -137,14 +142,16 @@ def _check_ps_training(mode: str) -> str:
         seen = _worker_results(Path(tmp), 2)
     first, last = seen[0]["loss_before"], seen[0]["loss_after"]
     if not last < first:
-        raise CheckFailed(f"{mode} training did not lower the loss of a fixed batch "
-                          f"({first:.4f} -> {last:.4f})",
-                          "the servers did not apply the workers' gradients; report it with "
-                          "the build lines above")
+        raise CheckFailed(
+            f"{mode} training did not lower the loss of a fixed batch ({first:.4f} -> {last:.4f})",
+            "the servers did not apply the workers' gradients; report it with "
+            "the build lines above",
+        )
     if not np.allclose(seen[0]["dense"], seen[1]["dense"], atol=1e-6):
-        raise CheckFailed("the two workers read different dense parameters after training",
-                          "the servers or the communicator lost updates; report it with the "
-                          "build lines above")
+        raise CheckFailed(
+            "the two workers read different dense parameters after training",
+            "the servers or the communicator lost updates; report it with the build lines above",
+        )
     return f"2 workers, 20 steps each: loss {first:.3f} -> {last:.3f}"
 
 
@@ -163,8 +170,10 @@ def check_collective() -> str:
         seen = _worker_results(Path(tmp), 2)
     for rank, result in seen.items():
         if result["sum"] != [3.0] * 4:
-            raise CheckFailed(f"rank {rank} got {result['sum']}, expected [3.0] * 4",
-                              "Gloo returned a wrong sum; report it with the build lines above")
+            raise CheckFailed(
+                f"rank {rank} got {result['sum']}, expected [3.0] * 4",
+                "Gloo returned a wrong sum; report it with the build lines above",
+            )
     return "2 processes all-reduced through Gloo"
 
 
@@ -190,22 +199,42 @@ def _run_job(options: Sequence[str], job: str, workdir: Path) -> None:
     # The fleet that runs this check, also when it is not installed (a source checkout).
     package_root = str(Path(__file__).resolve().parents[1])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
-    command = [sys.executable, "-m", "fleet.launch", "--log_dir", str(workdir / "logs"),
-               *options, str(script), job, str(workdir)]
+    command = [
+        sys.executable,
+        "-m",
+        "fleet.launch",
+        "--log_dir",
+        str(workdir / "logs"),
+        *options,
+        str(script),
+        job,
+        str(workdir),
+    ]
     try:
-        proc = subprocess.run(command, capture_output=True, text=True, env=env,
-                              cwd=str(workdir), timeout=JOB_TIMEOUT_S)
+        proc = subprocess.run(
+            command,
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=str(workdir),
+            timeout=JOB_TIMEOUT_S,
+        )
     except subprocess.TimeoutExpired:
-        raise CheckFailed(f"fleetrun did not finish within {JOB_TIMEOUT_S:.0f} s",
-                          "processes could not reach each other: check that this machine lets "
-                          "processes listen on and connect to 127.0.0.1 ports (firewall, "
-                          "sandbox) and that it is not overloaded") from None
+        raise CheckFailed(
+            f"fleetrun did not finish within {JOB_TIMEOUT_S:.0f} s",
+            "processes could not reach each other: check that this machine lets "
+            "processes listen on and connect to 127.0.0.1 ports (firewall, "
+            "sandbox) and that it is not overloaded",
+        ) from None
     if proc.returncode != 0:
-        logs = "\n".join(f"{p.name}: {p.read_text(errors='replace')[-1500:]}"
-                         for p in sorted((workdir / "logs").glob("*log*")))
+        logs = "\n".join(
+            f"{p.name}: {p.read_text(errors='replace')[-1500:]}"
+            for p in sorted((workdir / "logs").glob("*log*"))
+        )
         output = f"{proc.stderr[-1500:]}\n{logs}"
-        raise CheckFailed(f"fleetrun exited with {proc.returncode}:\n{output.strip()}",
-                          _hint_for(output))
+        raise CheckFailed(
+            f"fleetrun exited with {proc.returncode}:\n{output.strip()}", _hint_for(output)
+        )
 
 
 def _worker_results(workdir: Path, workers: int) -> dict:
@@ -213,8 +242,10 @@ def _worker_results(workdir: Path, workers: int) -> dict:
     for rank in range(workers):
         path = workdir / f"result.{rank}.json"
         if not path.exists():
-            raise CheckFailed(f"worker {rank} finished without a result",
-                              "a worker exited early; run the check again to see its log")
+            raise CheckFailed(
+                f"worker {rank} finished without a result",
+                "a worker exited early; run the check again to see its log",
+            )
         results[rank] = json.loads(path.read_text())
     return results
 
@@ -223,16 +254,25 @@ def _hint_for(output: str) -> str:
     """What to check, from the output of a failed job."""
     text = output.lower()
     if "cannot open shared object" in text or "importerror" in text or "undefined symbol" in text:
-        return ("a library is missing or does not match: reinstall Fleet, and check "
-                "`ldd $(python -c 'import fleet._core as c; print(c.__file__)')`")
-    if any(s in text for s in ("address already in use", "cannot listen", "failed to bind",
-                               "permission denied")):
-        return ("a port could not be opened: check that processes may listen on 127.0.0.1 "
-                "(firewall, sandbox, port range)")
-    if any(s in text for s in ("unavailable", "timed out", "timeout", "connection refused",
-                               "connect")):
-        return ("processes could not reach each other: check that 127.0.0.1 connections between "
-                "processes are allowed (firewall, sandbox, a proxy in the environment)")
+        return (
+            "a library is missing or does not match: reinstall Fleet, and check "
+            "`ldd $(python -c 'import fleet._core as c; print(c.__file__)')`"
+        )
+    if any(
+        s in text
+        for s in ("address already in use", "cannot listen", "failed to bind", "permission denied")
+    ):
+        return (
+            "a port could not be opened: check that processes may listen on 127.0.0.1 "
+            "(firewall, sandbox, port range)"
+        )
+    if any(
+        s in text for s in ("unavailable", "timed out", "timeout", "connection refused", "connect")
+    ):
+        return (
+            "processes could not reach each other: check that 127.0.0.1 connections between "
+            "processes are allowed (firewall, sandbox, a proxy in the environment)"
+        )
     return "see the output above"
 
 
@@ -253,8 +293,9 @@ def _ps_train_job(workdir: str, mode: str) -> int:
         prob = layers.fc(layers.sequence_pool(emb, "sum"), 2, act="softmax")
         loss = layers.mean(layers.cross_entropy(prob, label))
         factory = F.DistributedStrategyFactory
-        strategy = (factory.create_sync_strategy() if mode == "sync"
-                    else factory.create_async_strategy())
+        strategy = (
+            factory.create_sync_strategy() if mode == "sync" else factory.create_async_strategy()
+        )
         F.distributed_optimizer(F.optimizer.SGD(0.5), strategy).minimize(loss)
         test = main.clone(for_test=True)
     if F.is_server():
@@ -281,10 +322,15 @@ def _ps_train_job(workdir: str, mode: str) -> int:
     F.barrier_worker()
     F.flush_worker()  # the other worker's last gradients are in: refresh the dense values
     (after,) = exe.run(test, feed=fixed, fetch_list=[loss])
-    dense = [F.global_scope().find_var(p.name).get_tensor().numpy().ravel().tolist()
-             for p in F.main_program.all_parameters()]
-    _record(workdir, rank, {"loss_before": float(before[0]), "loss_after": float(after[0]),
-                            "dense": sum(dense, [])})
+    dense = [
+        F.global_scope().find_var(p.name).get_tensor().numpy().ravel().tolist()
+        for p in F.main_program.all_parameters()
+    ]
+    _record(
+        workdir,
+        rank,
+        {"loss_before": float(before[0]), "loss_after": float(after[0]), "dense": sum(dense, [])},
+    )
     F.stop_worker(timeout=RPC_TIMEOUT_S)
     return 0
 
@@ -307,9 +353,11 @@ def _record(workdir: str, rank: int, result: dict) -> None:
     os.replace(tmp, path)
 
 
-_JOBS: dict = {"ps_async": lambda workdir: _ps_train_job(workdir, "async"),
-               "ps_sync": lambda workdir: _ps_train_job(workdir, "sync"),
-               "collective": _collective_job}
+_JOBS: dict = {
+    "ps_async": lambda workdir: _ps_train_job(workdir, "async"),
+    "ps_sync": lambda workdir: _ps_train_job(workdir, "sync"),
+    "collective": _collective_job,
+}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -331,20 +379,25 @@ def run_checks(checks: Sequence[tuple] = CHECKS) -> List[CheckResult]:
     return results
 
 
-def run_check(stream: Optional[TextIO] = None,
-              checks: Sequence[tuple] = CHECKS) -> bool:
+def run_check(stream: Optional[TextIO] = None, checks: Sequence[tuple] = CHECKS) -> bool:
     """Prints the build and the result of each check to `stream` (stdout); True when all
     passed."""
     out = stream or sys.stdout
     try:
         info = build_info()
     except ImportError as e:
-        print(f"Fleet cannot load its compiled core: {e}\n  check: reinstall Fleet; `ldd` on "
-              "fleet/_core*.so names any missing library\nFleet does NOT work here.", file=out)
+        print(
+            f"Fleet cannot load its compiled core: {e}\n  check: reinstall Fleet; `ldd` on "
+            "fleet/_core*.so names any missing library\nFleet does NOT work here.",
+            file=out,
+        )
         return False
     print(f"Fleet {info['version']} (Python {info['python']})", file=out)
-    print(f"  CUDA compiled in: {'yes' if info['cuda_compiled'] else 'no (CPU build)'}; "
-          f"GPUs visible: {info['gpus_visible']}; NCCL: {info['nccl']}", file=out)
+    print(
+        f"  CUDA compiled in: {'yes' if info['cuda_compiled'] else 'no (CPU build)'}; "
+        f"GPUs visible: {info['gpus_visible']}; NCCL: {info['nccl']}",
+        file=out,
+    )
     print(f"  BLAS: {info['blas_library']}, {info['blas_threads']} thread(s)", file=out, flush=True)
     results = []
     for name, check in checks:
@@ -359,16 +412,19 @@ def run_check(stream: Optional[TextIO] = None,
     if failed:
         print(f"Fleet does NOT work here: {', '.join(failed)} failed (see above).", file=out)
     else:
-        print("Fleet works here: single-process, parameter-server and collective runs all "
-              "passed.", file=out)
+        print(
+            "Fleet works here: single-process, parameter-server and collective runs all passed.",
+            file=out,
+        )
     return not failed
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m fleet.run_check",
-                                     description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m fleet.run_check", description=__doc__.split("\n\n")[0]
+    )
     parser.parse_args(argv)
     return 0 if run_check() else 1
 

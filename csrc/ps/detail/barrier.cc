@@ -34,9 +34,9 @@ absl::Status BarrierSet::ArriveAndRun(const std::string& name, uint32_t num_work
                                                    round.expected));
   }
   if (round.waiting[worker_id]) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "barrier '", name, "': worker id ", worker_id,
-        " is already waiting in this round (two workers with one id?); not counted"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("barrier '", name, "': worker id ", worker_id,
+                     " is already waiting in this round (two workers with one id?); not counted"));
   }
   const uint64_t generation = round.generation;
   if (done) ++round.done;

@@ -96,8 +96,8 @@ TEST(MultiTrainerHooks, EveryHookFiresAsTheContractSays) {
   executor.resources()->AddStepHook(hook);
   auto prepared = executor.Prepare(ScaleProgram(false), 0);
   Scope root;
-  data::QueueDataset dataset(Config(), {WriteLines("hooks_a.txt", 40), WriteLines("hooks_b.txt",
-                                                                                   40)});
+  data::QueueDataset dataset(Config(),
+                             {WriteLines("hooks_a.txt", 40), WriteLines("hooks_b.txt", 40)});
   TrainerOptions options;
   options.threads = 2;
   options.print_period = 0;

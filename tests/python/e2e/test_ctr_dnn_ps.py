@@ -28,14 +28,45 @@ def _env() -> dict:
 @pytest.fixture(scope="module")
 def criteo(tmp_path_factory):
     out = tmp_path_factory.mktemp("criteo")
-    subprocess.run([sys.executable, str(EXAMPLE / "generate_data.py"), "--out", str(out),
-                    "--train_rows", "200000", "--test_rows", "50000", "--train_parts", "2",
-                    "--seed", "0"], check=True, env=_env(), capture_output=True, timeout=300)
+    subprocess.run(
+        [
+            sys.executable,
+            str(EXAMPLE / "generate_data.py"),
+            "--out",
+            str(out),
+            "--train_rows",
+            "200000",
+            "--test_rows",
+            "50000",
+            "--train_parts",
+            "2",
+            "--seed",
+            "0",
+        ],
+        check=True,
+        env=_env(),
+        capture_output=True,
+        timeout=300,
+    )
     train = sorted(str(p) for p in out.glob("train*"))
     test = str(out / "test.txt")
-    single = subprocess.run([sys.executable, str(EXAMPLE / "train.py"), "--train", *train,
-                             "--test", test, "--print_period", "100000"], env=_env(),
-                            capture_output=True, text=True, timeout=600, check=True)
+    single = subprocess.run(
+        [
+            sys.executable,
+            str(EXAMPLE / "train.py"),
+            "--train",
+            *train,
+            "--test",
+            test,
+            "--print_period",
+            "100000",
+        ],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+    )
     return train, test, _value(single.stdout, "test_auc")
 
 
@@ -47,10 +78,27 @@ def _value(output: str, key: str) -> float:
 
 def _fleetrun(train, test, *args: str, servers: int = 1, timeout: float = 900) -> str:
     result = subprocess.run(
-        [sys.executable, "-m", "fleet.launch", f"--server_num={servers}", "--worker_num=2",
-         str(EXAMPLE / "train_ps.py"), "--train", *train, "--test", test,
-         "--print_period", "100000", *args],
-        env=_env(), capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+        [
+            sys.executable,
+            "-m",
+            "fleet.launch",
+            f"--server_num={servers}",
+            "--worker_num=2",
+            str(EXAMPLE / "train_ps.py"),
+            "--train",
+            *train,
+            "--test",
+            test,
+            "--print_period",
+            "100000",
+            *args,
+        ],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return result.stdout + result.stderr
 

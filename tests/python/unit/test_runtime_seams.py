@@ -24,9 +24,13 @@ def _program():
 def test_direct_edits_of_ops_and_vars_bump_the_version():
     main, _, _, _ = _program()
     block = main.global_block()
-    for edit in (lambda: block.ops.pop(), lambda: block.ops.insert(0, block.ops[0]),
-                 lambda: block.ops.__setitem__(0, block.ops[0]),
-                 lambda: block.vars.pop("x"), lambda: block.vars.update({})):
+    for edit in (
+        lambda: block.ops.pop(),
+        lambda: block.ops.insert(0, block.ops[0]),
+        lambda: block.ops.__setitem__(0, block.ops[0]),
+        lambda: block.vars.pop("x"),
+        lambda: block.vars.update({}),
+    ):
         before = main.version
         edit()
         assert main.version > before
@@ -40,7 +44,7 @@ def test_an_executor_never_runs_a_stale_program_after_a_direct_edit():
         (out,) = exe.run(main, feed=feed, fetch_list=[z])
         np.testing.assert_allclose(out, 6.0)
         main.global_block().ops[1].attrs["scale"] = 3.0  # an attribute edit, then an op edit
-        del main.global_block().ops[0]                   # z = 3 * y, y no longer computed
+        del main.global_block().ops[0]  # z = 3 * y, y no longer computed
         main.global_block().ops[0].inputs["X"] = [x.name]
         (out,) = exe.run(main, feed=feed, fetch_list=[z])
         np.testing.assert_allclose(out, 3.0)
