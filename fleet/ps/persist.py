@@ -50,8 +50,11 @@ def worker_local_vars(fleet: Any, program: Any) -> list[str]:
     parameter (the dense parameters are pulled from the servers, the sparse ones live there)."""
     plan = fleet._ps_plan
     served = {d.param for d in plan.dense} | {s.param for s in plan.sparse}
-    return sorted(v.name for v in program.global_block().vars.values()
-                  if v.persistable and v.name not in served and v.name not in ("feed", "fetch"))
+    return sorted(
+        v.name
+        for v in program.global_block().vars.values()
+        if v.persistable and v.name not in served and v.name not in ("feed", "fetch")
+    )
 
 
 class Checkpointer:
@@ -66,11 +69,19 @@ class Checkpointer:
         role = self._fleet.role_maker
         runtime.client.barrier(f"__{what}_{n}__", role.worker_num(), role.worker_index(), timeout)
 
-    def save_persistables(self, executor: Any, dirname: str, main_program: Any = None,
-                          mode: int = 0, timeout: float = 600.0) -> None:
+    def save_persistables(
+        self,
+        executor: Any,
+        dirname: str,
+        main_program: Any = None,
+        mode: int = 0,
+        timeout: float = 600.0,
+    ) -> None:
         if mode not in SAVE_MODES:
-            raise InvalidArgument(f"fleet.save_persistables: mode must be 0 (base), 1 (delta) "
-                                  f"or 2 (values), got {mode!r}")
+            raise InvalidArgument(
+                f"fleet.save_persistables: mode must be 0 (base), 1 (delta) "
+                f"or 2 (values), got {mode!r}"
+            )
         runtime = _runtime(self._fleet, "save_persistables")
         program = main_program if main_program is not None else self._fleet.main_program
         dirname = os.fspath(dirname)
@@ -82,8 +93,7 @@ class Checkpointer:
                 os.makedirs(dirname, exist_ok=True)
                 rows = runtime.client.save(dirname, delta=(mode == 1))
                 self._save_worker_vars(executor, program, dirname)
-                logger.info("saved %s checkpoint into %s: %d rows", SAVE_MODES[mode], dirname,
-                            rows)
+                logger.info("saved %s checkpoint into %s: %d rows", SAVE_MODES[mode], dirname, rows)
         finally:
             # Reached on failure too, so the other workers are not left at the barrier: they
             # time out only if worker 0 died.
@@ -91,6 +101,7 @@ class Checkpointer:
 
     def _save_worker_vars(self, executor: Any, program: Any, dirname: str) -> None:
         from fleet.executor import global_scope
+
         scope = global_scope()
         arrays = {}
         for name in worker_local_vars(self._fleet, program):
@@ -109,14 +120,17 @@ class Checkpointer:
                 os.remove(tmp)
             raise InvalidArgument(f"fleet.save_persistables: cannot write {path}: {e}") from None
 
-    def load_model(self, dirname: str, mode: int = 0, main_program: Any = None,
-                   timeout: float = 600.0) -> None:
+    def load_model(
+        self, dirname: str, mode: int = 0, main_program: Any = None, timeout: float = 600.0
+    ) -> None:
         """mode 0: worker 0 loads every server table (base, then deltas), then every worker its
         worker-local persistables and the fresh dense values; mode 1: only the worker-local
         persistables (for a job whose servers restored the tables in init_server(dirname))."""
         if mode not in (0, 1):
-            raise InvalidArgument(f"fleet.load_model: mode must be 0 (tables and worker "
-                                  f"variables) or 1 (worker variables only), got {mode!r}")
+            raise InvalidArgument(
+                f"fleet.load_model: mode must be 0 (tables and worker "
+                f"variables) or 1 (worker variables only), got {mode!r}"
+            )
         runtime = _runtime(self._fleet, "load_model")
         program = main_program if main_program is not None else self._fleet.main_program
         dirname = os.fspath(dirname)
@@ -133,12 +147,38 @@ class Checkpointer:
         # The dense parameters the servers now hold.
         runtime.communicator.flush()
 
+    def shrink(self, threshold: int, timeout: float = 600.0) -> int:
+        """Every worker calls it; worker 0 drops, in every sparse table, the rows not created or
+        updated in the last `threshold` save cycles (a save of the table ends a cycle: with one
+        save a day, Paddle's delete_after_unseen_days). Returns the rows dropped (on worker 0;
+        0 on the others)."""
+        if isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 0:
+            raise InvalidArgument(
+                f"fleet.shrink: threshold must be an integer >= 0 (save "
+                f"cycles a row may go unseen), got {threshold!r}"
+            )
+        runtime = _runtime(self._fleet, "shrink")
+        n = next(self._calls)
+        runtime.communicator.flush()
+        self._meet(runtime, "shrink_begin", n, timeout)
+        dropped = 0
+        try:
+            if self._fleet.role_maker.worker_index() == 0:
+                for table in self._fleet._ps_plan.sparse:
+                    dropped += runtime.client.shrink(table.table_id, threshold)
+                logger.info("shrink(threshold=%d): %d sparse rows dropped", threshold, dropped)
+        finally:
+            self._meet(runtime, "shrink_end", n, timeout)
+        return dropped
 
-def load_worker_vars(fleet: Any, program: Any, dirname: str,
-                     scope: Optional[Any] = None) -> list[str]:
+
+def load_worker_vars(
+    fleet: Any, program: Any, dirname: str, scope: Optional[Any] = None
+) -> list[str]:
     """Sets this worker's local persistables from `dirname`'s worker file (when the save wrote
     one); returns the names set. A variable of another shape is refused, naming it."""
     from fleet.executor import global_scope
+
     path = os.path.join(dirname, WORKER_FILE)
     if not os.path.exists(path):
         return []
@@ -156,8 +196,9 @@ def load_worker_vars(fleet: Any, program: Any, dirname: str,
             current = tensor.numpy()
             value = saved[name]
             if value.shape != current.shape:
-                raise InvalidArgument(f"{path}: '{name}' has shape {value.shape}, the program's "
-                                      f"has {current.shape}")
+                raise InvalidArgument(
+                    f"{path}: '{name}' has shape {value.shape}, the program's has {current.shape}"
+                )
             tensor.set(value.astype(current.dtype, copy=False))
             done.append(name)
     return done
