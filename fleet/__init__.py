@@ -5,8 +5,16 @@ Build a static program with `fleet.layers`, pick an optimizer from `fleet.optimi
 explicit list.
 """
 
-from fleet import data_generator, errors, initializer, layers, optimizer, regularizer, utils
-from fleet import metrics
+from fleet import (
+    data_generator,
+    errors,
+    initializer,
+    layers,
+    metrics,
+    optimizer,
+    regularizer,
+    utils,
+)
 from fleet.backward import append_backward, gradients
 from fleet.base.distributed_strategy import DistributedStrategy, DistributedStrategyFactory
 from fleet.dataset import DatasetFactory, InMemoryDataset, QueueDataset
@@ -31,6 +39,7 @@ from fleet.fleet_api import (
     is_worker,
     load_inference_model,
     load_model,
+    restart_checkpoint,
     role_maker,
     run_server,
     save_inference_model,
@@ -38,6 +47,7 @@ from fleet.fleet_api import (
     server_endpoints,
     server_index,
     server_num,
+    shrink,
     stop_worker,
     util,
     worker_endpoints,
@@ -86,6 +96,8 @@ __all__ = [
     "save_inference_model",
     "load_inference_model",
     "metrics",
+    "shrink",
+    "restart_checkpoint",
     "CPUPlace",
     "CUDAPlace",
     "DatasetFactory",

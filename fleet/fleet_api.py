@@ -37,6 +37,8 @@ stop_worker = instance.stop_worker
 save_persistables = instance.save_persistables
 load_model = instance.load_model
 save_inference_model = instance.save_inference_model
+shrink = instance.shrink
+restart_checkpoint = instance.restart_checkpoint
 
 __all__ = [
     "Fleet",
@@ -64,4 +66,6 @@ __all__ = [
     "load_model",
     "save_inference_model",
     "load_inference_model",
+    "shrink",
+    "restart_checkpoint",
 ]
