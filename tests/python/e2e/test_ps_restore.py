@@ -1,7 +1,8 @@
 """Servers that restore a checkpoint as they start (fleet.init_server(dirname) uses this): the
 load happens before the port opens, on another number of servers than saved it (that worker
 0's start-up dense values do not replace loaded ones is checked end to end in test_ps_jobs.py);
-a missing checkpoint fails the start naming the directory; the values-only rows that save_inference_model exports match the servers."""
+a missing checkpoint fails the start naming the directory; the values-only rows that
+save_inference_model exports match the servers."""
 
 from __future__ import annotations
 
@@ -18,12 +19,13 @@ pytestmark = pytest.mark.timeout(120)
 
 
 def _start(num: int, load_dirname=None) -> list:
-    return [start_server(server_config(i, num, TABLES), load_dirname=load_dirname)
-            for i in range(num)]
+    return [
+        start_server(server_config(i, num, TABLES), load_dirname=load_dirname) for i in range(num)
+    ]
 
 
 def test_started_servers_serve_the_loaded_tables(ps_servers, tmp_path):
-    keys = np.random.default_rng(3).integers(-(2 ** 62), 2 ** 62, 2000, dtype=np.int64)
+    keys = np.random.default_rng(3).integers(-(2**62), 2**62, 2000, dtype=np.int64)
     one = ps_servers(TABLES, 1, tag="one")
     client = one.client()
     train(client, keys, steps=3)
@@ -50,7 +52,7 @@ def test_a_missing_checkpoint_fails_the_start_naming_it(tmp_path):
 
 
 def test_exported_rows_are_the_servers_values(ps_servers, tmp_path):
-    keys = np.random.default_rng(4).integers(-(2 ** 62), 2 ** 62, 500, dtype=np.int64)
+    keys = np.random.default_rng(4).integers(-(2**62), 2**62, 500, dtype=np.int64)
     two = ps_servers(TABLES, 2, tag="two")
     client = two.client()
     train(client, keys, steps=2)
