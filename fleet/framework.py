@@ -405,11 +405,18 @@ class Program:
             for v in bdesc.vars:
                 common = dict(dtype=v.dtype, lod_level=v.lod_level, kind=v.type)
                 if v.is_parameter:
-                    var: Variable = Parameter(block, v.name, list(v.shape),
-                                              trainable=not v.stop_gradient, **common)
+                    var: Variable = Parameter(
+                        block, v.name, list(v.shape), trainable=not v.stop_gradient, **common
+                    )
                 else:
-                    var = Variable(block, v.name, list(v.shape), persistable=v.persistable,
-                                   stop_gradient=v.stop_gradient, **common)
+                    var = Variable(
+                        block,
+                        v.name,
+                        list(v.shape),
+                        persistable=v.persistable,
+                        stop_gradient=v.stop_gradient,
+                        **common,
+                    )
                 block.vars[v.name] = var
             for op in bdesc.ops:
                 block.ops.append(Operator.from_desc(block, op))

@@ -15,7 +15,7 @@ exact far beyond float32's 2^24.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 
@@ -26,6 +26,7 @@ def _util(util: Any) -> Any:
     if util is not None:
         return util
     from fleet import fleet_api
+
     return fleet_api.instance.util
 
 
@@ -34,6 +35,7 @@ def _value(x: Any, scope: Any) -> np.ndarray:
     if name is None:
         return np.asarray(x)
     from fleet.executor import global_scope
+
     var = (scope if scope is not None else global_scope()).find_var(name)
     if var is None or not var.is_initialized():
         raise InvalidArgument(f"fleet.metrics: variable '{name}' has no value in the scope")
@@ -65,9 +67,17 @@ def min(input: Any, scope: Any = None, util: Any = None) -> np.ndarray:  # noqa:
 
 
 def _ratio(num: Any, den: Any, scope: Any, util: Any, what: str) -> float:
-    total = _reduce(np.array([np.asarray(_value(num, scope), np.float64).sum(),
-                              np.asarray(_value(den, scope), np.float64).sum()]),
-                    "sum", None, util)
+    total = _reduce(
+        np.array(
+            [
+                np.asarray(_value(num, scope), np.float64).sum(),
+                np.asarray(_value(den, scope), np.float64).sum(),
+            ]
+        ),
+        "sum",
+        None,
+        util,
+    )
     if total[1] == 0:
         raise InvalidArgument(f"fleet.metrics.{what}: the workers' total count is 0")
     return float(total[0] / total[1])
@@ -100,8 +110,9 @@ def auc_of_histograms(stat_pos: np.ndarray, stat_neg: np.ndarray) -> float:
     pos_hist = np.asarray(stat_pos, np.float64).reshape(-1)[::-1]
     neg_hist = np.asarray(stat_neg, np.float64).reshape(-1)[::-1]
     if pos_hist.shape != neg_hist.shape:
-        raise InvalidArgument(f"fleet.metrics.auc: stat_pos has {pos_hist.size} buckets, "
-                              f"stat_neg {neg_hist.size}")
+        raise InvalidArgument(
+            f"fleet.metrics.auc: stat_pos has {pos_hist.size} buckets, stat_neg {neg_hist.size}"
+        )
     pos = np.concatenate([[0.0], np.cumsum(pos_hist)])
     neg = np.concatenate([[0.0], np.cumsum(neg_hist)])
     area = float(np.sum((neg[1:] - neg[:-1]) * (pos[1:] + pos[:-1]) / 2.0))

@@ -14,7 +14,6 @@ void RegisterOptimizerOps(OpRegistry* registry);   // sgd, momentum, adagrad, ad
 // softmax, cross_entropy, softmax_with_cross_entropy, sigmoid_cross_entropy_with_logits, log_loss
 void RegisterSoftmaxLossOps(OpRegistry* registry);
 void RegisterEmbeddingOps(OpRegistry* registry);  // lookup_table
-void RegisterKeyedLookupOps(OpRegistry* registry);  // lookup_sparse_rows (inference exports)
 void RegisterSequenceOps(OpRegistry* registry);   // sequence_pool
 void RegisterDropoutOps(OpRegistry* registry);    // dropout
 void RegisterMetricOps(OpRegistry* registry);     // accuracy, auc (no gradients)
@@ -25,6 +24,8 @@ void RegisterMatmulOps(OpRegistry* registry);
 void RegisterReduceOps(OpRegistry* registry);
 void RegisterShapeOps(OpRegistry* registry);
 void RegisterFillOps(OpRegistry* registry);
+// lookup_sparse_rows (the local lookup of inference models exported from parameter servers).
+void RegisterKeyedLookupOps(OpRegistry* registry);
 
 void RegisterAllOps(OpRegistry* registry);
 

@@ -20,6 +20,11 @@ pulls are exported, so predictions on data the job evaluated are the same.
 The rows are read from a base save of the tables into ``<dirname>/tables`` (the checkpoint
 format of csrc/ps/checkpoint.h; each part file is a 72-byte header, then per row an int64 key
 and ``row_floats`` float32 of which the first ``dim`` are the value).
+
+Caveat: that save ends a save cycle on the servers, as any save does (csrc/ps/sparse_table.h):
+the job's next delta save holds the rows changed since the export, and shrink counts the export
+as a save. Export right after a save_persistables (nothing trained in between: nothing lost), or
+take a base save after exporting.
 """
 
 from __future__ import annotations
@@ -40,11 +45,23 @@ MODEL_FILE = "__model__"
 META_FILE = "__meta__.json"
 PARAMS_FILE = "params.npz"
 TABLES_DIR = "tables"
-_HEADER = np.dtype([("magic", "S8"), ("version", "<u4"), ("table_id", "<u4"),
-                    ("table_type", "<u4"), ("save_mode", "<u4"), ("rule", "<u4"),
-                    ("block_size", "<u4"), ("dim", "<u8"), ("row_floats", "<u8"),
-                    ("row_count", "<u8"), ("epoch", "<u8"), ("checksum", "<u4"),
-                    ("reserved", "<u4")])
+_HEADER = np.dtype(
+    [
+        ("magic", "S8"),
+        ("version", "<u4"),
+        ("table_id", "<u4"),
+        ("table_type", "<u4"),
+        ("save_mode", "<u4"),
+        ("rule", "<u4"),
+        ("block_size", "<u4"),
+        ("dim", "<u8"),
+        ("row_floats", "<u8"),
+        ("row_count", "<u8"),
+        ("epoch", "<u8"),
+        ("checksum", "<u4"),
+        ("reserved", "<u4"),
+    ]
+)
 assert _HEADER.itemsize == 72
 
 
@@ -99,8 +116,9 @@ def prune(program: Program, feeded: Sequence[str], targets: Sequence[str]) -> Pr
         block._remove_var(name)
     missing = [t for t in targets if t not in used]
     if missing:
-        raise InvalidArgument(f"save_inference_model: targets {missing} are not computed by "
-                              "the program")
+        raise InvalidArgument(
+            f"save_inference_model: targets {missing} are not computed by the program"
+        )
     return test
 
 
@@ -119,19 +137,32 @@ def _localize_pulls(program: Program, plan: Any) -> dict[int, str]:
             block.vars[keys] = Variable(block, keys, (-1,), dtype="int64", persistable=True)
             block.vars[rows] = Variable(block, rows, (-1, table.dim), persistable=True)
         block.ops.remove(op)
-        block._insert_op(index, "lookup_sparse_rows",
-                         inputs={"Ids": op.input("Ids"), "Keys": [keys], "W": [rows]},
-                         outputs={"Out": op.output("Out")},
-                         attrs={"padding_idx": int(op.attrs.get("padding_idx", -1)),
-                                OP_ROLE_ATTR: OP_ROLE_FORWARD}, infer_shape=False)
+        block._insert_op(
+            index,
+            "lookup_sparse_rows",
+            inputs={"Ids": op.input("Ids"), "Keys": [keys], "W": [rows]},
+            outputs={"Out": op.output("Out")},
+            attrs={
+                "padding_idx": int(op.attrs.get("padding_idx", -1)),
+                OP_ROLE_ATTR: OP_ROLE_FORWARD,
+            },
+            infer_shape=False,
+        )
         used[table.table_id] = table.param
     return used
 
 
-def export(fleet: Any, runtime: Any, dirname: str, feeded: Sequence[str],
-           targets: Sequence[str], program: Program) -> None:
+def export(
+    fleet: Any,
+    runtime: Any,
+    dirname: str,
+    feeded: Sequence[str],
+    targets: Sequence[str],
+    program: Program,
+) -> None:
     """Worker 0's part of save_inference_model (the caller flushed and met the others)."""
     from fleet.executor import global_scope
+
     dirname = os.fspath(dirname)
     os.makedirs(dirname, exist_ok=True)
     pruned = prune(program, feeded, targets)
@@ -150,15 +181,21 @@ def export(fleet: Any, runtime: Any, dirname: str, feeded: Sequence[str],
         if var.persistable and var.name not in arrays and var.name not in ("feed", "fetch"):
             found = scope.find_var(var.name)
             if found is None or not found.is_initialized():
-                raise NotFound(f"save_inference_model: '{var.name}' has no value in the scope; "
-                               "run the startup program and fleet.init_worker() first")
+                raise NotFound(
+                    f"save_inference_model: '{var.name}' has no value in the scope; "
+                    "run the startup program and fleet.init_worker() first"
+                )
             arrays[var.name] = np.array(found.get_tensor().numpy(), copy=True)
     _write_atomic(os.path.join(dirname, PARAMS_FILE), lambda p: np.savez(p, **arrays))
-    _write_atomic(os.path.join(dirname, MODEL_FILE),
-                  lambda p: open(p, "wb").write(pruned.desc().SerializeToString()))
+    _write_atomic(
+        os.path.join(dirname, MODEL_FILE),
+        lambda p: open(p, "wb").write(pruned.desc().SerializeToString()),
+    )
     meta = {"feed": list(feeded), "fetch": list(targets)}
-    _write_atomic(os.path.join(dirname, META_FILE),
-                  lambda p: open(p, "w", encoding="utf-8").write(json.dumps(meta)))
+    _write_atomic(
+        os.path.join(dirname, META_FILE),
+        lambda p: open(p, "w", encoding="utf-8").write(json.dumps(meta)),
+    )
 
 
 def _write_atomic(path: str, write: Any) -> None:
@@ -169,11 +206,13 @@ def _write_atomic(path: str, write: Any) -> None:
     os.replace(target, path)
 
 
-def load_inference_model(dirname: str, executor: Any, scope: Any = None
-                         ) -> tuple[Program, list[str], list[Variable]]:
+def load_inference_model(
+    dirname: str, executor: Any, scope: Any = None
+) -> tuple[Program, list[str], list[Variable]]:
     """Reads an export: returns (program, fed names, target variables) and sets the saved
     parameters and table rows in `scope` (the global scope by default). Needs no server."""
     from fleet.executor import global_scope
+
     dirname = os.fspath(dirname)
     try:
         with open(os.path.join(dirname, MODEL_FILE), "rb") as f:
@@ -188,12 +227,17 @@ def load_inference_model(dirname: str, executor: Any, scope: Any = None
     with np.load(os.path.join(dirname, PARAMS_FILE)) as params:
         for name in params.files:
             if not block.has_var(name):
-                raise InvalidArgument(f"{dirname}/{PARAMS_FILE}: '{name}' is not a variable "
-                                      "of the saved program")
+                raise InvalidArgument(
+                    f"{dirname}/{PARAMS_FILE}: '{name}' is not a variable of the saved program"
+                )
             scope.var(name).get_tensor().set(params[name])
     for var in block.vars.values():
-        if var.persistable and isinstance(var, (Parameter, Variable)) \
-                and var.name not in ("feed", "fetch") and scope.find_var(var.name) is None:
+        if (
+            var.persistable
+            and isinstance(var, (Parameter, Variable))
+            and var.name not in ("feed", "fetch")
+            and scope.find_var(var.name) is None
+        ):
             raise NotFound(f"{dirname}: no saved value of '{var.name}'")
     return program, list(meta["feed"]), [block.var(n) for n in meta["fetch"]]
 
