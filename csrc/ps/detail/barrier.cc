@@ -13,8 +13,12 @@ absl::Status BarrierSet::Arrive(const std::string& name, uint32_t num_workers, u
 absl::Status BarrierSet::ArriveAndRun(const std::string& name, uint32_t num_workers,
                                       uint32_t worker_id, absl::Duration timeout, bool done,
                                       const RoundAction& action, uint32_t* done_workers) {
-  if (num_workers == 0) {
-    return absl::InvalidArgumentError(absl::StrCat("barrier '", name, "': num_workers is 0"));
+  // A bound before anything is sized by it: a job of more workers than this is not a job this
+  // server serves, and a hostile request must not make it allocate or scan gigabits.
+  constexpr uint32_t kMaxWorkers = 1u << 20;
+  if (num_workers == 0 || num_workers > kMaxWorkers) {
+    return absl::InvalidArgumentError(absl::StrCat("barrier '", name, "': num_workers is ",
+                                                   num_workers, ", expected 1 to ", kMaxWorkers));
   }
   if (worker_id >= num_workers) {
     return absl::InvalidArgumentError(absl::StrCat("barrier '", name, "': worker id ", worker_id,
@@ -67,9 +71,15 @@ absl::Status BarrierSet::ArriveAndRun(const std::string& name, uint32_t num_work
         return late.result;
       }
       const uint32_t arrived = late.arrived;
-      std::vector<uint32_t> missing;
-      for (uint32_t w = 0; w < late.waiting.size(); ++w) {
-        if (!late.waiting[w]) missing.push_back(w);
+      // Name the first few that are missing (a job of thousands would drown the message).
+      constexpr size_t kNamed = 16;
+      std::vector<std::string> missing;
+      const uint32_t absent = num_workers - arrived;
+      for (uint32_t w = 0; w < late.waiting.size() && missing.size() < kNamed; ++w) {
+        if (!late.waiting[w]) missing.push_back(absl::StrCat(w));
+      }
+      if (absent > missing.size()) {
+        missing.push_back(absl::StrCat("and ", absent - missing.size(), " more"));
       }
       --late.arrived;
       if (done) --late.done;
