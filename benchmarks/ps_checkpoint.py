@@ -9,8 +9,9 @@ The table lives in a parameter server in this process; saves and loads go throug
 The NumPy peer writes one array of the same 72-byte records ([rows] of key + 16 floats) with
 numpy.save plus an fsync (the checkpoint fsyncs too), and reads it back with numpy.load: the
 physical limit of streaming the bytes. A table load does more than read them: it checks each
-part's CRC-32 and inserts every row into the table's hash index, which numpy.load does not. Each figure is the best of --reps runs. The page cache is
-warm for both (no root to drop it), so the ratios compare the software paths. The last line is
+part's CRC-32 and inserts every row into the table's hash index, which numpy.load does not.
+Each figure is the best of --reps runs. The page cache is warm for both (no root to drop it),
+so the ratios compare the software paths. The last line is
 one JSON object: save_vs_numpy and load_vs_numpy (Fleet's MB/s over NumPy's; target >= 0.8) and
 delta_bytes_ratio (delta part bytes over base part bytes at 1% changed rows; target <= 0.02).
 """
