@@ -34,13 +34,6 @@ constexpr char kHowToSet[] =
     "parameter-server job";
 constexpr int64_t kNoPadding = -1;
 
-Shape OutputShape(const Shape& ids, int64_t width) {
-  Shape out = ids;
-  if (out.size() >= 2 && out.back() == 1) out.pop_back();
-  out.push_back(width);
-  return out;
-}
-
 void PullSparseKernel(const ExecutionContext& ctx) {
   auto& comm = ctx.Resource<Communicator>(kHowToSet);
   const auto table_id = static_cast<uint32_t>(ctx.Attr<int32_t>("table_id"));
@@ -53,7 +46,7 @@ void PullSparseKernel(const ExecutionContext& ctx) {
   for (size_t i = 0; i < ids.size(); ++i) {
     FLEET_KERNEL_ENFORCE(ctx, ids[i]->dtype() == DType::kInt64, "Ids '", ctx.InputName("Ids", i),
                          "' is ", DTypeName(ids[i]->dtype()), ", expected int64");
-    outs[i]->Resize(OutputShape(ids[i]->shape(), dim));
+    outs[i]->Resize(operators::EmbeddingOutputShape(ids[i]->shape(), dim));
     outs[i]->set_lod(ids[i]->lod());
     outs[i]->mutable_data<float>();
   }
@@ -133,7 +126,7 @@ void InferPullSparse(InferShapeContext* ctx) {
     FLEET_ENFORCE(ids.dtype == DType::kInt64, InvalidArgument, "op ", ctx->op().Describe(),
                   ": Ids must be int64, got ", DTypeName(ids.dtype));
     VarInfo out;
-    out.shape = OutputShape(ids.shape, ctx->Attr<int64_t>("dim"));
+    out.shape = operators::EmbeddingOutputShape(ids.shape, ctx->Attr<int64_t>("dim"));
     out.dtype = DType::kFloat32;
     out.lod_level = ids.lod_level;
     ctx->SetOutput("Out", out, i);

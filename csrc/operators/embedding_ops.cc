@@ -17,13 +17,6 @@ namespace {
 
 constexpr int64_t kNoPadding = -1;
 
-Shape OutputShape(const Shape& ids, int64_t width) {
-  Shape out = ids;
-  if (out.size() >= 2 && out.back() == 1) out.pop_back();
-  out.push_back(width);
-  return out;
-}
-
 struct Lookup {
   const int64_t* ids;
   int64_t num_ids;
@@ -60,7 +53,7 @@ void LookupTableKernel(const ExecutionContext& ctx) {
   const float* w = FloatData(ctx, "W");
   const LoDTensor& ids_t = ctx.Input("Ids");
   LoDTensor* out_t = ctx.Output("Out");
-  out_t->Resize(OutputShape(ids_t.shape(), l.width));
+  out_t->Resize(EmbeddingOutputShape(ids_t.shape(), l.width));
   out_t->set_lod(ids_t.lod());
   float* out = out_t->mutable_data<float>();
   const size_t row_bytes = sizeof(float) * l.width;
@@ -137,7 +130,7 @@ void InferLookupTable(InferShapeContext* ctx) {
   FLEET_ENFORCE(ids.dtype == DType::kInt64, InvalidArgument, "op ", ctx->op().Describe(),
                 ": Ids must be int64, got ", DTypeName(ids.dtype));
   VarInfo out;
-  out.shape = OutputShape(ids.shape, w.shape[1]);
+  out.shape = EmbeddingOutputShape(ids.shape, w.shape[1]);
   out.dtype = w.dtype;
   out.lod_level = ids.lod_level;
   ctx->SetOutput("Out", out);

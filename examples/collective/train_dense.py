@@ -20,7 +20,7 @@ import time
 import numpy as np
 
 import fleet
-from fleet import fleet_api, layers
+from fleet import layers
 
 FEATURES, CLASSES = 32, 2
 
@@ -64,11 +64,9 @@ def main(argv: list[str] | None = None) -> int:
     optimizer = fleet.optimizer.Adam(args.learning_rate)
     rank, nranks = 0, 1
     if collective:
-        from fleet.base.distributed_optimizer import DistributedOptimizer
-
-        fleet_api.init(is_collective=True)
-        rank, nranks = fleet_api.worker_index(), fleet_api.worker_num()
-        DistributedOptimizer(fleet_api.instance, optimizer, None).minimize(loss, startup)
+        fleet.init(is_collective=True)
+        rank, nranks = fleet.worker_index(), fleet.worker_num()
+        fleet.distributed_optimizer(optimizer, fleet.DistributedStrategy()).minimize(loss, startup)
     else:
         optimizer.minimize(loss, startup)
 

@@ -47,6 +47,9 @@ from fleet.framework import (
 )
 from fleet.optimizer import Adam, Optimizer
 
+# How autodiff names the partial gradients of a variable used several times (fleet/backward.py).
+_RENAME = "@RENAME@"
+
 # Embedding tables up to this size have their is_sparse gradients made dense (see above).
 SPARSE_DENSE_MAX_BYTES = 1 << 20
 MERGE_SUFFIX = "@MERGED"
@@ -136,18 +139,22 @@ def _split_gradients(
     return dense, sparse
 
 
-def _sparse_grad_ops(block: Block) -> dict[str, Operator]:
-    """The is_sparse embedding gradient ops, by the gradient they write (a SelectedRows at run
-    time, whatever kind Python declared for it)."""
-    return {
-        op.output("W@GRAD")[0]: op
-        for op in block.ops
-        if op.type == "lookup_table_grad" and op.attrs.get("is_sparse") and op.output("W@GRAD")
-    }
+def _sparse_grad_ops(block: Block) -> dict[str, list[Operator]]:
+    """The is_sparse embedding gradient ops, by the gradient they make (a SelectedRows at run
+    time, whatever kind Python declared for it). A table shared by several lookups has several,
+    each writing a partial gradient (`W@GRAD@RENAME@k`) that a `sum` op adds up into `W@GRAD`."""
+    writers: dict[str, list[Operator]] = {}
+    for op in block.ops:
+        if op.type == "lookup_table_grad" and op.attrs.get("is_sparse") and op.output("W@GRAD"):
+            writers.setdefault(op.output("W@GRAD")[0].split(_RENAME)[0], []).append(op)
+    return writers
 
 
 def _make_dense(block: Block, grad: Variable) -> None:
-    _sparse_grad_ops(block)[grad.name].attrs["is_sparse"] = False
+    for op in _sparse_grad_ops(block)[grad.name]:
+        op.attrs["is_sparse"] = False
+        for name in op.output("W@GRAD"):
+            block.var(name).kind = LOD_TENSOR
     grad.kind = LOD_TENSOR
     block.program._bump()
 

@@ -92,10 +92,7 @@ void AsyncCommunicator::Enqueue(size_t q, Item item) {
 
 void AsyncCommunicator::PushSparse(int thread, uint32_t table_id, absl::Span<const int64_t> keys,
                                    absl::Span<const float> grads) {
-  const size_t dim = Sparse(table_id).dim;
-  FLEET_ENFORCE(grads.size() == keys.size() * dim, InvalidArgument, "push_sparse of table ",
-                table_id, ": ", keys.size(), " ids need ", keys.size() * dim,
-                " gradient values, got ", grads.size());
+  const size_t dim = CheckPushSize(table_id, keys, grads);
   size_t q = 0;
   while (q < config_.sparse.size() && config_.sparse[q].table_id != table_id) ++q;
   Enqueue(q, Item{{keys.begin(), keys.end()}, {grads.begin(), grads.end()}});

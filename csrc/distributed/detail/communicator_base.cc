@@ -76,6 +76,15 @@ const SparseVar& CommunicatorBase::Sparse(uint32_t table_id) const {
                               " (the program and fleet.init_worker disagree)"));
 }
 
+size_t CommunicatorBase::CheckPushSize(uint32_t table_id, absl::Span<const int64_t> keys,
+                                       absl::Span<const float> grads) const {
+  const size_t dim = Sparse(table_id).dim;
+  FLEET_ENFORCE(grads.size() == keys.size() * dim, InvalidArgument, "push_sparse of table ",
+                table_id, ": ", keys.size(), " ids need ", keys.size() * dim,
+                " gradient values, got ", grads.size());
+  return dim;
+}
+
 void CommunicatorBase::PullSparse(uint32_t table_id, absl::Span<const int64_t> keys,
                                   absl::Span<float> out, bool from_servers) {
   WaitOk(client_->PullSparse(table_id, keys, out),

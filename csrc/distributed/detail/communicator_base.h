@@ -36,6 +36,9 @@ class CommunicatorBase : public Communicator {
  protected:
   size_t dense_size() const { return dense_size_; }
   const SparseVar& Sparse(uint32_t table_id) const;
+  // The table's dim, after checking that `grads` holds one row per key (InvalidArgument).
+  size_t CheckPushSize(uint32_t table_id, absl::Span<const int64_t> keys,
+                       absl::Span<const float> grads) const;
   // Packs the gradients (one per DenseVar) into out[0, dense_size) times `scale`, added to what
   // is there when `add`.
   void GatherDense(const std::vector<const LoDTensor*>& grads, float* out, bool add) const;

@@ -145,10 +145,7 @@ void GeoCommunicator::PullSparse(uint32_t table_id, absl::Span<const int64_t> ke
 
 void GeoCommunicator::PushSparse(int thread, uint32_t table_id, absl::Span<const int64_t> keys,
                                  absl::Span<const float> grads) {
-  const size_t dim = Sparse(table_id).dim;
-  FLEET_ENFORCE(grads.size() == keys.size() * dim, InvalidArgument, "push_sparse of table ",
-                table_id, ": ", keys.size(), " ids need ", keys.size() * dim,
-                " gradient values, got ", grads.size());
+  const size_t dim = CheckPushSize(table_id, keys, grads);
   Local(table_id).Update(keys, grads);
 }
 
