@@ -23,13 +23,6 @@ namespace {
 
 constexpr int64_t kNoPadding = -1;
 
-Shape OutputShape(const Shape& ids, int64_t width) {
-  Shape out = ids;
-  if (out.size() >= 2 && out.back() == 1) out.pop_back();
-  out.push_back(width);
-  return out;
-}
-
 void LookupSparseRowsKernel(const ExecutionContext& ctx) {
   const LoDTensor& keys_t = ctx.Input("Keys");
   const LoDTensor& w_t = ctx.Input("W");
@@ -51,7 +44,7 @@ void LookupSparseRowsKernel(const ExecutionContext& ctx) {
   for (size_t i = 0; i < ids.size(); ++i) {
     FLEET_KERNEL_ENFORCE(ctx, ids[i]->dtype() == DType::kInt64, "Ids '", ctx.InputName("Ids", i),
                          "' is ", DTypeName(ids[i]->dtype()), ", expected int64");
-    outs[i]->Resize(OutputShape(ids[i]->shape(), dim));
+    outs[i]->Resize(EmbeddingOutputShape(ids[i]->shape(), dim));
     outs[i]->set_lod(ids[i]->lod());
     float* out = outs[i]->mutable_data<float>();
     const int64_t* id = ids[i]->data<int64_t>();
@@ -75,7 +68,7 @@ void InferLookupSparseRows(InferShapeContext* ctx) {
     FLEET_ENFORCE(ids.dtype == DType::kInt64, InvalidArgument, "op ", ctx->op().Describe(),
                   ": Ids must be int64, got ", DTypeName(ids.dtype));
     VarInfo out;
-    out.shape = OutputShape(ids.shape, w.shape[1]);
+    out.shape = EmbeddingOutputShape(ids.shape, w.shape[1]);
     out.dtype = DType::kFloat32;
     out.lod_level = ids.lod_level;
     ctx->SetOutput("Out", out, i);
