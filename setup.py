@@ -24,18 +24,36 @@ class CMakeExtension(Extension):
 class CMakeBuild(build_ext):
     def build_extension(self, ext: Extension) -> None:
         package_dir = os.path.dirname(os.path.abspath(self.get_ext_fullpath(ext.name)))
-        build_dir = os.path.abspath(os.environ.get("FLEET_CMAKE_BUILD_DIR")
-                                    or os.path.join(self.build_temp, "cmake"))
+        build_dir = os.path.abspath(
+            os.environ.get("FLEET_CMAKE_BUILD_DIR") or os.path.join(self.build_temp, "cmake")
+        )
         os.makedirs(build_dir, exist_ok=True)
         source_dir = os.path.dirname(os.path.abspath(__file__))
-        generator = ["-G", "Ninja"] if subprocess.call(
-            ["ninja", "--version"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) == 0 else []
+        generator = (
+            ["-G", "Ninja"]
+            if subprocess.call(
+                ["ninja", "--version"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            )
+            == 0
+            else []
+        )
         cuda = os.environ.get("FLEET_WITH_CUDA", "AUTO")
         subprocess.check_call(
-            ["cmake", "-S", source_dir, "-B", build_dir, *generator,
-             f"-DPython3_EXECUTABLE={sys.executable}", f"-DFLEET_PACKAGE_DIR={package_dir}",
-             f"-DFLEET_WITH_CUDA={cuda}", "-DFLEET_BUILD_TESTS=OFF", "-DFLEET_BUILD_BENCH=OFF",
-             "-DCMAKE_BUILD_TYPE=Release"])
+            [
+                "cmake",
+                "-S",
+                source_dir,
+                "-B",
+                build_dir,
+                *generator,
+                f"-DPython3_EXECUTABLE={sys.executable}",
+                f"-DFLEET_PACKAGE_DIR={package_dir}",
+                f"-DFLEET_WITH_CUDA={cuda}",
+                "-DFLEET_BUILD_TESTS=OFF",
+                "-DFLEET_BUILD_BENCH=OFF",
+                "-DCMAKE_BUILD_TYPE=Release",
+            ]
+        )
         jobs = os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL", str(os.cpu_count() or 2))
         subprocess.check_call(["cmake", "--build", build_dir, "--target", "_core", "-j", jobs])
 

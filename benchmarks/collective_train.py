@@ -59,13 +59,16 @@ def fleet_worker(out_dir: str, warmup: int, steps: int, bucket_mb: float, repeat
     strategy = DistributedStrategy()
     strategy.fuse_grad_size_in_MB = bucket_mb
     DistributedOptimizer(fleet_api.instance, fleet.optimizer.SGD(0.01), strategy).minimize(
-        loss, startup)
+        loss, startup
+    )
     exe = fleet.Executor(fleet.CPUPlace())
     scope = _core.Scope()
     exe.run(startup, scope=scope)
     rng = np.random.default_rng(rank)
-    feed = {"x": rng.standard_normal((BATCH, WIDTH)).astype(np.float32),
-            "label": (rng.random((BATCH, 1)) > 0.5).astype(np.float32)}
+    feed = {
+        "x": rng.standard_normal((BATCH, WIDTH)).astype(np.float32),
+        "label": (rng.random((BATCH, 1)) > 0.5).astype(np.float32),
+    }
     for _ in range(warmup):
         exe.run(main, feed=feed, scope=scope)
     group = fleet_api.instance.collective_runtime.group
@@ -75,8 +78,11 @@ def fleet_worker(out_dir: str, warmup: int, steps: int, bucket_mb: float, repeat
         exe.run(main, feed=feed, scope=scope)
     seconds = time.perf_counter() - start
     overlap = group.overlap_stats()
-    result = {"steps_per_s": steps / seconds, "overlap": overlap,
-              "allreduce": _allreduce_vs_gloo(exe, rank, repeats)}
+    result = {
+        "steps_per_s": steps / seconds,
+        "overlap": overlap,
+        "allreduce": _allreduce_vs_gloo(exe, rank, repeats),
+    }
     with open(os.path.join(out_dir, f"fleet.{rank}.json"), "w") as f:
         json.dump(result, f)
 
@@ -121,8 +127,7 @@ def torch_worker(out_dir: str, rank: int, port: int, warmup: int, steps: int) ->
     from torch.nn.parallel import DistributedDataParallel
 
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                            world_size=2)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
     layers = []
     for _ in range(LAYERS):
         layers += [torch.nn.Linear(WIDTH, WIDTH), torch.nn.ReLU()]
@@ -157,10 +162,20 @@ def env() -> dict[str, str]:
 
 
 def run_fleet(out_dir: str, args: argparse.Namespace) -> dict:
-    cmd = [sys.executable, "-m", "fleet.launch", "--collective", "--nproc_per_node=2",
-           os.path.abspath(__file__), "--role=fleet", f"--out={out_dir}",
-           f"--warmup={args.warmup}", f"--steps={args.steps}", f"--bucket_mb={args.bucket_mb}",
-           f"--repeats={args.repeats}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "fleet.launch",
+        "--collective",
+        "--nproc_per_node=2",
+        os.path.abspath(__file__),
+        "--role=fleet",
+        f"--out={out_dir}",
+        f"--warmup={args.warmup}",
+        f"--steps={args.steps}",
+        f"--bucket_mb={args.bucket_mb}",
+        f"--repeats={args.repeats}",
+    ]
     proc = subprocess.run(cmd, env=env(), cwd=ROOT, capture_output=True, text=True, timeout=900)
     if proc.returncode != 0:
         raise SystemExit(f"fleet job failed:\n{proc.stderr[-4000:]}")
@@ -169,16 +184,31 @@ def run_fleet(out_dir: str, args: argparse.Namespace) -> dict:
 
 def run_torch(out_dir: str, args: argparse.Namespace) -> dict:
     if not os.path.exists(TORCH_PYTHON):
-        raise SystemExit(f"no torch peer at {TORCH_PYTHON}: run bash benchmarks/peers/"
-                         "setup_torch.sh first")
+        raise SystemExit(
+            f"no torch peer at {TORCH_PYTHON}: run bash benchmarks/peers/setup_torch.sh first"
+        )
     from fleet.launch.plan import free_ports
 
     port = free_ports("127.0.0.1", 1)[0]
-    procs = [subprocess.Popen([TORCH_PYTHON, os.path.abspath(__file__), "--role=torch",
-                               f"--rank={r}", f"--port={port}", f"--out={out_dir}",
-                               f"--warmup={args.warmup}", f"--steps={args.steps}"],
-                              env=env(), cwd=ROOT, stderr=subprocess.PIPE, text=True)
-             for r in range(2)]
+    procs = [
+        subprocess.Popen(
+            [
+                TORCH_PYTHON,
+                os.path.abspath(__file__),
+                "--role=torch",
+                f"--rank={r}",
+                f"--port={port}",
+                f"--out={out_dir}",
+                f"--warmup={args.warmup}",
+                f"--steps={args.steps}",
+            ],
+            env=env(),
+            cwd=ROOT,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for r in range(2)
+    ]
     errors = []
     for p in procs:
         try:
@@ -197,8 +227,12 @@ def run_torch(out_dir: str, args: argparse.Namespace) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer steps and repeats")
-    parser.add_argument("--bucket_mb", type=float, default=4.0,
-                        help="Fleet's fuse_grad_size_in_MB (DDP keeps its default 25 MB)")
+    parser.add_argument(
+        "--bucket_mb",
+        type=float,
+        default=4.0,
+        help="Fleet's fuse_grad_size_in_MB (DDP keeps its default 25 MB)",
+    )
     parser.add_argument("--role", default="driver", choices=["driver", "fleet", "torch"])
     parser.add_argument("--out", default="")
     parser.add_argument("--rank", type=int, default=0)
@@ -218,17 +252,27 @@ def main() -> None:
         torch_result = run_torch(out_dir, args)
         fleet_result = run_fleet(out_dir, args)
     overlap = fleet_result["overlap"]
-    rows = [{"bytes": b, "fleet_ms": round(f * 1e3, 2), "gloo_ms": round(g * 1e3, 2),
-             "fleet_busbw_GBps": round(b / f / 1e9, 3), "gloo_busbw_GBps": round(b / g / 1e9, 3),
-             "ratio": round(g / f, 3)} for b, f, g in fleet_result["allreduce"]]
+    rows = [
+        {
+            "bytes": b,
+            "fleet_ms": round(f * 1e3, 2),
+            "gloo_ms": round(g * 1e3, 2),
+            "fleet_busbw_GBps": round(b / f / 1e9, 3),
+            "gloo_busbw_GBps": round(b / g / 1e9, 3),
+            "ratio": round(g / f, 3),
+        }
+        for b, f, g in fleet_result["allreduce"]
+    ]
     result = {
-        "benchmark": "collective_train", "quick": args.quick,
+        "benchmark": "collective_train",
+        "quick": args.quick,
         "model": f"{LAYERS}x{WIDTH} MLP, batch {BATCH} per rank, 2 ranks, SGD, 1 thread each",
         "fleet_steps_per_s": round(fleet_result["steps_per_s"], 3),
         "torch_ddp_steps_per_s": round(torch_result["steps_per_s"], 3),
         "ratio_vs_torch_ddp": round(fleet_result["steps_per_s"] / torch_result["steps_per_s"], 3),
         "overlap_fraction": round(1 - overlap["exposed_s"] / overlap["comm_s"], 3)
-        if overlap["comm_s"] > 0 else None,
+        if overlap["comm_s"] > 0
+        else None,
         "overlap": {k: round(v, 4) if isinstance(v, float) else v for k, v in overlap.items()},
         "bucket_mb": args.bucket_mb,
         "allreduce_vs_gloo": min(r["ratio"] for r in rows),

@@ -37,9 +37,22 @@ import fleet  # noqa: E402
 
 def generate(out: str, rows: int, test_rows: int) -> tuple[str, str]:
     if not os.path.isfile(os.path.join(out, "oracle.json")):
-        subprocess.run([sys.executable, os.path.join(EXAMPLE, "generate_data.py"), "--out", out,
-                        "--train_rows", str(rows), "--test_rows", str(test_rows), "--seed", "3"],
-                       check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [
+                sys.executable,
+                os.path.join(EXAMPLE, "generate_data.py"),
+                "--out",
+                out,
+                "--train_rows",
+                str(rows),
+                "--test_rows",
+                str(test_rows),
+                "--seed",
+                "3",
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
     return os.path.join(out, "train.txt"), os.path.join(out, "test.txt")
 
 
@@ -53,31 +66,49 @@ def measure_fleet(train_file: str, layout: str, batches: int, warmup: int) -> di
     if len(batch_list) < warmup + batches:
         raise SystemExit(f"need {warmup + batches} batches of 512, the data has {len(batch_list)}")
     for batch in batch_list[:warmup]:
-        exe.run(net.main, feed=net.feed(batch.dense, batch.sparse, batch.label),
-                fetch_list=[net.loss])
+        exe.run(
+            net.main, feed=net.feed(batch.dense, batch.sparse, batch.label), fetch_list=[net.loss]
+        )
     exe.enable_profiling()
     exe.reset_profile()
     start = time.perf_counter()
-    for batch in batch_list[warmup:warmup + batches]:
-        exe.run(net.main, feed=net.feed(batch.dense, batch.sparse, batch.label),
-                fetch_list=[net.loss])
+    for batch in batch_list[warmup : warmup + batches]:
+        exe.run(
+            net.main, feed=net.feed(batch.dense, batch.sparse, batch.label), fetch_list=[net.loss]
+        )
     wall = time.perf_counter() - start
     prof = exe.profile()
     ops = prof["forward_s"] + prof["backward_s"] + prof["optimize_s"]
     return {
         "samples_per_sec": batches * 512 / wall,
         "seconds": wall,
-        "split_s": {"forward": prof["forward_s"], "backward": prof["backward_s"],
-                    "optimizer": prof["optimize_s"], "feed": wall - ops},
+        "split_s": {
+            "forward": prof["forward_s"],
+            "backward": prof["backward_s"],
+            "optimizer": prof["optimize_s"],
+            "feed": wall - ops,
+        },
     }
 
 
 def measure_paddle(train_file: str, test_file: str, batches: int, warmup: int) -> dict:
     if not os.path.exists(PEER_PYTHON):
         return {"skipped": "PaddlePaddle peer not installed (run bash benchmarks/peers/setup.sh)"}
-    cmd = [PEER_PYTHON, os.path.join(ROOT, "benchmarks", "peers", "paddle_ctr_dnn.py"),
-           "--train", train_file, "--test", test_file, "--epochs", "1", "--json",
-           "--max_batches", str(warmup + batches), "--warmup_batches", str(warmup)]
+    cmd = [
+        PEER_PYTHON,
+        os.path.join(ROOT, "benchmarks", "peers", "paddle_ctr_dnn.py"),
+        "--train",
+        train_file,
+        "--test",
+        test_file,
+        "--epochs",
+        "1",
+        "--json",
+        "--max_batches",
+        str(warmup + batches),
+        "--warmup_batches",
+        str(warmup),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         return {"skipped": f"peer failed (exit {proc.returncode}): {proc.stderr[-400:]}"}
@@ -86,10 +117,13 @@ def measure_paddle(train_file: str, test_file: str, batches: int, warmup: int) -
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--quick", action="store_true", help="fewer batches, within a minute")
-    parser.add_argument("--data_dir", default=os.path.join(tempfile.gettempdir(), "fleet_bench_ctr"))
+    parser.add_argument(
+        "--data_dir", default=os.path.join(tempfile.gettempdir(), "fleet_bench_ctr")
+    )
     args = parser.parse_args()
     batches, warmup = (40, 5) if args.quick else (300, 20)
     rows = (batches + warmup + 5) * 512
@@ -106,8 +140,9 @@ def main() -> int:
         "fleet": ours,
         "fleet_per_slot_layout": ours_slots,
         "paddle": peer,
-        "ratio_vs_paddle": (ours["samples_per_sec"] / peer["samples_per_sec"]
-                            if "samples_per_sec" in peer else None),
+        "ratio_vs_paddle": (
+            ours["samples_per_sec"] / peer["samples_per_sec"] if "samples_per_sec" in peer else None
+        ),
     }
     print(json.dumps(result))
     return 0

@@ -52,9 +52,22 @@ def multislot_files(rows: int) -> list[str]:
     if all(os.path.isfile(f) for f in files):
         return files
     os.makedirs(out, exist_ok=True)
-    subprocess.run([sys.executable, os.path.join(EXAMPLE, "generate_data.py"), "--out", out,
-                    "--train_rows", str(rows), "--test_rows", "1000", "--seed", "7"],
-                   check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [
+            sys.executable,
+            os.path.join(EXAMPLE, "generate_data.py"),
+            "--out",
+            out,
+            "--train_rows",
+            str(rows),
+            "--test_rows",
+            "1000",
+            "--seed",
+            "7",
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     data = criteo_reader.read_criteo(os.path.join(out, "train.txt"))
     dense = np.char.mod("%.6g", data.dense)
     sparse = np.char.add("1 ", data.sparse.astype(str))
@@ -106,9 +119,22 @@ def measure_peer(files: list[str]) -> dict | None:
     for threads in THREADS:  # one process per thread count (see the peer's --threads)
         # In a scratch folder: Paddle's train_from_dataset writes <id>_train_desc.prototxt there.
         with tempfile.TemporaryDirectory(prefix="paddle_data_feed_") as scratch:
-            proc = subprocess.run([PEER_PYTHON, PEER_SCRIPT, "--files", *files, "--threads",
-                                   str(threads), "--batch_size", str(BATCH)],
-                                  capture_output=True, text=True, timeout=1800, cwd=scratch)
+            proc = subprocess.run(
+                [
+                    PEER_PYTHON,
+                    PEER_SCRIPT,
+                    "--files",
+                    *files,
+                    "--threads",
+                    str(threads),
+                    "--batch_size",
+                    str(BATCH),
+                ],
+                capture_output=True,
+                text=True,
+                timeout=1800,
+                cwd=scratch,
+            )
         if proc.returncode != 0:
             raise SystemExit(f"peer failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
         one = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -123,33 +149,46 @@ def rates(raw: dict, samples: int, megabytes: float) -> dict:
     for threads in THREADS:
         t = str(threads)
         parse_s, train_s = raw["parse"][t]["seconds"], raw["train"][t]["seconds"]
-        out[t] = {"parse_mb_per_s": round(megabytes / parse_s, 1),
-                  "parse_samples_per_s": round(samples / parse_s),
-                  "train_samples_per_s": round(samples / train_s)}
+        out[t] = {
+            "parse_mb_per_s": round(megabytes / parse_s, 1),
+            "parse_samples_per_s": round(samples / parse_s),
+            "train_samples_per_s": round(samples / train_s),
+        }
     return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="less data (under a minute)")
-    parser.add_argument("--rows", type=int, default=0, help="generated samples (default 200k; "
-                        "--quick 30k)")
+    parser.add_argument(
+        "--rows", type=int, default=0, help="generated samples (default 200k; --quick 30k)"
+    )
     args = parser.parse_args()
     rows = args.rows or (30_000 if args.quick else 200_000)
     files = multislot_files(rows)
     megabytes = sum(os.path.getsize(f) for f in files) / 2**20
-    result: dict = {"benchmark": "data_feed", "quick": args.quick, "rows": rows,
-                    "files": len(files), "megabytes": round(megabytes, 1), "batch": BATCH,
-                    "loadavg_1min": os.getloadavg()[0]}
+    result: dict = {
+        "benchmark": "data_feed",
+        "quick": args.quick,
+        "rows": rows,
+        "files": len(files),
+        "megabytes": round(megabytes, 1),
+        "batch": BATCH,
+        "loadavg_1min": os.getloadavg()[0],
+    }
     fleet_raw = measure_fleet(files)
     ours = rates(fleet_raw, rows, megabytes)
     result["fleet"] = ours
-    result["thread_scaling"] = round(ours["2"]["train_samples_per_s"]
-                                     / ours["1"]["train_samples_per_s"], 3)
+    result["thread_scaling"] = round(
+        ours["2"]["train_samples_per_s"] / ours["1"]["train_samples_per_s"], 3
+    )
     for t in ours:
-        print(f"fleet  {t} thread(s): parse {ours[t]['parse_mb_per_s']} MB/s "
-              f"({ours[t]['parse_samples_per_s']} samples/s), train "
-              f"{ours[t]['train_samples_per_s']} samples/s", file=sys.stderr)
+        print(
+            f"fleet  {t} thread(s): parse {ours[t]['parse_mb_per_s']} MB/s "
+            f"({ours[t]['parse_samples_per_s']} samples/s), train "
+            f"{ours[t]['train_samples_per_s']} samples/s",
+            file=sys.stderr,
+        )
     peer_raw = measure_peer(files)
     if peer_raw is None:
         result["peer"] = f"skipped: no peer venv at {PEER_PYTHON} (bash benchmarks/peers/setup.sh)"
@@ -158,20 +197,28 @@ def main() -> None:
         result["peer"] = f"paddlepaddle {peer_raw['paddle']}"
         result["paddle"] = peer
         for t in peer:
-            print(f"paddle {t} thread(s): parse {peer[t]['parse_mb_per_s']} MB/s "
-                  f"({peer[t]['parse_samples_per_s']} samples/s), train "
-                  f"{peer[t]['train_samples_per_s']} samples/s", file=sys.stderr)
-        parse = {t: round(ours[t]["parse_samples_per_s"] / peer[t]["parse_samples_per_s"], 3)
-                 for t in ours}
-        train = {t: round(ours[t]["train_samples_per_s"] / peer[t]["train_samples_per_s"], 3)
-                 for t in ours}
+            print(
+                f"paddle {t} thread(s): parse {peer[t]['parse_mb_per_s']} MB/s "
+                f"({peer[t]['parse_samples_per_s']} samples/s), train "
+                f"{peer[t]['train_samples_per_s']} samples/s",
+                file=sys.stderr,
+            )
+        parse = {
+            t: round(ours[t]["parse_samples_per_s"] / peer[t]["parse_samples_per_s"], 3)
+            for t in ours
+        }
+        train = {
+            t: round(ours[t]["train_samples_per_s"] / peer[t]["train_samples_per_s"], 3)
+            for t in ours
+        }
         result["parse_ratio_vs_paddle_by_threads"] = parse
         result["train_ratio_vs_paddle_by_threads"] = train
         # Headlines: the least favourable thread count.
         result["parse_ratio_vs_paddle"] = min(parse.values())
         result["train_ratio_vs_paddle"] = min(train.values())
-        result["paddle_thread_scaling"] = round(peer["2"]["train_samples_per_s"]
-                                                / peer["1"]["train_samples_per_s"], 3)
+        result["paddle_thread_scaling"] = round(
+            peer["2"]["train_samples_per_s"] / peer["1"]["train_samples_per_s"], 3
+        )
     print(json.dumps(result))
 
 

@@ -15,7 +15,6 @@ import argparse
 import json
 import os
 import subprocess
-import sys
 import time
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
@@ -64,8 +63,9 @@ def measure_fleet(rows: int, width: int, reps: int) -> dict[str, float]:
     for op_type, attrs in OPS.items():
         program = pb.ProgramDesc()
         block = program.blocks.add(idx=0, parent_idx=-1)
-        block.ops.append(make_op_desc(op_type, {}, {"Out": ["table"]},
-                                      dict(attrs, shape=[rows, width], dtype=0)))
+        block.ops.append(
+            make_op_desc(op_type, {}, {"Out": ["table"]}, dict(attrs, shape=[rows, width], dtype=0))
+        )
         executor = _core.Executor(seed=1)
         prepared = executor.prepare(program.SerializeToString(), 0)
         best = float("inf")
@@ -99,8 +99,12 @@ def measure_numpy(rows: int, width: int, reps: int) -> dict[str, float]:
 def measure_paddle(rows: int, width: int, reps: int) -> dict[str, float] | str:
     if not os.path.exists(PEER_PYTHON):
         return f"not run: {PEER_PYTHON} is missing (benchmarks/peers/setup.sh installs it)"
-    proc = subprocess.run([PEER_PYTHON, "-c", PADDLE_PEER, str(rows), str(width), str(reps)],
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [PEER_PYTHON, "-c", PADDLE_PEER, str(rows), str(width), str(reps)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     if proc.returncode != 0:
         return f"failed: {proc.stderr[-500:]}"
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -118,9 +122,16 @@ def main() -> None:
     fleet_s = measure_fleet(rows, args.width, reps)
     numpy_s = measure_numpy(rows, args.width, reps)
     paddle_s = measure_paddle(rows, args.width, reps)
-    report = {"benchmark": "init_ops", "shape": [rows, args.width], "dtype": "float32",
-              "runs": reps, "fleet_s": fleet_s, "numpy_s": numpy_s, "paddle_s": paddle_s,
-              "speedup_vs_numpy": {k: numpy_s[k] / fleet_s[k] for k in OPS}}
+    report = {
+        "benchmark": "init_ops",
+        "shape": [rows, args.width],
+        "dtype": "float32",
+        "runs": reps,
+        "fleet_s": fleet_s,
+        "numpy_s": numpy_s,
+        "paddle_s": paddle_s,
+        "speedup_vs_numpy": {k: numpy_s[k] / fleet_s[k] for k in OPS},
+    }
     if isinstance(paddle_s, dict):
         report["speedup_vs_paddle"] = {k: paddle_s[k] / fleet_s[k] for k in OPS}
     print(json.dumps(report))

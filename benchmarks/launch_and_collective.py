@@ -11,11 +11,11 @@ allreduce: float32 sum across 2 worker processes of a fleetrun collective job on
 the limit, is gloo::allreduce called straight from C++ in a loop (in place, Gloo's default ring)
 on a Gloo group of its own in the same processes (fleet_bench.RawGlooGroup, benchmarks/native:
 Gloo's file store for the rendezvous, Gloo's TCP transport on 127.0.0.1 as fleet.util's group):
-no Fleet code, NumPy or Python in its loop. The two sides alternate in timed blocks (10 quick, 30 full) so that load from
-other programs on the machine hits both alike; each side's figure is its median block (the best
-block is reported too). allreduce_vs_gloo = Gloo time / Fleet time, the worst
-over sizes >= 1 MB (1.0: Fleet reaches the raw Gloo limit; target >= 0.9). The last line of
-output is one JSON object.
+no Fleet code, NumPy or Python in its loop. The two sides alternate in timed blocks (10 quick,
+30 full) so that load from other programs on the machine hits both alike; each side's figure
+is its median block (the best block is reported too). allreduce_vs_gloo = Gloo time / Fleet
+time, the worst over sizes >= 1 MB (1.0: Fleet reaches the raw Gloo limit; target >= 0.9).
+The last line of output is one JSON object.
 """
 
 from __future__ import annotations
@@ -85,8 +85,9 @@ def iterations(nbytes: int, quick: bool) -> int:
 def run_env() -> dict[str, str]:
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
     # The repository for fleet, benchmarks/ for fleet_bench (the raw Gloo peer).
-    env["PYTHONPATH"] = os.pathsep.join([ROOT, os.path.join(ROOT, "benchmarks"),
-                                         env.get("PYTHONPATH", "")])
+    env["PYTHONPATH"] = os.pathsep.join(
+        [ROOT, os.path.join(ROOT, "benchmarks"), env.get("PYTHONPATH", "")]
+    )
     return env
 
 
@@ -100,9 +101,21 @@ def measure_startup(workdir: str, repeats: int) -> list[float]:
         os.makedirs(ready_dir)
         start = time.time()
         launcher = subprocess.Popen(
-            [sys.executable, "-m", "fleet.launch", "--server_num=2", "--worker_num=2", script,
-             ready_dir], env=run_env(), cwd=ROOT, stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE, text=True)
+            [
+                sys.executable,
+                "-m",
+                "fleet.launch",
+                "--server_num=2",
+                "--worker_num=2",
+                script,
+                ready_dir,
+            ],
+            env=run_env(),
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         try:
             _, stderr = launcher.communicate(timeout=60)  # exits once both workers are done
         finally:
@@ -110,8 +123,10 @@ def measure_startup(workdir: str, repeats: int) -> list[float]:
                 launcher.kill()
         stamps = [float(open(os.path.join(ready_dir, n)).read()) for n in os.listdir(ready_dir)]
         if launcher.returncode != 0 or len(stamps) != 4:
-            raise SystemExit(f"start-up run {i}: fleetrun exited {launcher.returncode} with "
-                             f"{len(stamps)} of 4 processes ready:\n{stderr[-3000:]}")
+            raise SystemExit(
+                f"start-up run {i}: fleetrun exited {launcher.returncode} with "
+                f"{len(stamps)} of 4 processes ready:\n{stderr[-3000:]}"
+            )
         times.append(max(stamps) - start)
     return times
 
@@ -123,9 +138,23 @@ def measure_allreduce(workdir: str, plan: list[list[int]], repeats: int) -> list
     with open(script, "w") as f:
         f.write(ALLREDUCE_SCRIPT)
     out = subprocess.run(
-        [sys.executable, "-m", "fleet.launch", "--collective", "--nproc_per_node=2", script,
-         json.dumps(plan), str(repeats), store_dir],
-        env=run_env(), cwd=ROOT, capture_output=True, text=True, timeout=600)
+        [
+            sys.executable,
+            "-m",
+            "fleet.launch",
+            "--collective",
+            "--nproc_per_node=2",
+            script,
+            json.dumps(plan),
+            str(repeats),
+            store_dir,
+        ],
+        env=run_env(),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     lines = [ln for ln in out.stdout.splitlines() if "RESULT " in ln]
     if out.returncode != 0 or not lines:
         raise SystemExit(f"all-reduce job failed:\n{out.stderr[-3000:]}")
@@ -144,18 +173,26 @@ def main() -> None:
     rows = []
     for b, fleet_blocks, gloo_blocks in measured:
         fleet_s, gloo_s = statistics.median(fleet_blocks), statistics.median(gloo_blocks)
-        rows.append({"bytes": b, "fleet_us": round(fleet_s * 1e6, 1),
-                     "gloo_us": round(gloo_s * 1e6, 1),
-                     "fleet_best_us": round(fleet_blocks[0] * 1e6, 1),
-                     "gloo_best_us": round(gloo_blocks[0] * 1e6, 1),
-                     "fleet_GBps": round(b / fleet_s / 1e9, 3),
-                     "gloo_GBps": round(b / gloo_s / 1e9, 3),
-                     "gloo_over_fleet": round(gloo_s / fleet_s, 3)})
-        print(f"{b:>10} B  fleet {rows[-1]['fleet_us']:>10.1f} us  gloo "
-              f"{rows[-1]['gloo_us']:>10.1f} us  ratio {rows[-1]['gloo_over_fleet']:.3f}")
+        rows.append(
+            {
+                "bytes": b,
+                "fleet_us": round(fleet_s * 1e6, 1),
+                "gloo_us": round(gloo_s * 1e6, 1),
+                "fleet_best_us": round(fleet_blocks[0] * 1e6, 1),
+                "gloo_best_us": round(gloo_blocks[0] * 1e6, 1),
+                "fleet_GBps": round(b / fleet_s / 1e9, 3),
+                "gloo_GBps": round(b / gloo_s / 1e9, 3),
+                "gloo_over_fleet": round(gloo_s / fleet_s, 3),
+            }
+        )
+        print(
+            f"{b:>10} B  fleet {rows[-1]['fleet_us']:>10.1f} us  gloo "
+            f"{rows[-1]['gloo_us']:>10.1f} us  ratio {rows[-1]['gloo_over_fleet']:.3f}"
+        )
     large = [r["gloo_over_fleet"] for r in rows if r["bytes"] >= 1 << 20]
     result = {
-        "benchmark": "launch_and_collective", "quick": args.quick,
+        "benchmark": "launch_and_collective",
+        "quick": args.quick,
         "startup_s": round(statistics.median(startups), 3),
         "startup_runs_s": [round(t, 3) for t in startups],
         "allreduce_vs_gloo": round(min(large), 3),

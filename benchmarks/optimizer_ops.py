@@ -27,8 +27,9 @@ import numpy as np  # noqa: E402
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 # FLEET_PADDLE_PYTHON points at another checkout's peer venv (e.g. from a worktree).
-PEER_PYTHON = os.environ.get("FLEET_PADDLE_PYTHON",
-                             os.path.join(ROOT, ".venv-peers", "paddle", "bin", "python"))
+PEER_PYTHON = os.environ.get(
+    "FLEET_PADDLE_PYTHON", os.path.join(ROOT, ".venv-peers", "paddle", "bin", "python")
+)
 
 from fleet import _core  # noqa: E402
 from fleet.proto import framework_pb2 as pb  # noqa: E402
@@ -51,10 +52,22 @@ def _fleet_program(op: str) -> tuple[pb.ProgramDesc, list[str]]:
         else:
             m1, m2, b1, b2 = f"m1_{k}", f"m2_{k}", f"b1_{k}", f"b2_{k}"
             names += [m1, m2, b1, b2]
-            inputs = {"Param": [p], "Grad": [g], "LearningRate": [lr], "Moment1": [m1],
-                      "Moment2": [m2], "Beta1Pow": [b1], "Beta2Pow": [b2]}
-            outputs = {"ParamOut": [p], "Moment1Out": [m1], "Moment2Out": [m2],
-                       "Beta1PowOut": [b1], "Beta2PowOut": [b2]}
+            inputs = {
+                "Param": [p],
+                "Grad": [g],
+                "LearningRate": [lr],
+                "Moment1": [m1],
+                "Moment2": [m2],
+                "Beta1Pow": [b1],
+                "Beta2Pow": [b2],
+            }
+            outputs = {
+                "ParamOut": [p],
+                "Moment1Out": [m1],
+                "Moment2Out": [m2],
+                "Beta1PowOut": [b1],
+                "Beta2PowOut": [b2],
+            }
         block.ops.append(make_op_desc(op, inputs, outputs, {}))
     return program, names
 
@@ -82,13 +95,16 @@ def measure_fleet(op: str, steps: int) -> float:
 
 def measure_numpy(op: str, steps: int) -> float:
     rng = np.random.default_rng(0)
-    arrays = [[rng.uniform(0.01, 0.1, size=SHAPE).astype(np.float32) for _ in range(4)]
-              for _ in range(PARAMS)]
+    arrays = [
+        [rng.uniform(0.01, 0.1, size=SHAPE).astype(np.float32) for _ in range(4)]
+        for _ in range(PARAMS)
+    ]
     tmp = np.empty(SHAPE, np.float32)
     lr, b1, b2, eps = np.float32(1e-3), np.float32(0.9), np.float32(0.999), np.float32(1e-8)
 
-    def update(p: np.ndarray, g: np.ndarray, m1: np.ndarray, m2: np.ndarray,
-               tmp: np.ndarray) -> None:
+    def update(
+        p: np.ndarray, g: np.ndarray, m1: np.ndarray, m2: np.ndarray, tmp: np.ndarray
+    ) -> None:
         if op == "sgd":
             np.multiply(g, lr, out=tmp)
             np.subtract(p, tmp, out=p)
@@ -145,8 +161,13 @@ def measure_paddle(op: str, steps: int) -> dict:
     if not os.path.exists(PEER_PYTHON):
         return {"skipped": "no peer venv; run benchmarks/peers/setup.sh"}
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
-    proc = subprocess.run([PEER_PYTHON, "-c", PEER_SCRIPT, op, str(steps), str(PARAMS)],
-                          capture_output=True, text=True, timeout=300, env=env)
+    proc = subprocess.run(
+        [PEER_PYTHON, "-c", PEER_SCRIPT, op, str(steps), str(PARAMS)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
     if proc.returncode != 0:
         return {"error": proc.stderr.strip().splitlines()[-1:]}
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -157,16 +178,26 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="fewer steps (under a minute)")
     args = parser.parse_args()
     steps = 50 if args.quick else 500
-    result: dict = {"benchmark": "optimizer_ops", "quick": args.quick, "shape": list(SHAPE),
-                    "params": PARAMS, "steps": steps, "threads": 1}
+    result: dict = {
+        "benchmark": "optimizer_ops",
+        "quick": args.quick,
+        "shape": list(SHAPE),
+        "params": PARAMS,
+        "steps": steps,
+        "threads": 1,
+    }
     for op in ("sgd", "adam"):
         ours = measure_fleet(op, steps)
         numpy_us = measure_numpy(op, steps)
         peer = measure_paddle(op, steps)
         peer_us = peer.get("us_per_update")
-        result[op] = {"fleet_us": round(ours, 2), "numpy_us": round(numpy_us, 2),
-                      "paddle": peer, "ratio_vs_numpy": round(numpy_us / ours, 2),
-                      "ratio_vs_paddle": round(peer_us / ours, 2) if peer_us else None}
+        result[op] = {
+            "fleet_us": round(ours, 2),
+            "numpy_us": round(numpy_us, 2),
+            "paddle": peer,
+            "ratio_vs_numpy": round(numpy_us / ours, 2),
+            "ratio_vs_paddle": round(peer_us / ours, 2) if peer_us else None,
+        }
     print(json.dumps(result))
     return 0
 

@@ -5,33 +5,104 @@ Build a static program with `fleet.layers`, pick an optimizer from `fleet.optimi
 explicit list.
 """
 
-from fleet import data_generator, errors, initializer, layers, optimizer, regularizer
+from fleet import data_generator, errors, initializer, layers, optimizer, regularizer, utils
 from fleet.backward import append_backward, gradients
-from fleet.dataset import DatasetFactory, InMemoryDataset, QueueDataset
-from fleet.executor import (CPUPlace, CUDAPlace, Executor, LoDTensor, create_lod_tensor,
-                            global_scope, scope_guard)
-from fleet.framework import (Parameter, Program, Variable, default_main_program,
-                             default_startup_program, program_guard, registered_ops)
 from fleet.base.distributed_strategy import DistributedStrategy, DistributedStrategyFactory
-from fleet.fleet_api import (barrier_worker, distributed_optimizer, flush_worker, init,
-                             init_server, init_worker, is_first_worker, is_server, is_worker,
-                             role_maker, run_server, server_endpoints, server_index, server_num,
-                             stop_worker, util, worker_endpoints, worker_index, worker_num)
+from fleet.dataset import DatasetFactory, InMemoryDataset, QueueDataset
+from fleet.executor import (
+    CPUPlace,
+    CUDAPlace,
+    Executor,
+    LoDTensor,
+    create_lod_tensor,
+    global_scope,
+    scope_guard,
+)
+from fleet.fleet_api import (
+    barrier_worker,
+    distributed_optimizer,
+    flush_worker,
+    init,
+    init_server,
+    init_worker,
+    is_first_worker,
+    is_server,
+    is_worker,
+    role_maker,
+    run_server,
+    server_endpoints,
+    server_index,
+    server_num,
+    stop_worker,
+    util,
+    worker_endpoints,
+    worker_index,
+    worker_num,
+)
+from fleet.framework import (
+    Parameter,
+    Program,
+    Variable,
+    default_main_program,
+    default_startup_program,
+    program_guard,
+    registered_ops,
+)
 from fleet.param_attr import ParamAttr
-
 from fleet.version import __version__
 
 __all__ = [
-    "DistributedStrategy", "DistributedStrategyFactory", "distributed_optimizer", "flush_worker",
-    "init_server", "init_worker", "run_server", "stop_worker", "main_program", "startup_program",
-    "barrier_worker", "init", "is_first_worker", "is_server", "is_worker", "role_maker",
-    "server_endpoints", "server_index", "server_num", "util", "worker_endpoints",
-    "worker_index", "worker_num",
-    "CPUPlace", "CUDAPlace", "DatasetFactory", "Executor", "InMemoryDataset", "QueueDataset",
-    "data_generator", "LoDTensor", "ParamAttr", "Parameter", "Program",
-    "Variable", "append_backward", "create_lod_tensor", "default_main_program",
-    "default_startup_program", "errors", "global_scope", "gradients", "initializer", "layers",
-    "optimizer", "program_guard", "registered_ops", "regularizer", "scope_guard",
+    "__version__",
+    "DistributedStrategy",
+    "DistributedStrategyFactory",
+    "distributed_optimizer",
+    "flush_worker",
+    "init_server",
+    "init_worker",
+    "run_server",
+    "stop_worker",
+    "main_program",
+    "startup_program",
+    "barrier_worker",
+    "init",
+    "is_first_worker",
+    "is_server",
+    "is_worker",
+    "role_maker",
+    "server_endpoints",
+    "server_index",
+    "server_num",
+    "util",
+    "worker_endpoints",
+    "worker_index",
+    "worker_num",
+    "CPUPlace",
+    "CUDAPlace",
+    "DatasetFactory",
+    "Executor",
+    "InMemoryDataset",
+    "QueueDataset",
+    "data_generator",
+    "LoDTensor",
+    "ParamAttr",
+    "Parameter",
+    "Program",
+    "Variable",
+    "append_backward",
+    "create_lod_tensor",
+    "default_main_program",
+    "default_startup_program",
+    "errors",
+    "global_scope",
+    "gradients",
+    "initializer",
+    "layers",
+    "optimizer",
+    "program_guard",
+    "registered_ops",
+    "regularizer",
+    "scope_guard",
+    "utils",
 ]
 
 
@@ -39,5 +110,6 @@ def __getattr__(name: str):  # noqa: ANN202
     # fleet.main_program / fleet.startup_program: the programs distributed_optimizer rewrote.
     if name in ("main_program", "startup_program"):
         from fleet import fleet_api
+
         return getattr(fleet_api.instance, name)
     raise AttributeError(f"module 'fleet' has no attribute {name!r}")

@@ -53,7 +53,8 @@ def encode_attr(attr: pb.OpDesc.Attr, name: str, value: Any) -> None:
     else:
         raise InvalidArgument(
             f"attribute '{name}': value {value!r} of type {type(value).__name__} is not "
-            "a bool, int, float, str or a list of one of those")
+            "a bool, int, float, str or a list of one of those"
+        )
 
 
 def decode_attr(attr: pb.OpDesc.Attr) -> Any:

@@ -10,10 +10,14 @@ from fleet.errors import InvalidArgument
 
 FLOAT32, FLOAT64, INT32, INT64, BOOL = 0, 1, 2, 3, 4
 
-_BY_NAME = {"float32": FLOAT32, "float64": FLOAT64, "int32": INT32, "int64": INT64,
-            "bool": BOOL}
-_NUMPY = {FLOAT32: np.float32, FLOAT64: np.float64, INT32: np.int32, INT64: np.int64,
-          BOOL: np.bool_}
+_BY_NAME = {"float32": FLOAT32, "float64": FLOAT64, "int32": INT32, "int64": INT64, "bool": BOOL}
+_NUMPY = {
+    FLOAT32: np.float32,
+    FLOAT64: np.float64,
+    INT32: np.int32,
+    INT64: np.int64,
+    BOOL: np.bool_,
+}
 _NAMES = {v: k for k, v in _BY_NAME.items()}
 
 

@@ -37,9 +37,26 @@ def _tracking(cls: type, names: tuple[str, ...]) -> None:
         setattr(cls, name, method)
 
 
-_tracking(TrackedList, ("append", "extend", "insert", "pop", "remove", "clear", "sort",
-                        "reverse", "__setitem__", "__delitem__", "__iadd__", "__imul__"))
-_tracking(TrackedDict, ("__setitem__", "__delitem__", "pop", "popitem", "clear", "update",
-                        "setdefault", "__ior__"))
+_tracking(
+    TrackedList,
+    (
+        "append",
+        "extend",
+        "insert",
+        "pop",
+        "remove",
+        "clear",
+        "sort",
+        "reverse",
+        "__setitem__",
+        "__delitem__",
+        "__iadd__",
+        "__imul__",
+    ),
+)
+_tracking(
+    TrackedDict,
+    ("__setitem__", "__delitem__", "pop", "popitem", "clear", "update", "setdefault", "__ior__"),
+)
 
 __all__ = ["TrackedDict", "TrackedList"]

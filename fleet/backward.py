@@ -12,7 +12,7 @@ from typing import Iterable, Sequence
 
 from fleet import _core
 from fleet.errors import InvalidArgument
-from fleet.framework import (OP_ROLE_BACKWARD, Block, Operator, Parameter, Variable)
+from fleet.framework import OP_ROLE_BACKWARD, Block, Operator, Parameter, Variable
 from fleet.proto import framework_pb2 as pb
 
 GRAD_SUFFIX = "@GRAD"
@@ -42,12 +42,12 @@ def _ops_reaching(ops: Sequence[Operator], target: str) -> list[bool]:
 def _differentiable_vars(block: Block, ops: Sequence[Operator], no_grad: set[str]) -> set[str]:
     """Variables whose value depends on some trainable variable through ops with gradients."""
     registry = _core.op_registry
-    live = {name for name, v in block.vars.items()
-            if not v.stop_gradient and name not in no_grad}
+    live = {name for name, v in block.vars.items() if not v.stop_gradient and name not in no_grad}
     for op in ops:
         if registry.has_grad(op.type) and live.intersection(op.input_names):
-            live.update(n for n in op.output_names
-                        if n not in no_grad and not block.vars[n].stop_gradient)
+            live.update(
+                n for n in op.output_names if n not in no_grad and not block.vars[n].stop_gradient
+            )
     return live
 
 
@@ -58,16 +58,20 @@ def _make_grad_ops(op: Operator) -> list[Operator]:
 
 def _prune_outputs(grad_op: Operator, wanted: set[str]) -> None:
     for slot in list(grad_op.outputs):
-        kept = [n for n in grad_op.outputs[slot]
-                if not n.endswith(GRAD_SUFFIX) or _forward_name(n) in wanted]
+        kept = [
+            n
+            for n in grad_op.outputs[slot]
+            if not n.endswith(GRAD_SUFFIX) or _forward_name(n) in wanted
+        ]
         if kept:
             grad_op.outputs[slot] = kept
         else:
             del grad_op.outputs[slot]
 
 
-def _collect_grad_ops(block: Block, ops: Sequence[Operator], loss: Variable,
-                      differentiable: set[str]) -> list[Operator]:
+def _collect_grad_ops(
+    block: Block, ops: Sequence[Operator], loss: Variable, differentiable: set[str]
+) -> list[Operator]:
     reaches = _ops_reaching(ops, loss.name)
     available = {grad_var_name(loss.name)}
     result: list[Operator] = []
@@ -87,8 +91,11 @@ def _collect_grad_ops(block: Block, ops: Sequence[Operator], loss: Variable,
                 continue  # no gradient flows into this op
             for name in missing:
                 # An output nobody differentiates (e.g. a second output): its gradient is zero.
-                result.append(Operator(block, "fill_zeros_like", {"X": [_forward_name(name)]},
-                                       {"Out": [name]}, {}))
+                result.append(
+                    Operator(
+                        block, "fill_zeros_like", {"X": [_forward_name(name)]}, {"Out": [name]}, {}
+                    )
+                )
                 available.add(name)
             result.append(grad_op)
             available.update(grad_op.output_names)
@@ -139,37 +146,54 @@ def _declare_grad_vars(block: Block, op: Operator) -> None:
             block.create_var(name, shape=fwd.shape, dtype=fwd.dtype, lod_level=fwd.lod_level)
 
 
-def append_backward(loss: Variable, parameter_list: Sequence[str] | None = None,
-                    no_grad_set: Iterable[str] | None = None) -> list[tuple[Parameter, Variable]]:
+def append_backward(
+    loss: Variable,
+    parameter_list: Sequence[str] | None = None,
+    no_grad_set: Iterable[str] | None = None,
+) -> list[tuple[Parameter, Variable]]:
     """Appends gradient ops for `loss` to its block; returns (parameter, gradient) pairs for
     the trainable parameters (or those named in parameter_list) that receive a gradient."""
     block = loss.block
     program = block.program
     if loss.shape not in ((1,), (), (-1,)) and any(d != 1 for d in loss.shape if d >= 0):
-        raise InvalidArgument(f"append_backward: loss '{loss.name}' must be a scalar (shape [1]), "
-                              f"got shape {list(loss.shape)}; reduce it with layers.mean")
+        raise InvalidArgument(
+            f"append_backward: loss '{loss.name}' must be a scalar (shape [1]), "
+            f"got shape {list(loss.shape)}; reduce it with layers.mean"
+        )
     no_grad = {n.name if isinstance(n, Variable) else n for n in (no_grad_set or [])}
     forward_ops = list(block.ops)
     differentiable = _differentiable_vars(block, forward_ops, no_grad)
     if loss.name not in differentiable:
-        raise InvalidArgument(f"append_backward: loss '{loss.name}' does not depend on any "
-                              "trainable parameter")
+        raise InvalidArgument(
+            f"append_backward: loss '{loss.name}' does not depend on any trainable parameter"
+        )
     with program.op_role_guard(OP_ROLE_BACKWARD):
-        block.append_op("fill_constant", outputs={"Out": grad_var_name(loss.name)},
-                        attrs={"shape": [1], "dtype": loss.dtype, "value": 1.0})
+        block.append_op(
+            "fill_constant",
+            outputs={"Out": grad_var_name(loss.name)},
+            attrs={"shape": [1], "dtype": loss.dtype, "value": 1.0},
+        )
         grad_ops = _accumulate_duplicates(
-            block, _collect_grad_ops(block, forward_ops, loss, differentiable))
+            block, _collect_grad_ops(block, forward_ops, loss, differentiable)
+        )
         for op in grad_ops:
             _declare_grad_vars(block, op)
-            block.append_op(op.type, op.inputs, op.outputs,
-                            {k: v for k, v in op.attrs.items() if k != "op_role"},
-                            infer_shape=False)
+            block.append_op(
+                op.type,
+                op.inputs,
+                op.outputs,
+                {k: v for k, v in op.attrs.items() if k != "op_role"},
+                infer_shape=False,
+            )
     params = block.all_parameters()
     if parameter_list is not None:
         wanted = {p.name if isinstance(p, Variable) else p for p in parameter_list}
         params = [p for p in params if p.name in wanted]
-    return [(p, block.var(grad_var_name(p.name))) for p in params
-            if p.trainable and block.has_var(grad_var_name(p.name))]
+    return [
+        (p, block.var(grad_var_name(p.name)))
+        for p in params
+        if p.trainable and block.has_var(grad_var_name(p.name))
+    ]
 
 
 def gradients(targets: Variable, inputs: Sequence[Variable]) -> list[Variable | None]:

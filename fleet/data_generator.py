@@ -56,14 +56,18 @@ class DataGenerator:
             raise InvalidArgument(f"batch size must be positive, got {batch_size}")
         self.batch_size_ = batch_size
 
-    def generate_sample(self, line: str | None) -> Callable[[], Iterable[Sample]] | Iterable[Sample]:
+    def generate_sample(
+        self, line: str | None
+    ) -> Callable[[], Iterable[Sample]] | Iterable[Sample]:
         raise NotImplementedError(
             "Please rewrite this function to return a list or tuple: "
-            "[(name, [feasign, ...]), ...] or ((name, [feasign, ...]), ...)")
+            "[(name, [feasign, ...]), ...] or ((name, [feasign, ...]), ...)"
+        )
 
     def generate_batch(self, samples: list[Sample]) -> Callable[[], Iterable[Sample]]:
         def local_iter() -> Iterator[Sample]:
             yield from samples
+
         return local_iter
 
     def run_from_stdin(self, stdin: TextIO | None = None, stdout: TextIO | None = None) -> None:
@@ -103,8 +107,10 @@ def _check_sample(line: Any) -> list:
     if isinstance(line, zip):
         line = list(line)
     if not isinstance(line, (list, tuple)):
-        raise InvalidArgument("a sample must be a list or tuple of (name, values) pairs, e.g. "
-                         f"[('words', [1926, 8, 17]), ('label', [1])]; got {line!r}")
+        raise InvalidArgument(
+            "a sample must be a list or tuple of (name, values) pairs, e.g. "
+            f"[('words', [1926, 8, 17]), ('label', [1])]; got {line!r}"
+        )
     return list(line)
 
 
@@ -120,8 +126,10 @@ class MultiSlotDataGenerator(DataGenerator):
         if first:
             self._proto_info = []
         elif len(line) != len(self._proto_info):
-            raise InvalidArgument(f"a sample has {len(line)} slots but the first had "
-                             f"{len(self._proto_info)}: {[n for n, _ in self._proto_info]}")
+            raise InvalidArgument(
+                f"a sample has {len(line)} slots but the first had "
+                f"{len(self._proto_info)}: {[n for n, _ in self._proto_info]}"
+            )
         parts = []
         for index, (name, elements) in enumerate(line):
             if first:
@@ -129,17 +137,22 @@ class MultiSlotDataGenerator(DataGenerator):
                     raise InvalidArgument(f"slot name {name!r} must be a str")
                 self._proto_info.append((name, "uint64"))
             elif name != self._proto_info[index][0]:
-                raise InvalidArgument(f"slot {index} is named {name!r} but the first sample named it "
-                                 f"{self._proto_info[index][0]!r}")
+                raise InvalidArgument(
+                    f"slot {index} is named {name!r} but the first sample named it "
+                    f"{self._proto_info[index][0]!r}"
+                )
             if not isinstance(elements, (list, tuple)):
                 raise InvalidArgument(f"slot {name!r}: values must be a list, got {type(elements)}")
             if not elements:
-                raise InvalidArgument(f"slot {name!r} is empty; pad it (e.g. with id 0) in "
-                                 "generate_sample")
+                raise InvalidArgument(
+                    f"slot {name!r} is empty; pad it (e.g. with id 0) in generate_sample"
+                )
             parts.append(str(len(elements)))
             for elem in elements:
                 if isinstance(elem, bool) or not isinstance(elem, numbers.Real):
-                    raise InvalidArgument(f"slot {name!r}: value {elem!r} must be an int or a float")
+                    raise InvalidArgument(
+                        f"slot {name!r}: value {elem!r} must be an int or a float"
+                    )
                 if isinstance(elem, numbers.Integral):
                     parts.append(str(int(elem)))
                 else:
@@ -162,5 +175,9 @@ class MultiSlotStringDataGenerator(DataGenerator):
         return " ".join(parts) + "\n"
 
 
-__all__ = ["DataGenerator", "MultiSlotDataGenerator", "MultiSlotStringDataGenerator",
-           "python_pipe_command"]
+__all__ = [
+    "DataGenerator",
+    "MultiSlotDataGenerator",
+    "MultiSlotStringDataGenerator",
+    "python_pipe_command",
+]

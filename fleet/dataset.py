@@ -60,15 +60,25 @@ class DatasetBase:
         self._pipe_command_timeout_s = 600.0
 
     # The paddle.distributed.QueueDataset/InMemoryDataset (2.x) way to set everything at once.
-    def init(self, batch_size: int = 1, thread_num: int = 1,
-             use_var: Sequence[Variable] | None = None, pipe_command: str = "cat",
-             **unsupported: Any) -> None:
-        ignored = {k: v for k, v in unsupported.items()
-                   if k not in ("input_type", "fs_name", "fs_ugi", "download_cmd")
-                   or v not in (0, "", "cat")}
+    def init(
+        self,
+        batch_size: int = 1,
+        thread_num: int = 1,
+        use_var: Sequence[Variable] | None = None,
+        pipe_command: str = "cat",
+        **unsupported: Any,
+    ) -> None:
+        ignored = {
+            k: v
+            for k, v in unsupported.items()
+            if k not in ("input_type", "fs_name", "fs_ugi", "download_cmd")
+            or v not in (0, "", "cat")
+        }
         if ignored:
-            raise InvalidArgument(f"dataset.init: unsupported settings {sorted(ignored)} "
-                                  "(HDFS and custom input types are not available in Fleet)")
+            raise InvalidArgument(
+                f"dataset.init: unsupported settings {sorted(ignored)} "
+                "(HDFS and custom input types are not available in Fleet)"
+            )
         self.set_batch_size(batch_size)
         self.set_thread(thread_num)
         self.set_use_var(list(use_var or []))
@@ -83,10 +93,14 @@ class DatasetBase:
     def set_pipe_command_timeout(self, seconds: float) -> None:
         """Fleet extension: how long a pipe_command may write nothing before it is killed and
         the pass fails with fleet.errors.Timeout naming the file and the command."""
-        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or \
-                not 0 < seconds < 1e9:
-            raise InvalidArgument(f"pipe_command timeout must be a positive number of seconds, "
-                                  f"got {seconds!r}")
+        if (
+            isinstance(seconds, bool)
+            or not isinstance(seconds, (int, float))
+            or not 0 < seconds < 1e9
+        ):
+            raise InvalidArgument(
+                f"pipe_command timeout must be a positive number of seconds, got {seconds!r}"
+            )
         self._pipe_command_timeout_s = float(seconds)
 
     def set_batch_size(self, batch_size: int) -> None:
@@ -98,7 +112,8 @@ class DatasetBase:
 
     def set_filelist(self, filelist: Sequence[str]) -> None:
         if isinstance(filelist, (str, bytes)) or not all(
-                isinstance(f, (str, os.PathLike)) for f in filelist):
+            isinstance(f, (str, os.PathLike)) for f in filelist
+        ):
             raise InvalidArgument(f"filelist must be a list of paths, got {filelist!r}")
         self._filelist = [os.fspath(f) for f in filelist]
 
@@ -109,8 +124,10 @@ class DatasetBase:
             if not isinstance(var, Variable):
                 raise InvalidArgument(f"set_use_var takes program variables, got {var!r}")
             if var.dtype not in (INT64, FLOAT32):
-                raise InvalidArgument(f"variable '{var.name}' is {dtype_name(var.dtype)}; "
-                                      "datasets feed int64 and float32 variables only")
+                raise InvalidArgument(
+                    f"variable '{var.name}' is {dtype_name(var.dtype)}; "
+                    "datasets feed int64 and float32 variables only"
+                )
         self._use_vars = list(var_list)
 
     def set_skip_bad_lines(self, skip: bool = True) -> None:
@@ -136,11 +153,15 @@ class DatasetBase:
         return list(self._use_vars)
 
     def desc(self) -> str:
-        slots = ", ".join(f"{v.name}:{dtype_name(v.dtype)}{'[lod]' if v.lod_level else ''}"
-                          for v in self._use_vars)
-        return (f"{type(self).__name__}(batch_size={self._batch_size}, thread={self._thread}, "
-                f"pipe_command={self._pipe_command!r}, files={len(self._filelist)}, "
-                f"slots=[{slots}], skip_bad_lines={self._skip_bad_lines})")
+        slots = ", ".join(
+            f"{v.name}:{dtype_name(v.dtype)}{'[lod]' if v.lod_level else ''}"
+            for v in self._use_vars
+        )
+        return (
+            f"{type(self).__name__}(batch_size={self._batch_size}, thread={self._thread}, "
+            f"pipe_command={self._pipe_command!r}, files={len(self._filelist)}, "
+            f"slots=[{slots}], skip_bad_lines={self._skip_bad_lines})"
+        )
 
     __repr__ = desc
 
@@ -151,11 +172,19 @@ class DatasetBase:
 
     def _core_args(self) -> dict[str, Any]:
         if not self._filelist:
-            raise InvalidArgument(f"{type(self).__name__}: the file list is empty (call "
-                                  "set_filelist with at least one file)")
-        return dict(slots=self._slots(), batch_size=self._batch_size, threads=self._thread,
-                    pipe_command=self._pipe_command, skip_bad_lines=self._skip_bad_lines,
-                    files=self._filelist, pipe_command_timeout_s=self._pipe_command_timeout_s)
+            raise InvalidArgument(
+                f"{type(self).__name__}: the file list is empty (call "
+                "set_filelist with at least one file)"
+            )
+        return dict(
+            slots=self._slots(),
+            batch_size=self._batch_size,
+            threads=self._thread,
+            pipe_command=self._pipe_command,
+            skip_bad_lines=self._skip_bad_lines,
+            files=self._filelist,
+            pipe_command_timeout_s=self._pipe_command_timeout_s,
+        )
 
     def _pass_dataset(self) -> Any:
         """The C++ dataset a train_from_dataset pass reads."""
@@ -189,13 +218,17 @@ class InMemoryDataset(DatasetBase):
         if self._core is None:
             self._core = _core.InMemoryDataset(**self._core_args())
         elif [s[0] for s in self._slots()] != list(self._core.slot_names):
-            raise InvalidArgument("InMemoryDataset: set_use_var changed after "
-                                  "load_into_memory; call release_memory first")
+            raise InvalidArgument(
+                "InMemoryDataset: set_use_var changed after "
+                "load_into_memory; call release_memory first"
+            )
         self.load_stats = dict(self._core.load_into_memory())
         if self.load_stats["bad_lines"]:
-            print(f"load_into_memory: skipped {self.load_stats['bad_lines']} malformed lines "
-                  f"(skip_bad_lines); first: {self.load_stats['bad_line_examples'][0]}",
-                  flush=True)
+            print(
+                f"load_into_memory: skipped {self.load_stats['bad_lines']} malformed lines "
+                f"(skip_bad_lines); first: {self.load_stats['bad_line_examples'][0]}",
+                flush=True,
+            )
 
     def preload_into_memory(self, thread_num: int | None = None) -> None:
         """load_into_memory in a background thread; finish with wait_preload_done()."""
@@ -225,11 +258,18 @@ class InMemoryDataset(DatasetBase):
     def local_shuffle(self, seed: int | None = None) -> None:
         """Shuffles the samples in memory; a given seed reproduces the order."""
         self._loaded("local_shuffle").local_shuffle(
-            seed if seed is not None else random.SystemRandom().getrandbits(63))
+            seed if seed is not None else random.SystemRandom().getrandbits(63)
+        )
 
-    def global_shuffle(self, fleet: Any = None, thread_num: int = 12, seed: int | None = None,
-                       exchange: Exchange | None = None, rank: int | None = None,
-                       world_size: int | None = None) -> None:
+    def global_shuffle(
+        self,
+        fleet: Any = None,
+        thread_num: int = 12,
+        seed: int | None = None,
+        exchange: Exchange | None = None,
+        rank: int | None = None,
+        world_size: int | None = None,
+    ) -> None:
         """Sends every sample to a random worker, then shuffles locally.
 
         Workers and transport come from `fleet` (worker_index(), worker_num() and
@@ -242,8 +282,10 @@ class InMemoryDataset(DatasetBase):
             util = getattr(fleet, "util", fleet)
             exchange = exchange or getattr(util, "all_to_all_bytes", None)
             if exchange is None and world_size > 1:
-                raise Unavailable("global_shuffle across workers needs fleet.all_to_all_bytes "
-                                  "(the parameter-server or collective runtime)")
+                raise Unavailable(
+                    "global_shuffle across workers needs fleet.all_to_all_bytes "
+                    "(the parameter-server or collective runtime)"
+                )
         if exchange is None:
             if world_size not in (None, 1):
                 raise InvalidArgument("global_shuffle: world_size > 1 needs an exchange")
@@ -252,8 +294,11 @@ class InMemoryDataset(DatasetBase):
         if rank is None or world_size is None:
             raise InvalidArgument("global_shuffle with an exchange needs rank and world_size")
         self._loaded("global_shuffle").global_shuffle(
-            rank, world_size, exchange,
-            seed if seed is not None else random.SystemRandom().getrandbits(63))
+            rank,
+            world_size,
+            exchange,
+            seed if seed is not None else random.SystemRandom().getrandbits(63),
+        )
 
     def get_memory_data_size(self, fleet: Any = None) -> int:
         """Samples in memory (summed over workers when `fleet` is given)."""
@@ -295,8 +340,10 @@ class DatasetFactory:
 
     def create_dataset(self, datafeed_class: str = "QueueDataset") -> DatasetBase:
         if datafeed_class not in self._CLASSES:
-            raise InvalidArgument(f"datafeed class {datafeed_class!r} does not exist; use one "
-                                  f"of {sorted(self._CLASSES)}")
+            raise InvalidArgument(
+                f"datafeed class {datafeed_class!r} does not exist; use one "
+                f"of {sorted(self._CLASSES)}"
+            )
         return self._CLASSES[datafeed_class]()
 
 

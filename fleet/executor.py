@@ -14,8 +14,14 @@ import numpy as np
 from fleet import _core
 from fleet._dtypes import dtype_name, numpy_dtype, to_dtype
 from fleet.errors import InvalidArgument, NotFound, Unavailable
-from fleet.framework import (LOD_TENSOR_ARRAY, OP_ROLE_OTHER, Operator, Program, Variable,
-                             default_main_program)
+from fleet.framework import (
+    LOD_TENSOR_ARRAY,
+    OP_ROLE_OTHER,
+    Operator,
+    Program,
+    Variable,
+    default_main_program,
+)
 from fleet.proto import framework_pb2 as pb
 
 FEED_HOLDER, FETCH_HOLDER = "feed", "fetch"
@@ -53,8 +59,11 @@ def scope_guard(scope: Any) -> Iterator[None]:
         _GlobalScope.scope = saved
 
 
-def LoDTensor(values: Any = None, lengths: Sequence[Sequence[int]] | None = None,
-              lod: Sequence[Sequence[int]] | None = None) -> Any:
+def LoDTensor(
+    values: Any = None,
+    lengths: Sequence[Sequence[int]] | None = None,
+    lod: Sequence[Sequence[int]] | None = None,
+) -> Any:
     """A tensor to feed sequences: `values` rows grouped by `lengths` (per level, e.g.
     [[2, 3]] for two sequences of 2 and 3 rows) or by `lod` offsets ([[0, 2, 5]])."""
     tensor = _core.LoDTensor()
@@ -69,8 +78,9 @@ def LoDTensor(values: Any = None, lengths: Sequence[Sequence[int]] | None = None
     return tensor
 
 
-def create_lod_tensor(data: Any, recursive_seq_lens: Sequence[Sequence[int]],
-                      place: Any = None) -> Any:
+def create_lod_tensor(
+    data: Any, recursive_seq_lens: Sequence[Sequence[int]], place: Any = None
+) -> Any:
     """fluid.create_lod_tensor: `data` as an array (or a list of per-sequence lists)."""
     if isinstance(data, list) and data and isinstance(data[0], (list, tuple, np.ndarray)):
         data = np.concatenate([np.asarray(d).reshape(len(d), -1) for d in data])
@@ -87,13 +97,16 @@ def _check_feed(var: Variable, tensor: Any) -> None:
     if got_dtype != var.dtype:
         raise InvalidArgument(
             f"feed '{var.name}': got dtype {dtype_name(got_dtype)} with shape {list(shape)}, but "
-            f"the variable is declared {dtype_name(var.dtype)} with shape {list(expected)}")
+            f"the variable is declared {dtype_name(var.dtype)} with shape {list(expected)}"
+        )
     compatible = len(shape) == len(expected) and all(
-        e < 0 or e == s for e, s in zip(expected, shape))
+        e < 0 or e == s for e, s in zip(expected, shape)
+    )
     if not compatible:
         raise InvalidArgument(
             f"feed '{var.name}': got shape {list(shape)}, but the variable is declared with "
-            f"shape {list(expected)} (-1 matches any size)")
+            f"shape {list(expected)} (-1 matches any size)"
+        )
     if var.lod_level > 0 and not tensor.lod() and len(shape) > 0:
         # One row per sequence is the natural default for lod_level-1 inputs fed as arrays.
         tensor.set_lod_one_row_per_sequence()
@@ -107,7 +120,8 @@ def _to_tensor(name: str, value: Any, var: Variable) -> Any:
         raise InvalidArgument(
             f"feed '{name}': got a float64 array of shape {list(array.shape)}, but the variable "
             f"is declared {dtype_name(var.dtype)} with shape {list(var.shape)}; convert it with "
-            f".astype(np.{dtype_name(var.dtype)})")
+            f".astype(np.{dtype_name(var.dtype)})"
+        )
     tensor = _core.LoDTensor()
     tensor.set(array)
     return tensor
@@ -120,16 +134,18 @@ class Executor:
     by default those of the `fleet` facade, which `fleet.init_worker()` fills, so that an
     Executor made before or after init_worker runs distributed ops the same way."""
 
-    def __init__(self, place: Any = None, seed: int = 0x5eed, resources: Any = None) -> None:
+    def __init__(self, place: Any = None, seed: int = 0x5EED, resources: Any = None) -> None:
         if isinstance(place, CUDAPlace):
             if not _core.compiled_with_cuda:
                 raise Unavailable(f"{place}: Fleet was built without CUDA")
-            raise Unavailable(f"{place}: the executor runs programs on CPU only in this "
-                              "version; use CPUPlace()")
+            raise Unavailable(
+                f"{place}: the executor runs programs on CPU only in this version; use CPUPlace()"
+            )
         self.place = place or CPUPlace()
         self._core = _core.Executor(seed=seed)
         if resources is None:
             from fleet import fleet_api  # the facade imports this module
+
             resources = fleet_api.instance.runtime_resources
         self._core.resources = resources
         self._cache: dict[tuple, Any] = {}
@@ -149,9 +165,15 @@ class Executor:
     def resources(self, value: Any) -> None:
         self._core.resources = value
 
-    def run(self, program: Program | None = None, feed: Mapping[str, Any] | None = None,
-            fetch_list: Sequence[Any] | None = None, scope: Any = None,
-            return_numpy: bool = True, use_program_cache: bool = True) -> list[Any]:
+    def run(
+        self,
+        program: Program | None = None,
+        feed: Mapping[str, Any] | None = None,
+        fetch_list: Sequence[Any] | None = None,
+        scope: Any = None,
+        return_numpy: bool = True,
+        use_program_cache: bool = True,
+    ) -> list[Any]:
         program = program if program is not None else default_main_program()
         program = getattr(program, "program", program)  # accept a CompiledProgram-like wrapper
         scope = scope if scope is not None else global_scope()
@@ -175,29 +197,71 @@ class Executor:
             return list(fetched)
         return [t.numpy() for t in fetched]
 
-    def train_from_dataset(self, program: Program | None = None, dataset: Any = None,
-                           scope: Any = None, thread: int = 0, debug: bool = False,
-                           fetch_list: Sequence[Any] | None = None,
-                           fetch_info: Sequence[str] | None = None, print_period: int = 100,
-                           fetch_handler: Any = None) -> Any:
+    def train_from_dataset(
+        self,
+        program: Program | None = None,
+        dataset: Any = None,
+        scope: Any = None,
+        thread: int = 0,
+        debug: bool = False,
+        fetch_list: Sequence[Any] | None = None,
+        fetch_info: Sequence[str] | None = None,
+        print_period: int = 100,
+        fetch_handler: Any = None,
+    ) -> Any:
         """One pass of `dataset` through `program` in `thread` C++ trainer threads (0: the
         dataset's thread count); see `fleet.trainer.train_from_dataset`."""
         from fleet import trainer  # trainer imports this module
-        return trainer.train_from_dataset(self, program, dataset, scope, thread, debug,
-                                          fetch_list, fetch_info, print_period, fetch_handler)
 
-    def infer_from_dataset(self, program: Program | None = None, dataset: Any = None,
-                           scope: Any = None, thread: int = 0, debug: bool = False,
-                           fetch_list: Sequence[Any] | None = None,
-                           fetch_info: Sequence[str] | None = None, print_period: int = 100,
-                           fetch_handler: Any = None) -> Any:
+        return trainer.train_from_dataset(
+            self,
+            program,
+            dataset,
+            scope,
+            thread,
+            debug,
+            fetch_list,
+            fetch_info,
+            print_period,
+            fetch_handler,
+        )
+
+    def infer_from_dataset(
+        self,
+        program: Program | None = None,
+        dataset: Any = None,
+        scope: Any = None,
+        thread: int = 0,
+        debug: bool = False,
+        fetch_list: Sequence[Any] | None = None,
+        fetch_info: Sequence[str] | None = None,
+        print_period: int = 100,
+        fetch_handler: Any = None,
+    ) -> Any:
         """Like train_from_dataset, running only the forward part (parameters do not change)."""
         from fleet import trainer
-        return trainer.infer_from_dataset(self, program, dataset, scope, thread, debug,
-                                          fetch_list, fetch_info, print_period, fetch_handler)
 
-    def _prepare(self, program: Program, feed_names: list[str], fetch_names: list[str],
-                 use_cache: bool, holders: bool = True) -> Any:
+        return trainer.infer_from_dataset(
+            self,
+            program,
+            dataset,
+            scope,
+            thread,
+            debug,
+            fetch_list,
+            fetch_info,
+            print_period,
+            fetch_handler,
+        )
+
+    def _prepare(
+        self,
+        program: Program,
+        feed_names: list[str],
+        fetch_names: list[str],
+        use_cache: bool,
+        holders: bool = True,
+    ) -> Any:
         """The prepared form of `program` plus feed/fetch ops (and, with `holders`, the feed and
         fetch holder variables), cached per program version and feed/fetch names."""
         key = (id(program), program.version, tuple(feed_names), tuple(fetch_names), holders)
@@ -209,15 +273,29 @@ class Executor:
         block = desc.blocks[0]
         for holder in (FEED_HOLDER, FETCH_HOLDER) if holders else ():
             block.vars.add(name=holder, type=LOD_TENSOR_ARRAY, persistable=True)
-        feed_ops = [Operator(None, "feed", {"X": [FEED_HOLDER]}, {"Out": [name]},  # type: ignore[arg-type]
-                             {"col": i, "op_role": OP_ROLE_OTHER}).to_desc()
-                    for i, name in enumerate(feed_names)]
+        feed_ops = [
+            Operator(
+                None,
+                "feed",
+                {"X": [FEED_HOLDER]},
+                {"Out": [name]},  # type: ignore[arg-type]
+                {"col": i, "op_role": OP_ROLE_OTHER},
+            ).to_desc()
+            for i, name in enumerate(feed_names)
+        ]
         ops = list(block.ops)
         del block.ops[:]
         block.ops.extend(feed_ops + ops)
         for i, name in enumerate(fetch_names):
-            block.ops.append(Operator(None, "fetch", {"X": [name]}, {"Out": [FETCH_HOLDER]},  # type: ignore[arg-type]
-                                      {"col": i, "op_role": OP_ROLE_OTHER}).to_desc())
+            block.ops.append(
+                Operator(
+                    None,
+                    "fetch",
+                    {"X": [name]},
+                    {"Out": [FETCH_HOLDER]},  # type: ignore[arg-type]
+                    {"col": i, "op_role": OP_ROLE_OTHER},
+                ).to_desc()
+            )
         prepared = self._core.prepare(desc.SerializeToString(), 0)
         if use_cache:
             self._cache[key] = (program, prepared)
@@ -246,5 +324,14 @@ def numpy_of(var: Any) -> np.ndarray:
     return var.get_tensor().numpy()
 
 
-__all__ = ["CPUPlace", "CUDAPlace", "Executor", "LoDTensor", "create_lod_tensor",
-           "global_scope", "scope_guard", "numpy_of", "numpy_dtype"]
+__all__ = [
+    "CPUPlace",
+    "CUDAPlace",
+    "Executor",
+    "LoDTensor",
+    "create_lod_tensor",
+    "global_scope",
+    "scope_guard",
+    "numpy_of",
+    "numpy_dtype",
+]

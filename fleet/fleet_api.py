@@ -34,7 +34,26 @@ init_worker = instance.init_worker
 flush_worker = instance.flush_worker
 stop_worker = instance.stop_worker
 
-__all__ = ["Fleet", "barrier_worker", "distributed_optimizer", "flush_worker", "init_server",
-           "init_worker", "run_server", "stop_worker", "init", "instance", "is_first_worker", "is_server",
-           "is_worker", "role_maker", "server_endpoints", "server_index", "server_num", "util",
-           "worker_endpoints", "worker_index", "worker_num"]
+__all__ = [
+    "Fleet",
+    "barrier_worker",
+    "distributed_optimizer",
+    "flush_worker",
+    "init_server",
+    "init_worker",
+    "run_server",
+    "stop_worker",
+    "init",
+    "instance",
+    "is_first_worker",
+    "is_server",
+    "is_worker",
+    "role_maker",
+    "server_endpoints",
+    "server_index",
+    "server_num",
+    "util",
+    "worker_endpoints",
+    "worker_index",
+    "worker_num",
+]

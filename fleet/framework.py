@@ -42,9 +42,17 @@ def _user_callsite() -> str:
 class Variable:
     """A named value in a block. Shapes use -1 for dimensions known only at run time."""
 
-    def __init__(self, block: "Block", name: str, shape: Sequence[int] = (), dtype: Any = FLOAT32,
-                 lod_level: int = 0, persistable: bool = False, stop_gradient: bool = False,
-                 kind: int = LOD_TENSOR) -> None:
+    def __init__(
+        self,
+        block: "Block",
+        name: str,
+        shape: Sequence[int] = (),
+        dtype: Any = FLOAT32,
+        lod_level: int = 0,
+        persistable: bool = False,
+        stop_gradient: bool = False,
+        kind: int = LOD_TENSOR,
+    ) -> None:
         self.block = block
         self.name = name
         self.shape = tuple(int(d) for d in shape)
@@ -59,16 +67,31 @@ class Variable:
         return False
 
     def to_desc(self) -> pb.VarDesc:
-        return pb.VarDesc(name=self.name, type=self.kind, dtype=self.dtype, shape=self.shape,
-                          lod_level=self.lod_level, persistable=self.persistable,
-                          stop_gradient=self.stop_gradient, is_parameter=self.is_parameter)
+        return pb.VarDesc(
+            name=self.name,
+            type=self.kind,
+            dtype=self.dtype,
+            shape=self.shape,
+            lod_level=self.lod_level,
+            persistable=self.persistable,
+            stop_gradient=self.stop_gradient,
+            is_parameter=self.is_parameter,
+        )
 
     def __repr__(self) -> str:
-        kind = {LOD_TENSOR: "", SELECTED_ROWS: ", selected_rows",
-                LOD_TENSOR_ARRAY: ", array"}[self.kind]
-        flags = "".join([", persistable" if self.persistable else "",
-                         f", lod_level={self.lod_level}" if self.lod_level else "", kind])
-        return f"{type(self).__name__}({self.name}: {dtype_name(self.dtype)}{list(self.shape)}{flags})"
+        kind = {LOD_TENSOR: "", SELECTED_ROWS: ", selected_rows", LOD_TENSOR_ARRAY: ", array"}[
+            self.kind
+        ]
+        flags = "".join(
+            [
+                ", persistable" if self.persistable else "",
+                f", lod_level={self.lod_level}" if self.lod_level else "",
+                kind,
+            ]
+        )
+        return (
+            f"{type(self).__name__}({self.name}: {dtype_name(self.dtype)}{list(self.shape)}{flags})"
+        )
 
     __str__ = __repr__
 
@@ -76,11 +99,20 @@ class Variable:
 class Parameter(Variable):
     """A trainable persistable variable, initialised by an op in the startup program."""
 
-    def __init__(self, block: "Block", name: str, shape: Sequence[int], dtype: Any = FLOAT32,
-                 trainable: bool = True, learning_rate: float = 1.0, regularizer: Any = None,
-                 **kwargs: Any) -> None:
-        super().__init__(block, name, shape, dtype, persistable=True,
-                         stop_gradient=not trainable, **kwargs)
+    def __init__(
+        self,
+        block: "Block",
+        name: str,
+        shape: Sequence[int],
+        dtype: Any = FLOAT32,
+        trainable: bool = True,
+        learning_rate: float = 1.0,
+        regularizer: Any = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(
+            block, name, shape, dtype, persistable=True, stop_gradient=not trainable, **kwargs
+        )
         self.trainable = trainable
         self.learning_rate = learning_rate
         self.regularizer = regularizer  # fleet.regularizer; overrides the optimizer's
@@ -91,8 +123,14 @@ class Parameter(Variable):
 
 
 class Operator:
-    def __init__(self, block: "Block", op_type: str, inputs: dict[str, list[str]],
-                 outputs: dict[str, list[str]], attrs: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        block: "Block",
+        op_type: str,
+        inputs: dict[str, list[str]],
+        outputs: dict[str, list[str]],
+        attrs: dict[str, Any],
+    ) -> None:
         self.block = block
         self.type = op_type
         self.inputs = inputs
@@ -125,18 +163,24 @@ class Operator:
 
     @staticmethod
     def from_desc(block: "Block", desc: pb.OpDesc) -> "Operator":
-        return Operator(block, desc.type,
-                        {v.parameter: list(v.arguments) for v in desc.inputs},
-                        {v.parameter: list(v.arguments) for v in desc.outputs},
-                        {a.name: decode_attr(a) for a in desc.attrs})
+        return Operator(
+            block,
+            desc.type,
+            {v.parameter: list(v.arguments) for v in desc.inputs},
+            {v.parameter: list(v.arguments) for v in desc.outputs},
+            {a.name: decode_attr(a) for a in desc.attrs},
+        )
 
     def __repr__(self) -> str:
         def slots(m: Mapping[str, list[str]]) -> str:
             return ", ".join(f"{k}={v}" for k, v in m.items())
+
         attrs = {k: v for k, v in self.attrs.items() if k not in (OP_ROLE_ATTR, OP_CALLSITE_ATTR)}
         where = self.attrs.get(OP_CALLSITE_ATTR, "")
-        return (f"{{{slots(self.outputs)}}} = {self.type}({slots(self.inputs)})"
-                f"{' ' + str(attrs) if attrs else ''}{'  # ' + where if where else ''}")
+        return (
+            f"{{{slots(self.outputs)}}} = {self.type}({slots(self.inputs)})"
+            f"{' ' + str(attrs) if attrs else ''}{'  # ' + where if where else ''}"
+        )
 
 
 def _to_names(value: Any) -> list[str]:
@@ -173,13 +217,16 @@ class Block:
         self.program._bump()
         return var
 
-    def create_parameter(self, name: str, shape: Sequence[int], dtype: Any = FLOAT32,
-                         **kwargs: Any) -> Parameter:
+    def create_parameter(
+        self, name: str, shape: Sequence[int], dtype: Any = FLOAT32, **kwargs: Any
+    ) -> Parameter:
         if name in self.vars:
             existing = self.vars[name]
             if tuple(existing.shape) != tuple(shape):
-                raise InvalidArgument(f"parameter '{name}' exists with shape "
-                                      f"{list(existing.shape)}, cannot reuse it as {list(shape)}")
+                raise InvalidArgument(
+                    f"parameter '{name}' exists with shape "
+                    f"{list(existing.shape)}, cannot reuse it as {list(shape)}"
+                )
             return existing  # type: ignore[return-value]
         param = Parameter(self, name, shape, dtype, **kwargs)
         self.vars[name] = param
@@ -189,27 +236,44 @@ class Block:
     def all_parameters(self) -> list[Parameter]:
         return [v for v in self.vars.values() if isinstance(v, Parameter)]
 
-    def append_op(self, type: str, inputs: Mapping[str, Any] | None = None,
-                  outputs: Mapping[str, Any] | None = None,
-                  attrs: Mapping[str, Any] | None = None, infer_shape: bool = True) -> Operator:
+    def append_op(
+        self,
+        type: str,
+        inputs: Mapping[str, Any] | None = None,
+        outputs: Mapping[str, Any] | None = None,
+        attrs: Mapping[str, Any] | None = None,
+        infer_shape: bool = True,
+    ) -> Operator:
         return self._insert_op(len(self.ops), type, inputs, outputs, attrs, infer_shape)
 
     def _prepend_op(self, type: str, **kwargs: Any) -> Operator:
         return self._insert_op(0, type, **kwargs)
 
-    def _insert_op(self, index: int, type: str, inputs: Mapping[str, Any] | None = None,
-                   outputs: Mapping[str, Any] | None = None,
-                   attrs: Mapping[str, Any] | None = None, infer_shape: bool = True) -> Operator:
+    def _insert_op(
+        self,
+        index: int,
+        type: str,
+        inputs: Mapping[str, Any] | None = None,
+        outputs: Mapping[str, Any] | None = None,
+        attrs: Mapping[str, Any] | None = None,
+        infer_shape: bool = True,
+    ) -> Operator:
         registry = _core.op_registry
         if not registry.has_op(type):
-            raise NotFound(f"unknown op type '{type}' (at {_user_callsite()}); registered ops: "
-                           f"see fleet.registered_ops()")
+            raise NotFound(
+                f"unknown op type '{type}' (at {_user_callsite()}); registered ops: "
+                f"see fleet.registered_ops()"
+            )
         attrs = dict(attrs or {})
         attrs.setdefault(OP_ROLE_ATTR, self.program._op_role)
         attrs.setdefault(OP_CALLSITE_ATTR, _user_callsite())
-        op = Operator(self, type, {k: _to_names(v) for k, v in (inputs or {}).items() if v is not None},
-                      {k: _to_names(v) for k, v in (outputs or {}).items() if v is not None},
-                      attrs)
+        op = Operator(
+            self,
+            type,
+            {k: _to_names(v) for k, v in (inputs or {}).items() if v is not None},
+            {k: _to_names(v) for k, v in (outputs or {}).items() if v is not None},
+            attrs,
+        )
         for name in op.output_names:
             if name not in self.vars:
                 self.create_var(name)
@@ -257,8 +321,9 @@ class Block:
         try:
             result = _core.op_registry.infer_shape(op.to_desc().SerializeToString(), infos)
         except Exception as exc:
-            raise type(exc)(f"{exc} (op '{op.type}' created at "
-                            f"{op.attrs.get(OP_CALLSITE_ATTR)})") from None
+            raise type(exc)(
+                f"{exc} (op '{op.type}' created at {op.attrs.get(OP_CALLSITE_ATTR)})"
+            ) from None
         for name, (shape, dtype, lod_level, kind) in result.items():
             var = self.vars[name]
             var.shape, var.dtype, var.lod_level, var.kind = tuple(shape), dtype, lod_level, kind
@@ -336,18 +401,32 @@ class Program:
             if block.idx > 0:
                 copy.blocks.append(nb)
             for v in block.vars.values():
-                clone = Parameter.__new__(Parameter) if isinstance(v, Parameter) else Variable.__new__(Variable)
+                clone = (
+                    Parameter.__new__(Parameter)
+                    if isinstance(v, Parameter)
+                    else Variable.__new__(Variable)
+                )
                 clone.__dict__.update(v.__dict__)
                 clone.block = nb
                 nb.vars[v.name] = clone
             for op in block.ops:
-                if for_test and op.attrs.get(OP_ROLE_ATTR, 0) in (OP_ROLE_BACKWARD, OP_ROLE_OPTIMIZE):
+                if for_test and op.attrs.get(OP_ROLE_ATTR, 0) in (
+                    OP_ROLE_BACKWARD,
+                    OP_ROLE_OPTIMIZE,
+                ):
                     continue
                 attrs = dict(op.attrs)
                 if for_test and "is_test" in attrs:
                     attrs["is_test"] = True
-                nb.ops.append(Operator(nb, op.type, {k: list(v) for k, v in op.inputs.items()},
-                                       {k: list(v) for k, v in op.outputs.items()}, attrs))
+                nb.ops.append(
+                    Operator(
+                        nb,
+                        op.type,
+                        {k: list(v) for k, v in op.inputs.items()},
+                        {k: list(v) for k, v in op.outputs.items()},
+                        attrs,
+                    )
+                )
         if for_test:
             used = {n for op in copy.global_block().ops for n in op.input_names + op.output_names}
             gb = copy.global_block()

@@ -27,8 +27,11 @@ class ConstantInitializer(Initializer):
         self.value = float(value)
 
     def __call__(self, var: Variable, block: Block) -> None:
-        block.append_op("fill_constant", outputs={"Out": var},
-                        attrs={"shape": list(var.shape), "dtype": var.dtype, "value": self.value})
+        block.append_op(
+            "fill_constant",
+            outputs={"Out": var},
+            attrs={"shape": list(var.shape), "dtype": var.dtype, "value": self.value},
+        )
 
 
 class UniformInitializer(Initializer):
@@ -36,9 +39,17 @@ class UniformInitializer(Initializer):
         self.low, self.high, self.seed = float(low), float(high), seed
 
     def __call__(self, var: Variable, block: Block) -> None:
-        block.append_op("uniform_random", outputs={"Out": var},
-                        attrs={"shape": list(var.shape), "dtype": var.dtype, "min": self.low,
-                               "max": self.high, "seed": self._seed(block, self.seed)})
+        block.append_op(
+            "uniform_random",
+            outputs={"Out": var},
+            attrs={
+                "shape": list(var.shape),
+                "dtype": var.dtype,
+                "min": self.low,
+                "max": self.high,
+                "seed": self._seed(block, self.seed),
+            },
+        )
 
 
 class NormalInitializer(Initializer):
@@ -46,17 +57,30 @@ class NormalInitializer(Initializer):
         self.loc, self.scale, self.seed = float(loc), float(scale), seed
 
     def __call__(self, var: Variable, block: Block) -> None:
-        block.append_op("gaussian_random", outputs={"Out": var},
-                        attrs={"shape": list(var.shape), "dtype": var.dtype, "mean": self.loc,
-                               "std": self.scale, "seed": self._seed(block, self.seed)})
+        block.append_op(
+            "gaussian_random",
+            outputs={"Out": var},
+            attrs={
+                "shape": list(var.shape),
+                "dtype": var.dtype,
+                "mean": self.loc,
+                "std": self.scale,
+                "seed": self._seed(block, self.seed),
+            },
+        )
 
 
 class XavierInitializer(Initializer):
     """Glorot & Bengio (2010): uniform in +-sqrt(6 / (fan_in + fan_out)), or normal with
     std sqrt(2 / (fan_in + fan_out))."""
 
-    def __init__(self, uniform: bool = True, fan_in: int | None = None,
-                 fan_out: int | None = None, seed: int = 0) -> None:
+    def __init__(
+        self,
+        uniform: bool = True,
+        fan_in: int | None = None,
+        fan_out: int | None = None,
+        seed: int = 0,
+    ) -> None:
         self.uniform, self.fan_in, self.fan_out, self.seed = uniform, fan_in, fan_out, seed
 
     def __call__(self, var: Variable, block: Block) -> None:
@@ -80,6 +104,7 @@ def resolve(initializer: Any, default: Initializer) -> Initializer:
     if initializer is None:
         return default
     if not isinstance(initializer, Initializer):
-        raise InvalidArgument(f"initializer must be a fleet.initializer.Initializer, got "
-                        f"{type(initializer).__name__}")
+        raise InvalidArgument(
+            f"initializer must be a fleet.initializer.Initializer, got {type(initializer).__name__}"
+        )
     return initializer

@@ -12,67 +12,98 @@ from typing import Any, Iterable, Sequence
 from fleet._dtypes import FLOAT32
 from fleet.backward import append_backward
 from fleet.errors import InvalidArgument
-from fleet.framework import (OP_ROLE_OPTIMIZE, Operator, Parameter, Program, Variable,
-                             default_startup_program)
+from fleet.framework import (
+    OP_ROLE_OPTIMIZE,
+    Operator,
+    Parameter,
+    Program,
+    Variable,
+    default_startup_program,
+)
 from fleet.regularizer import check_regularizer
 
 
 class Optimizer:
     op_type = ""
 
-    def __init__(self, learning_rate: float | Variable, regularization: Any = None,
-                 name: str | None = None) -> None:
+    def __init__(
+        self, learning_rate: float | Variable, regularization: Any = None, name: str | None = None
+    ) -> None:
         if not isinstance(learning_rate, (float, int, Variable)):
-            raise InvalidArgument(f"learning_rate must be a float or a Variable, got "
-                            f"{type(learning_rate).__name__}")
+            raise InvalidArgument(
+                f"learning_rate must be a float or a Variable, got {type(learning_rate).__name__}"
+            )
         self._learning_rate = learning_rate
         self._lr_var: Variable | None = None
-        self.regularization = check_regularizer(regularization, f"{type(self).__name__} "
-                                                "regularization")
+        self.regularization = check_regularizer(
+            regularization, f"{type(self).__name__} regularization"
+        )
         self.name = name or type(self).__name__.lower()
         self._startup: Program | None = None
 
     # -- state ---------------------------------------------------------------------------------
-    def _persistable(self, main: Program, name: str, shape: Sequence[int], value: float,
-                     dtype: int = FLOAT32) -> Variable:
+    def _persistable(
+        self, main: Program, name: str, shape: Sequence[int], value: float, dtype: int = FLOAT32
+    ) -> Variable:
         block = main.global_block()
         if block.has_var(name):
             return block.var(name)
-        var = block.create_var(name, shape=list(shape), dtype=dtype, persistable=True,
-                               stop_gradient=True)
+        var = block.create_var(
+            name, shape=list(shape), dtype=dtype, persistable=True, stop_gradient=True
+        )
         startup = (self._startup or default_startup_program()).global_block()
         svar = startup.create_var(name, shape=list(shape), dtype=dtype, persistable=True)
-        startup.append_op("fill_constant", outputs={"Out": svar},
-                          attrs={"shape": list(shape), "dtype": dtype, "value": float(value)})
+        startup.append_op(
+            "fill_constant",
+            outputs={"Out": svar},
+            attrs={"shape": list(shape), "dtype": dtype, "value": float(value)},
+        )
         return var
 
     def _learning_rate_var(self, main: Program) -> Variable:
         if isinstance(self._learning_rate, Variable):
             return self._learning_rate
         if self._lr_var is None or self._lr_var.block.program is not main:
-            self._lr_var = self._persistable(main, main.unique_name("learning_rate"), [1],
-                                             float(self._learning_rate))
+            self._lr_var = self._persistable(
+                main, main.unique_name("learning_rate"), [1], float(self._learning_rate)
+            )
         return self._lr_var
 
-    def _accumulator(self, main: Program, param: Parameter, kind: str, value: float = 0.0,
-                     shape: Sequence[int] | None = None) -> Variable:
-        return self._persistable(main, f"{param.name}_{self.name}_{kind}",
-                                 param.shape if shape is None else shape, value)
+    def _accumulator(
+        self,
+        main: Program,
+        param: Parameter,
+        kind: str,
+        value: float = 0.0,
+        shape: Sequence[int] | None = None,
+    ) -> Variable:
+        return self._persistable(
+            main, f"{param.name}_{self.name}_{kind}", param.shape if shape is None else shape, value
+        )
 
     def _param_lr(self, main: Program, param: Parameter) -> Variable:
         lr = self._learning_rate_var(main)
         if param.learning_rate == 1.0:
             return lr
-        scaled = main.global_block().create_var(main.unique_name(f"{param.name}_lr"),
-                                                shape=[1], dtype=FLOAT32, stop_gradient=True)
-        main.global_block().append_op("scale", inputs={"X": lr}, outputs={"Out": scaled},
-                                      attrs={"scale": float(param.learning_rate)})
+        scaled = main.global_block().create_var(
+            main.unique_name(f"{param.name}_lr"), shape=[1], dtype=FLOAT32, stop_gradient=True
+        )
+        main.global_block().append_op(
+            "scale",
+            inputs={"X": lr},
+            outputs={"Out": scaled},
+            attrs={"scale": float(param.learning_rate)},
+        )
         return scaled
 
     # -- API -------------------------------------------------------------------------------
-    def backward(self, loss: Variable, startup_program: Program | None = None,
-                 parameter_list: Sequence[Any] | None = None,
-                 no_grad_set: Iterable[Any] | None = None) -> list[tuple[Parameter, Variable]]:
+    def backward(
+        self,
+        loss: Variable,
+        startup_program: Program | None = None,
+        parameter_list: Sequence[Any] | None = None,
+        no_grad_set: Iterable[Any] | None = None,
+    ) -> list[tuple[Parameter, Variable]]:
         self._startup = startup_program
         return append_backward(loss, parameter_list, no_grad_set)
 
@@ -89,9 +120,13 @@ class Optimizer:
                 ops.append(self._append_update(main, param, grad))
         return ops
 
-    def minimize(self, loss: Variable, startup_program: Program | None = None,
-                 parameter_list: Sequence[Any] | None = None,
-                 no_grad_set: Iterable[Any] | None = None):  # noqa: ANN201
+    def minimize(
+        self,
+        loss: Variable,
+        startup_program: Program | None = None,
+        parameter_list: Sequence[Any] | None = None,
+        no_grad_set: Iterable[Any] | None = None,
+    ):  # noqa: ANN201
         """Appends backward and update ops; returns (optimize_ops, params_grads)."""
         params_grads = self.backward(loss, startup_program, parameter_list, no_grad_set)
         return self.apply_gradients(params_grads), params_grads
@@ -105,15 +140,22 @@ class SGD(Optimizer):
 
     def _append_update(self, main: Program, param: Parameter, grad: Variable) -> Operator:
         return main.global_block().append_op(
-            "sgd", inputs={"Param": param, "Grad": grad, "LearningRate": self._param_lr(main, param)},
-            outputs={"ParamOut": param})
+            "sgd",
+            inputs={"Param": param, "Grad": grad, "LearningRate": self._param_lr(main, param)},
+            outputs={"ParamOut": param},
+        )
 
 
 class Momentum(Optimizer):
     op_type = "momentum"
 
-    def __init__(self, learning_rate: float | Variable, momentum: float = 0.9,
-                 use_nesterov: bool = False, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        learning_rate: float | Variable,
+        momentum: float = 0.9,
+        use_nesterov: bool = False,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(learning_rate, **kwargs)
         self.momentum, self.use_nesterov = momentum, use_nesterov
 
@@ -121,17 +163,27 @@ class Momentum(Optimizer):
         velocity = self._accumulator(main, param, "velocity")
         return main.global_block().append_op(
             "momentum",
-            inputs={"Param": param, "Grad": grad, "Velocity": velocity,
-                    "LearningRate": self._param_lr(main, param)},
+            inputs={
+                "Param": param,
+                "Grad": grad,
+                "Velocity": velocity,
+                "LearningRate": self._param_lr(main, param),
+            },
             outputs={"ParamOut": param, "VelocityOut": velocity},
-            attrs={"mu": float(self.momentum), "use_nesterov": self.use_nesterov})
+            attrs={"mu": float(self.momentum), "use_nesterov": self.use_nesterov},
+        )
 
 
 class Adagrad(Optimizer):
     op_type = "adagrad"
 
-    def __init__(self, learning_rate: float | Variable, epsilon: float = 1e-6,
-                 initial_accumulator_value: float = 0.0, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        learning_rate: float | Variable,
+        epsilon: float = 1e-6,
+        initial_accumulator_value: float = 0.0,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(learning_rate, **kwargs)
         self.epsilon, self.initial_accumulator_value = epsilon, initial_accumulator_value
 
@@ -139,18 +191,29 @@ class Adagrad(Optimizer):
         moment = self._accumulator(main, param, "moment", self.initial_accumulator_value)
         return main.global_block().append_op(
             "adagrad",
-            inputs={"Param": param, "Grad": grad, "Moment": moment,
-                    "LearningRate": self._param_lr(main, param)},
+            inputs={
+                "Param": param,
+                "Grad": grad,
+                "Moment": moment,
+                "LearningRate": self._param_lr(main, param),
+            },
             outputs={"ParamOut": param, "MomentOut": moment},
-            attrs={"epsilon": float(self.epsilon)})
+            attrs={"epsilon": float(self.epsilon)},
+        )
 
 
 class Adam(Optimizer):
     op_type = "adam"
 
-    def __init__(self, learning_rate: float | Variable = 0.001, beta1: float = 0.9,
-                 beta2: float = 0.999, epsilon: float = 1e-8, lazy_mode: bool = False,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self,
+        learning_rate: float | Variable = 0.001,
+        beta1: float = 0.9,
+        beta2: float = 0.999,
+        epsilon: float = 1e-8,
+        lazy_mode: bool = False,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(learning_rate, **kwargs)
         self.beta1, self.beta2, self.epsilon, self.lazy_mode = beta1, beta2, epsilon, lazy_mode
 
@@ -161,12 +224,29 @@ class Adam(Optimizer):
         b2 = self._accumulator(main, param, "beta2_pow_acc", self.beta2, shape=[1])
         return main.global_block().append_op(
             "adam",
-            inputs={"Param": param, "Grad": grad, "LearningRate": self._param_lr(main, param),
-                    "Moment1": m1, "Moment2": m2, "Beta1Pow": b1, "Beta2Pow": b2},
-            outputs={"ParamOut": param, "Moment1Out": m1, "Moment2Out": m2,
-                     "Beta1PowOut": b1, "Beta2PowOut": b2},
-            attrs={"beta1": float(self.beta1), "beta2": float(self.beta2),
-                   "epsilon": float(self.epsilon), "lazy_mode": self.lazy_mode})
+            inputs={
+                "Param": param,
+                "Grad": grad,
+                "LearningRate": self._param_lr(main, param),
+                "Moment1": m1,
+                "Moment2": m2,
+                "Beta1Pow": b1,
+                "Beta2Pow": b2,
+            },
+            outputs={
+                "ParamOut": param,
+                "Moment1Out": m1,
+                "Moment2Out": m2,
+                "Beta1PowOut": b1,
+                "Beta2PowOut": b2,
+            },
+            attrs={
+                "beta1": float(self.beta1),
+                "beta2": float(self.beta2),
+                "epsilon": float(self.epsilon),
+                "lazy_mode": self.lazy_mode,
+            },
+        )
 
 
 SGDOptimizer = SGD
@@ -174,5 +254,14 @@ MomentumOptimizer = Momentum
 AdagradOptimizer = Adagrad
 AdamOptimizer = Adam
 
-__all__ = ["Optimizer", "SGD", "Momentum", "Adagrad", "Adam", "SGDOptimizer",
-           "MomentumOptimizer", "AdagradOptimizer", "AdamOptimizer"]
+__all__ = [
+    "Optimizer",
+    "SGD",
+    "Momentum",
+    "Adagrad",
+    "Adam",
+    "SGDOptimizer",
+    "MomentumOptimizer",
+    "AdagradOptimizer",
+    "AdamOptimizer",
+]

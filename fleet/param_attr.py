@@ -31,5 +31,7 @@ class ParamAttr:
             return ParamAttr(initializer=value)
         if isinstance(value, ParamAttr):
             return value
-        raise InvalidArgument(f"param_attr must be None, False, a name, an Initializer or a "
-                        f"ParamAttr, got {type(value).__name__}")
+        raise InvalidArgument(
+            f"param_attr must be None, False, a name, an Initializer or a "
+            f"ParamAttr, got {type(value).__name__}"
+        )

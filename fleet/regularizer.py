@@ -19,8 +19,10 @@ class WeightDecayRegularizer:
     def __init__(self, regularization_coeff: float = 0.0) -> None:
         coeff = float(regularization_coeff)
         if not coeff >= 0.0:  # also rejects NaN
-            raise InvalidArgument(f"{type(self).__name__}: regularization_coeff must be >= 0, "
-                             f"got {regularization_coeff!r}")
+            raise InvalidArgument(
+                f"{type(self).__name__}: regularization_coeff must be >= 0, "
+                f"got {regularization_coeff!r}"
+            )
         self.coeff = coeff
 
     def __repr__(self) -> str:
@@ -36,13 +38,22 @@ class WeightDecayRegularizer:
             raise InvalidArgument(
                 f"{self!r} on parameter '{param.name}': its gradient is sparse (an "
                 f"embedding with is_sparse=True), and weight decay of sparse gradients is not "
-                f"supported; use is_sparse=False or regularizer=None for this parameter")
+                f"supported; use is_sparse=False or regularizer=None for this parameter"
+            )
         program = block.program
-        penalty = block.create_var(program.unique_name(f"{param.name}_{self.kind}_decay"),
-                                   shape=param.shape, dtype=param.dtype, stop_gradient=True)
+        penalty = block.create_var(
+            program.unique_name(f"{param.name}_{self.kind}_decay"),
+            shape=param.shape,
+            dtype=param.dtype,
+            stop_gradient=True,
+        )
         self._penalty_grad(block, param, penalty)
-        total = block.create_var(program.unique_name(f"{grad.name}_regularized"),
-                                 shape=param.shape, dtype=param.dtype, stop_gradient=True)
+        total = block.create_var(
+            program.unique_name(f"{grad.name}_regularized"),
+            shape=param.shape,
+            dtype=param.dtype,
+            stop_gradient=True,
+        )
         block.append_op("sum", inputs={"X": [grad, penalty]}, outputs={"Out": total})
         return total
 
@@ -53,8 +64,12 @@ class L2Decay(WeightDecayRegularizer):
     kind = "l2"
 
     def _penalty_grad(self, block: Block, param: Parameter, out: Variable) -> None:
-        block.append_op("scale", inputs={"X": param}, outputs={"Out": out},
-                        attrs={"scale": self.coeff, "bias": 0.0})
+        block.append_op(
+            "scale",
+            inputs={"X": param},
+            outputs={"Out": out},
+            attrs={"scale": self.coeff, "bias": 0.0},
+        )
 
 
 class L1Decay(WeightDecayRegularizer):
@@ -63,11 +78,19 @@ class L1Decay(WeightDecayRegularizer):
     kind = "l1"
 
     def _penalty_grad(self, block: Block, param: Parameter, out: Variable) -> None:
-        sign = block.create_var(block.program.unique_name(f"{param.name}_sign"),
-                                shape=param.shape, dtype=param.dtype, stop_gradient=True)
+        sign = block.create_var(
+            block.program.unique_name(f"{param.name}_sign"),
+            shape=param.shape,
+            dtype=param.dtype,
+            stop_gradient=True,
+        )
         block.append_op("sign", inputs={"X": param}, outputs={"Out": sign})
-        block.append_op("scale", inputs={"X": sign}, outputs={"Out": out},
-                        attrs={"scale": self.coeff, "bias": 0.0})
+        block.append_op(
+            "scale",
+            inputs={"X": sign},
+            outputs={"Out": out},
+            attrs={"scale": self.coeff, "bias": 0.0},
+        )
 
 
 # fluid's names.
@@ -77,13 +100,18 @@ L1DecayRegularizer = L1Decay
 
 def has_sparse_grad(block: Block, param: Parameter) -> bool:
     """True when an is_sparse lookup_table reads `param`, so its gradient is SelectedRows."""
-    return any(op.type == "lookup_table" and param.name in op.input("W")
-               and op.attrs.get("is_sparse", False) for op in block.ops)
+    return any(
+        op.type == "lookup_table"
+        and param.name in op.input("W")
+        and op.attrs.get("is_sparse", False)
+        for op in block.ops
+    )
 
 
 def check_regularizer(value: object, where: str) -> WeightDecayRegularizer | None:
     """`value` if it is None or a regularizer; TypeError naming `where` otherwise."""
     if value is None or isinstance(value, WeightDecayRegularizer):
         return value
-    raise InvalidArgument(f"{where} must be None or a fleet.regularizer.L2Decay/L1Decay, got "
-                    f"{type(value).__name__}")
+    raise InvalidArgument(
+        f"{where} must be None or a fleet.regularizer.L2Decay/L1Decay, got {type(value).__name__}"
+    )

@@ -43,14 +43,29 @@ GLOO_STORE_ENDPOINT = "FLEET_GLOO_STORE_ENDPOINT"
 GLOO_TIMEOUT = "FLEET_GLOO_TIMEOUT_S"
 GLOO_COLLECTIVE_TIMEOUT = "FLEET_GLOO_COLLECTIVE_TIMEOUT_S"
 
-_PS_EXPECTED = (f"{TRAINING_ROLE}=PSERVER|TRAINER, {PSERVERS}=ip:port[,ip:port...], "
-                f"{TRAINERS_NUM}=<int >= 1>, and {TRAINER_ID}=<0..n-1> for a trainer or "
-                f"{POD_IP}=<ip> + {PADDLE_PORT}=<port> (an endpoint of {PSERVERS}) for a server")
-_COLLECTIVE_EXPECTED = (f"{TRAINER_ID}=<0..n-1>, {TRAINER_ENDPOINTS}=ip:port[,ip:port...] and "
-                        f"{CURRENT_ENDPOINT}=<this trainer's entry of {TRAINER_ENDPOINTS}>")
-_ALL_VARS = (TRAINING_ROLE, PSERVERS, TRAINERS_NUM, TRAINER_ID, TRAINER_ENDPOINTS,
-             CURRENT_ENDPOINT, POD_IP, PADDLE_PORT, GLOO_STORE_PATH, GLOO_STORE_ENDPOINT,
-             GLOO_TIMEOUT, GLOO_COLLECTIVE_TIMEOUT)
+_PS_EXPECTED = (
+    f"{TRAINING_ROLE}=PSERVER|TRAINER, {PSERVERS}=ip:port[,ip:port...], "
+    f"{TRAINERS_NUM}=<int >= 1>, and {TRAINER_ID}=<0..n-1> for a trainer or "
+    f"{POD_IP}=<ip> + {PADDLE_PORT}=<port> (an endpoint of {PSERVERS}) for a server"
+)
+_COLLECTIVE_EXPECTED = (
+    f"{TRAINER_ID}=<0..n-1>, {TRAINER_ENDPOINTS}=ip:port[,ip:port...] and "
+    f"{CURRENT_ENDPOINT}=<this trainer's entry of {TRAINER_ENDPOINTS}>"
+)
+_ALL_VARS = (
+    TRAINING_ROLE,
+    PSERVERS,
+    TRAINERS_NUM,
+    TRAINER_ID,
+    TRAINER_ENDPOINTS,
+    CURRENT_ENDPOINT,
+    POD_IP,
+    PADDLE_PORT,
+    GLOO_STORE_PATH,
+    GLOO_STORE_ENDPOINT,
+    GLOO_TIMEOUT,
+    GLOO_COLLECTIVE_TIMEOUT,
+)
 
 
 class Role(enum.IntEnum):
@@ -78,16 +93,25 @@ class GlooConfig:
             parse_endpoint(self.store_endpoint, GLOO_STORE_ENDPOINT)
         for name in ("timeout_s", "collective_timeout_s"):
             if not getattr(self, name) > 0:
-                raise InvalidArgument(f"GlooConfig.{name} must be positive, "
-                                      f"got {getattr(self, name)!r}")
+                raise InvalidArgument(
+                    f"GlooConfig.{name} must be positive, got {getattr(self, name)!r}"
+                )
 
 
 class RoleMakerBase:
     """The facts every role maker establishes; subclasses only differ in where they come from."""
 
-    def __init__(self, *, is_collective: bool, role: Role, current_id: int, worker_num: int,
-                 server_endpoints: Sequence[str], worker_endpoints: Sequence[str],
-                 gloo: GlooConfig) -> None:
+    def __init__(
+        self,
+        *,
+        is_collective: bool,
+        role: Role,
+        current_id: int,
+        worker_num: int,
+        server_endpoints: Sequence[str],
+        worker_endpoints: Sequence[str],
+        gloo: GlooConfig,
+    ) -> None:
         self._is_collective = is_collective
         self._role = Role(role)
         self._current_id = current_id
@@ -104,17 +128,21 @@ class RoleMakerBase:
         if self._worker_endpoints and len(self._worker_endpoints) != self._worker_num:
             raise InvalidArgument(
                 f"{who}: {len(self._worker_endpoints)} worker endpoints "
-                f"{self._worker_endpoints} for worker_num={self._worker_num}")
+                f"{self._worker_endpoints} for worker_num={self._worker_num}"
+            )
         if self._role == Role.WORKER and not 0 <= self._current_id < self._worker_num:
-            raise InvalidArgument(f"{who}: worker index {self._current_id} is outside "
-                                  f"0..{self._worker_num - 1} (worker_num={self._worker_num})")
+            raise InvalidArgument(
+                f"{who}: worker index {self._current_id} is outside "
+                f"0..{self._worker_num - 1} (worker_num={self._worker_num})"
+            )
         if self._role == Role.SERVER:
             if self._is_collective:
                 raise InvalidArgument(f"{who}: a collective job has no servers")
             if not 0 <= self._current_id < len(self._server_endpoints):
                 raise InvalidArgument(
                     f"{who}: server index {self._current_id} is outside the "
-                    f"{len(self._server_endpoints)} server endpoints {self._server_endpoints}")
+                    f"{len(self._server_endpoints)} server endpoints {self._server_endpoints}"
+                )
 
     @property
     def is_collective(self) -> bool:
@@ -139,14 +167,18 @@ class RoleMakerBase:
 
     def worker_index(self) -> int:
         if not self.is_worker():
-            raise InvalidArgument(f"worker_index(): this process is server {self._current_id}, "
-                                  "not a worker (use server_index())")
+            raise InvalidArgument(
+                f"worker_index(): this process is server {self._current_id}, "
+                "not a worker (use server_index())"
+            )
         return self._current_id
 
     def server_index(self) -> int:
         if not self.is_server():
-            raise InvalidArgument(f"server_index(): this process is worker {self._current_id}, "
-                                  "not a server (use worker_index())")
+            raise InvalidArgument(
+                f"server_index(): this process is worker {self._current_id}, "
+                "not a server (use worker_index())"
+            )
         return self._current_id
 
     def worker_num(self) -> int:
@@ -164,27 +196,41 @@ class RoleMakerBase:
 
     def __repr__(self) -> str:
         kind = "collective" if self._is_collective else "parameter-server"
-        return (f"{type(self).__name__}({kind}, {self._role.name.lower()} {self._current_id}, "
-                f"workers={self._worker_num}, servers={self._server_endpoints})")
+        return (
+            f"{type(self).__name__}({kind}, {self._role.name.lower()} {self._current_id}, "
+            f"workers={self._worker_num}, servers={self._server_endpoints})"
+        )
 
 
 class UserDefinedRoleMaker(RoleMakerBase):
     """A role given by hand, e.g. `UserDefinedRoleMaker(current_id=0, role=Role.SERVER,
     worker_num=2, server_endpoints=["127.0.0.1:6170"])`."""
 
-    def __init__(self, current_id: int = 0, role: Role = Role.WORKER, worker_num: int = 1,
-                 server_endpoints: Optional[Sequence[str]] = None,
-                 worker_endpoints: Optional[Sequence[str]] = None, is_collective: bool = False,
-                 gloo: Optional[GlooConfig] = None) -> None:
+    def __init__(
+        self,
+        current_id: int = 0,
+        role: Role = Role.WORKER,
+        worker_num: int = 1,
+        server_endpoints: Optional[Sequence[str]] = None,
+        worker_endpoints: Optional[Sequence[str]] = None,
+        is_collective: bool = False,
+        gloo: Optional[GlooConfig] = None,
+    ) -> None:
         servers = list(server_endpoints or [])
         workers = list(worker_endpoints or [])
         for endpoint in servers:
             parse_endpoint(endpoint, "server_endpoints")
         for endpoint in workers:
             parse_endpoint(endpoint, "worker_endpoints")
-        super().__init__(is_collective=is_collective, role=role, current_id=int(current_id),
-                         worker_num=int(worker_num), server_endpoints=servers,
-                         worker_endpoints=workers, gloo=gloo or GlooConfig())
+        super().__init__(
+            is_collective=is_collective,
+            role=role,
+            current_id=int(current_id),
+            worker_num=int(worker_num),
+            server_endpoints=servers,
+            worker_endpoints=workers,
+            gloo=gloo or GlooConfig(),
+        )
 
 
 class PaddleCloudRoleMaker(RoleMakerBase):
@@ -194,8 +240,9 @@ class PaddleCloudRoleMaker(RoleMakerBase):
     environment is incomplete or inconsistent.
     """
 
-    def __init__(self, is_collective: bool = False,
-                 environ: Optional[Mapping[str, str]] = None) -> None:
+    def __init__(
+        self, is_collective: bool = False, environ: Optional[Mapping[str, str]] = None
+    ) -> None:
         env = dict(os.environ if environ is None else environ)
         parse = _parse_collective if is_collective else _parse_ps
         try:
@@ -204,9 +251,10 @@ class PaddleCloudRoleMaker(RoleMakerBase):
         except InvalidArgument as e:
             expected = _COLLECTIVE_EXPECTED if is_collective else _PS_EXPECTED
             found = ", ".join(f"{k}={env[k]}" for k in _ALL_VARS if k in env) or "none of them"
-            raise InvalidArgument(f"PaddleCloudRoleMaker: {e}\n  found: {found}\n  expected: "
-                                  f"{expected}\n  (fleetrun sets these; see fleetrun --help)"
-                                  ) from None
+            raise InvalidArgument(
+                f"PaddleCloudRoleMaker: {e}\n  found: {found}\n  expected: "
+                f"{expected}\n  (fleetrun sets these; see fleetrun --help)"
+            ) from None
         super().__init__(is_collective=is_collective, gloo=gloo, **facts)
 
 
@@ -236,40 +284,59 @@ def _parse_ps(env: Mapping[str, str]) -> dict:
     worker_num = _require_int(env, TRAINERS_NUM, 1)
     workers = parse_endpoint_list(env.get(TRAINER_ENDPOINTS, ""), TRAINER_ENDPOINTS)
     if workers and len(workers) != worker_num:
-        raise InvalidArgument(f"{TRAINER_ENDPOINTS} has {len(workers)} entries but "
-                              f"{TRAINERS_NUM}={worker_num}")
+        raise InvalidArgument(
+            f"{TRAINER_ENDPOINTS} has {len(workers)} entries but {TRAINERS_NUM}={worker_num}"
+        )
     if role_name == "PSERVER":
         own = f"{_require(env, POD_IP)}:{_require_int(env, PADDLE_PORT, 1)}"
         if own not in servers:
-            raise InvalidArgument(f"this server's endpoint {POD_IP}:{PADDLE_PORT} = {own} is not "
-                                  f"in {PSERVERS}")
+            raise InvalidArgument(
+                f"this server's endpoint {POD_IP}:{PADDLE_PORT} = {own} is not in {PSERVERS}"
+            )
         role, current_id, hostname = Role.SERVER, servers.index(own), env[POD_IP].strip()
     else:
         current_id = _require_int(env, TRAINER_ID, 0)
         if current_id >= worker_num:
-            raise InvalidArgument(f"{TRAINER_ID}={current_id} is not below "
-                                  f"{TRAINERS_NUM}={worker_num}")
+            raise InvalidArgument(
+                f"{TRAINER_ID}={current_id} is not below {TRAINERS_NUM}={worker_num}"
+            )
         role, hostname = Role.WORKER, _worker_hostname(env, workers, current_id)
-    return dict(role=role, current_id=current_id, worker_num=worker_num,
-                server_endpoints=servers, worker_endpoints=workers, hostname=hostname)
+    return dict(
+        role=role,
+        current_id=current_id,
+        worker_num=worker_num,
+        server_endpoints=servers,
+        worker_endpoints=workers,
+        hostname=hostname,
+    )
 
 
 def _parse_collective(env: Mapping[str, str]) -> dict:
     workers = parse_endpoint_list(_require(env, TRAINER_ENDPOINTS), TRAINER_ENDPOINTS)
     current_id = _require_int(env, TRAINER_ID, 0)
     if current_id >= len(workers):
-        raise InvalidArgument(f"{TRAINER_ID}={current_id} is outside the {len(workers)} "
-                              f"entries of {TRAINER_ENDPOINTS}")
+        raise InvalidArgument(
+            f"{TRAINER_ID}={current_id} is outside the {len(workers)} "
+            f"entries of {TRAINER_ENDPOINTS}"
+        )
     if env.get(TRAINERS_NUM, "").strip() and _require_int(env, TRAINERS_NUM, 1) != len(workers):
-        raise InvalidArgument(f"{TRAINERS_NUM}={env[TRAINERS_NUM]} but {TRAINER_ENDPOINTS} has "
-                              f"{len(workers)} entries")
+        raise InvalidArgument(
+            f"{TRAINERS_NUM}={env[TRAINERS_NUM]} but {TRAINER_ENDPOINTS} has {len(workers)} entries"
+        )
     current = _require(env, CURRENT_ENDPOINT)
     if current != workers[current_id]:
-        raise InvalidArgument(f"{CURRENT_ENDPOINT}={current} is not entry {current_id} of "
-                              f"{TRAINER_ENDPOINTS} ({workers[current_id]})")
-    return dict(role=Role.WORKER, current_id=current_id, worker_num=len(workers),
-                server_endpoints=[], worker_endpoints=workers,
-                hostname=parse_endpoint(current, CURRENT_ENDPOINT)[0])
+        raise InvalidArgument(
+            f"{CURRENT_ENDPOINT}={current} is not entry {current_id} of "
+            f"{TRAINER_ENDPOINTS} ({workers[current_id]})"
+        )
+    return dict(
+        role=Role.WORKER,
+        current_id=current_id,
+        worker_num=len(workers),
+        server_endpoints=[],
+        worker_endpoints=workers,
+        hostname=parse_endpoint(current, CURRENT_ENDPOINT)[0],
+    )
 
 
 def _worker_hostname(env: Mapping[str, str], workers: list[str], index: int) -> str:
@@ -284,12 +351,15 @@ def _worker_hostname(env: Mapping[str, str], workers: list[str], index: int) -> 
 
 
 def _parse_gloo(env: Mapping[str, str], hostname: str) -> GlooConfig:
-    return GlooConfig(store_endpoint=env.get(GLOO_STORE_ENDPOINT, "").strip() or None,
-                      store_path=env.get(GLOO_STORE_PATH, "").strip() or None,
-                      hostname=hostname,
-                      timeout_s=_seconds(env, GLOO_TIMEOUT, GlooConfig.timeout_s),
-                      collective_timeout_s=_seconds(env, GLOO_COLLECTIVE_TIMEOUT,
-                                                    GlooConfig.collective_timeout_s))
+    return GlooConfig(
+        store_endpoint=env.get(GLOO_STORE_ENDPOINT, "").strip() or None,
+        store_path=env.get(GLOO_STORE_PATH, "").strip() or None,
+        hostname=hostname,
+        timeout_s=_seconds(env, GLOO_TIMEOUT, GlooConfig.timeout_s),
+        collective_timeout_s=_seconds(
+            env, GLOO_COLLECTIVE_TIMEOUT, GlooConfig.collective_timeout_s
+        ),
+    )
 
 
 def _seconds(env: Mapping[str, str], name: str, default: float) -> float:

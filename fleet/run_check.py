@@ -5,16 +5,15 @@ It reports the version and the build (CUDA compiled in, NCCL, GPUs visible, the 
 its threads), then runs real work on this machine, each part timed:
 
 1. a tiny training step in this process (an fc model, ``Executor.run``);
-2. a parameter-server job through ``fleetrun --server_num=1 --worker_num=2``: the server role
-   serves a ``fleet.ps`` server, both workers push to and pull from it through
-   ``fleet.ps.PsClient`` and check what they read;
+2. parameter-server training through ``fleetrun --server_num=1 --worker_num=2``, in async and in
+   sync mode: a small model with a sparse embedding and a dense layer, rewritten by
+   ``fleet.distributed_optimizer``, trained by both workers against the server; the check is that
+   the loss of a fixed batch went down and that both workers read the same parameters;
 3. a collective job through ``fleetrun --collective --nproc_per_node=2``: both processes
    all-reduce through ``fleet.util.all_reduce``.
 
 The last line says whether Fleet works here; a failing part says what failed and what to check.
-Each part is one function in ``CHECKS`` returning what it saw (or raising): the parameter-server
-part is a push/pull exchange until PS training lands, then it becomes a training job in async and
-sync mode by swapping that function (``_ps_job`` holds the worker and server side).
+Each part is one function in ``CHECKS`` returning what it saw (or raising).
 """
 
 from __future__ import annotations
@@ -41,13 +40,6 @@ _JOB_SCRIPT = textwrap.dedent("""\
     from fleet import run_check
     sys.exit(run_check._JOBS[sys.argv[1]](sys.argv[2]))
     """)
-
-PS_TABLES = [
-    {"table_id": 1, "type": "DENSE", "dim": 4, "optimizer": {"learning_rate": 0.1, "sgd": {}},
-     "initializer": {"zero": {}}},
-    {"table_id": 2, "type": "SPARSE", "dim": 4, "optimizer": {"learning_rate": 0.1, "sgd": {}},
-     "initializer": {"zero": {}}},
-]
 
 
 class CheckFailed(Exception):
@@ -98,8 +90,11 @@ def _loaded_library(fragment: str, skip: Sequence[str] = ()) -> Optional[str]:
         with open("/proc/self/maps", encoding="utf-8") as f:
             for line in f:
                 path = line.split()[-1]
-                if (fragment in os.path.basename(path) and ".so" in path
-                        and not any(s in path for s in skip)):
+                if (
+                    fragment in os.path.basename(path)
+                    and ".so" in path
+                    and not any(s in path for s in skip)
+                ):
                     return path
     except OSError:
         return None
@@ -128,29 +123,44 @@ def check_single_process() -> str:
     with fleet.scope_guard(_core.Scope()):  # leaves the caller's global scope alone
         exe = fleet.Executor(fleet.CPUPlace())
         exe.run(startup)
-        losses = [exe.run(main, feed={"x": xs, "label": labels}, fetch_list=[loss])[0].item()
-                  for _ in range(10)]
+        losses = [
+            exe.run(main, feed={"x": xs, "label": labels}, fetch_list=[loss])[0].item()
+            for _ in range(10)
+        ]
     if not all(np.isfinite(losses)) or losses[-1] >= losses[0]:
-        raise CheckFailed(f"the loss did not fall: {losses[0]:.4f} -> {losses[-1]:.4f}",
-                          "the CPU kernels or the BLAS library misbehave; report it with the "
-                          "build lines above")
+        raise CheckFailed(
+            f"the loss did not fall: {losses[0]:.4f} -> {losses[-1]:.4f}",
+            "the CPU kernels or the BLAS library misbehave; report it with the build lines above",
+        )
     return f"10 steps, loss {losses[0]:.3f} -> {losses[-1]:.3f}"
 
 
-def check_parameter_server() -> str:
-    """1 server and 2 workers under fleetrun; each worker pushes, then both pull and compare."""
+def _check_ps_training(mode: str) -> str:
+    """1 server and 2 workers under fleetrun train a small model in `mode`."""
     with tempfile.TemporaryDirectory(prefix="fleet_run_check_") as tmp:
-        _run_job(["--server_num=1", "--worker_num=2"], "ps", Path(tmp))
+        _run_job(["--server_num=1", "--worker_num=2"], f"ps_{mode}", Path(tmp))
         seen = _worker_results(Path(tmp), 2)
-    # SGD with lr 0.1 from zero: worker r pushes gradient r + 1 once, so every value is
-    # -0.1 * (1 + 2) once both pushes are in (the workers pull after a barrier).
-    for rank, result in seen.items():
-        for table in ("dense", "sparse"):
-            if not np.allclose(result[table], -0.3, atol=1e-6):
-                raise CheckFailed(f"worker {rank} read {table} values {result[table]}, expected "
-                                  "-0.3 everywhere", "the server applied pushes wrongly; report "
-                                  "it with the build lines above")
-    return "2 workers pushed to and pulled from 1 server (dense and sparse tables)"
+    first, last = seen[0]["loss_before"], seen[0]["loss_after"]
+    if not last < first:
+        raise CheckFailed(
+            f"{mode} training did not lower the loss of a fixed batch ({first:.4f} -> {last:.4f})",
+            "the servers did not apply the workers' gradients; report it with "
+            "the build lines above",
+        )
+    if not np.allclose(seen[0]["dense"], seen[1]["dense"], atol=1e-6):
+        raise CheckFailed(
+            "the two workers read different dense parameters after training",
+            "the servers or the communicator lost updates; report it with the build lines above",
+        )
+    return f"2 workers, 20 steps each: loss {first:.3f} -> {last:.3f}"
+
+
+def check_parameter_server_async() -> str:
+    return _check_ps_training("async")
+
+
+def check_parameter_server_sync() -> str:
+    return _check_ps_training("sync")
 
 
 def check_collective() -> str:
@@ -160,14 +170,17 @@ def check_collective() -> str:
         seen = _worker_results(Path(tmp), 2)
     for rank, result in seen.items():
         if result["sum"] != [3.0] * 4:
-            raise CheckFailed(f"rank {rank} got {result['sum']}, expected [3.0] * 4",
-                              "Gloo returned a wrong sum; report it with the build lines above")
+            raise CheckFailed(
+                f"rank {rank} got {result['sum']}, expected [3.0] * 4",
+                "Gloo returned a wrong sum; report it with the build lines above",
+            )
     return "2 processes all-reduced through Gloo"
 
 
 CHECKS: List[tuple] = [
     ("single-process training", check_single_process),
-    ("parameter server: 1 server, 2 workers", check_parameter_server),
+    ("parameter-server training, async: 1 server, 2 workers", check_parameter_server_async),
+    ("parameter-server training, sync: 1 server, 2 workers", check_parameter_server_sync),
     ("collective all-reduce: 2 processes", check_collective),
 ]
 
@@ -186,22 +199,42 @@ def _run_job(options: Sequence[str], job: str, workdir: Path) -> None:
     # The fleet that runs this check, also when it is not installed (a source checkout).
     package_root = str(Path(__file__).resolve().parents[1])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
-    command = [sys.executable, "-m", "fleet.launch", "--log_dir", str(workdir / "logs"),
-               *options, str(script), job, str(workdir)]
+    command = [
+        sys.executable,
+        "-m",
+        "fleet.launch",
+        "--log_dir",
+        str(workdir / "logs"),
+        *options,
+        str(script),
+        job,
+        str(workdir),
+    ]
     try:
-        proc = subprocess.run(command, capture_output=True, text=True, env=env,
-                              cwd=str(workdir), timeout=JOB_TIMEOUT_S)
+        proc = subprocess.run(
+            command,
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=str(workdir),
+            timeout=JOB_TIMEOUT_S,
+        )
     except subprocess.TimeoutExpired:
-        raise CheckFailed(f"fleetrun did not finish within {JOB_TIMEOUT_S:.0f} s",
-                          "processes could not reach each other: check that this machine lets "
-                          "processes listen on and connect to 127.0.0.1 ports (firewall, "
-                          "sandbox) and that it is not overloaded") from None
+        raise CheckFailed(
+            f"fleetrun did not finish within {JOB_TIMEOUT_S:.0f} s",
+            "processes could not reach each other: check that this machine lets "
+            "processes listen on and connect to 127.0.0.1 ports (firewall, "
+            "sandbox) and that it is not overloaded",
+        ) from None
     if proc.returncode != 0:
-        logs = "\n".join(f"{p.name}: {p.read_text(errors='replace')[-1500:]}"
-                         for p in sorted((workdir / "logs").glob("*log*")))
+        logs = "\n".join(
+            f"{p.name}: {p.read_text(errors='replace')[-1500:]}"
+            for p in sorted((workdir / "logs").glob("*log*"))
+        )
         output = f"{proc.stderr[-1500:]}\n{logs}"
-        raise CheckFailed(f"fleetrun exited with {proc.returncode}:\n{output.strip()}",
-                          _hint_for(output))
+        raise CheckFailed(
+            f"fleetrun exited with {proc.returncode}:\n{output.strip()}", _hint_for(output)
+        )
 
 
 def _worker_results(workdir: Path, workers: int) -> dict:
@@ -209,8 +242,10 @@ def _worker_results(workdir: Path, workers: int) -> dict:
     for rank in range(workers):
         path = workdir / f"result.{rank}.json"
         if not path.exists():
-            raise CheckFailed(f"worker {rank} finished without a result",
-                              "a worker exited early; run the check again to see its log")
+            raise CheckFailed(
+                f"worker {rank} finished without a result",
+                "a worker exited early; run the check again to see its log",
+            )
         results[rank] = json.loads(path.read_text())
     return results
 
@@ -219,42 +254,84 @@ def _hint_for(output: str) -> str:
     """What to check, from the output of a failed job."""
     text = output.lower()
     if "cannot open shared object" in text or "importerror" in text or "undefined symbol" in text:
-        return ("a library is missing or does not match: reinstall Fleet, and check "
-                "`ldd $(python -c 'import fleet._core as c; print(c.__file__)')`")
-    if any(s in text for s in ("address already in use", "cannot listen", "failed to bind",
-                               "permission denied")):
-        return ("a port could not be opened: check that processes may listen on 127.0.0.1 "
-                "(firewall, sandbox, port range)")
-    if any(s in text for s in ("unavailable", "timed out", "timeout", "connection refused",
-                               "connect")):
-        return ("processes could not reach each other: check that 127.0.0.1 connections between "
-                "processes are allowed (firewall, sandbox, a proxy in the environment)")
+        return (
+            "a library is missing or does not match: reinstall Fleet, and check "
+            "`ldd $(python -c 'import fleet._core as c; print(c.__file__)')`"
+        )
+    if any(
+        s in text
+        for s in ("address already in use", "cannot listen", "failed to bind", "permission denied")
+    ):
+        return (
+            "a port could not be opened: check that processes may listen on 127.0.0.1 "
+            "(firewall, sandbox, port range)"
+        )
+    if any(
+        s in text for s in ("unavailable", "timed out", "timeout", "connection refused", "connect")
+    ):
+        return (
+            "processes could not reach each other: check that 127.0.0.1 connections between "
+            "processes are allowed (firewall, sandbox, a proxy in the environment)"
+        )
     return "see the output above"
 
 
-def _ps_job(workdir: str) -> int:
-    """The parameter-server job, in a process fleetrun started: the server role serves the
-    tables until fleetrun stops it; a worker pushes gradient rank + 1 to the dense table and to
-    keys 0..3 of the sparse table, waits for the other worker, pulls and records what it read."""
-    from fleet import fleet_api as fleet
-    from fleet.ps import PsClient, run_server, server_config
+def _ps_train_job(workdir: str, mode: str) -> int:
+    """A parameter-server training job, in a process fleetrun started: an embedding on the
+    server and an fc layer; each worker runs 20 steps on its own batches, then (after flushing)
+    records the loss of a fixed batch before and after, and the dense parameters it reads."""
+    import fleet as F
+    from fleet import layers
 
-    fleet.init()
-    if fleet.is_server():
-        endpoint = fleet.server_endpoints()[fleet.server_index()]
-        run_server(server_config(fleet.server_index(), fleet.server_num(), PS_TABLES), endpoint)
+    F.init()
+    main, startup = F.Program(), F.Program()
+    main.random_seed = startup.random_seed = 3
+    with F.program_guard(main, startup):
+        ids = layers.data("ids", [1], dtype="int64", lod_level=1)
+        label = layers.data("label", [1], dtype="int64")
+        emb = layers.embedding(ids, size=[100, 4], is_sparse=True)
+        prob = layers.fc(layers.sequence_pool(emb, "sum"), 2, act="softmax")
+        loss = layers.mean(layers.cross_entropy(prob, label))
+        factory = F.DistributedStrategyFactory
+        strategy = (
+            factory.create_sync_strategy() if mode == "sync" else factory.create_async_strategy()
+        )
+        F.distributed_optimizer(F.optimizer.SGD(0.5), strategy).minimize(loss)
+        test = main.clone(for_test=True)
+    if F.is_server():
+        F.init_server()
+        F.run_server()
         return 0
-    rank = fleet.worker_index()
-    client = PsClient(fleet.server_endpoints(), connect_timeout=RPC_TIMEOUT_S,
-                      rpc_timeout=RPC_TIMEOUT_S)
-    keys = np.arange(4, dtype=np.int64)
-    grad = np.full(4, rank + 1.0, np.float32)
-    client.push_dense(1, grad)
-    client.push_sparse(2, keys, np.tile(grad, (4, 1)))
-    fleet.barrier_worker()
-    _record(workdir, rank, {"dense": client.pull_dense(1).tolist(),
-                            "sparse": client.pull_sparse(2, keys).ravel().tolist()})
-    fleet.barrier_worker()  # neither worker finishes (and fleetrun stops the server) early
+    rank = F.worker_index()
+
+    def batch(seed: int) -> dict:
+        rng = np.random.default_rng(seed)
+        label_ = rng.integers(0, 2, size=(32, 1))
+        # Learnable: the id says the label (ids 0-49 for label 0, 50-99 for label 1).
+        ids_ = (rng.integers(0, 50, size=(32, 1)) + 50 * label_).astype(np.int64)
+        return {"ids": F.LoDTensor(ids_, lengths=[[1] * 32]), "label": label_}
+
+    exe = F.Executor(F.CPUPlace())
+    exe.run(F.startup_program)
+    F.init_worker(timeout=RPC_TIMEOUT_S)
+    fixed = batch(12345)
+    (before,) = exe.run(test, feed=fixed, fetch_list=[loss])
+    for step in range(20):
+        exe.run(F.main_program, feed=batch(1000 * rank + step), fetch_list=[loss])
+    F.flush_worker()
+    F.barrier_worker()
+    F.flush_worker()  # the other worker's last gradients are in: refresh the dense values
+    (after,) = exe.run(test, feed=fixed, fetch_list=[loss])
+    dense = [
+        F.global_scope().find_var(p.name).get_tensor().numpy().ravel().tolist()
+        for p in F.main_program.all_parameters()
+    ]
+    _record(
+        workdir,
+        rank,
+        {"loss_before": float(before[0]), "loss_after": float(after[0]), "dense": sum(dense, [])},
+    )
+    F.stop_worker(timeout=RPC_TIMEOUT_S)
     return 0
 
 
@@ -276,7 +353,11 @@ def _record(workdir: str, rank: int, result: dict) -> None:
     os.replace(tmp, path)
 
 
-_JOBS: dict = {"ps": _ps_job, "collective": _collective_job}
+_JOBS: dict = {
+    "ps_async": lambda workdir: _ps_train_job(workdir, "async"),
+    "ps_sync": lambda workdir: _ps_train_job(workdir, "sync"),
+    "collective": _collective_job,
+}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -298,20 +379,25 @@ def run_checks(checks: Sequence[tuple] = CHECKS) -> List[CheckResult]:
     return results
 
 
-def run_check(stream: Optional[TextIO] = None,
-              checks: Sequence[tuple] = CHECKS) -> bool:
+def run_check(stream: Optional[TextIO] = None, checks: Sequence[tuple] = CHECKS) -> bool:
     """Prints the build and the result of each check to `stream` (stdout); True when all
     passed."""
     out = stream or sys.stdout
     try:
         info = build_info()
     except ImportError as e:
-        print(f"Fleet cannot load its compiled core: {e}\n  check: reinstall Fleet; `ldd` on "
-              "fleet/_core*.so names any missing library\nFleet does NOT work here.", file=out)
+        print(
+            f"Fleet cannot load its compiled core: {e}\n  check: reinstall Fleet; `ldd` on "
+            "fleet/_core*.so names any missing library\nFleet does NOT work here.",
+            file=out,
+        )
         return False
     print(f"Fleet {info['version']} (Python {info['python']})", file=out)
-    print(f"  CUDA compiled in: {'yes' if info['cuda_compiled'] else 'no (CPU build)'}; "
-          f"GPUs visible: {info['gpus_visible']}; NCCL: {info['nccl']}", file=out)
+    print(
+        f"  CUDA compiled in: {'yes' if info['cuda_compiled'] else 'no (CPU build)'}; "
+        f"GPUs visible: {info['gpus_visible']}; NCCL: {info['nccl']}",
+        file=out,
+    )
     print(f"  BLAS: {info['blas_library']}, {info['blas_threads']} thread(s)", file=out, flush=True)
     results = []
     for name, check in checks:
@@ -326,16 +412,19 @@ def run_check(stream: Optional[TextIO] = None,
     if failed:
         print(f"Fleet does NOT work here: {', '.join(failed)} failed (see above).", file=out)
     else:
-        print("Fleet works here: single-process, parameter-server and collective runs all "
-              "passed.", file=out)
+        print(
+            "Fleet works here: single-process, parameter-server and collective runs all passed.",
+            file=out,
+        )
     return not failed
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m fleet.run_check",
-                                     description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m fleet.run_check", description=__doc__.split("\n\n")[0]
+    )
     parser.parse_args(argv)
     return 0 if run_check() else 1
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The whole test suite: set-up (idempotent), C++ unit tests (ctest), then pytest on 2 workers.
+# The whole test suite: set-up (idempotent), style checks (ruff, clang-format), C++ unit tests
+# (ctest), then pytest on 2 workers.
 # pytest's exit code 5 (no tests collected) is a failure here, never a pass.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -7,6 +8,9 @@ cd "$ROOT"
 bash scripts/setup_env.sh || exit 1
 
 status=0
+echo "[tests] style (scripts/lint.sh)"
+bash scripts/lint.sh || status=1
+
 if [ -f build/dev/CTestTestfile.cmake ]; then
   echo "[tests] C++ unit tests"
   ctest --test-dir build/dev --output-on-failure -j 2 || status=1

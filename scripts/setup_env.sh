@@ -9,7 +9,7 @@ cd "$ROOT"
 DEBS=(build-essential cmake ninja-build ccache pkg-config python3-venv
       libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
       libabsl-dev libgloo-dev libopenblas-dev libgtest-dev
-      clang libclang-rt-14-dev)  # clang: the libFuzzer targets of tests/fuzz
+      clang libclang-rt-14-dev clang-format)  # clang: the libFuzzer targets of tests/fuzz
 missing=()
 for pkg in "${DEBS[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")

@@ -25,8 +25,11 @@ def main(argv: Optional[list] = None) -> int:
     parser.add_argument("--address", default="127.0.0.1:0", help="host:port; port 0 = any free")
     parser.add_argument("--ready-file", help="file to receive host:port once serving")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.basicConfig(
+        level=logging.INFO,
+        stream=sys.stderr,
+        format="%(asctime)s %(name)s %(levelname)s %(message)s",
+    )
     logger.info("allocator tuned for serving: %s", _core.ps.tune_allocator_for_serving())
     server = EchoServer.start(args.address)
     logger.info("gRPC echo peer listening on %s", server.endpoint)

@@ -140,5 +140,4 @@ absl::Status EchoClient::Echo(absl::Span<const char> request, absl::Span<char> r
   return result;
 }
 
-
 }  // namespace fleet::bench

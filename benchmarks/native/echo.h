@@ -62,5 +62,4 @@ class EchoClient {
   std::vector<std::unique_ptr<Stub>> stubs_;
 };
 
-
 }  // namespace fleet::bench

@@ -61,9 +61,8 @@ absl::Duration Seconds(double seconds) { return absl::Milliseconds(seconds * 100
 // The bytes of a C-contiguous array.
 absl::Span<char> Bytes(const py::array& array, const char* what, bool writable) {
   if (!(array.flags() & py::array::c_style) || (writable && !array.writeable())) {
-    throw TypedError{"InvalidArgument",
-                     std::string(what) + ": needs a C-contiguous" +
-                         (writable ? " writable" : "") + " array"};
+    throw TypedError{"InvalidArgument", std::string(what) + ": needs a C-contiguous" +
+                                            (writable ? " writable" : "") + " array"};
   }
   return absl::Span<char>(static_cast<char*>(const_cast<void*>(array.data())),
                           static_cast<size_t>(array.nbytes()));
@@ -114,8 +113,8 @@ void BindRawGloo(py::module_& m) {
                        const std::string& hostname, double timeout_s) {
              // Gloo's FileStore enforces (not throws) this; say which directory is missing.
              if (!std::filesystem::is_directory(store_dir)) {
-               throw TypedError{"InvalidArgument", "RawGlooGroup: store_dir '" + store_dir +
-                                                       "' is not a directory"};
+               throw TypedError{"InvalidArgument",
+                                "RawGlooGroup: store_dir '" + store_dir + "' is not a directory"};
              }
              py::gil_scoped_release release;
              return std::make_unique<RawGlooGroup>(

@@ -32,8 +32,9 @@ NUM_DENSE, NUM_SPARSE = 13, 26
 
 
 def _fc(x, width: int, activation: str | None):
-    attr = paddle.ParamAttr(initializer=paddle.nn.initializer.Normal(
-        std=1.0 / math.sqrt(int(x.shape[-1]))))
+    attr = paddle.ParamAttr(
+        initializer=paddle.nn.initializer.Normal(std=1.0 / math.sqrt(int(x.shape[-1])))
+    )
     return paddle.static.nn.fc(x, width, weight_attr=attr, activation=activation)
 
 
@@ -43,15 +44,19 @@ def build(sparse_dim: int):
     main.random_seed = startup.random_seed = 1
     with paddle.static.program_guard(main, startup):
         dense = paddle.static.data("dense_input", [None, NUM_DENSE], "float32")
-        slots = [paddle.static.data(f"C{i + 1}", [None, 1], "int64", lod_level=1)
-                 for i in range(NUM_SPARSE)]
+        slots = [
+            paddle.static.data(f"C{i + 1}", [None, 1], "int64", lod_level=1)
+            for i in range(NUM_SPARSE)
+        ]
         label = paddle.static.data("label", [None, 1], "int64")
-        table = paddle.ParamAttr(name="SparseFeatFactors",
-                                 initializer=paddle.nn.initializer.XavierUniform())
+        table = paddle.ParamAttr(
+            name="SparseFeatFactors", initializer=paddle.nn.initializer.XavierUniform()
+        )
         pooled = []
         for ids in slots:
-            emb = paddle.static.nn.embedding(ids, [sparse_dim, 10], is_sparse=True,
-                                             param_attr=table)
+            emb = paddle.static.nn.embedding(
+                ids, [sparse_dim, 10], is_sparse=True, param_attr=table
+            )
             # [N, 1, 10] -> [N, 10]: the lookup keeps the ids' trailing 1 (reshape keeps LoD).
             emb = paddle.reshape(emb, [-1, 10])
             pooled.append(paddle.static.nn.sequence_lod.sequence_pool(emb, "sum"))
@@ -65,8 +70,11 @@ def build(sparse_dim: int):
 
 
 def make_dataset(kind: str, use_vars, files, threads: int, batch_size: int):
-    dataset = (paddle.distributed.InMemoryDataset() if kind == "in_memory"
-               else paddle.distributed.QueueDataset())
+    dataset = (
+        paddle.distributed.InMemoryDataset()
+        if kind == "in_memory"
+        else paddle.distributed.QueueDataset()
+    )
     dataset.init(batch_size=batch_size, thread_num=threads, use_var=use_vars, pipe_command="cat")
     dataset.set_filelist(files)
     return dataset

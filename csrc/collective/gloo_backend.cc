@@ -105,8 +105,8 @@ void GlooBackend::Run(const detail::CallSignature& call, Duration timeout, Fn&& 
   try {
     detail::CheckCall(context_, numbered, tag, timeout, where);
     // The check used part of the time; the data movement gets the rest.
-    const auto used = std::chrono::duration_cast<Duration>(std::chrono::steady_clock::now() -
-                                                           start);
+    const auto used =
+        std::chrono::duration_cast<Duration>(std::chrono::steady_clock::now() - start);
     fn(tag, std::max(timeout - used, Duration(1)));
   } catch (const Error&) {
     throw;
@@ -124,9 +124,9 @@ void GlooBackend::AllReduce(const void* in, void* out, size_t count, DType dtype
                 "': dtype bool is not supported (use float32, float64, int32 or int64)");
   const std::vector<int64_t> shape =
       options.shape.empty() ? std::vector<int64_t>{static_cast<int64_t>(count)} : options.shape;
-  const auto call = detail::MakeSignature(detail::kAllReduce, DTypeName(dtype), shape,
-                                          count * SizeOf(dtype), static_cast<int>(options.op),
-                                          -1, 0);
+  const auto call =
+      detail::MakeSignature(detail::kAllReduce, DTypeName(dtype), shape, count * SizeOf(dtype),
+                            static_cast<int>(options.op), -1, 0);
   Run(call, options.timeout, [&](uint32_t tag, Duration timeout) {
     if (count == 0) return;
     VisitDType(dtype, [&](auto t) {
@@ -151,8 +151,8 @@ void GlooBackend::AllReduce(const void* in, void* out, size_t count, DType dtype
 
 void GlooBackend::AllGather(const void* in, void* out, size_t bytes_per_rank,
                             const AllGatherOptions& options) {
-  const auto call = detail::MakeSignature(detail::kAllGather, options.element_type,
-                                          options.shape, bytes_per_rank, -1, -1, 0);
+  const auto call = detail::MakeSignature(detail::kAllGather, options.element_type, options.shape,
+                                          bytes_per_rank, -1, -1, 0);
   Run(call, options.timeout, [&](uint32_t tag, Duration timeout) {
     if (bytes_per_rank == 0) return;
     gloo::AllgatherOptions opts(context_);
@@ -167,8 +167,8 @@ void GlooBackend::AllGather(const void* in, void* out, size_t bytes_per_rank,
 void GlooBackend::Broadcast(void* data, size_t bytes, const BroadcastOptions& options) {
   FLEET_ENFORCE(options.root >= 0 && options.root < size_, InvalidArgument, "broadcast in group '",
                 name_, "': root ", options.root, " is outside a group of size ", size_);
-  const auto call = detail::MakeSignature(detail::kBroadcast, options.element_type,
-                                          options.shape, bytes, -1, options.root, 0);
+  const auto call = detail::MakeSignature(detail::kBroadcast, options.element_type, options.shape,
+                                          bytes, -1, options.root, 0);
   Run(call, options.timeout, [&](uint32_t tag, Duration timeout) {
     if (bytes == 0) return;
     gloo::BroadcastOptions opts(context_);

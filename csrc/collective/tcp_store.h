@@ -57,7 +57,7 @@ class TcpStoreServer {
   bool stopping_ = false;
   std::vector<int> client_fds_;
   std::vector<std::pair<int, std::thread>> serving_;  // by client fd
-  std::vector<int> finished_;                          // fds whose serving thread has ended
+  std::vector<int> finished_;                         // fds whose serving thread has ended
   std::thread acceptor_;
 };
 

@@ -1,9 +1,8 @@
-#include "core/cuda_device.h"
-
 #include <cuda_runtime.h>
 
 #include <utility>
 
+#include "core/cuda_device.h"
 #include "core/errors.h"
 
 namespace fleet {

@@ -45,9 +45,9 @@ class Internal : public Error {
 
 // FLEET_ENFORCE(cond, Type, parts...) throws fleet::Type with the parts joined by absl::StrCat
 // when cond is false. The parts are only evaluated on failure.
-#define FLEET_ENFORCE(cond, ErrorType, ...)                      \
-  do {                                                           \
-    if (!(cond)) {                                               \
-      throw ::fleet::ErrorType(::absl::StrCat(__VA_ARGS__));     \
-    }                                                            \
+#define FLEET_ENFORCE(cond, ErrorType, ...)                  \
+  do {                                                       \
+    if (!(cond)) {                                           \
+      throw ::fleet::ErrorType(::absl::StrCat(__VA_ARGS__)); \
+    }                                                        \
   } while (0)

@@ -6,7 +6,8 @@ namespace fleet {
 
 std::string LoDToString(const LoD& lod) {
   std::vector<std::string> levels;
-  for (const auto& level : lod) levels.push_back(absl::StrCat("[", absl::StrJoin(level, ", "), "]"));
+  for (const auto& level : lod)
+    levels.push_back(absl::StrCat("[", absl::StrJoin(level, ", "), "]"));
   return absl::StrCat("[", absl::StrJoin(levels, ", "), "]");
 }
 
@@ -18,8 +19,8 @@ int64_t LoDTensor::NumSequences() const {
 void LoDTensor::ValidateLoD(const std::string& what) const {
   for (size_t level = 0; level < lod_.size(); ++level) {
     const auto& offsets = lod_[level];
-    FLEET_ENFORCE(!offsets.empty() && offsets[0] == 0, InvalidArgument, what, ": lod level ",
-                  level, " must start at 0, got ", LoDToString(lod_));
+    FLEET_ENFORCE(!offsets.empty() && offsets[0] == 0, InvalidArgument, what, ": lod level ", level,
+                  " must start at 0, got ", LoDToString(lod_));
     for (size_t i = 1; i < offsets.size(); ++i) {
       FLEET_ENFORCE(offsets[i] >= offsets[i - 1], InvalidArgument, what, ": lod level ", level,
                     " decreases at position ", i, " in ", LoDToString(lod_));

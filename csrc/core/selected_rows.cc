@@ -9,7 +9,8 @@ namespace fleet {
 SelectedRows MergeDuplicateRows(const SelectedRows& input) {
   const auto& rows = input.rows();
   const Tensor& value = input.value();
-  int64_t width = rows.empty() ? (value.rank() >= 2 ? value.dim(1) : 0) : value.numel() / rows.size();
+  int64_t width =
+      rows.empty() ? (value.rank() >= 2 ? value.dim(1) : 0) : value.numel() / rows.size();
   absl::flat_hash_map<int64_t, int64_t> slot_of;
   slot_of.reserve(rows.size());
   std::vector<int64_t> unique_rows;

@@ -8,8 +8,8 @@ namespace fleet {
 
 void ThrowIfError(const absl::Status& status, absl::string_view context) {
   if (status.ok()) return;
-  const std::string message =
-      context.empty() ? std::string(status.message()) : absl::StrCat(context, ": ", status.message());
+  const std::string message = context.empty() ? std::string(status.message())
+                                              : absl::StrCat(context, ": ", status.message());
   switch (status.code()) {
     case absl::StatusCode::kInvalidArgument:
     case absl::StatusCode::kOutOfRange:

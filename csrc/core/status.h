@@ -3,11 +3,11 @@
 // fleet exception (core/errors.h), which the bindings map to fleet.errors. Every binding, the
 // communicators and the executor's kernels go through ThrowIfError.
 
-#include "absl/strings/string_view.h"
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "core/errors.h"
 
 namespace fleet {

@@ -4,6 +4,8 @@
 // of passing a negative, NaN or infinite deadline on (which gRPC and absl turn into an instant
 // failure or a wait forever).
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <string>
 
@@ -28,6 +30,15 @@ inline absl::StatusOr<absl::Duration> TimeoutFromSeconds(double seconds, absl::s
                                                    " and at most a year, got ", seconds));
   }
   return absl::Milliseconds(seconds * 1000.0);
+}
+
+// For the areas whose types follow a library's std::chrono (the collective area and Gloo, the
+// data pipeline's pipe_command timeout): the same validation, whole milliseconds, at least 1.
+inline absl::StatusOr<std::chrono::milliseconds> TimeoutMillisFromSeconds(double seconds,
+                                                                          absl::string_view name) {
+  auto timeout = TimeoutFromSeconds(seconds, name);
+  if (!timeout.ok()) return timeout.status();
+  return std::max(std::chrono::milliseconds(1), absl::ToChronoMilliseconds(*timeout));
 }
 
 }  // namespace fleet

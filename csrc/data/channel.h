@@ -79,7 +79,8 @@ class Channel {
     absl::MutexLock lock(&mu_);
     auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return closed_ || !items_.empty(); };
     if (!mu_.AwaitWithDeadline(absl::Condition(&ready), deadline)) {
-      throw Timeout(absl::StrCat(name_, ": Get timed out on an empty open channel (is a "
+      throw Timeout(absl::StrCat(name_,
+                                 ": Get timed out on an empty open channel (is a "
                                  "producer running?)"));
     }
     if (items_.empty()) return std::nullopt;

@@ -108,8 +108,7 @@ void FileReaders::ReaderLoop() {
   if (running_.fetch_sub(1) == 1 && on_finish_) on_finish_();
 }
 
-void FileReaders::ReadFile(size_t index, SampleBlock* block, size_t* sequence,
-                           ReadStats* stats) {
+void FileReaders::ReadFile(size_t index, SampleBlock* block, size_t* sequence, ReadStats* stats) {
   const std::string& path = files_[index];
   MultiSlotParser parser(slots_);
   LineStreamOptions stream_options;

@@ -72,8 +72,8 @@ bool IsIdentityCommand(std::string_view command) {
   return command.substr(begin, end - begin + 1) == "cat";
 }
 
-LineStream::LineStream(std::string path, std::string pipe_command,
-                       const std::atomic<bool>* cancel, LineStreamOptions options)
+LineStream::LineStream(std::string path, std::string pipe_command, const std::atomic<bool>* cancel,
+                       LineStreamOptions options)
     : path_(std::move(path)),
       command_(IsIdentityCommand(pipe_command) ? "" : std::move(pipe_command)),
       cancel_(cancel),
@@ -215,9 +215,9 @@ void LineStream::CheckIdle() {
   KillChild();
   throw Timeout(absl::StrCat(
       Describe(), " wrote nothing for ",
-      std::chrono::duration_cast<std::chrono::milliseconds>(options_.idle_timeout).count() /
-          1000.0,
-      " s (after ", bytes_read_, " bytes of output) and was killed; raise the limit with "
+      std::chrono::duration_cast<std::chrono::milliseconds>(options_.idle_timeout).count() / 1000.0,
+      " s (after ", bytes_read_,
+      " bytes of output) and was killed; raise the limit with "
       "dataset.set_pipe_command_timeout(seconds) if the command is only slow"));
 }
 
@@ -282,8 +282,8 @@ size_t LineStream::ReadChild() {
       if (n > 0) last_output_ = std::chrono::steady_clock::now();
       if (n >= 0) return static_cast<size_t>(n);
       if (errno != EINTR && errno != EAGAIN) {
-        throw Unavailable(absl::StrCat("reading the output of pipe_command '", command_,
-                                       "' on '", path_, "': ", ErrnoText()));
+        throw Unavailable(absl::StrCat("reading the output of pipe_command '", command_, "' on '",
+                                       path_, "': ", ErrnoText()));
       }
     }
   }

@@ -74,8 +74,8 @@ class LineStream {
   LineStreamOptions options_;
   int64_t file_bytes_ = 0;
   std::chrono::steady_clock::time_point last_output_;
-  int fd_ = -1;      // the file, or the read end of the child's stdout
-  int err_fd_ = -1;  // the read end of the child's stderr
+  int fd_ = -1;       // the file, or the read end of the child's stdout
+  int err_fd_ = -1;   // the read end of the child's stderr
   pid_t child_ = -1;  // the guard: leader of the command's process group
   std::string stderr_tail_;
   std::vector<char> buffer_;

@@ -14,8 +14,7 @@ inline bool IsSeparator(char c) { return c == ' ' || c == '\t' || c == '\r'; }
 inline bool IsDigit(char c) { return static_cast<unsigned char>(c - '0') < 10; }
 
 // Powers of ten that a float holds exactly (5^10 < 2^24).
-constexpr float kExactPow10[] = {1e0f, 1e1f, 1e2f, 1e3f, 1e4f, 1e5f,
-                                 1e6f, 1e7f, 1e8f, 1e9f, 1e10f};
+constexpr float kExactPow10[] = {1e0f, 1e1f, 1e2f, 1e3f, 1e4f, 1e5f, 1e6f, 1e7f, 1e8f, 1e9f, 1e10f};
 constexpr int kMaxFastFraction = 10;
 // Decimal digits the float fast path accumulates; 9 fit in uint64 with room to spare.
 constexpr int kMaxFastFloatDigits = 9;

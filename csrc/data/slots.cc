@@ -43,8 +43,8 @@ void ReadPod(std::string_view bytes, size_t* pos, size_t n, std::vector<T>* out)
 SlotSpec MakeSlotSpec(const std::string& name, DType dtype, int lod_level, const Shape& shape) {
   SlotSpec slot;
   slot.name = name;
-  FLEET_ENFORCE(dtype == DType::kInt64 || dtype == DType::kFloat32, InvalidArgument, "slot '",
-                name, "': datasets feed int64 or float32 variables, not ", DTypeName(dtype));
+  FLEET_ENFORCE(dtype == DType::kInt64 || dtype == DType::kFloat32, InvalidArgument, "slot '", name,
+                "': datasets feed int64 or float32 variables, not ", DTypeName(dtype));
   slot.type = dtype == DType::kInt64 ? SlotType::kInt64 : SlotType::kFloat32;
   FLEET_ENFORCE(lod_level == 0 || lod_level == 1, InvalidArgument, "slot '", name,
                 "': lod_level must be 0 (dense) or 1 (variable length), got ", lod_level);
@@ -60,14 +60,14 @@ SlotSpec MakeSlotSpec(const std::string& name, DType dtype, int lod_level, const
       slot.width *= slot.shape[i];
     }
   }
-  FLEET_ENFORCE(batch_axes == 1, InvalidArgument, "slot '", name, "': shape ",
-                ShapeToString(shape), " must have exactly one -1 (batch) dimension");
+  FLEET_ENFORCE(batch_axes == 1, InvalidArgument, "slot '", name, "': shape ", ShapeToString(shape),
+                " must have exactly one -1 (batch) dimension");
   FLEET_ENFORCE(slot.dense || slot.width == 1, InvalidArgument, "slot '", name,
                 "': a lod_level-1 slot holds one value per row, so its shape must be [-1, 1] "
                 "or [-1], got ",
                 ShapeToString(shape));
-  FLEET_ENFORCE(slot.width > 0, InvalidArgument, "slot '", name, "': shape ",
-                ShapeToString(shape), " has no room for values");
+  FLEET_ENFORCE(slot.width > 0, InvalidArgument, "slot '", name, "': shape ", ShapeToString(shape),
+                " has no room for values");
   return slot;
 }
 
@@ -176,9 +176,8 @@ void SampleBlock::AppendSerialized(std::string_view bytes) {
       ReadPod(bytes, &pos, n[0], &c.values);
     }
     if (slot.dense) {
-      FLEET_ENFORCE(n[0] == samples * slot.width, InvalidArgument, "serialised slot '",
-                    slot.name, "' has ", n[0], " values for ", samples, " samples of width ",
-                    slot.width);
+      FLEET_ENFORCE(n[0] == samples * slot.width, InvalidArgument, "serialised slot '", slot.name,
+                    "' has ", n[0], " values for ", samples, " samples of width ", slot.width);
     } else {
       c.offsets.clear();
       ReadPod(bytes, &pos, samples + 1, &c.offsets);

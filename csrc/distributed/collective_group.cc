@@ -29,8 +29,7 @@ void CollectiveGroup::RethrowNamingDeadRanks(const std::string& what) {
     std::vector<int> gone;
     const auto deadline = Clock::now() + 4 * options_.probe_timeout;
     while (true) {
-      gone = collective::UnreachableRanks(options_.rank_endpoints, rank(),
-                                          options_.probe_timeout);
+      gone = collective::UnreachableRanks(options_.rank_endpoints, rank(), options_.probe_timeout);
       if (!gone.empty() || Clock::now() >= deadline) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
@@ -130,8 +129,11 @@ void CollectiveGroup::ResetOverlapStats() {
 
 void OneThreadPerRankHook::OnPassBegin(const framework::PassInfo& pass) {
   const int num_threads = pass.num_threads;
-  FLEET_ENFORCE(num_threads == 1, InvalidArgument, "collective training runs one trainer thread "
-                "per process, got thread=", num_threads, ": the threads' allreduces would reach "
+  FLEET_ENFORCE(num_threads == 1, InvalidArgument,
+                "collective training runs one trainer thread "
+                "per process, got thread=",
+                num_threads,
+                ": the threads' allreduces would reach "
                 "the group in a different order on each rank. Use thread=1 and more processes "
                 "(fleetrun --nproc_per_node) to use more cores.");
 }

@@ -146,8 +146,8 @@ void AllReduceWaitKernel(const ExecutionContext& ctx) {
 void AllGatherRowsKernel(const ExecutionContext& ctx) {
   const SelectedRows& x = ctx.InputVar("X").Get<SelectedRows>();
   const Tensor& value = x.value();
-  FLEET_KERNEL_ENFORCE(ctx, value.dtype() == DType::kFloat32 || x.rows().empty(),
-                       "values are ", DTypeName(value.dtype()), "; expected float32");
+  FLEET_KERNEL_ENFORCE(ctx, value.dtype() == DType::kFloat32 || x.rows().empty(), "values are ",
+                       DTypeName(value.dtype()), "; expected float32");
   const int64_t count = static_cast<int64_t>(x.rows().size());
   const int64_t width = count > 0 ? value.numel() / count : 0;
   CollectiveGroup& group = Group(ctx);
@@ -203,19 +203,21 @@ void InferSelectedRows(InferShapeContext* ctx) {
 // ---- gradient merge --------------------------------------------------------------------------
 
 void GradientMergeAccKernel(const ExecutionContext& ctx) {
-  FLEET_KERNEL_ENFORCE(ctx, ctx.InputSize("X") == ctx.InputSize("Acc") &&
-                                ctx.OutputSize("AccOut") == ctx.InputSize("Acc"),
+  FLEET_KERNEL_ENFORCE(ctx,
+                       ctx.InputSize("X") == ctx.InputSize("Acc") &&
+                           ctx.OutputSize("AccOut") == ctx.InputSize("Acc"),
                        "X, Acc and AccOut must have as many variables each");
   for (size_t i = 0; i < ctx.InputSize("X"); ++i) {
     FLEET_KERNEL_ENFORCE(ctx, ctx.InputVar("X", i).IsType<LoDTensor>(), "gradient '",
-                         ctx.InputName("X", i), "' is not dense; gradient merge accumulates "
+                         ctx.InputName("X", i),
+                         "' is not dense; gradient merge accumulates "
                          "dense gradients (the pass makes embedding gradients dense)");
     const LoDTensor& g = ctx.Input("X", i);
     const LoDTensor& acc_in = ctx.Input("Acc", i);
     LoDTensor* acc = ctx.Output("AccOut", i);
-    FLEET_KERNEL_ENFORCE(ctx, acc_in.numel() == g.numel(), "accumulator '",
-                         ctx.InputName("Acc", i), "' has ", acc_in.numel(),
-                         " elements, gradient '", ctx.InputName("X", i), "' ", g.numel());
+    FLEET_KERNEL_ENFORCE(ctx, acc_in.numel() == g.numel(), "accumulator '", ctx.InputName("Acc", i),
+                         "' has ", acc_in.numel(), " elements, gradient '", ctx.InputName("X", i),
+                         "' ", g.numel());
     if (acc != &acc_in) acc->CopyFrom(acc_in);
     float* a = acc->mutable_data<float>();
     const float* x = g.data<float>();

@@ -31,8 +31,7 @@ std::shared_ptr<Communicator> MakeCommunicator(CommunicatorConfig config,
       return std::make_shared<detail::AsyncCommunicator>(std::move(config), std::move(client),
                                                          root);
     case PsMode::kGeo:
-      return std::make_shared<detail::GeoCommunicator>(std::move(config), std::move(client),
-                                                       root);
+      return std::make_shared<detail::GeoCommunicator>(std::move(config), std::move(client), root);
   }
   throw InvalidArgument("unknown parameter-server mode");
 }

@@ -9,8 +9,10 @@ GradientMergeHook::GradientMergeHook(const framework::OpRegistry* registry,
                                      GradientMergeOptions options,
                                      std::shared_ptr<CollectiveGroup> group)
     : executor_(registry), options_(std::move(options)) {
-  FLEET_ENFORCE(options_.k_steps >= 1, InvalidArgument, "gradient merge: k_steps must be >= 1, "
-                "got ", options_.k_steps);
+  FLEET_ENFORCE(options_.k_steps >= 1, InvalidArgument,
+                "gradient merge: k_steps must be >= 1, "
+                "got ",
+                options_.k_steps);
   FLEET_ENFORCE(!options_.step_var.empty(), InvalidArgument,
                 "gradient merge: the step counter variable is not named");
   apply_ = executor_.Prepare(program, options_.apply_block);
@@ -20,8 +22,8 @@ GradientMergeHook::GradientMergeHook(const framework::OpRegistry* registry,
 }
 
 std::string GradientMergeHook::Name() const {
-  return absl::StrCat("gradient merge (every ", options_.k_steps, " steps of '",
-                      options_.step_var, "')");
+  return absl::StrCat("gradient merge (every ", options_.k_steps, " steps of '", options_.step_var,
+                      "')");
 }
 
 void GradientMergeHook::AfterStep(const framework::StepInfo& info) {

@@ -65,8 +65,8 @@ void PullSparseKernel(const ExecutionContext& ctx) {
   } else {
     // One request for every slot of the table: keys joined, rows scattered back.
     std::vector<int64_t> keys;
-    for (const LoDTensor* t : ids) keys.insert(keys.end(), t->data<int64_t>(),
-                                               t->data<int64_t>() + t->numel());
+    for (const LoDTensor* t : ids)
+      keys.insert(keys.end(), t->data<int64_t>(), t->data<int64_t>() + t->numel());
     std::vector<float> rows(keys.size() * dim);
     comm.PullSparse(table_id, keys, absl::MakeSpan(rows), ctx.Attr<bool>("is_test", false));
     size_t offset = 0;
@@ -96,12 +96,10 @@ void PushSparseKernel(const ExecutionContext& ctx) {
   FLEET_KERNEL_ENFORCE(ctx, ids.size() == grads.size(), ids.size(), " Ids for ", grads.size(),
                        " Grad");
   for (size_t i = 0; i < ids.size(); ++i) {
-    FLEET_KERNEL_ENFORCE(ctx,
-                         grads[i]->numel() == ids[i]->numel() * dim &&
-                             grads[i]->dtype() == DType::kFloat32,
-                         "Grad '", ctx.InputName("Grad", i), "' has shape ",
-                         ShapeToString(grads[i]->shape()), " but ", ids[i]->numel(),
-                         " ids of width ", dim, " were pulled");
+    FLEET_KERNEL_ENFORCE(
+        ctx, grads[i]->numel() == ids[i]->numel() * dim && grads[i]->dtype() == DType::kFloat32,
+        "Grad '", ctx.InputName("Grad", i), "' has shape ", ShapeToString(grads[i]->shape()),
+        " but ", ids[i]->numel(), " ids of width ", dim, " were pulled");
   }
   if (ids.size() == 1 && padding_idx == kNoPadding) {
     const int64_t n = ids[0]->numel();

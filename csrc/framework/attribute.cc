@@ -16,8 +16,8 @@ template <typename U>
 struct IsVector<std::vector<U>> : std::true_type {};
 
 std::string TypeName(const Attribute& attr) {
-  static const char* kNames[] = {"int",    "float",    "string", "ints", "floats",
-                                 "strings", "bool", "bools",  "long", "longs"};
+  static const char* kNames[] = {"int",     "float", "string", "ints", "floats",
+                                 "strings", "bool",  "bools",  "long", "longs"};
   return kNames[attr.index()];
 }
 
@@ -76,8 +76,8 @@ T AttributeMap::Get(const std::string& name, const std::string& owner) const {
       return std::vector<float>(ints->begin(), ints->end());
     }
   }
-  throw InvalidArgument(absl::StrCat(owner, ": attribute '", name, "' is a ", TypeName(attr),
-                                     " (", AttributeToString(attr),
+  throw InvalidArgument(absl::StrCat(owner, ": attribute '", name, "' is a ", TypeName(attr), " (",
+                                     AttributeToString(attr),
                                      "), which does not convert to the type the op expects"));
 }
 

@@ -11,9 +11,9 @@
 
 namespace fleet::framework {
 
-using Attribute = std::variant<int32_t, float, std::string, std::vector<int32_t>,
-                               std::vector<float>, std::vector<std::string>, bool,
-                               std::vector<bool>, int64_t, std::vector<int64_t>>;
+using Attribute =
+    std::variant<int32_t, float, std::string, std::vector<int32_t>, std::vector<float>,
+                 std::vector<std::string>, bool, std::vector<bool>, int64_t, std::vector<int64_t>>;
 
 std::string AttributeToString(const Attribute& attr);
 

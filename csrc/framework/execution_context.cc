@@ -47,8 +47,8 @@ const Variable& ExecutionContext::InputVar(const std::string& slot, size_t i) co
 const LoDTensor& ExecutionContext::Input(const std::string& slot, size_t i) const {
   const Variable& var = InputVar(slot, i);
   if (!var.IsType<LoDTensor>()) {
-    Fail(absl::StrCat("input '", op_.Inputs(slot)[i], "' (slot ", slot, ") holds ",
-                      var.KindName(), ", expected a LoDTensor"));
+    Fail(absl::StrCat("input '", op_.Inputs(slot)[i], "' (slot ", slot, ") holds ", var.KindName(),
+                      ", expected a LoDTensor"));
   }
   const LoDTensor& t = var.Get<LoDTensor>();
   if (!t.initialized()) {

@@ -74,8 +74,8 @@ class ExecutionContext {
   template <class T>
   T& Resource(const char* how_to_set) const {
     FLEET_ENFORCE(state_->resources != nullptr, Unavailable, "op ", op_.Describe(), " needs a ",
-                  T::kResourceName, ", but this executor has no distributed resources: ",
-                  how_to_set);
+                  T::kResourceName,
+                  ", but this executor has no distributed resources: ", how_to_set);
     return state_->resources->Get<T>(absl::StrCat("op ", op_.Describe()), how_to_set);
   }
 
@@ -95,9 +95,9 @@ class ExecutionContext {
 };
 
 // Kernel-side check: FLEET_KERNEL_ENFORCE(ctx, cond, parts...) fails with the op described.
-#define FLEET_KERNEL_ENFORCE(ctx, cond, ...)                    \
-  do {                                                          \
-    if (!(cond)) (ctx).Fail(::absl::StrCat(__VA_ARGS__));       \
+#define FLEET_KERNEL_ENFORCE(ctx, cond, ...)              \
+  do {                                                    \
+    if (!(cond)) (ctx).Fail(::absl::StrCat(__VA_ARGS__)); \
   } while (0)
 
 }  // namespace fleet::framework

@@ -34,8 +34,7 @@ namespace {
   }
 }
 
-Variable* CreateVar(Scope* scope, const PreparedVar& var,
-                    Executor::MissingPersistable missing) {
+Variable* CreateVar(Scope* scope, const PreparedVar& var, Executor::MissingPersistable missing) {
   if (var.persistable) {
     if (Variable* existing = scope->FindVar(var.name)) return existing;
     FLEET_ENFORCE(missing == Executor::MissingPersistable::kCreate, NotFound,

@@ -9,8 +9,8 @@ const VarInfo& InferShapeContext::Input(const std::string& slot, size_t i) const
   FLEET_ENFORCE(i < args.size(), InvalidArgument, "op ", op_.Describe(), ": input slot '", slot,
                 "' needs at least ", i + 1, " variable(s)");
   auto it = vars_->find(args[i]);
-  FLEET_ENFORCE(it != vars_->end(), InvalidArgument, "op ", op_.Describe(), ": input '",
-                args[i], "' of slot '", slot, "' is not declared in the block");
+  FLEET_ENFORCE(it != vars_->end(), InvalidArgument, "op ", op_.Describe(), ": input '", args[i],
+                "' of slot '", slot, "' is not declared in the block");
   return it->second;
 }
 

@@ -44,8 +44,8 @@ Attribute AttributeFromProto(const proto::OpDesc::Attr& a) {
     case proto::BLOCK:
       return a.block_idx();
     default:
-      throw InvalidArgument(absl::StrCat("attribute '", a.name(), "' has unknown type ",
-                                         static_cast<int>(a.type())));
+      throw InvalidArgument(
+          absl::StrCat("attribute '", a.name(), "' has unknown type ", static_cast<int>(a.type())));
   }
 }
 
@@ -99,8 +99,8 @@ const std::vector<std::string>& OpSpec::Outputs(const std::string& slot) const {
 }
 
 std::string OpSpec::Describe() const {
-  std::string text = absl::StrCat(type, "(", DescribeSlots(inputs), ") -> (",
-                                  DescribeSlots(outputs), ")");
+  std::string text =
+      absl::StrCat(type, "(", DescribeSlots(inputs), ") -> (", DescribeSlots(outputs), ")");
   if (attrs.Has(kOpCallsiteAttr)) {
     absl::StrAppend(&text, " created at ", attrs.Get<std::string>(kOpCallsiteAttr, type));
   }

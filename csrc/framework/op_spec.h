@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "framework/attribute.h"
 #include "fleet/framework/framework.pb.h"
+#include "framework/attribute.h"
 
 namespace fleet::framework {
 

@@ -44,9 +44,9 @@ struct PassInfo {
 
 // What a hook learns of the step it brackets.
 struct StepInfo {
-  int thread = 0;       // index of the trainer thread (0 for Executor.run)
-  int num_threads = 1;  // threads of the pass
-  int64_t step = 0;     // batches this thread has run before this one
+  int thread = 0;          // index of the trainer thread (0 for Executor.run)
+  int num_threads = 1;     // threads of the pass
+  int64_t step = 0;        // batches this thread has run before this one
   Scope* scope = nullptr;  // the scope the thread runs in (a child of the root scope in a pass)
 };
 

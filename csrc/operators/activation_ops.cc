@@ -25,9 +25,9 @@ void GradFromOutKernel(const ExecutionContext& ctx, Fn derivative_of_out) {
   const LoDTensor& out = ctx.Input("Out");
   const float* y = FloatData(ctx, "Out");
   const float* dy = FloatData(ctx, "Out@GRAD");
-  FLEET_KERNEL_ENFORCE(ctx, ctx.Input("Out@GRAD").numel() == out.numel(),
-                       "Out@GRAD has shape ", ShapeToString(ctx.Input("Out@GRAD").shape()),
-                       " but Out has ", ShapeToString(out.shape()));
+  FLEET_KERNEL_ENFORCE(ctx, ctx.Input("Out@GRAD").numel() == out.numel(), "Out@GRAD has shape ",
+                       ShapeToString(ctx.Input("Out@GRAD").shape()), " but Out has ",
+                       ShapeToString(out.shape()));
   float* dx = ResizeLike(out, ctx.Output("X@GRAD"));
   const int64_t n = out.numel();
   for (int64_t i = 0; i < n; ++i) dx[i] = dy[i] * derivative_of_out(y[i]);

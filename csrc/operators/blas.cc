@@ -4,8 +4,8 @@
 
 namespace fleet::operators::blas {
 
-void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-          const float* a, const float* b, float beta, float* c) {
+void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+          const float* b, float beta, float* c) {
   if (m == 0 || n == 0) return;
   const int64_t lda = trans_a ? m : k;
   const int64_t ldb = trans_b ? k : n;

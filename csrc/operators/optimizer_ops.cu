@@ -18,8 +18,7 @@ int Blocks(int64_t n) {
   return static_cast<int>(std::min<int64_t>((n + kThreads - 1) / kThreads, kMaxBlocks));
 }
 
-__global__ void SgdKernel(float lr, const float* __restrict__ g, float* __restrict__ p,
-                          int64_t n) {
+__global__ void SgdKernel(float lr, const float* __restrict__ g, float* __restrict__ p, int64_t n) {
   const int64_t stride = static_cast<int64_t>(blockDim.x) * gridDim.x;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += stride) {
@@ -60,11 +59,10 @@ void CudaSgdUpdate(int device, float lr, const float* grad, float* param, int64_
 }
 
 void CudaAdamUpdate(int device, const AdamHyperParams& hyper, const float* grad, float* param,
-                    float* moment1, float* moment2, float* beta1_pow, float* beta2_pow,
-                    int64_t n) {
+                    float* moment1, float* moment2, float* beta1_pow, float* beta2_pow, int64_t n) {
   CudaSetDevice(device);
-  const AdamStep step = MakeAdamStep(hyper.learning_rate, hyper.beta1, hyper.beta2,
-                                     hyper.epsilon, *beta1_pow, *beta2_pow);
+  const AdamStep step = MakeAdamStep(hyper.learning_rate, hyper.beta1, hyper.beta2, hyper.epsilon,
+                                     *beta1_pow, *beta2_pow);
   if (n > 0) {
     CudaBuffer p = ToDevice(param, n);
     CudaBuffer g = ToDevice(grad, n);

@@ -31,13 +31,12 @@ constexpr char kSavePrefix[] = "ps-";
 constexpr uintmax_t kMaxManifestBytes = uintmax_t{64} << 20;
 
 const char* ModeName(proto::SaveMode mode) { return mode == proto::DELTA ? "delta" : "base"; }
-const char* TypeName(proto::TableType type) {
-  return type == proto::SPARSE ? "sparse" : "dense";
-}
+const char* TypeName(proto::TableType type) { return type == proto::SPARSE ? "sparse" : "dense"; }
 
 absl::Status WriteFileSynced(const std::string& path, const std::string& bytes) {
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return absl::InternalError(absl::StrCat("cannot create ", path, ": ", strerror(errno)));
+  if (fd < 0)
+    return absl::InternalError(absl::StrCat("cannot create ", path, ": ", strerror(errno)));
   const char* p = bytes.data();
   size_t left = bytes.size();
   while (left > 0) {
@@ -66,10 +65,9 @@ void SyncDirectory(const std::string& dir) {
 }
 
 // The files of one table in a commit request, indexed by server; checked complete.
-absl::StatusOr<proto::CheckpointSave> TableSave(const proto::CommitSaveRequest& request,
-                                                uint32_t table_id,
-                                                const std::vector<const proto::CheckpointFile*>&
-                                                    files) {
+absl::StatusOr<proto::CheckpointSave> TableSave(
+    const proto::CommitSaveRequest& request, uint32_t table_id,
+    const std::vector<const proto::CheckpointFile*>& files) {
   const uint32_t n = request.num_servers();
   proto::CheckpointSave save;
   save.set_save_id(request.save_id());
@@ -77,31 +75,30 @@ absl::StatusOr<proto::CheckpointSave> TableSave(const proto::CommitSaveRequest& 
   // Bounded by the parts listed before anything is sized by the count (found by
   // ps_service_fuzz: a request claiming 2^32 servers).
   if (files.size() != n) {
-    return absl::InvalidArgumentError(absl::StrCat("commit of save ", request.save_id(),
-                                                   ": table ", table_id, " has ", files.size(),
-                                                   " parts for ", n, " servers"));
+    return absl::InvalidArgumentError(absl::StrCat("commit of save ", request.save_id(), ": table ",
+                                                   table_id, " has ", files.size(), " parts for ",
+                                                   n, " servers"));
   }
   std::vector<const proto::CheckpointFile*> by_server(n, nullptr);
   const proto::CheckpointFile& first = *files.front();
   for (const proto::CheckpointFile* f : files) {
     if (f->server_index() >= n || f->num_servers() != n) {
-      return absl::InvalidArgumentError(absl::StrCat("commit of save ", request.save_id(),
-                                                     ": table ", table_id, " has a part of server ",
-                                                     f->server_index(), " of ", f->num_servers(),
-                                                     ", the save has ", n, " servers"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "commit of save ", request.save_id(), ": table ", table_id, " has a part of server ",
+          f->server_index(), " of ", f->num_servers(), ", the save has ", n, " servers"));
     }
     if (by_server[f->server_index()] != nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat("commit of save ", request.save_id(),
-                                                     ": table ", table_id, " has two parts of server ",
-                                                     f->server_index()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("commit of save ", request.save_id(), ": table ", table_id,
+                       " has two parts of server ", f->server_index()));
     }
     if (f->type() != first.type() || f->dim() != first.dim() || f->mode() != first.mode()) {
       return absl::InvalidArgumentError(absl::StrCat("commit of save ", request.save_id(),
                                                      ": the parts of table ", table_id,
                                                      " disagree on type, dim or mode"));
     }
-    const std::string expected = PartPath(request.save_id(), table_id, f->server_index(), n,
-                                          f->mode() == proto::DELTA);
+    const std::string expected =
+        PartPath(request.save_id(), table_id, f->server_index(), n, f->mode() == proto::DELTA);
     if (f->path() != expected) {
       return absl::InvalidArgumentError(absl::StrCat("commit of save ", request.save_id(),
                                                      ": part '", f->path(), "' should be '",
@@ -151,10 +148,10 @@ absl::Status Merge(const proto::CommitSaveRequest& request, proto::CheckpointMan
       table->set_table_id(table_id);
     } else if (save->mode() == proto::DELTA &&
                (table->type() != first.type() || table->dim() != first.dim())) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "delta save of ", TypeName(first.type()), " table ", table_id, " (dim ", first.dim(),
-          ") onto a ", TypeName(table->type()), " table of dim ", table->dim(), " in ",
-          request.dirname(), "; make a base save first"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("delta save of ", TypeName(first.type()), " table ", table_id, " (dim ",
+                       first.dim(), ") onto a ", TypeName(table->type()), " table of dim ",
+                       table->dim(), " in ", request.dirname(), "; make a base save first"));
     }
     if (save->mode() == proto::BASE) table->clear_saves();
     table->set_type(first.type());
@@ -214,16 +211,14 @@ absl::Status CheckPart(const std::string& dirname, const proto::CheckpointTable&
                        const proto::CheckpointSave& save, uint32_t server,
                        std::vector<std::string>* paths) {
   const proto::CheckpointFile& f = save.files(server);
-  const std::string where =
-      absl::StrCat("checkpoint ", dirname, ": table ", table.table_id(), ", ", ModeName(save.mode()),
-                   " save ", save.save_id());
+  const std::string where = absl::StrCat("checkpoint ", dirname, ": table ", table.table_id(), ", ",
+                                         ModeName(save.mode()), " save ", save.save_id());
   const std::string expected = PartPath(save.save_id(), table.table_id(), server,
                                         save.num_servers(), save.mode() == proto::DELTA);
   if (f.server_index() != server || f.path() != expected || f.table_id() != table.table_id()) {
     return absl::DataLossError(absl::StrCat(where, ": manifest entry ", server, " names '",
-                                            f.path(), "' (server ", f.server_index(),
-                                            ", table ", f.table_id(), "), expected '", expected,
-                                            "'"));
+                                            f.path(), "' (server ", f.server_index(), ", table ",
+                                            f.table_id(), "), expected '", expected, "'"));
   }
   const std::string path = (fs::path(dirname) / f.path()).string();
   std::error_code ec;
@@ -240,10 +235,9 @@ absl::Status CheckPart(const std::string& dirname, const proto::CheckpointTable&
   auto header = ReadTableFileHeader(path);
   if (!header.ok()) return header.status();
   if (header->checksum != f.crc32() || header->row_count != f.rows()) {
-    return absl::DataLossError(absl::StrCat(where, ": ", path, " has checksum ",
-                                            header->checksum, " and ", header->row_count,
-                                            " rows, the manifest says ", f.crc32(), " and ",
-                                            f.rows(), " (a part of another save)"));
+    return absl::DataLossError(absl::StrCat(
+        where, ": ", path, " has checksum ", header->checksum, " and ", header->row_count,
+        " rows, the manifest says ", f.crc32(), " and ", f.rows(), " (a part of another save)"));
   }
   if (header->table_id != table.table_id() || header->dim != table.dim() ||
       header->table_type != static_cast<uint32_t>(table.type())) {
@@ -273,9 +267,8 @@ absl::Status CheckSaveId(const std::string& save_id) {
                            (c >= '0' && c <= '9') || c == '-' || c == '_';
                   });
   if (ok) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrCat("save id '", save_id.substr(0, 80),
-                   "' is not 1 to 64 letters, digits, '-' or '_'"));
+  return absl::InvalidArgumentError(absl::StrCat("save id '", save_id.substr(0, 80),
+                                                 "' is not 1 to 64 letters, digits, '-' or '_'"));
 }
 
 absl::Status CheckDirname(const std::string& dirname, const char* what) {
@@ -354,8 +347,8 @@ absl::Status CommitManifest(const proto::CommitSaveRequest& request) {
   if (::rename(temp.c_str(), path.c_str()) != 0) {
     const int err = errno;
     ::unlink(temp.c_str());
-    return absl::InternalError(absl::StrCat("cannot rename ", temp, " to ", path, ": ",
-                                            strerror(err)));
+    return absl::InternalError(
+        absl::StrCat("cannot rename ", temp, " to ", path, ": ", strerror(err)));
   }
   SyncDirectory(request.dirname());
   RemoveUnnamed(request.dirname(), manifest);
@@ -370,27 +363,26 @@ absl::StatusOr<std::vector<std::string>> CheckedParts(const std::string& dirname
     if (t.table_id() == config.table_id()) table = &t;
   }
   if (table == nullptr || table->saves_size() == 0) {
-    return absl::NotFoundError(absl::StrCat("no saved parts of table ", config.table_id(),
-                                            " in checkpoint ", dirname));
+    return absl::NotFoundError(
+        absl::StrCat("no saved parts of table ", config.table_id(), " in checkpoint ", dirname));
   }
   if (table->type() != config.type() || table->dim() != config.dim()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "checkpoint ", dirname, ": table ", config.table_id(), " was saved as ",
-        TypeName(table->type()), " with dim ", table->dim(), "; this server's table ",
-        config.table_id(), " '", config.name(), "' is ", TypeName(config.type()), " with dim ",
-        config.dim()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("checkpoint ", dirname, ": table ", config.table_id(), " was saved as ",
+                     TypeName(table->type()), " with dim ", table->dim(), "; this server's table ",
+                     config.table_id(), " '", config.name(), "' is ", TypeName(config.type()),
+                     " with dim ", config.dim()));
   }
   std::vector<std::string> paths;
   for (int i = 0; i < table->saves_size(); ++i) {
     const proto::CheckpointSave& save = table->saves(i);
     if (i > 0 && save.mode() != proto::DELTA) {
-      return absl::DataLossError(absl::StrCat("checkpoint ", dirname, ": table ",
-                                              table->table_id(), " has a base save after its "
+      return absl::DataLossError(absl::StrCat("checkpoint ", dirname, ": table ", table->table_id(),
+                                              " has a base save after its "
                                               "first save in the manifest"));
     }
     if (auto s = CheckSaveId(save.save_id()); !s.ok()) return s;
-    if (save.num_servers() == 0 ||
-        static_cast<uint32_t>(save.files_size()) != save.num_servers()) {
+    if (save.num_servers() == 0 || static_cast<uint32_t>(save.files_size()) != save.num_servers()) {
       return absl::DataLossError(absl::StrCat(
           "checkpoint ", dirname, ": table ", table->table_id(), ", save ", save.save_id(),
           " lists ", save.files_size(), " parts for ", save.num_servers(), " servers"));

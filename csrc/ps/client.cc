@@ -1,8 +1,7 @@
 #include "ps/client.h"
 
-#include <atomic>
-
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <functional>
 
@@ -183,8 +182,10 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(ClientOptions option
       {"admin_timeout", options.admin_timeout}};
   for (const auto& [name, timeout] : timeouts) {
     if (timeout <= absl::ZeroDuration() || timeout == absl::InfiniteDuration()) {
-      return absl::InvalidArgumentError(absl::StrCat("PsClient: ", name, " must be positive and "
-                                                     "finite, got ", absl::FormatDuration(timeout)));
+      return absl::InvalidArgumentError(absl::StrCat("PsClient: ", name,
+                                                     " must be positive and "
+                                                     "finite, got ",
+                                                     absl::FormatDuration(timeout)));
     }
   }
   if (options.max_keys_per_request == 0) {
@@ -216,8 +217,8 @@ absl::Status PsClient::CheckUsable(const char* what) const {
     case kOpen:
       return absl::OkStatus();
     case kStopped:
-      return absl::UnavailableError(absl::StrCat(
-          what, ": the parameter servers were stopped by this client (stop_servers)"));
+      return absl::UnavailableError(
+          absl::StrCat(what, ": the parameter servers were stopped by this client (stop_servers)"));
     case kClosed:
       break;
   }
@@ -281,7 +282,8 @@ absl::Status PsClient::AdoptConfigs(const std::vector<proto::ServerConfig>& conf
     if (table.type() != proto::DENSE) continue;
     DenseRoute& route = dense_[table.table_id()];
     route.layout.dim = table.dim();
-    route.layout.block_size = table.dense_block_size() == 0 ? kDefaultDenseBlockSize : table.dense_block_size();
+    route.layout.block_size =
+        table.dense_block_size() == 0 ? kDefaultDenseBlockSize : table.dense_block_size();
     route.blocks.resize(n);
     route.local_size.assign(n, 0);
     for (uint64_t b = 0; b < route.layout.num_blocks(); ++b) {
@@ -418,9 +420,10 @@ Future PsClient::PushSparse(uint32_t table_id, absl::Span<const int64_t> keys,
                             absl::Span<const float> grads, PushKind kind) {
   if (auto s = CheckUsable("PushSparse"); !s.ok()) return Future::Failed(s);
   if (kind == PushKind::kInitialize) {
-    return Future::Failed(absl::InvalidArgumentError(
-        absl::StrCat("PushSparse of table ", table_id, ": sparse rows are initialised by the "
-                     "table's initializer, not by an initialize push")));
+    return Future::Failed(
+        absl::InvalidArgumentError(absl::StrCat("PushSparse of table ", table_id,
+                                                ": sparse rows are initialised by the "
+                                                "table's initializer, not by an initialize push")));
   }
   const bool is_delta = kind == PushKind::kDelta;
   auto dim_or = SparseDim(table_id);

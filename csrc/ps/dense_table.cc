@@ -20,9 +20,9 @@ uint64_t DenseTable::EstimateBytes(const proto::TableConfig& config, uint32_t nu
   const uint64_t local_blocks = (blocks + num_servers - 1) / num_servers;
   const uint64_t block_floats = layout.block_size + (*rule)->StateDim(layout.block_size);
   // Per local block: its floats and the Block with its heap overhead; per block: local_of_.
-  const long double bytes = static_cast<long double>(local_blocks) *
-                                (block_floats * sizeof(float) + sizeof(Block) + 64) +
-                            static_cast<long double>(blocks) * sizeof(int64_t);
+  const long double bytes =
+      static_cast<long double>(local_blocks) * (block_floats * sizeof(float) + sizeof(Block) + 64) +
+      static_cast<long double>(blocks) * sizeof(int64_t);
   return bytes >= 1.8e19L ? UINT64_MAX : static_cast<uint64_t>(bytes);
 }
 
@@ -74,7 +74,8 @@ absl::StatusOr<std::unique_ptr<DenseTable>> DenseTable::Create(
 DenseTable::DenseTable(const proto::TableConfig& config, std::unique_ptr<UpdateRule> rule)
     : config_(config), rule_(std::move(rule)) {
   layout_.dim = config.dim();
-  layout_.block_size = config.dense_block_size() == 0 ? kDefaultDenseBlockSize : config.dense_block_size();
+  layout_.block_size =
+      config.dense_block_size() == 0 ? kDefaultDenseBlockSize : config.dense_block_size();
 }
 
 std::string DenseTable::Name() const {
@@ -121,13 +122,14 @@ absl::Status DenseTable::Push(absl::Span<const float> grads, bool is_delta) {
     if (!guard.Check(w, block->data.size()) && refused++ == 0) first_block = block->index;
   }
   if (refused == 0) return absl::OkStatus();
-  return absl::OutOfRangeError(absl::StrCat(
-      Name(), ": the update of block ", first_block, " (elements from ",
-      layout_.BlockBegin(first_block), ")", refused > 1 ? absl::StrCat(" and ", refused - 1,
-                                                                      " other blocks") : "",
-      " would take a weight or optimizer state past ", guard.bound(),
-      " (float overflow from finite ", what, "); those blocks were left as they were, the rest "
-      "of the push was applied"));
+  return absl::OutOfRangeError(
+      absl::StrCat(Name(), ": the update of block ", first_block, " (elements from ",
+                   layout_.BlockBegin(first_block), ")",
+                   refused > 1 ? absl::StrCat(" and ", refused - 1, " other blocks") : "",
+                   " would take a weight or optimizer state past ", guard.bound(),
+                   " (float overflow from finite ", what,
+                   "); those blocks were left as they were, the rest "
+                   "of the push was applied"));
 }
 
 absl::StatusOr<bool> DenseTable::Initialize(absl::Span<const float> values) {

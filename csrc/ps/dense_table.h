@@ -79,7 +79,7 @@ class DenseTable {
   std::unique_ptr<UpdateRule> rule_;
   DenseLayout layout_;
   size_t local_size_ = 0;
-  std::atomic<bool> pristine_{true};  // see Initialize
+  std::atomic<bool> pristine_{true};            // see Initialize
   std::vector<std::unique_ptr<Block>> blocks_;  // increasing index
   std::vector<int64_t> local_of_;               // global block -> position in blocks_, or -1
 };

@@ -13,8 +13,7 @@
 namespace fleet::ps {
 
 absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Start(const ServerOptions& options) {
-  if (auto s = detail::CheckEndpoint(options.address, true, "parameter server address");
-      !s.ok()) {
+  if (auto s = detail::CheckEndpoint(options.address, true, "parameter server address"); !s.ok()) {
     return s;
   }
   if (options.max_threads < 2) {

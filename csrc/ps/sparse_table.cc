@@ -82,9 +82,8 @@ std::unique_ptr<SparseTable::Groups> SparseTable::GroupByShard(absl::Span<const 
   g->bucket_of.resize(n);
   for (size_t i = 0; i < n; ++i) {
     const uint64_t hash = detail::RowStore::Hash(keys[i]);
-    const uint32_t bucket =
-        static_cast<uint32_t>((ShardOf(hash) << order_bits) |
-                              (order_bits == 0 ? 0 : hash >> (64 - order_bits)));
+    const uint32_t bucket = static_cast<uint32_t>(
+        (ShardOf(hash) << order_bits) | (order_bits == 0 ? 0 : hash >> (64 - order_bits)));
     g->hash_of[i] = hash;
     g->bucket_of[i] = bucket;
     ++g->bucket_begin[bucket + 1];
@@ -225,8 +224,7 @@ bool SparseTable::ApplyPush(float* row, const float* grad, bool is_delta, uint32
   return true;
 }
 
-absl::Status SparseTable::PushGrouped(Groups& g, absl::Span<const float> grads,
-                                      bool is_delta) {
+absl::Status SparseTable::PushGrouped(Groups& g, absl::Span<const float> grads, bool is_delta) {
   const uint32_t stamp = epoch_.load(std::memory_order_relaxed);
   detail::OverflowGuard guard(config_.overflow());
   uint64_t refused = 0;
@@ -271,12 +269,12 @@ absl::Status SparseTable::PushGrouped(Groups& g, absl::Span<const float> grads,
   for (uint32_t j = 0; j < g.keys.size(); ++j) {
     if (g.order[j] == first_refused) key = g.keys[j];
   }
-  return absl::OutOfRangeError(absl::StrCat(
-      Name(), ": the update of key ", key, refused > 1 ? absl::StrCat(" and ", refused - 1,
-                                                                     " other keys") : "",
-      " would take a weight or optimizer state past ", guard.bound(),
-      " (float overflow from finite ", is_delta ? "deltas" : "gradients",
-      "); those rows were left as they were, the rest of the push was applied"));
+  return absl::OutOfRangeError(
+      absl::StrCat(Name(), ": the update of key ", key,
+                   refused > 1 ? absl::StrCat(" and ", refused - 1, " other keys") : "",
+                   " would take a weight or optimizer state past ", guard.bound(),
+                   " (float overflow from finite ", is_delta ? "deltas" : "gradients",
+                   "); those rows were left as they were, the rest of the push was applied"));
 }
 
 absl::StatusOr<uint64_t> SparseTable::Save(const std::string& path, proto::SaveMode mode) {

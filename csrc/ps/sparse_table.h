@@ -95,13 +95,13 @@ class SparseTable {
   struct Groups {
     std::vector<int64_t> keys;
     std::vector<uint64_t> hashes;
-    std::vector<uint32_t> order;     // position of keys[j] in the request
-    std::vector<uint32_t> begin;     // shard s holds [begin[s], begin[s + 1])
+    std::vector<uint32_t> order;         // position of keys[j] in the request
+    std::vector<uint32_t> begin;         // shard s holds [begin[s], begin[s + 1])
     std::vector<uint64_t> hash_of;       // scratch: per request position
     std::vector<uint32_t> bucket_of;     // scratch: per request position
     std::vector<uint32_t> bucket_begin;  // scratch: counting sort by (shard, index position)
-    std::vector<uint32_t> candidates;  // scratch: RowStore::ProbeCandidates, per keys[j]
-    std::vector<uint32_t> missing;     // scratch: the j of one shard's absent keys
+    std::vector<uint32_t> candidates;    // scratch: RowStore::ProbeCandidates, per keys[j]
+    std::vector<uint32_t> missing;       // scratch: the j of one shard's absent keys
   };
 
   SparseTable(const proto::TableConfig& config, std::unique_ptr<UpdateRule> rule,
@@ -130,8 +130,8 @@ class SparseTable {
   // Each shard holds a RowStore and a lock; more shards than this only cost memory.
   static constexpr uint32_t kMaxShards = 1 << 16;
   static void ProbeShard(const detail::RowStore& rows, Groups& g, size_t s, size_t floats);
-  static float* ConfirmAt(const detail::RowStore& rows, const Groups& g, uint32_t j,
-                          uint32_t end, size_t floats);
+  static float* ConfirmAt(const detail::RowStore& rows, const Groups& g, uint32_t j, uint32_t end,
+                          size_t floats);
   // Sorts positions j of g by their place in the request.
   static void SortByRequestOrder(const Groups& g, std::vector<uint32_t>* positions);
   // Applies one pushed gradient (or GEO delta) to a row and stamps it; false, with the row as it

@@ -15,6 +15,8 @@
 #include "collective/gloo_backend.h"
 #include "collective/memory_store.h"
 #include "collective/tcp_store.h"
+#include "core/status.h"
+#include "core/timeout.h"
 #include "python/bindings.h"
 #include "python/numpy_convert.h"
 
@@ -25,10 +27,9 @@ using collective::Duration;
 using collective::GlooBackend;
 using collective::Store;
 
-Duration FromSeconds(double seconds) {
-  FLEET_ENFORCE(seconds > 0, InvalidArgument, "timeout must be positive, got ", seconds, " s");
-  FLEET_ENFORCE(seconds <= 1e9, InvalidArgument, "timeout of ", seconds, " s is too long");
-  return Duration(std::max<int64_t>(1, static_cast<int64_t>(seconds * 1000.0)));
+// Every timeout of these bindings goes through the one conversion (core/timeout.h).
+Duration FromSeconds(double seconds, const char* name = "timeout_s") {
+  return ValueOrThrow(TimeoutMillisFromSeconds(seconds, name));
 }
 
 // Owns a TcpStoreServer so Python can stop it deterministically with close().
@@ -188,8 +189,8 @@ void BindStores(py::module_& m) {
 py::array AllReduce(PyGlooGroup& group, const py::array& array, const std::string& mode,
                     std::optional<double> timeout_s) {
   GlooBackend& g = *group.backend;
-  collective::AllReduceOptions options{collective::ReduceOpFromName(mode),
-                                       group.Timeout(timeout_s), ShapeOf(array)};
+  collective::AllReduceOptions options{collective::ReduceOpFromName(mode), group.Timeout(timeout_s),
+                                       ShapeOf(array)};
   DType dtype = DTypeOfArray(array, "all_reduce");
   py::array in = py::array::ensure(array, py::array::c_style);
   py::array out = group.pool->NewArray(
@@ -206,8 +207,8 @@ py::array AllReduce(PyGlooGroup& group, const py::array& array, const std::strin
 
 void AllReduceInPlace(PyGlooGroup& group, py::array array, const std::string& mode,
                       std::optional<double> timeout_s) {
-  collective::AllReduceOptions options{collective::ReduceOpFromName(mode),
-                                       group.Timeout(timeout_s), ShapeOf(array)};
+  collective::AllReduceOptions options{collective::ReduceOpFromName(mode), group.Timeout(timeout_s),
+                                       ShapeOf(array)};
   DType dtype = DTypeOfArray(array, "all_reduce_inplace");
   FLEET_ENFORCE(py::detail::check_flags(array.ptr(), py::detail::npy_api::NPY_ARRAY_C_CONTIGUOUS_ |
                                                          py::detail::npy_api::NPY_ARRAY_WRITEABLE_),
@@ -305,8 +306,7 @@ void BindGloo(py::module_& m) {
       .def("all_reduce_inplace", &AllReduceInPlace, py::arg("array"), py::arg("mode") = "sum",
            py::arg("timeout_s") = py::none(), "Overwrites `array` with the reduction.")
       .def("all_gather", &AllGather, py::arg("array"), py::arg("timeout_s") = py::none())
-      .def("all_gather_bytes", &AllGatherBytes, py::arg("value"),
-           py::arg("timeout_s") = py::none())
+      .def("all_gather_bytes", &AllGatherBytes, py::arg("value"), py::arg("timeout_s") = py::none())
       .def("broadcast", &BroadcastInPlace, py::arg("array"), py::arg("root") = 0,
            py::arg("timeout_s") = py::none(), "Overwrites `array` with the root's on every rank.")
       .def(

@@ -108,8 +108,8 @@ void BindHelpers(py::module_& m) {
              return std::make_shared<GradientMergeHook>(registry, program, std::move(options),
                                                         std::move(group));
            }),
-           py::arg("program_desc"), py::arg("apply_block"), py::arg("step_var"),
-           py::arg("k_steps"), py::arg("group") = nullptr)
+           py::arg("program_desc"), py::arg("apply_block"), py::arg("step_var"), py::arg("k_steps"),
+           py::arg("group") = nullptr)
       .def_property_readonly("applied", &GradientMergeHook::applied)
       .def(
           "attach",

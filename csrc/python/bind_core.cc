@@ -37,12 +37,13 @@ void BindLoDTensor(py::module_& m) {
           [](LoDTensor& t, const py::array& array) { CopyArrayToTensor(array, &t, "LoDTensor"); },
           py::arg("array"), "Copies a NumPy array into the tensor (shape and dtype follow it).")
       .def("numpy", [](const LoDTensor& t) { return TensorToArray(t); })
-      .def("__array__",
-           [](const LoDTensor& t, py::object dtype, py::object copy) {
-             py::array a = TensorToArray(t);
-             return dtype.is_none() ? a : a.attr("astype")(dtype).cast<py::array>();
-           },
-           py::arg("dtype") = py::none(), py::arg("copy") = py::none())
+      .def(
+          "__array__",
+          [](const LoDTensor& t, py::object dtype, py::object copy) {
+            py::array a = TensorToArray(t);
+            return dtype.is_none() ? a : a.attr("astype")(dtype).cast<py::array>();
+          },
+          py::arg("dtype") = py::none(), py::arg("copy") = py::none())
       .def("shape", [](const LoDTensor& t) { return t.shape(); })
       .def("dtype", [](const LoDTensor& t) { return std::string(DTypeName(t.dtype())); })
       .def("initialized", &LoDTensor::initialized)
@@ -74,8 +75,7 @@ void BindLoDTensor(py::module_& m) {
           py::arg("lengths"))
       .def("__repr__", [](const LoDTensor& t) {
         return absl::StrCat("LoDTensor(shape=", ShapeToString(t.shape()),
-                            ", dtype=", DTypeName(t.dtype()), ", lod=", LoDToString(t.lod()),
-                            ")");
+                            ", dtype=", DTypeName(t.dtype()), ", lod=", LoDToString(t.lod()), ")");
       });
 }
 
@@ -92,11 +92,10 @@ void BindSelectedRows(py::module_& m) {
             *s.mutable_rows() = rows;
             s.set_height(height);
             CopyArrayToTensor(value, s.mutable_value(), "SelectedRows.set");
-            FLEET_ENFORCE(s.value().rank() >= 1 &&
-                              s.value().dim(0) == static_cast<int64_t>(rows.size()),
-                          InvalidArgument, "SelectedRows.set: value has shape ",
-                          ShapeToString(s.value().shape()), " but ", rows.size(),
-                          " rows were given");
+            FLEET_ENFORCE(
+                s.value().rank() >= 1 && s.value().dim(0) == static_cast<int64_t>(rows.size()),
+                InvalidArgument, "SelectedRows.set: value has shape ",
+                ShapeToString(s.value().shape()), " but ", rows.size(), " rows were given");
           },
           py::arg("rows"), py::arg("value"), py::arg("height"))
       .def("to_dense", [](const SelectedRows& s) {
@@ -119,11 +118,13 @@ void BindSelectedRows(py::module_& m) {
 
 void BindScope(py::module_& m) {
   py::class_<Variable>(m, "Variable")
-      .def("get_tensor", [](Variable& v) { return v.GetMutable<LoDTensor>(); },
-           py::return_value_policy::reference_internal,
-           "The variable's LoDTensor (created empty if the variable holds nothing).")
-      .def("get_selected_rows", [](Variable& v) { return v.GetMutable<SelectedRows>(); },
-           py::return_value_policy::reference_internal)
+      .def(
+          "get_tensor", [](Variable& v) { return v.GetMutable<LoDTensor>(); },
+          py::return_value_policy::reference_internal,
+          "The variable's LoDTensor (created empty if the variable holds nothing).")
+      .def(
+          "get_selected_rows", [](Variable& v) { return v.GetMutable<SelectedRows>(); },
+          py::return_value_policy::reference_internal)
       .def("is_initialized", &Variable::IsInitialized)
       .def("is_selected_rows", &Variable::IsType<SelectedRows>)
       .def("is_lod_tensor", &Variable::IsType<LoDTensor>)

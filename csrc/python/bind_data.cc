@@ -5,9 +5,11 @@
 #include <pybind11/functional.h>
 #include <pybind11/stl.h>
 
+#include "core/status.h"
+#include "core/timeout.h"
 #include "data/dataset.h"
-#include "python/read_stats.h"
 #include "python/numpy_convert.h"
+#include "python/read_stats.h"
 
 namespace fleet::python {
 namespace {
@@ -37,22 +39,17 @@ DataFeedConfig MakeConfig(const std::vector<PySlot>& slots, int64_t batch_size, 
                           double pipe_command_timeout_s) {
   DataFeedConfig config;
   for (const auto& [name, dtype, lod_level, shape] : slots) {
-    config.slots.push_back(
-        data::MakeSlotSpec(name, DTypeFromInt(dtype, name), lod_level, shape));
+    config.slots.push_back(data::MakeSlotSpec(name, DTypeFromInt(dtype, name), lod_level, shape));
   }
   config.batch_size = batch_size;
   config.threads = threads;
   config.pipe_command = pipe_command;
   config.skip_bad_lines = skip_bad_lines;
-  FLEET_ENFORCE(pipe_command_timeout_s > 0 && pipe_command_timeout_s < 1e9, InvalidArgument,
-                "pipe_command timeout must be a positive number of seconds, got ",
-                pipe_command_timeout_s);
-  config.pipe_idle_timeout = std::chrono::milliseconds(
-      std::max<int64_t>(1, static_cast<int64_t>(pipe_command_timeout_s * 1000.0)));
+  config.pipe_idle_timeout =
+      ValueOrThrow(TimeoutMillisFromSeconds(pipe_command_timeout_s, "pipe_command timeout"));
   config.warn = WarnInPython;
   return config;
 }
-
 
 // load_into_memory with the GIL released, waking every 100 ms to let Python handle signals: a
 // Ctrl-C stops the readers (children killed, threads joined) and then propagates.
@@ -135,8 +132,7 @@ void BindDatasets(py::module_& m) {
       // These wait for a running load (which may be waiting for the GIL to poll for signals).
       .def("memory_data_size", &InMemoryDataset::MemoryDataSize,
            py::call_guard<py::gil_scoped_release>())
-      .def("memory_bytes", &InMemoryDataset::MemoryBytes,
-           py::call_guard<py::gil_scoped_release>())
+      .def("memory_bytes", &InMemoryDataset::MemoryBytes, py::call_guard<py::gil_scoped_release>())
       .def("release_memory", &InMemoryDataset::ReleaseMemory,
            py::call_guard<py::gil_scoped_release>());
 }

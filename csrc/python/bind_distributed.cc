@@ -34,9 +34,9 @@ std::shared_ptr<Communicator> Make(const std::string& mode, uint32_t worker_id,
                                    const std::vector<PyDenseVar>& dense,
                                    const std::vector<PySparseVar>& sparse, size_t send_queue_size,
                                    size_t max_merge_var_num, int send_wait_times,
-                                   int thread_pool_size, bool independent_recv,
-                                   int64_t geo_steps, double step_timeout_s,
-                                   std::shared_ptr<ps::PsClient> client, py::object root) {
+                                   int thread_pool_size, bool independent_recv, int64_t geo_steps,
+                                   double step_timeout_s, std::shared_ptr<ps::PsClient> client,
+                                   py::object root) {
   FLEET_ENFORCE(step_timeout_s > 0, InvalidArgument,
                 "communicator: step_timeout must be positive seconds, got ", step_timeout_s);
   CommunicatorConfig config;

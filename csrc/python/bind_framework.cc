@@ -52,8 +52,8 @@ py::dict InferShape(const OpRegistry& registry, const py::bytes& op_bytes,
       auto it = vars.find(name);
       if (it == vars.end()) continue;
       const VarInfo& v = it->second;
-      out[py::str(name)] = py::make_tuple(v.shape, static_cast<int>(v.dtype), v.lod_level,
-                                          static_cast<int>(v.kind));
+      out[py::str(name)] =
+          py::make_tuple(v.shape, static_cast<int>(v.dtype), v.lod_level, static_cast<int>(v.kind));
     }
   }
   return out;
@@ -77,13 +77,9 @@ void BindFramework(py::module_& m) {
       .def("types", &OpRegistry::Types)
       .def("has_op", [](const OpRegistry& r, const std::string& t) { return r.Find(t) != nullptr; })
       .def("has_grad",
-           [](const OpRegistry& r, const std::string& t) {
-             return r.Get(t).grad_maker != nullptr;
-           })
-      .def("has_infer_shape",
-           [](const OpRegistry& r, const std::string& t) {
-             return r.Get(t).infer_shape != nullptr;
-           })
+           [](const OpRegistry& r, const std::string& t) { return r.Get(t).grad_maker != nullptr; })
+      .def("has_infer_shape", [](const OpRegistry& r,
+                                 const std::string& t) { return r.Get(t).infer_shape != nullptr; })
       .def("infer_shape", &InferShape, py::arg("op_desc"), py::arg("var_infos"),
            "Compile-time output shapes: var_infos maps names to (shape, dtype, lod_level, kind).")
       .def("make_grad_ops", &MakeGradOps, py::arg("op_desc"),

@@ -195,8 +195,8 @@ void BindClientCalls(PyClientClass& c) {
        py::arg("table_id"), py::arg("keys"), py::arg("out"))
       .def(
           "push_sparse_async",
-          [](ps::PsClient& client, int64_t table_id, const py::array& keys,
-             const py::array& grads, bool is_delta) {
+          [](ps::PsClient& client, int64_t table_id, const py::array& keys, const py::array& grads,
+             bool is_delta) {
             const uint32_t table = U32(table_id, "table_id");
             auto k = ArraySpan<const int64_t>(keys, "keys", false);
             auto g = ArraySpan<const float>(grads, "grads", false);
@@ -235,8 +235,8 @@ void BindClientCalls(PyClientClass& c) {
           py::arg("table_id"), py::arg("grads"), py::arg("is_delta") = false)
       .def(
           "barrier_async",
-          [](ps::PsClient& client, const std::string& name, int64_t num_workers,
-             int64_t worker_id, double timeout_s) {
+          [](ps::PsClient& client, const std::string& name, int64_t num_workers, int64_t worker_id,
+             double timeout_s) {
             const uint32_t workers = U32(num_workers, "num_workers");
             const uint32_t worker = U32(worker_id, "worker_id");
             const absl::Duration timeout = Seconds(timeout_s, "timeout_s");
@@ -355,10 +355,9 @@ void BindTables(py::module_& m) {
           "pull",
           [](ps::SparseTable& t, const py::array& keys, std::optional<py::array> out) {
             auto k = ArraySpan<const int64_t>(keys, "keys", false);
-            py::array result =
-                out ? *out
-                    : py::array_t<float>({static_cast<py::ssize_t>(k.size()),
-                                          static_cast<py::ssize_t>(t.dim())});
+            py::array result = out ? *out
+                                   : py::array_t<float>({static_cast<py::ssize_t>(k.size()),
+                                                         static_cast<py::ssize_t>(t.dim())});
             auto o = ArraySpan<float>(result, "out", true);
             {
               py::gil_scoped_release release;

@@ -114,9 +114,8 @@ py::dict RunFromDataset(PyExecutor& executor, PyPrepared& prepared, py::object s
 void BindTrainer(py::module_& m) {
   auto cls = py::reinterpret_borrow<py::class_<PyExecutor>>(m.attr("Executor"));
   cls.def("run_from_dataset", &RunFromDataset, py::arg("prepared"), py::arg("scope"),
-          py::arg("dataset"), py::arg("threads"), py::arg("fetch_names"),
-          py::arg("fetch_labels"), py::arg("print_period"), py::arg("debug"), py::arg("seed"),
-          py::arg("log"),
+          py::arg("dataset"), py::arg("threads"), py::arg("fetch_names"), py::arg("fetch_labels"),
+          py::arg("print_period"), py::arg("debug"), py::arg("seed"), py::arg("log"),
           "Runs a prepared program over one pass of the dataset with `threads` trainer threads "
           "on this executor (its resources and step hooks); returns counters, per-fetch sums "
           "and the last fetched values.");

@@ -7,14 +7,14 @@ namespace fleet::python {
 
 namespace py = pybind11;
 
-void BindErrors(py::module_& m);     // bind_errors.cc
-void BindCore(py::module_& m);       // bind_core.cc: LoDTensor, SelectedRows, Variable, Scope
-void BindFramework(py::module_& m);  // bind_framework.cc: registry, autodiff, Executor
-void BindData(py::module_& m);       // bind_data.cc: datasets, train_from_dataset's trainer
-void BindCuda(py::module_& m);       // bind_cuda.cc: CUDA devices, GPU optimizer updates
+void BindErrors(py::module_& m);      // bind_errors.cc
+void BindCore(py::module_& m);        // bind_core.cc: LoDTensor, SelectedRows, Variable, Scope
+void BindFramework(py::module_& m);   // bind_framework.cc: registry, autodiff, Executor
+void BindData(py::module_& m);        // bind_data.cc: datasets, train_from_dataset's trainer
+void BindCuda(py::module_& m);        // bind_cuda.cc: CUDA devices, GPU optimizer updates
 void BindCollective(py::module_& m);  // bind_collective.cc: stores, TCP store server, Gloo groups
 void BindCollectiveRuntime(py::module_& m);  // bind_collective_runtime.cc: group, hooks
-void BindPs(py::module_& m);         // bind_ps.cc: parameter server, client, tables (_core.ps)
+void BindPs(py::module_& m);           // bind_ps.cc: parameter server, client, tables (_core.ps)
 void BindDistributed(py::module_& m);  // bind_distributed.cc: PS communicators
 
 }  // namespace fleet::python

@@ -52,8 +52,8 @@ MultiTrainer::MultiTrainer(const framework::Executor* executor,
                 "train_from_dataset: print_period must not be negative");
   if (options_.fetch_labels.empty()) options_.fetch_labels = options_.fetch_names;
   FLEET_ENFORCE(options_.fetch_labels.size() == options_.fetch_names.size(), InvalidArgument,
-                "train_from_dataset: fetch_info has ", options_.fetch_labels.size(),
-                " names for ", options_.fetch_names.size(), " fetch variables");
+                "train_from_dataset: fetch_info has ", options_.fetch_labels.size(), " names for ",
+                options_.fetch_names.size(), " fetch variables");
 }
 
 MultiTrainer::~MultiTrainer() {
@@ -91,8 +91,8 @@ void MultiTrainer::Start(Dataset* dataset) {
       auto state = std::make_unique<ThreadState>();
       state->index = t;
       state->scope = pass_scope_->NewScope();
-      state->bound = executor_->Bind(*program_, state->scope,
-                                     framework::Executor::MissingPersistable::kFail);
+      state->bound =
+          executor_->Bind(*program_, state->scope, framework::Executor::MissingPersistable::kFail);
       for (const auto& slot : slots) {
         Variable* v = state->scope->FindVar(slot.name);
         FLEET_ENFORCE(v != nullptr, NotFound, "dataset variable '", slot.name,

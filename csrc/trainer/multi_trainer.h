@@ -43,9 +43,9 @@ struct TrainerOptions {
   std::vector<std::string> fetch_labels;  // printed names; empty = the variable names
   // Batches (over all threads) between progress lines; 0 = none.
   int64_t print_period = 100;
-  bool debug = false;  // time ops per role (TrainerResult::run_stats)
-  bool print_profile = false;  // and log those times at the end
-  uint64_t seed = 0x5eed;  // thread t's random generator starts from seed + t
+  bool debug = false;           // time ops per role (TrainerResult::run_stats)
+  bool print_profile = false;   // and log those times at the end
+  uint64_t seed = 0x5eed;       // thread t's random generator starts from seed + t
   size_t channel_capacity = 0;  // batches in flight; 0 = 2 * threads + 2
   // Receives progress lines, one call at a time, from trainer threads (and Finish()).
   std::function<void(const std::string&)> log;

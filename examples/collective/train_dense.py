@@ -82,15 +82,19 @@ def main(argv: list[str] | None = None) -> int:
     for epoch in range(args.epochs):
         order = np.random.default_rng(epoch * 100 + rank).permutation(len(x))
         for b in range(steps_per_epoch):
-            idx = order[b * args.batch_size:(b + 1) * args.batch_size]
-            (batch_loss,) = exe.run(main_prog, feed={"x": x[idx], "label": label[idx]},
-                                    fetch_list=[loss])
+            idx = order[b * args.batch_size : (b + 1) * args.batch_size]
+            (batch_loss,) = exe.run(
+                main_prog, feed={"x": x[idx], "label": label[idx]}, fetch_list=[loss]
+            )
             step += 1
             if step % args.print_period == 0 and rank == 0:
                 now = time.perf_counter()
                 rate = args.print_period * args.batch_size * nranks / (now - window_start)
-                print(f"epoch {epoch} step {step}: loss={batch_loss[0]:.4f} "
-                      f"{rate:.0f} samples/s ({nranks} rank(s))", flush=True)
+                print(
+                    f"epoch {epoch} step {step}: loss={batch_loss[0]:.4f} "
+                    f"{rate:.0f} samples/s ({nranks} rank(s))",
+                    flush=True,
+                )
                 window_start = now
     tx, tlabel = make_data(args.test_rows, seed=2)
     (probs,) = exe.run(test, feed={"x": tx, "label": tlabel}, fetch_list=[predict])

@@ -325,8 +325,9 @@ def parse_line(line: str, sparse_dim: int) -> tuple[list[float], list[int], int]
             key |= 1 << 40
         else:
             if len(text) != HEX_WIDTH:
-                raise ValueError(f"field C{slot + 1}: expected {HEX_WIDTH} hex digits, "
-                                 f"got {text!r}")
+                raise ValueError(
+                    f"field C{slot + 1}: expected {HEX_WIDTH} hex digits, got {text!r}"
+                )
             try:
                 key |= int(text, 16)
             except ValueError:
@@ -367,9 +368,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(
         description="pipe_command reader: raw Criteo lines on stdin, MultiSlot lines on stdout "
-                    f"(slots: dense_input[13], C1..C26, label).")
-    parser.add_argument("--sparse_dim", type=int, default=DEFAULT_SPARSE_DIM,
-                        help="size of the hashed id space (rows of the embedding table)")
+        "(slots: dense_input[13], C1..C26, label)."
+    )
+    parser.add_argument(
+        "--sparse_dim",
+        type=int,
+        default=DEFAULT_SPARSE_DIM,
+        help="size of the hashed id space (rows of the embedding table)",
+    )
     args = parser.parse_args(argv)
     try:
         make_pipe_reader(args.sparse_dim).run_from_stdin()

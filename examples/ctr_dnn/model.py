@@ -52,7 +52,7 @@ class CtrDnn:
         else:
             # One id per slot and sample: the executor gives each row its own sequence.
             for slot in range(NUM_SPARSE):
-                feed[f"C{slot + 1}"] = sparse[:, slot:slot + 1]
+                feed[f"C{slot + 1}"] = sparse[:, slot : slot + 1]
         return feed
 
 

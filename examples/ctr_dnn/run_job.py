@@ -29,29 +29,49 @@ def _generated(rows: int, test_rows: int, seed: int) -> tuple[list[str], str, fl
     out = os.path.join(ROOT, ".cache", "ctr_dnn", f"seed{seed}_{rows}_{test_rows}")
     oracle_path = os.path.join(out, "oracle.json")
     if not os.path.isfile(oracle_path):
-        print(f"[main job] generating {rows} training and {test_rows} test rows into {out}",
-              flush=True)
-        subprocess.run([sys.executable, os.path.join(HERE, "generate_data.py"), "--out", out,
-                        "--train_rows", str(rows), "--test_rows", str(test_rows),
-                        "--seed", str(seed)], check=True)
+        print(
+            f"[main job] generating {rows} training and {test_rows} test rows into {out}",
+            flush=True,
+        )
+        subprocess.run(
+            [
+                sys.executable,
+                os.path.join(HERE, "generate_data.py"),
+                "--out",
+                out,
+                "--train_rows",
+                str(rows),
+                "--test_rows",
+                str(test_rows),
+                "--seed",
+                str(seed),
+            ],
+            check=True,
+        )
     with open(oracle_path) as f:
         oracle = json.load(f)["oracle_auc"]
     return [os.path.join(out, "train.txt")], os.path.join(out, "test.txt"), oracle
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--train", nargs="+", help="your Criteo training files")
     parser.add_argument("--test", help="your Criteo test file (with --train)")
     parser.add_argument("--rows", type=int, default=200_000, help="generated training rows")
     parser.add_argument("--test_rows", type=int, default=50_000, help="generated test rows")
     parser.add_argument("--data_seed", type=int, default=0)
     parser.add_argument("--epochs", type=int, default=1)
-    parser.add_argument("--single", action="store_true",
-                        help="train in one process (no parameter servers)")
-    parser.add_argument("--mode", choices=("sync", "async", "half_async", "geo"),
-                        default="async", help="parameter-server mode")
+    parser.add_argument(
+        "--single", action="store_true", help="train in one process (no parameter servers)"
+    )
+    parser.add_argument(
+        "--mode",
+        choices=("sync", "async", "half_async", "geo"),
+        default="async",
+        help="parameter-server mode",
+    )
     parser.add_argument("--servers", type=int, default=2, help="parameter servers")
     parser.add_argument("--workers", type=int, default=2, help="workers")
     args, rest = parser.parse_known_args(argv)
@@ -63,22 +83,48 @@ def main(argv: list[str] | None = None) -> int:
     else:
         train_files, test_file, oracle = _generated(args.rows, args.test_rows, args.data_seed)
     if oracle is not None:
-        print(f"[main job] oracle_auc={oracle:.5f} (the planted teacher's own test AUC)",
-              flush=True)
-    script_args = ["--train", *train_files, "--test", test_file, "--epochs", str(args.epochs),
-                   *rest]
+        print(
+            f"[main job] oracle_auc={oracle:.5f} (the planted teacher's own test AUC)", flush=True
+        )
+    script_args = [
+        "--train",
+        *train_files,
+        "--test",
+        test_file,
+        "--epochs",
+        str(args.epochs),
+        *rest,
+    ]
     if args.single:
         return train.main(script_args)
-    command = [sys.executable, "-m", "fleet.launch", f"--server_num={args.servers}",
-               f"--worker_num={args.workers}", os.path.join(HERE, "train_ps.py"),
-               "--mode", args.mode, *script_args]
-    print(f"[main job] {args.mode} parameter-server job: {args.servers} servers, "
-          f"{args.workers} workers (fleetrun)", flush=True)
+    command = [
+        sys.executable,
+        "-m",
+        "fleet.launch",
+        f"--server_num={args.servers}",
+        f"--worker_num={args.workers}",
+        os.path.join(HERE, "train_ps.py"),
+        "--mode",
+        args.mode,
+        *script_args,
+    ]
+    print(
+        f"[main job] {args.mode} parameter-server job: {args.servers} servers, "
+        f"{args.workers} workers (fleetrun)",
+        flush=True,
+    )
     # Each worker uses one BLAS thread: the job's processes already share the cores.
     env = dict(os.environ, OPENBLAS_NUM_THREADS=os.environ.get("OPENBLAS_NUM_THREADS", "1"))
     summary: dict[str, str] = {}
-    with subprocess.Popen(command, env=env, cwd=ROOT, stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True, bufsize=1) as job:
+    with subprocess.Popen(
+        command,
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        bufsize=1,
+    ) as job:
         assert job.stdout is not None
         for line in job.stdout:
             print(line, end="", flush=True)

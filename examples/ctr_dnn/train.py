@@ -25,13 +25,17 @@ import model  # noqa: E402
 import fleet  # noqa: E402
 
 
-def evaluate(exe: fleet.Executor, net: model.CtrDnn, data: criteo_reader.CriteoArrays,
-             batch_size: int = 4096) -> np.ndarray:
+def evaluate(
+    exe: fleet.Executor, net: model.CtrDnn, data: criteo_reader.CriteoArrays, batch_size: int = 4096
+) -> np.ndarray:
     """Click probabilities [N] from the test program (no training ops)."""
     probs = []
     for batch in criteo_reader.iterate_batches(data, batch_size):
-        (p,) = exe.run(net.test, feed=net.feed(batch.dense, batch.sparse, batch.label),
-                       fetch_list=[net.predict])
+        (p,) = exe.run(
+            net.test,
+            feed=net.feed(batch.dense, batch.sparse, batch.label),
+            fetch_list=[net.predict],
+        )
         probs.append(p[:, 1])
     return np.concatenate(probs)
 
@@ -40,11 +44,19 @@ def train(args: argparse.Namespace) -> dict:
     start = time.perf_counter()
     train_data = criteo_reader.read_criteo(args.train, sparse_dim=args.sparse_dim)
     test_data = criteo_reader.read_criteo(args.test, sparse_dim=args.sparse_dim)
-    print(f"read {len(train_data)} training and {len(test_data)} test rows in "
-          f"{time.perf_counter() - start:.1f}s", flush=True)
-    cfg = model.ModelConfig(sparse_dim=args.sparse_dim, embedding_dim=args.embedding_dim,
-                            optimizer=args.optimizer, learning_rate=args.learning_rate,
-                            layout=args.layout, seed=args.seed)
+    print(
+        f"read {len(train_data)} training and {len(test_data)} test rows in "
+        f"{time.perf_counter() - start:.1f}s",
+        flush=True,
+    )
+    cfg = model.ModelConfig(
+        sparse_dim=args.sparse_dim,
+        embedding_dim=args.embedding_dim,
+        optimizer=args.optimizer,
+        learning_rate=args.learning_rate,
+        layout=args.layout,
+        seed=args.seed,
+    )
     net = model.build(cfg)
     exe = fleet.Executor(fleet.CPUPlace())
     exe.run(net.startup)
@@ -55,16 +67,20 @@ def train(args: argparse.Namespace) -> dict:
     for epoch in range(1, args.epochs + 1):
         window_start, window_samples = time.perf_counter(), 0
         epoch_start = window_start
-        for batch in criteo_reader.iterate_batches(train_data, args.batch_size, shuffle=True,
-                                                   seed=args.seed + epoch):
+        for batch in criteo_reader.iterate_batches(
+            train_data, args.batch_size, shuffle=True, seed=args.seed + epoch
+        ):
             feed = net.feed(batch.dense, batch.sparse, batch.label)
             loss, batch_auc = exe.run(net.main, feed=feed, fetch_list=[net.loss, net.auc])
             step += 1
             window_samples += len(batch)
             if step % args.print_period == 0:
                 now = time.perf_counter()
-                print(f"epoch {epoch} step {step}: loss={loss[0]:.5f} train_auc={batch_auc[0]:.5f} "
-                      f"{window_samples / (now - window_start):.0f} samples/s", flush=True)
+                print(
+                    f"epoch {epoch} step {step}: loss={loss[0]:.5f} train_auc={batch_auc[0]:.5f} "
+                    f"{window_samples / (now - window_start):.0f} samples/s",
+                    flush=True,
+                )
                 window_start, window_samples = now, 0
             samples += len(batch)
             if args.max_batches and step >= args.max_batches:
@@ -72,12 +88,21 @@ def train(args: argparse.Namespace) -> dict:
         train_seconds += time.perf_counter() - epoch_start
         probs = evaluate(exe, net, test_data)
         auc = baselines.roc_auc(test_data.label[:, 0], probs)
-        print(f"epoch {epoch} done: test_auc={auc:.5f} "
-              f"({samples / train_seconds:.0f} samples/s so far)", flush=True)
+        print(
+            f"epoch {epoch} done: test_auc={auc:.5f} "
+            f"({samples / train_seconds:.0f} samples/s so far)",
+            flush=True,
+        )
         if args.max_batches and step >= args.max_batches:
             break
-    result = {"test_auc": auc, "epochs": epoch, "steps": step, "samples": samples,
-              "train_seconds": train_seconds, "samples_per_sec": samples / train_seconds}
+    result = {
+        "test_auc": auc,
+        "epochs": epoch,
+        "steps": step,
+        "samples": samples,
+        "train_seconds": train_seconds,
+        "samples_per_sec": samples / train_seconds,
+    }
     if args.profile:
         result["profile"] = exe.profile()
     return result
@@ -87,8 +112,12 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     """The model and optimisation flags shared with train_dataset.py."""
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--batch_size", type=int, default=512)
-    parser.add_argument("--sparse_dim", type=int, default=criteo_reader.DEFAULT_SPARSE_DIM,
-                        help="size of the hashed id space (rows of the embedding table)")
+    parser.add_argument(
+        "--sparse_dim",
+        type=int,
+        default=criteo_reader.DEFAULT_SPARSE_DIM,
+        help="size of the hashed id space (rows of the embedding table)",
+    )
     parser.add_argument("--embedding_dim", type=int, default=10)
     parser.add_argument("--optimizer", choices=("adam", "adagrad"), default="adam")
     parser.add_argument("--learning_rate", type=float, default=1e-3)
@@ -96,17 +125,25 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--train", nargs="+", required=True, help="Criteo-format training files")
     parser.add_argument("--test", required=True, help="Criteo-format test file")
     add_model_arguments(parser)
-    parser.add_argument("--layout", choices=("slots", "fused"), default="slots",
-                        help="one input per slot (PaddleRec) or one [N,26] input (same math)")
+    parser.add_argument(
+        "--layout",
+        choices=("slots", "fused"),
+        default="slots",
+        help="one input per slot (PaddleRec) or one [N,26] input (same math)",
+    )
     parser.add_argument("--print_period", type=int, default=100, help="batches between logs")
     parser.add_argument("--max_batches", type=int, default=0, help="stop early (0 = no limit)")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--profile", action="store_true",
-                        help="report time spent in forward, backward and optimizer ops")
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="report time spent in forward, backward and optimizer ops",
+    )
     parser.add_argument("--json", action="store_true", help="print a JSON summary line")
     return parser.parse_args(argv)
 

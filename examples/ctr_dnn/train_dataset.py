@@ -55,9 +55,13 @@ def reset_streaming_auc(net: model.CtrDnn) -> None:
 
 
 def run(args: argparse.Namespace) -> dict:
-    cfg = model.ModelConfig(sparse_dim=args.sparse_dim, embedding_dim=args.embedding_dim,
-                            optimizer=args.optimizer, learning_rate=args.learning_rate,
-                            seed=args.seed)
+    cfg = model.ModelConfig(
+        sparse_dim=args.sparse_dim,
+        embedding_dim=args.embedding_dim,
+        optimizer=args.optimizer,
+        learning_rate=args.learning_rate,
+        seed=args.seed,
+    )
     net = model.build(cfg)
     exe = fleet.Executor(fleet.CPUPlace())
     exe.run(net.startup)
@@ -66,44 +70,67 @@ def run(args: argparse.Namespace) -> dict:
     if kind == "InMemoryDataset":
         start = time.perf_counter()
         dataset.load_into_memory()
-        print(f"loaded {dataset.get_memory_data_size()} samples in "
-              f"{time.perf_counter() - start:.1f}s", flush=True)
+        print(
+            f"loaded {dataset.get_memory_data_size()} samples in "
+            f"{time.perf_counter() - start:.1f}s",
+            flush=True,
+        )
     samples, seconds = 0, 0.0
     for epoch in range(1, args.epochs + 1):
         if kind == "InMemoryDataset":
             dataset.local_shuffle(seed=args.seed + epoch)
-        result = exe.train_from_dataset(net.main, dataset, thread=args.thread,
-                                        fetch_list=[net.loss, net.auc],
-                                        fetch_info=["loss", "train_auc"],
-                                        print_period=args.print_period)
+        result = exe.train_from_dataset(
+            net.main,
+            dataset,
+            thread=args.thread,
+            fetch_list=[net.loss, net.auc],
+            fetch_info=["loss", "train_auc"],
+            print_period=args.print_period,
+        )
         samples += result.samples
         seconds += result.seconds
-        print(f"epoch {epoch}: {result.samples} samples in {result.seconds:.1f}s "
-              f"({result.samples_per_sec:.0f} samples/s), mean loss "
-              f"{result.fetch_mean(net.loss.name):.5f}", flush=True)
+        print(
+            f"epoch {epoch}: {result.samples} samples in {result.seconds:.1f}s "
+            f"({result.samples_per_sec:.0f} samples/s), mean loss "
+            f"{result.fetch_mean(net.loss.name):.5f}",
+            flush=True,
+        )
     test_data = criteo_reader.read_criteo(args.test, sparse_dim=args.sparse_dim)
     auc = baselines.roc_auc(test_data.label[:, 0], train.evaluate(exe, net, test_data))
     reset_streaming_auc(net)
     # One thread: the AUC histograms are shared by all threads of a pass, unsynchronised.
-    inferred = exe.infer_from_dataset(net.test, make_dataset("QueueDataset", net, [args.test],
-                                                             args),
-                                      thread=1, fetch_list=[net.auc], print_period=0)
+    inferred = exe.infer_from_dataset(
+        net.test,
+        make_dataset("QueueDataset", net, [args.test], args),
+        thread=1,
+        fetch_list=[net.auc],
+        print_period=0,
+    )
     stream_auc = float(inferred.fetch[net.auc.name].reshape(-1)[0])
-    return {"test_auc": auc, "stream_test_auc": stream_auc, "samples": samples,
-            "samples_per_sec": samples / seconds if seconds else 0.0,
-            "test_samples": inferred.samples}
+    return {
+        "test_auc": auc,
+        "stream_test_auc": stream_auc,
+        "samples": samples,
+        "samples_per_sec": samples / seconds if seconds else 0.0,
+        "test_samples": inferred.samples,
+    }
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--train", nargs="+", required=True, help="raw Criteo training files")
     parser.add_argument("--test", required=True, help="raw Criteo test file")
     parser.add_argument("--thread", type=int, default=2, help="reader and trainer threads")
     parser.add_argument("--dataset", choices=("queue", "inmemory"), default="queue")
     train.add_model_arguments(parser)
-    parser.add_argument("--print_period", type=int, default=100,
-                        help="batches (over all threads) between progress lines")
+    parser.add_argument(
+        "--print_period",
+        type=int,
+        default=100,
+        help="batches (over all threads) between progress lines",
+    )
     parser.add_argument("--seed", type=int, default=1)
     return parser.parse_args(argv)
 

@@ -20,9 +20,9 @@ and prints `test_auc=`; every worker prints its samples/s and worker 0 the job's
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
-import os
 
 import numpy as np
 
@@ -41,36 +41,52 @@ MODES = ("sync", "async", "half_async", "geo")
 
 def strategy_for(args: argparse.Namespace) -> fleet.DistributedStrategy:
     factory = fleet.DistributedStrategyFactory
-    strategy = {"sync": factory.create_sync_strategy, "async": factory.create_async_strategy,
-                "half_async": factory.create_half_async_strategy,
-                "geo": lambda: factory.create_geo_strategy(args.update_frequency)}[args.mode]()
+    strategy = {
+        "sync": factory.create_sync_strategy,
+        "async": factory.create_async_strategy,
+        "half_async": factory.create_half_async_strategy,
+        "geo": lambda: factory.create_geo_strategy(args.update_frequency),
+    }[args.mode]()
     if args.mode in ("async", "half_async"):
         strategy.a_sync_configs = {"send_queue_size": args.send_queue_size}
     return strategy
 
 
-def _train_epoch(args: argparse.Namespace, exe: fleet.Executor, net: model.CtrDnn, epoch: int,
-                 samples: int, step: int, worker: int, workers: int) -> tuple[int, int]:
+def _train_epoch(
+    args: argparse.Namespace,
+    exe: fleet.Executor,
+    net: model.CtrDnn,
+    epoch: int,
+    samples: int,
+    step: int,
+    worker: int,
+    workers: int,
+) -> tuple[int, int]:
     """One epoch of the Executor.run loop on this worker's share of the batches."""
     train_data = _train_data(args)
     window_start, window_samples = time.perf_counter(), 0
-    batches = criteo_reader.iterate_batches(train_data, args.batch_size, shuffle=True,
-                                            seed=args.seed + epoch)
+    batches = criteo_reader.iterate_batches(
+        train_data, args.batch_size, shuffle=True, seed=args.seed + epoch
+    )
     # Every worker runs the same number of steps (sync mode's step barrier needs it): the full
     # batches, dealt round-robin, the remainder dropped.
     per_worker = (len(train_data) // args.batch_size) // workers
     for i, batch in enumerate(batches):
         if i % workers != worker or i // workers >= per_worker:
             continue
-        (loss,) = exe.run(net.main, feed=net.feed(batch.dense, batch.sparse, batch.label),
-                          fetch_list=[net.loss])
+        (loss,) = exe.run(
+            net.main, feed=net.feed(batch.dense, batch.sparse, batch.label), fetch_list=[net.loss]
+        )
         step += 1
         samples += len(batch)
         window_samples += len(batch)
         if step % args.print_period == 0:
             now = time.perf_counter()
-            print(f"worker {worker} epoch {epoch} step {step}: loss={loss[0]:.5f} "
-                  f"{window_samples / (now - window_start):.0f} samples/s", flush=True)
+            print(
+                f"worker {worker} epoch {epoch} step {step}: loss={loss[0]:.5f} "
+                f"{window_samples / (now - window_start):.0f} samples/s",
+                flush=True,
+            )
             window_start, window_samples = now, 0
         if args.max_batches and step >= args.max_batches:
             break
@@ -88,9 +104,13 @@ def _train_data(args: argparse.Namespace) -> criteo_reader.CriteoArrays:
 
 def run(args: argparse.Namespace) -> int:
     fleet.init()
-    cfg = model.ModelConfig(sparse_dim=args.sparse_dim, embedding_dim=args.embedding_dim,
-                            optimizer=args.optimizer, learning_rate=args.learning_rate,
-                            seed=args.seed)
+    cfg = model.ModelConfig(
+        sparse_dim=args.sparse_dim,
+        embedding_dim=args.embedding_dim,
+        optimizer=args.optimizer,
+        learning_rate=args.learning_rate,
+        seed=args.seed,
+    )
     strategy = strategy_for(args)
     net = model.build(cfg, lambda opt: fleet.distributed_optimizer(opt, strategy))
     if fleet.is_server():
@@ -103,11 +123,14 @@ def run(args: argparse.Namespace) -> int:
     if args.dataset:
         files = list(args.train)[worker::workers]
         if not files:
-            raise SystemExit(f"worker {worker}: {len(args.train)} training files for {workers} "
-                             "workers; give at least one per worker "
-                             "(generate_data.py --train_parts)")
+            raise SystemExit(
+                f"worker {worker}: {len(args.train)} training files for {workers} "
+                "workers; give at least one per worker "
+                "(generate_data.py --train_parts)"
+            )
         dataset = train_dataset.make_dataset(
-            "InMemoryDataset" if args.dataset == "inmemory" else "QueueDataset", net, files, args)
+            "InMemoryDataset" if args.dataset == "inmemory" else "QueueDataset", net, files, args
+        )
         if args.dataset == "inmemory":
             dataset.load_into_memory()
     fleet.init_worker()
@@ -117,16 +140,20 @@ def run(args: argparse.Namespace) -> int:
         if args.dataset:
             if args.dataset == "inmemory":
                 dataset.local_shuffle(seed=args.seed + epoch)
-            result = exe.train_from_dataset(net.main, dataset, thread=args.thread,
-                                            fetch_list=[net.loss], fetch_info=["loss"],
-                                            print_period=args.print_period)
+            result = exe.train_from_dataset(
+                net.main,
+                dataset,
+                thread=args.thread,
+                fetch_list=[net.loss],
+                fetch_info=["loss"],
+                print_period=args.print_period,
+            )
             samples += result.samples
             continue
         samples, step = _train_epoch(args, exe, net, epoch, samples, step, worker, workers)
     seconds = time.perf_counter() - start
     fleet.flush_worker()
-    print(f"worker {worker}: samples={samples} samples_per_sec={samples / seconds:.0f}",
-          flush=True)
+    print(f"worker {worker}: samples={samples} samples_per_sec={samples / seconds:.0f}", flush=True)
     # Over every worker (this also waits until every worker's gradients are on the servers).
     total = fleet.util.all_reduce(np.array([samples], dtype=np.float64), "sum")[0]
     longest = fleet.util.all_reduce(np.array([seconds]), "max")[0]
@@ -135,27 +162,34 @@ def run(args: argparse.Namespace) -> int:
         test_data = criteo_reader.read_criteo([args.test], sparse_dim=args.sparse_dim)
         probs = train.evaluate(exe, net, test_data)
         auc = baselines.roc_auc(test_data.label[:, 0], probs)
-        print(f"total_samples={total:.0f} total_samples_per_sec={total / longest:.0f}",
-              flush=True)
+        print(f"total_samples={total:.0f} total_samples_per_sec={total / longest:.0f}", flush=True)
         print(f"test_auc={auc:.5f}", flush=True)
     fleet.stop_worker()
     return 0
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--train", nargs="+", required=True, help="Criteo-format training files")
     parser.add_argument("--test", required=True, help="Criteo-format test file")
     train.add_model_arguments(parser)
     parser.add_argument("--mode", choices=MODES, default="async")
-    parser.add_argument("--dataset", choices=("queue", "inmemory"),
-                        help="train with train_from_dataset (else the Executor.run loop)")
+    parser.add_argument(
+        "--dataset",
+        choices=("queue", "inmemory"),
+        help="train with train_from_dataset (else the Executor.run loop)",
+    )
     parser.add_argument("--thread", type=int, default=1, help="trainer threads (--dataset)")
     parser.add_argument("--update_frequency", type=int, default=10, help="GEO: k steps")
-    parser.add_argument("--send_queue_size", type=int, default=4,
-                        help="async: gradients a variable may have in flight before training "
-                             "waits (more: faster, staler)")
+    parser.add_argument(
+        "--send_queue_size",
+        type=int,
+        default=4,
+        help="async: gradients a variable may have in flight before training "
+        "waits (more: faster, staler)",
+    )
     parser.add_argument("--print_period", type=int, default=100, help="steps between logs")
     parser.add_argument("--max_batches", type=int, default=0, help="stop early (0 = no limit)")
     parser.add_argument("--seed", type=int, default=1)

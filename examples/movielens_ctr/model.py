@@ -8,10 +8,10 @@ from __future__ import annotations
 import dataclasses
 import math
 
+import reader
+
 import fleet
 from fleet import layers
-
-import reader
 
 
 @dataclasses.dataclass
@@ -56,8 +56,14 @@ def build(cfg: ModelConfig) -> DeepFm:
         fm_logits = layers.concat([layers.zeros_like(fm), fm], axis=1)
         x = layers.concat(embs, axis=1)
         for width in cfg.hidden:
-            x = layers.fc(x, width, act="relu", param_attr=fleet.ParamAttr(
-                initializer=fleet.initializer.Normal(0.0, 1.0 / math.sqrt(x.shape[-1]))))
+            x = layers.fc(
+                x,
+                width,
+                act="relu",
+                param_attr=fleet.ParamAttr(
+                    initializer=fleet.initializer.Normal(0.0, 1.0 / math.sqrt(x.shape[-1]))
+                ),
+            )
         dnn_logits = layers.fc(x, 2)
         logits = layers.sums([wide, fm_logits, dnn_logits])
         predict = layers.softmax(logits)

@@ -18,8 +18,15 @@ import sys
 from typing import Iterator
 
 # Where each slot's ids start in the shared id space, and how many it may use.
-OFFSETS = {"user": 0, "item": 1_000, "genres": 3_000, "occupation": 3_100, "gender": 3_200,
-           "age": 3_300, "zip": 3_400}
+OFFSETS = {
+    "user": 0,
+    "item": 1_000,
+    "genres": 3_000,
+    "occupation": 3_100,
+    "gender": 3_200,
+    "age": 3_300,
+    "zip": 3_400,
+}
 VOCAB_SIZE = 3_500
 ID_SLOTS = tuple(OFFSETS)
 SLOTS = (*ID_SLOTS, "label")
@@ -48,7 +55,8 @@ class Tables:
                     ("occupation", OFFSETS["occupation"] + occupation_id),
                     ("gender", OFFSETS["gender"] + (gender == "F")),
                     ("age", OFFSETS["age"] + age_bucket),
-                    ("zip", OFFSETS["zip"] + zip_id)]
+                    ("zip", OFFSETS["zip"] + zip_id),
+                ]
         with open(os.path.join(data_dir, "u.item"), encoding="latin-1") as f:
             for number, line in enumerate(f, 1):
                 fields = line.rstrip("\n").split("|")
@@ -68,8 +76,11 @@ class Tables:
             raise ValueError(f"user {user} is not in u.user")
         if item not in self.items:
             raise ValueError(f"item {item} is not in u.item")
-        sample = [("user", [OFFSETS["user"] + user]), ("item", [OFFSETS["item"] + item]),
-                  ("genres", self.items[item])]
+        sample = [
+            ("user", [OFFSETS["user"] + user]),
+            ("item", [OFFSETS["item"] + item]),
+            ("genres", self.items[item]),
+        ]
         sample += [(name, [value]) for name, value in self.users[user]]
         sample.append(("label", [int(rating >= POSITIVE_RATING)]))
         return sample
@@ -88,7 +99,8 @@ def read_samples(path: str, tables: Tables) -> Iterator[list[tuple[str, list[int
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description="pipe_command reader: MovieLens rating lines on stdin, MultiSlot lines "
-                    f"({', '.join(SLOTS)}) on stdout.")
+        f"({', '.join(SLOTS)}) on stdout."
+    )
     parser.add_argument("--data_dir", required=True, help="folder with u.user and u.item")
     args = parser.parse_args(argv)
     from fleet.data_generator import MultiSlotDataGenerator

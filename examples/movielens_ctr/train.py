@@ -30,9 +30,11 @@ import fleet  # noqa: E402
 from fleet.data_generator import python_pipe_command  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(HERE))
-DEFAULT_DATA_DIR = os.path.join(os.environ.get(
-    "FLEET_SHARED_DATA", os.path.join(os.path.dirname(ROOT), "shared", "data")),
-    "movielens", "ml-100k")
+DEFAULT_DATA_DIR = os.path.join(
+    os.environ.get("FLEET_SHARED_DATA", os.path.join(os.path.dirname(ROOT), "shared", "data")),
+    "movielens",
+    "ml-100k",
+)
 
 
 def split_ratings(data_dir: str, out_dir: str, parts: int, seed: int) -> tuple[list[str], str]:
@@ -68,15 +70,16 @@ def feed_of(samples: list) -> dict:
 def predict(exe: fleet.Executor, net: model.DeepFm, samples: list, batch: int = 4096):
     probs = []
     for start in range(0, len(samples), batch):
-        (p,) = exe.run(net.test, feed=feed_of(samples[start:start + batch]),
-                       fetch_list=[net.predict])
+        (p,) = exe.run(
+            net.test, feed=feed_of(samples[start : start + batch]), fetch_list=[net.predict]
+        )
         probs.append(p[:, 1])
     return np.concatenate(probs)
 
 
-def logistic_regression_auc(train: list, test: list, steps: int = 300,
-                            l2: float = 1e-5) -> float:
+def logistic_regression_auc(train: list, test: list, steps: int = 300, l2: float = 1e-5) -> float:
     """Test AUC of a logistic regression over one-hot user and item ids (full-batch Adam)."""
+
     def columns(samples):
         user = np.array([s[0][1][0] for s in samples])
         item = np.array([s[1][1][0] for s in samples])
@@ -93,7 +96,7 @@ def logistic_regression_auc(train: list, test: list, steps: int = 300,
         grad[-1] = err.sum()
         m = 0.9 * m + 0.1 * grad
         v = 0.999 * v + 0.001 * grad * grad
-        w -= 0.05 * (m / (1 - 0.9 ** t)) / (np.sqrt(v / (1 - 0.999 ** t)) + 1e-8)
+        w -= 0.05 * (m / (1 - 0.9**t)) / (np.sqrt(v / (1 - 0.999**t)) + 1e-8)
     user, item, label = columns(test)
     return baselines.roc_auc(label, w[user] + w[item])
 
@@ -106,8 +109,9 @@ def train(args: argparse.Namespace, train_files: list[str], test_file: str) -> d
     dataset = fleet.DatasetFactory().create_dataset("QueueDataset")
     block = net.main.global_block()
     dataset.set_use_var([block.var(name) for name in reader.SLOTS])
-    dataset.set_pipe_command(python_pipe_command(os.path.join(HERE, "reader.py"),
-                                                 "--data_dir", args.data_dir))
+    dataset.set_pipe_command(
+        python_pipe_command(os.path.join(HERE, "reader.py"), "--data_dir", args.data_dir)
+    )
     dataset.set_batch_size(args.batch_size)
     dataset.set_thread(args.thread)
     dataset.set_filelist(train_files)
@@ -115,30 +119,42 @@ def train(args: argparse.Namespace, train_files: list[str], test_file: str) -> d
     labels = np.array([s[-1][1][0] for s in test])
     auc = float("nan")
     for epoch in range(1, args.epochs + 1):
-        result = exe.train_from_dataset(net.main, dataset, thread=args.thread,
-                                        fetch_list=[net.loss], fetch_info=["loss"],
-                                        print_period=args.print_period)
+        result = exe.train_from_dataset(
+            net.main,
+            dataset,
+            thread=args.thread,
+            fetch_list=[net.loss],
+            fetch_info=["loss"],
+            print_period=args.print_period,
+        )
         auc = baselines.roc_auc(labels, predict(exe, net, test))
-        print(f"epoch {epoch}: {result.samples} samples, {result.samples_per_sec:.0f} "
-              f"samples/s, mean loss {result.fetch_mean(net.loss.name):.4f}, test AUC {auc:.4f}",
-              flush=True)
+        print(
+            f"epoch {epoch}: {result.samples} samples, {result.samples_per_sec:.0f} "
+            f"samples/s, mean loss {result.fetch_mean(net.loss.name):.4f}, test AUC {auc:.4f}",
+            flush=True,
+        )
     train_samples = [s for path in train_files for s in reader.read_samples(path, tables)]
     return {"test_auc": auc, "lr_test_auc": logistic_regression_auc(train_samples, test)}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--train", nargs="+", help="u.data-format training files")
     parser.add_argument("--test", help="u.data-format test file (with --train)")
-    parser.add_argument("--data_dir", default=DEFAULT_DATA_DIR,
-                        help="ml-100k folder with u.user, u.item (and u.data.head80000)")
+    parser.add_argument(
+        "--data_dir",
+        default=DEFAULT_DATA_DIR,
+        help="ml-100k folder with u.user, u.item (and u.data.head80000)",
+    )
     parser.add_argument("--epochs", type=int, default=6)
     parser.add_argument("--thread", type=int, default=2, help="reader and trainer threads")
     parser.add_argument("--batch_size", type=int, default=256)
     parser.add_argument("--learning_rate", type=float, default=1e-3)
-    parser.add_argument("--print_period", type=int, default=0,
-                        help="batches between progress lines (0: none)")
+    parser.add_argument(
+        "--print_period", type=int, default=0, help="batches between progress lines (0: none)"
+    )
     parser.add_argument("--seed", type=int, default=1, help="split and initialisation seed")
     args = parser.parse_args(argv)
     if bool(args.train) != bool(args.test):

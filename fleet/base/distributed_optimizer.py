@@ -19,38 +19,52 @@ from fleet.optimizer import Optimizer
 
 
 class DistributedOptimizer:
-    def __init__(self, fleet: Any, optimizer: Optimizer,
-                 strategy: DistributedStrategy | None) -> None:
+    def __init__(
+        self, fleet: Any, optimizer: Optimizer, strategy: DistributedStrategy | None
+    ) -> None:
         if not isinstance(optimizer, Optimizer):
-            raise InvalidArgument(f"distributed_optimizer: optimizer must be a fleet.optimizer "
-                                  f"optimizer, got {type(optimizer).__name__}")
+            raise InvalidArgument(
+                f"distributed_optimizer: optimizer must be a fleet.optimizer "
+                f"optimizer, got {type(optimizer).__name__}"
+            )
         if strategy is None:
             strategy = DistributedStrategy()
         if not isinstance(strategy, DistributedStrategy):
-            raise InvalidArgument(f"distributed_optimizer: strategy must be a "
-                                  f"fleet.DistributedStrategy (or from "
-                                  f"DistributedStrategyFactory), got {type(strategy).__name__}")
+            raise InvalidArgument(
+                f"distributed_optimizer: strategy must be a "
+                f"fleet.DistributedStrategy (or from "
+                f"DistributedStrategyFactory), got {type(strategy).__name__}"
+            )
         self._fleet = fleet
         self.user_optimizer = optimizer
         self.strategy = strategy
 
-    def minimize(self, loss: Variable, startup_program: Program | None = None,
-                 parameter_list: Sequence[Any] | None = None,
-                 no_grad_set: Iterable[Any] | None = None) -> tuple[list, list]:
+    def minimize(
+        self,
+        loss: Variable,
+        startup_program: Program | None = None,
+        parameter_list: Sequence[Any] | None = None,
+        no_grad_set: Iterable[Any] | None = None,
+    ) -> tuple[list, list]:
         """Appends backward and optimizer ops, then rewrites the programs for the job; returns
         (optimize_ops, params_grads) as Optimizer.minimize does."""
         main = loss.block.program
         startup = startup_program or default_startup_program()
         optimize_ops, params_grads = self.user_optimizer.minimize(
-            loss, startup, parameter_list, no_grad_set)
+            loss, startup, parameter_list, no_grad_set
+        )
         if self._fleet.is_collective():
             from fleet.collective import program_pass as collective_pass
-            collective_pass.rewrite(self._fleet, main, startup, self.user_optimizer,
-                                    params_grads, self.strategy)
+
+            collective_pass.rewrite(
+                self._fleet, main, startup, self.user_optimizer, params_grads, self.strategy
+            )
         else:
             from fleet.ps import program_pass as ps_pass
-            ps_pass.rewrite(self._fleet, main, startup, self.user_optimizer, params_grads,
-                            self.strategy)
+
+            ps_pass.rewrite(
+                self._fleet, main, startup, self.user_optimizer, params_grads, self.strategy
+            )
         self._fleet.main_program, self._fleet.startup_program = main, startup
         return optimize_ops, params_grads
 

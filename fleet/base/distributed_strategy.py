@@ -65,16 +65,18 @@ class AsyncConfig:
         valid = {f.name: f.type for f in dataclasses.fields(self)}
         for key, value in values.items():
             if key not in valid:
-                raise InvalidArgument(f"{where}: unknown key {key!r}; valid keys: "
-                                      f"{', '.join(sorted(valid))}")
+                raise InvalidArgument(
+                    f"{where}: unknown key {key!r}; valid keys: {', '.join(sorted(valid))}"
+                )
             if key in ("independent_recv_thread", "launch_barrier"):
                 if not isinstance(value, bool):
                     raise InvalidArgument(f"{where}[{key!r}] must be a bool, got {value!r}")
             else:
                 minimum = 0 if key == "k_steps" else 1
                 if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-                    raise InvalidArgument(f"{where}[{key!r}] must be an integer >= {minimum}, "
-                                          f"got {value!r}")
+                    raise InvalidArgument(
+                        f"{where}[{key!r}] must be an integer >= {minimum}, got {value!r}"
+                    )
             setattr(self, key, value)
 
 
@@ -85,9 +87,16 @@ class DistributedStrategy:
     """A distributed training strategy (see the module docstring). Attributes are validated on
     assignment; unknown attributes are refused."""
 
-    _FIELDS = ("a_sync", "a_sync_configs", "half_async", "fuse_all_reduce_ops",
-               "fuse_grad_size_in_MB", "gradient_merge", "gradient_merge_configs",
-               "nccl_comm_num")
+    _FIELDS = (
+        "a_sync",
+        "a_sync_configs",
+        "half_async",
+        "fuse_all_reduce_ops",
+        "fuse_grad_size_in_MB",
+        "gradient_merge",
+        "gradient_merge_configs",
+        "nccl_comm_num",
+    )
 
     def __init__(self) -> None:
         object.__setattr__(self, "_a_sync", True)
@@ -101,8 +110,10 @@ class DistributedStrategy:
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name not in self._FIELDS:
-            raise InvalidArgument(f"DistributedStrategy has no setting {name!r}; valid "
-                                  f"settings: {', '.join(self._FIELDS)}")
+            raise InvalidArgument(
+                f"DistributedStrategy has no setting {name!r}; valid "
+                f"settings: {', '.join(self._FIELDS)}"
+            )
         object.__setattr__(self, name, value)  # the property setters below validate
 
     # -- parameter server ------------------------------------------------------------------
@@ -157,8 +168,9 @@ class DistributedStrategy:
     @fuse_all_reduce_ops.setter
     def fuse_all_reduce_ops(self, value: bool) -> None:
         if not isinstance(value, bool):
-            raise InvalidArgument(f"DistributedStrategy.fuse_all_reduce_ops must be a bool, "
-                                  f"got {value!r}")
+            raise InvalidArgument(
+                f"DistributedStrategy.fuse_all_reduce_ops must be a bool, got {value!r}"
+            )
         object.__setattr__(self, "_fuse_all_reduce_ops", value)
 
     @property
@@ -168,8 +180,9 @@ class DistributedStrategy:
     @fuse_grad_size_in_MB.setter
     def fuse_grad_size_in_MB(self, value: float) -> None:  # noqa: N802
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-            raise InvalidArgument(f"DistributedStrategy.fuse_grad_size_in_MB must be a positive "
-                                  f"number, got {value!r}")
+            raise InvalidArgument(
+                f"DistributedStrategy.fuse_grad_size_in_MB must be a positive number, got {value!r}"
+            )
         object.__setattr__(self, "_fuse_grad_size_in_MB", float(value))
 
     @property
@@ -179,8 +192,9 @@ class DistributedStrategy:
     @gradient_merge.setter
     def gradient_merge(self, value: bool) -> None:
         if not isinstance(value, bool):
-            raise InvalidArgument(f"DistributedStrategy.gradient_merge must be a bool, "
-                                  f"got {value!r}")
+            raise InvalidArgument(
+                f"DistributedStrategy.gradient_merge must be a bool, got {value!r}"
+            )
         object.__setattr__(self, "_gradient_merge", value)
 
     @property
@@ -195,14 +209,16 @@ class DistributedStrategy:
         merged = dict(self._gradient_merge_configs)
         for key, value in values.items():
             if key not in _GRADIENT_MERGE_KEYS:
-                raise InvalidArgument(f"{where}: unknown key {key!r}; valid keys: "
-                                      f"{', '.join(sorted(_GRADIENT_MERGE_KEYS))}")
+                raise InvalidArgument(
+                    f"{where}: unknown key {key!r}; valid keys: "
+                    f"{', '.join(sorted(_GRADIENT_MERGE_KEYS))}"
+                )
             if key == "avg" and not isinstance(value, bool):
                 raise InvalidArgument(f"{where}['avg'] must be a bool, got {value!r}")
-            if key == "k_steps" and (isinstance(value, bool) or not isinstance(value, int)
-                                     or value < 1):
-                raise InvalidArgument(f"{where}['k_steps'] must be an integer >= 1, "
-                                      f"got {value!r}")
+            if key == "k_steps" and (
+                isinstance(value, bool) or not isinstance(value, int) or value < 1
+            ):
+                raise InvalidArgument(f"{where}['k_steps'] must be an integer >= 1, got {value!r}")
             merged[key] = value
         object.__setattr__(self, "_gradient_merge_configs", merged)
 
@@ -213,15 +229,18 @@ class DistributedStrategy:
     @nccl_comm_num.setter
     def nccl_comm_num(self, value: int) -> None:
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise InvalidArgument(f"DistributedStrategy.nccl_comm_num must be an integer >= 1, "
-                                  f"got {value!r}")
+            raise InvalidArgument(
+                f"DistributedStrategy.nccl_comm_num must be an integer >= 1, got {value!r}"
+            )
         object.__setattr__(self, "_nccl_comm_num", value)
 
     def __repr__(self) -> str:
-        return (f"DistributedStrategy(mode={self.mode.value}, a_sync_configs="
-                f"{self.a_sync_configs}, fuse_all_reduce_ops={self.fuse_all_reduce_ops}, "
-                f"fuse_grad_size_in_MB={self.fuse_grad_size_in_MB}, gradient_merge="
-                f"{self.gradient_merge}, gradient_merge_configs={self.gradient_merge_configs})")
+        return (
+            f"DistributedStrategy(mode={self.mode.value}, a_sync_configs="
+            f"{self.a_sync_configs}, fuse_all_reduce_ops={self.fuse_all_reduce_ops}, "
+            f"fuse_grad_size_in_MB={self.fuse_grad_size_in_MB}, gradient_merge="
+            f"{self.gradient_merge}, gradient_merge_configs={self.gradient_merge_configs})"
+        )
 
 
 class DistributedStrategyFactory:
@@ -246,10 +265,15 @@ class DistributedStrategyFactory:
     @staticmethod
     def create_geo_strategy(update_frequency: int = 100) -> DistributedStrategy:
         strategy = DistributedStrategy()
-        if isinstance(update_frequency, bool) or not isinstance(update_frequency, int) or \
-                update_frequency < 1:
-            raise InvalidArgument(f"create_geo_strategy: update_frequency must be an integer "
-                                  f">= 1, got {update_frequency!r}")
+        if (
+            isinstance(update_frequency, bool)
+            or not isinstance(update_frequency, int)
+            or update_frequency < 1
+        ):
+            raise InvalidArgument(
+                f"create_geo_strategy: update_frequency must be an integer "
+                f">= 1, got {update_frequency!r}"
+            )
         strategy.a_sync_configs = {"k_steps": update_frequency}
         return strategy
 

@@ -15,8 +15,10 @@ def parse_endpoint(text: str, what: str) -> tuple[str, int]:
     except ValueError:
         port = -1
     if not sep or not host or not 0 < port < 65536:
-        raise InvalidArgument(f"bad endpoint {text!r} in {what}: expected ip:port with a port in "
-                              "1..65535, e.g. 127.0.0.1:6170")
+        raise InvalidArgument(
+            f"bad endpoint {text!r} in {what}: expected ip:port with a port in "
+            "1..65535, e.g. 127.0.0.1:6170"
+        )
     return host, port
 
 

@@ -39,8 +39,10 @@ class Fleet:
         if role_maker is None:
             role_maker = PaddleCloudRoleMaker(is_collective=is_collective)
         elif not isinstance(role_maker, RoleMakerBase):
-            raise InvalidArgument(f"fleet.init: role_maker must be a role maker from "
-                                  f"fleet.role_maker, got {type(role_maker).__name__}")
+            raise InvalidArgument(
+                f"fleet.init: role_maker must be a role maker from "
+                f"fleet.role_maker, got {type(role_maker).__name__}"
+            )
         self.collective_runtime.close()
         self.util.close()
         self._role_maker = role_maker
@@ -96,12 +98,14 @@ class Fleet:
         """Wraps `optimizer` so that minimize() also rewrites the programs for this job (PS or
         collective, by the role); see fleet.base.distributed_optimizer."""
         from fleet.base.distributed_optimizer import DistributedOptimizer
+
         self.role_maker  # noqa: B018 (raises before init())
         return DistributedOptimizer(self, optimizer, strategy)
 
     def _ps(self) -> Any:
         if self._ps_runtime is None:
             from fleet.ps.runtime import PsRuntime
+
             self._ps_runtime = PsRuntime(self)
         return self._ps_runtime
 

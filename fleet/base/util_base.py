@@ -50,9 +50,11 @@ class WorkerGroup:
                 f"the worker group ({size} workers) needs a rendezvous store: set "
                 f"{GLOO_STORE_ENDPOINT}=ip:port (a free port on worker 0's machine; fleetrun sets "
                 f"it) or {GLOO_STORE_PATH}=<directory shared by all workers>; neither is set "
-                f"(role: {role!r})")
-        self.group = _core.GlooGroup.connect(self.store, rank, size, cfg.hostname, "worker",
-                                             cfg.timeout_s, cfg.collective_timeout_s)
+                f"(role: {role!r})"
+            )
+        self.group = _core.GlooGroup.connect(
+            self.store, rank, size, cfg.hostname, "worker", cfg.timeout_s, cfg.collective_timeout_s
+        )
 
     def _tcp_store(self, core: Any, endpoint: str, rank: int, size: int, timeout_s: float) -> Any:
         host, port = parse_endpoint(endpoint, GLOO_STORE_ENDPOINT)
@@ -61,9 +63,11 @@ class WorkerGroup:
         try:
             return core.TcpStore(host, port, connect_timeout_s=timeout_s)
         except Timeout as e:
-            raise Timeout(f"rendezvous of group 'worker' timed out after {timeout_s:g} s: rank(s) "
-                          f"[0] of {size} did not join (worker 0 serves the store at {endpoint} "
-                          f"and never started it; this is rank {rank}): {e}") from None
+            raise Timeout(
+                f"rendezvous of group 'worker' timed out after {timeout_s:g} s: rank(s) "
+                f"[0] of {size} did not join (worker 0 serves the store at {endpoint} "
+                f"and never started it; this is rank {rank}): {e}"
+            ) from None
 
     def close(self) -> None:
         self.group = None
@@ -82,8 +86,13 @@ class UtilBase:
         self._group: Optional[WorkerGroup] = None
         self._group_role: Optional[RoleMakerBase] = None
 
-    def all_reduce(self, input: Any, mode: str = "sum", comm_world: str = "worker",
-                   timeout_s: Optional[float] = None) -> np.ndarray:
+    def all_reduce(
+        self,
+        input: Any,
+        mode: str = "sum",
+        comm_world: str = "worker",
+        timeout_s: Optional[float] = None,
+    ) -> np.ndarray:
         """Element-wise sum / max / min of `input` (an array or anything np.asarray takes;
         float32, float64, int32 or int64) over all workers. Returns a new array of the input's
         shape and dtype on every worker. `timeout_s` bounds this call (default: the group's)."""
@@ -91,13 +100,16 @@ class UtilBase:
             raise InvalidArgument(f"all_reduce: mode {mode!r} is not one of {_MODES}")
         array = np.asarray(input)
         if array.dtype.type not in _REDUCIBLE:
-            raise InvalidArgument(f"all_reduce: dtype {array.dtype} is not supported (use "
-                                  "float32, float64, int32 or int64)")
+            raise InvalidArgument(
+                f"all_reduce: dtype {array.dtype} is not supported (use "
+                "float32, float64, int32 or int64)"
+            )
         group = self._worker_group(comm_world)
         return group.group.all_reduce(array, mode, timeout_s)
 
-    def all_gather(self, input: Any, comm_world: str = "worker",
-                   timeout_s: Optional[float] = None) -> list:
+    def all_gather(
+        self, input: Any, comm_world: str = "worker", timeout_s: Optional[float] = None
+    ) -> list:
         """Every worker's `input`, as a list indexed by worker. NumPy arrays travel as raw bytes
         (any dtype; shapes may differ between workers); other objects are pickled."""
         group, timeout = self._worker_group(comm_world).group, timeout_s
@@ -109,11 +121,16 @@ class UtilBase:
         headers = [pickle.loads(b) for b in group.all_gather_bytes(pickle.dumps(header), timeout)]
         if headers[0][0] == "ndarray" and all(h == headers[0] for h in headers):
             return list(group.all_gather(input, timeout))
-        return [pickle.loads(b) for b in group.all_gather_bytes(
-            pickle.dumps(input, protocol=pickle.HIGHEST_PROTOCOL), timeout)]
+        return [
+            pickle.loads(b)
+            for b in group.all_gather_bytes(
+                pickle.dumps(input, protocol=pickle.HIGHEST_PROTOCOL), timeout
+            )
+        ]
 
-    def all_to_all_bytes(self, payloads: list, comm_world: str = "worker",
-                         timeout_s: Optional[float] = None) -> list:
+    def all_to_all_bytes(
+        self, payloads: list, comm_world: str = "worker", timeout_s: Optional[float] = None
+    ) -> list:
         """Sends payloads[j] (bytes) to worker j; returns what each worker sent to this one
         (result[j] from worker j). Built on all_gather, so every worker receives every payload:
         fine for occasional exchanges such as InMemoryDataset.global_shuffle, not for hot loops."""
@@ -122,7 +139,8 @@ class UtilBase:
         if len(payloads) != size:
             raise InvalidArgument(f"all_to_all_bytes: {len(payloads)} payloads for {size} workers")
         gathered = group.all_gather_bytes(
-            pickle.dumps([bytes(p) for p in payloads], protocol=pickle.HIGHEST_PROTOCOL), timeout)
+            pickle.dumps([bytes(p) for p in payloads], protocol=pickle.HIGHEST_PROTOCOL), timeout
+        )
         return [pickle.loads(b)[rank] for b in gathered]
 
     def barrier(self, comm_world: str = "worker", timeout_s: Optional[float] = None) -> None:
@@ -136,12 +154,16 @@ class UtilBase:
 
     def _worker_group(self, comm_world: str) -> WorkerGroup:
         if comm_world != "worker":
-            raise InvalidArgument(f"comm_world={comm_world!r}: fleet.util collectives run among "
-                                  "workers only (comm_world='worker')")
+            raise InvalidArgument(
+                f"comm_world={comm_world!r}: fleet.util collectives run among "
+                "workers only (comm_world='worker')"
+            )
         role = self._role_source()
         if not role.is_worker():
-            raise InvalidArgument(f"fleet.util collectives run among workers; this process is "
-                                  f"server {role.server_index()}")
+            raise InvalidArgument(
+                f"fleet.util collectives run among workers; this process is "
+                f"server {role.server_index()}"
+            )
         if self._group is None or self._group_role is not role:
             self.close()
             self._group = WorkerGroup(role)

@@ -33,11 +33,18 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from fleet._dtypes import FLOAT32, INT64
-from fleet.backward import GRAD_SUFFIX
 from fleet.base.distributed_strategy import DistributedStrategy
 from fleet.errors import InvalidArgument
-from fleet.framework import (LOD_TENSOR, OP_ROLE_ATTR, OP_ROLE_BACKWARD, OP_ROLE_OPTIMIZE,
-                             Block, Operator, Program, Variable)
+from fleet.framework import (
+    LOD_TENSOR,
+    OP_ROLE_ATTR,
+    OP_ROLE_BACKWARD,
+    OP_ROLE_OPTIMIZE,
+    Block,
+    Operator,
+    Program,
+    Variable,
+)
 from fleet.optimizer import Adam, Optimizer
 
 # Embedding tables up to this size have their is_sparse gradients made dense (see above).
@@ -47,8 +54,14 @@ MERGE_STEP_VAR = "gradient_merge_step"
 _ROLE = {OP_ROLE_ATTR: OP_ROLE_BACKWARD}
 
 
-def rewrite(fleet: Any, main: Program, startup: Program, optimizer: Optimizer,
-            params_grads: Sequence[tuple[Any, Variable]], strategy: DistributedStrategy) -> None:
+def rewrite(
+    fleet: Any,
+    main: Program,
+    startup: Program,
+    optimizer: Optimizer,
+    params_grads: Sequence[tuple[Any, Variable]],
+    strategy: DistributedStrategy,
+) -> None:
     """Rewrites `main` and `startup` in place for the job's collective group (made here, on the
     first call: a rendezvous of every rank)."""
     runtime = fleet.collective_runtime
@@ -67,8 +80,13 @@ def rewrite(fleet: Any, main: Program, startup: Program, optimizer: Optimizer,
         return
     first = _first_optimize_index(block)
     for name in reversed(sparse):
-        block._insert_op(first, "c_allgather_rows", inputs={"X": name}, outputs={"Out": name},
-                         attrs=dict(_ROLE, scale=1.0 / nranks))
+        block._insert_op(
+            first,
+            "c_allgather_rows",
+            inputs={"X": name},
+            outputs={"Out": name},
+            attrs=dict(_ROLE, scale=1.0 / nranks),
+        )
     if fuse:
         _fused_allreduce(block, dense, nranks, bucket_bytes)
     else:
@@ -79,8 +97,12 @@ def _broadcast_parameters(main: Program, startup: Program) -> None:
     sblock = startup.global_block()
     for param in main.all_parameters():
         if sblock.has_var(param.name):
-            sblock.append_op("c_broadcast", inputs={"X": param.name},
-                             outputs={"Out": param.name}, attrs={"root": 0})
+            sblock.append_op(
+                "c_broadcast",
+                inputs={"X": param.name},
+                outputs={"Out": param.name},
+                attrs={"root": 0},
+            )
 
 
 def _first_optimize_index(block: Block) -> int:
@@ -90,8 +112,12 @@ def _first_optimize_index(block: Block) -> int:
     return len(block.ops)
 
 
-def _split_gradients(block: Block, params_grads: Sequence[tuple[Any, Variable]],
-                     optimizer: Optimizer, force_dense: bool) -> tuple[list[str], list[str]]:
+def _split_gradients(
+    block: Block,
+    params_grads: Sequence[tuple[Any, Variable]],
+    optimizer: Optimizer,
+    force_dense: bool,
+) -> tuple[list[str], list[str]]:
     """(dense gradient names, gathered sparse gradient names), in params_grads order; makes the
     gradients of small (or, with force_dense, all) sparse tables dense."""
     lazy = isinstance(optimizer, Adam) and optimizer.lazy_mode
@@ -113,9 +139,11 @@ def _split_gradients(block: Block, params_grads: Sequence[tuple[Any, Variable]],
 def _sparse_grad_ops(block: Block) -> dict[str, Operator]:
     """The is_sparse embedding gradient ops, by the gradient they write (a SelectedRows at run
     time, whatever kind Python declared for it)."""
-    return {op.output("W@GRAD")[0]: op for op in block.ops
-            if op.type == "lookup_table_grad" and op.attrs.get("is_sparse")
-            and op.output("W@GRAD")}
+    return {
+        op.output("W@GRAD")[0]: op
+        for op in block.ops
+        if op.type == "lookup_table_grad" and op.attrs.get("is_sparse") and op.output("W@GRAD")
+    }
 
 
 def _make_dense(block: Block, grad: Variable) -> None:
@@ -134,14 +162,21 @@ def _numel(shape: Sequence[int]) -> int:
 def _allreduce_each(block: Block, grads: list[str], nranks: int) -> None:
     first = _first_optimize_index(block)
     for name in reversed(grads):
-        block._insert_op(first, "scale", inputs={"X": name}, outputs={"Out": name},
-                         attrs=dict(_ROLE, scale=1.0 / nranks))
-        block._insert_op(first, "c_allreduce_sum", inputs={"X": name}, outputs={"Out": name},
-                         attrs=dict(_ROLE))
+        block._insert_op(
+            first,
+            "scale",
+            inputs={"X": name},
+            outputs={"Out": name},
+            attrs=dict(_ROLE, scale=1.0 / nranks),
+        )
+        block._insert_op(
+            first, "c_allreduce_sum", inputs={"X": name}, outputs={"Out": name}, attrs=dict(_ROLE)
+        )
 
 
-def _buckets(block: Block, grads: list[str], bucket_bytes: int,
-             order: dict[str, int]) -> list[list[str]]:
+def _buckets(
+    block: Block, grads: list[str], bucket_bytes: int, order: dict[str, int]
+) -> list[list[str]]:
     """Gradients in the order they are produced, cut into buckets of at most bucket_bytes (a
     gradient larger than that gets a bucket of its own)."""
     buckets: list[list[str]] = []
@@ -158,7 +193,7 @@ def _buckets(block: Block, grads: list[str], bucket_bytes: int,
 
 def _last_writers(block: Block, grads: list[str]) -> dict[str, int]:
     wanted, last = set(grads), {}
-    for i, op in enumerate(block.ops[:_first_optimize_index(block)]):
+    for i, op in enumerate(block.ops[: _first_optimize_index(block)]):
         for name in wanted.intersection(op.output_names):
             last[name] = i
     return last
@@ -169,33 +204,60 @@ def _fused_allreduce(block: Block, grads: list[str], nranks: int, bucket_bytes: 
         return
     for name in grads:
         if block.var(name).dtype != FLOAT32:
-            raise InvalidArgument(f"fuse_all_reduce_ops: gradient '{name}' is not float32; "
-                                  "fused buckets hold float32 gradients (set "
-                                  "strategy.fuse_all_reduce_ops = False)")
+            raise InvalidArgument(
+                f"fuse_all_reduce_ops: gradient '{name}' is not float32; "
+                "fused buckets hold float32 gradients (set "
+                "strategy.fuse_all_reduce_ops = False)"
+            )
     writers = _last_writers(block, grads)
     buckets = _buckets(block, grads, bucket_bytes, writers)
     names = [block.program.unique_name("fused_grad_bucket") for _ in buckets]
     for bucket, buffer in zip(buckets, names):
-        block.create_var(buffer, shape=[sum(_numel(block.var(g).shape) for g in bucket)],
-                         dtype=FLOAT32)
+        block.create_var(
+            buffer, shape=[sum(_numel(block.var(g).shape) for g in bucket)], dtype=FLOAT32
+        )
     # Starts, latest position first so earlier positions stay valid.
     for bucket, buffer in sorted(zip(buckets, names), key=lambda bn: -writers.get(bn[0][-1], -1)):
-        block._insert_op(writers.get(bucket[-1], -1) + 1, "c_allreduce_start",
-                         inputs={"X": bucket}, outputs={"Out": buffer}, attrs=dict(_ROLE))
+        block._insert_op(
+            writers.get(bucket[-1], -1) + 1,
+            "c_allreduce_start",
+            inputs={"X": bucket},
+            outputs={"Out": buffer},
+            attrs=dict(_ROLE),
+        )
     first = _first_optimize_index(block)
     waits = []
     for bucket, buffer in zip(buckets, names):
         members = set(bucket)
-        at = next((i for i in range(first, len(block.ops))
-                   if members.intersection(block.ops[i].input_names)), len(block.ops))
+        at = next(
+            (
+                i
+                for i in range(first, len(block.ops))
+                if members.intersection(block.ops[i].input_names)
+            ),
+            len(block.ops),
+        )
         waits.append((at, bucket, buffer))
     for at, bucket, buffer in sorted(waits, key=lambda w: -w[0]):
-        block._insert_op(at, "c_allreduce_wait", inputs={"X": buffer}, outputs={"Out": bucket},
-                         attrs=dict(_ROLE, scale=1.0 / nranks))
+        block._insert_op(
+            at,
+            "c_allreduce_wait",
+            inputs={"X": buffer},
+            outputs={"Out": bucket},
+            attrs=dict(_ROLE, scale=1.0 / nranks),
+        )
 
 
-def _gradient_merge(main: Program, startup: Program, grads: list[str], nranks: int, k: int,
-                    avg: bool, fuse: bool, bucket_bytes: int) -> None:
+def _gradient_merge(
+    main: Program,
+    startup: Program,
+    grads: list[str],
+    nranks: int,
+    k: int,
+    avg: bool,
+    fuse: bool,
+    bucket_bytes: int,
+) -> None:
     block, sblock = main.global_block(), startup.global_block()
     first = _first_optimize_index(block)
     accs = []
@@ -203,22 +265,32 @@ def _gradient_merge(main: Program, startup: Program, grads: list[str], nranks: i
         var = block.var(name)
         acc = name + MERGE_SUFFIX
         for b in (block, sblock):
-            b.create_var(acc, shape=list(var.shape), dtype=var.dtype, persistable=True,
-                         stop_gradient=True)
-        sblock.append_op("fill_constant", outputs={"Out": acc},
-                         attrs={"shape": list(var.shape), "dtype": var.dtype, "value": 0.0})
+            b.create_var(
+                acc, shape=list(var.shape), dtype=var.dtype, persistable=True, stop_gradient=True
+            )
+        sblock.append_op(
+            "fill_constant",
+            outputs={"Out": acc},
+            attrs={"shape": list(var.shape), "dtype": var.dtype, "value": 0.0},
+        )
         accs.append(acc)
     for b in (block, sblock):
         b.create_var(MERGE_STEP_VAR, shape=[1], dtype=INT64, persistable=True, stop_gradient=True)
-    sblock.append_op("fill_constant", outputs={"Out": MERGE_STEP_VAR},
-                     attrs={"shape": [1], "dtype": INT64, "value": 0.0})
+    sblock.append_op(
+        "fill_constant",
+        outputs={"Out": MERGE_STEP_VAR},
+        attrs={"shape": [1], "dtype": INT64, "value": 0.0},
+    )
     # Block 1: what runs every k steps. The optimize ops move there, reading the accumulators.
     apply = Block(main, 1, parent_idx=0)
     main.blocks.append(apply)
     moved = [block._remove_op(first) for _ in range(first, len(block.ops))]
-    block.append_op("c_gradient_merge_acc", inputs={"X": grads, "Acc": accs,
-                                                    "Step": MERGE_STEP_VAR},
-                    outputs={"AccOut": accs, "StepOut": MERGE_STEP_VAR}, attrs=dict(_ROLE))
+    block.append_op(
+        "c_gradient_merge_acc",
+        inputs={"X": grads, "Acc": accs, "Step": MERGE_STEP_VAR},
+        outputs={"AccOut": accs, "StepOut": MERGE_STEP_VAR},
+        attrs=dict(_ROLE),
+    )
     # The accumulators are declared in block 1 only while its ops are added (so that no op
     # creates a local copy of them there); they live in block 0, persistable, in the root scope.
     for acc in accs:
@@ -228,27 +300,52 @@ def _gradient_merge(main: Program, startup: Program, grads: list[str], nranks: i
         inputs = {slot: [renamed.get(n, n) for n in names] for slot, names in op.inputs.items()}
         apply.ops.append(Operator(apply, op.type, inputs, op.outputs, op.attrs))
     for acc in accs:
-        apply._insert_op(len(apply.ops), "fill_constant", outputs={"Out": acc},
-                         attrs={"shape": list(block.var(acc).shape), "dtype": FLOAT32,
-                                "value": 0.0, OP_ROLE_ATTR: OP_ROLE_OPTIMIZE})
+        apply._insert_op(
+            len(apply.ops),
+            "fill_constant",
+            outputs={"Out": acc},
+            attrs={
+                "shape": list(block.var(acc).shape),
+                "dtype": FLOAT32,
+                "value": 0.0,
+                OP_ROLE_ATTR: OP_ROLE_OPTIMIZE,
+            },
+        )
     # The allreduce (and the average over k micro-batches) at the head of block 1.
     scale = 1.0 / (nranks * (k if avg else 1))
     if fuse:
         writers = {acc: i for i, acc in enumerate(accs)}
         for n, bucket in enumerate(_buckets(apply, accs, bucket_bytes, writers)):
             buffer = main.unique_name("merged_grad_bucket")
-            apply.create_var(buffer, shape=[sum(_numel(block.var(a).shape) for a in bucket)],
-                             dtype=FLOAT32)
-            apply._insert_op(2 * n, "c_allreduce_start", inputs={"X": bucket},
-                             outputs={"Out": buffer}, attrs=dict(_ROLE))
-            apply._insert_op(2 * n + 1, "c_allreduce_wait", inputs={"X": buffer},
-                             outputs={"Out": bucket}, attrs=dict(_ROLE, scale=scale))
+            apply.create_var(
+                buffer, shape=[sum(_numel(block.var(a).shape) for a in bucket)], dtype=FLOAT32
+            )
+            apply._insert_op(
+                2 * n,
+                "c_allreduce_start",
+                inputs={"X": bucket},
+                outputs={"Out": buffer},
+                attrs=dict(_ROLE),
+            )
+            apply._insert_op(
+                2 * n + 1,
+                "c_allreduce_wait",
+                inputs={"X": buffer},
+                outputs={"Out": bucket},
+                attrs=dict(_ROLE, scale=scale),
+            )
     else:
         for n, acc in enumerate(accs):
-            apply._insert_op(2 * n, "c_allreduce_sum", inputs={"X": acc}, outputs={"Out": acc},
-                             attrs=dict(_ROLE))
-            apply._insert_op(2 * n + 1, "scale", inputs={"X": acc}, outputs={"Out": acc},
-                             attrs=dict(_ROLE, scale=scale))
+            apply._insert_op(
+                2 * n, "c_allreduce_sum", inputs={"X": acc}, outputs={"Out": acc}, attrs=dict(_ROLE)
+            )
+            apply._insert_op(
+                2 * n + 1,
+                "scale",
+                inputs={"X": acc},
+                outputs={"Out": acc},
+                attrs=dict(_ROLE, scale=scale),
+            )
     for acc in accs:
         del apply.vars[acc]
     main._bump()

@@ -54,16 +54,23 @@ class CollectiveRuntime:
             store = fleet.util.worker_group().store
         cfg = role.gloo
         self._group = _core.CollectiveGroup.connect_gloo(
-            store, rank, size, hostname=cfg.hostname, name=GROUP_NAME, timeout_s=cfg.timeout_s,
+            store,
+            rank,
+            size,
+            hostname=cfg.hostname,
+            name=GROUP_NAME,
+            timeout_s=cfg.timeout_s,
             collective_timeout_s=cfg.collective_timeout_s,
-            rank_endpoints=endpoints if self._listener is not None else [])
+            rank_endpoints=endpoints if self._listener is not None else [],
+        )
         self._role = role
         self._resources = fleet.runtime_resources
         self._group.attach(self._resources)
         return self._group
 
-    def add_gradient_merge(self, program_desc: bytes, apply_block: int, step_var: str,
-                           k_steps: int) -> Any:
+    def add_gradient_merge(
+        self, program_desc: bytes, apply_block: int, step_var: str, k_steps: int
+    ) -> Any:
         """Registers the step hook that runs `apply_block` every k_steps (see
         csrc/distributed/gradient_merge.h), replacing the hook of an earlier program: one
         gradient-merge program trains per process (its counter would drive both otherwise).

@@ -34,59 +34,132 @@ SIGTERM or Ctrl-C to fleetrun stops the whole job.
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="fleetrun", description=_DESCRIPTION,
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+        prog="fleetrun",
+        description=_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ps = p.add_argument_group("parameter-server mode")
-    ps.add_argument("--server_num", type=int, default=None, metavar="N",
-                    help="number of servers on this machine, on free ports "
-                         "(e.g. --server_num=2)")
-    ps.add_argument("--worker_num", type=int, default=None, metavar="N",
-                    help="number of workers on this machine (e.g. --worker_num=2)")
-    ps.add_argument("--servers", default="", metavar="IP:PORT,...",
-                    help="every server of the job, across machines; this machine starts those "
-                         "whose IP is its own (e.g. --servers=10.0.0.1:6170,10.0.0.2:6170)")
-    ps.add_argument("--workers", default="", metavar="IP:PORT,...",
-                    help="every worker of the job, across machines; worker i is the i-th entry "
-                         "(e.g. --workers=10.0.0.1:6171,10.0.0.2:6171)")
+    ps.add_argument(
+        "--server_num",
+        type=int,
+        default=None,
+        metavar="N",
+        help="number of servers on this machine, on free ports (e.g. --server_num=2)",
+    )
+    ps.add_argument(
+        "--worker_num",
+        type=int,
+        default=None,
+        metavar="N",
+        help="number of workers on this machine (e.g. --worker_num=2)",
+    )
+    ps.add_argument(
+        "--servers",
+        default="",
+        metavar="IP:PORT,...",
+        help="every server of the job, across machines; this machine starts those "
+        "whose IP is its own (e.g. --servers=10.0.0.1:6170,10.0.0.2:6170)",
+    )
+    ps.add_argument(
+        "--workers",
+        default="",
+        metavar="IP:PORT,...",
+        help="every worker of the job, across machines; worker i is the i-th entry "
+        "(e.g. --workers=10.0.0.1:6171,10.0.0.2:6171)",
+    )
     co = p.add_argument_group("collective mode")
-    co.add_argument("--collective", action="store_true",
-                    help="collective job: every process is a worker (implied by --gpus and "
-                         "--ips; e.g. --collective --nproc_per_node=4)")
-    co.add_argument("--gpus", default="", metavar="ID,...",
-                    help="GPUs to use, one process each; a process sees only its GPU "
-                         "(CUDA_VISIBLE_DEVICES=<id>, FLAGS_selected_gpus=0) (e.g. --gpus=0,1)")
-    co.add_argument("--nproc_per_node", type=int, default=None, metavar="N",
-                    help="processes per machine; defaults to the number of --gpus, else 1 "
-                         "(e.g. --nproc_per_node=4)")
-    co.add_argument("--ips", default="", metavar="IP,...",
-                    help="the machines of a multi-machine job, each running fleetrun with the "
-                         "same options (e.g. --ips=10.0.0.1,10.0.0.2)")
-    co.add_argument("--started_port", type=int, default=6170, metavar="PORT",
-                    help="first trainer port on each machine of a multi-machine collective job; "
-                         "one-machine jobs pick free ports (e.g. --started_port=6170)")
+    co.add_argument(
+        "--collective",
+        action="store_true",
+        help="collective job: every process is a worker (implied by --gpus and "
+        "--ips; e.g. --collective --nproc_per_node=4)",
+    )
+    co.add_argument(
+        "--gpus",
+        default="",
+        metavar="ID,...",
+        help="GPUs to use, one process each; a process sees only its GPU "
+        "(CUDA_VISIBLE_DEVICES=<id>, FLAGS_selected_gpus=0) (e.g. --gpus=0,1)",
+    )
+    co.add_argument(
+        "--nproc_per_node",
+        type=int,
+        default=None,
+        metavar="N",
+        help="processes per machine; defaults to the number of --gpus, else 1 "
+        "(e.g. --nproc_per_node=4)",
+    )
+    co.add_argument(
+        "--ips",
+        default="",
+        metavar="IP,...",
+        help="the machines of a multi-machine job, each running fleetrun with the "
+        "same options (e.g. --ips=10.0.0.1,10.0.0.2)",
+    )
+    co.add_argument(
+        "--started_port",
+        type=int,
+        default=6170,
+        metavar="PORT",
+        help="first trainer port on each machine of a multi-machine collective job; "
+        "one-machine jobs pick free ports (e.g. --started_port=6170)",
+    )
     common = p.add_argument_group("common")
-    common.add_argument("--version", action="version", version=f"fleetrun (Fleet) {__version__}",
-                        help="print Fleet's version and exit")
-    common.add_argument("--host", default=None, metavar="IP",
-                        help="this machine's IP as written in --servers/--workers/--ips, when it "
-                             "cannot be matched automatically (e.g. --host=10.0.0.1)")
-    common.add_argument("--store_port", type=int, default=None, metavar="PORT",
-                        help="port of the rendezvous store for fleet.util, served by worker 0 on "
-                             "its machine; needed for multi-machine parameter-server jobs unless "
-                             "FLEET_GLOO_STORE_PATH names a shared directory (e.g. "
-                             "--store_port=6180)")
-    common.add_argument("--log_dir", default=None, metavar="DIR",
-                        help="write each process's output to DIR/serverlog.N and DIR/workerlog.N "
-                             "instead of the console (e.g. --log_dir=./logs)")
-    common.add_argument("--grace_period", type=float, default=5.0, metavar="SECONDS",
-                        help="time a stopped process gets between SIGTERM and SIGKILL "
-                             "(e.g. --grace_period=10)")
-    common.add_argument("--log_tail", type=int, default=50, metavar="LINES",
-                        help="lines of a failed process's output to print (e.g. --log_tail=100)")
-    p.add_argument("training_script", nargs="?", default=None,
-                   help="the Python script every process runs (e.g. train.py)")
-    p.add_argument("training_script_args", nargs=argparse.REMAINDER,
-                   help="arguments passed on to the script (e.g. train.py --epochs 3)")
+    common.add_argument(
+        "--version",
+        action="version",
+        version=f"fleetrun (Fleet) {__version__}",
+        help="print Fleet's version and exit",
+    )
+    common.add_argument(
+        "--host",
+        default=None,
+        metavar="IP",
+        help="this machine's IP as written in --servers/--workers/--ips, when it "
+        "cannot be matched automatically (e.g. --host=10.0.0.1)",
+    )
+    common.add_argument(
+        "--store_port",
+        type=int,
+        default=None,
+        metavar="PORT",
+        help="port of the rendezvous store for fleet.util, served by worker 0 on "
+        "its machine; needed for multi-machine parameter-server jobs unless "
+        "FLEET_GLOO_STORE_PATH names a shared directory (e.g. "
+        "--store_port=6180)",
+    )
+    common.add_argument(
+        "--log_dir",
+        default=None,
+        metavar="DIR",
+        help="write each process's output to DIR/serverlog.N and DIR/workerlog.N "
+        "instead of the console (e.g. --log_dir=./logs)",
+    )
+    common.add_argument(
+        "--grace_period",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="time a stopped process gets between SIGTERM and SIGKILL (e.g. --grace_period=10)",
+    )
+    common.add_argument(
+        "--log_tail",
+        type=int,
+        default=50,
+        metavar="LINES",
+        help="lines of a failed process's output to print (e.g. --log_tail=100)",
+    )
+    p.add_argument(
+        "training_script",
+        nargs="?",
+        default=None,
+        help="the Python script every process runs (e.g. train.py)",
+    )
+    p.add_argument(
+        "training_script_args",
+        nargs=argparse.REMAINDER,
+        help="arguments passed on to the script (e.g. train.py --epochs 3)",
+    )
     return p
 
 
@@ -100,8 +173,10 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
 
 def check_args(args: argparse.Namespace) -> None:
     if not args.training_script:
-        raise InvalidArgument("no training script given; hint: fleetrun [options] train.py "
-                              "[script args], see fleetrun --help")
+        raise InvalidArgument(
+            "no training script given; hint: fleetrun [options] train.py "
+            "[script args], see fleetrun --help"
+        )
     if not os.path.isfile(args.training_script):
         raise InvalidArgument(f"training script {args.training_script!r} does not exist")
     for name in ("server_num", "worker_num", "nproc_per_node"):
@@ -112,16 +187,22 @@ def check_args(args: argparse.Namespace) -> None:
         raise InvalidArgument("--grace_period and --log_tail must not be negative")
     if args.log_dir is not None:
         _check_log_dir(args.log_dir)
-    ps_given = [f"--{n}" for n in ("server_num", "worker_num", "servers", "workers")
-                if getattr(args, n) not in (None, "")]
-    collective_given = [f"--{n}" for n in ("gpus", "ips", "nproc_per_node")
-                        if getattr(args, n) not in (None, "")]
+    ps_given = [
+        f"--{n}"
+        for n in ("server_num", "worker_num", "servers", "workers")
+        if getattr(args, n) not in (None, "")
+    ]
+    collective_given = [
+        f"--{n}" for n in ("gpus", "ips", "nproc_per_node") if getattr(args, n) not in (None, "")
+    ]
     if args.collective:
         collective_given.insert(0, "--collective")
     if ps_given and collective_given:
-        raise InvalidArgument(f"{', '.join(ps_given)} (parameter-server mode) cannot be combined "
-                              f"with {', '.join(collective_given)} (collective mode); hint: pick "
-                              "one mode, see fleetrun --help")
+        raise InvalidArgument(
+            f"{', '.join(ps_given)} (parameter-server mode) cannot be combined "
+            f"with {', '.join(collective_given)} (collective mode); hint: pick "
+            "one mode, see fleetrun --help"
+        )
     args.mode = "ps" if ps_given else "collective"
     if args.mode == "ps":
         _check_ps(args)
@@ -133,13 +214,16 @@ def _check_log_dir(log_dir: str) -> None:
     """Creates the log directory now, so that a bad path is an error before any process starts
     rather than a traceback halfway through starting them."""
     if os.path.exists(log_dir) and not os.path.isdir(log_dir):
-        raise InvalidArgument(f"--log_dir={log_dir!r} is a file, not a directory; hint: give a "
-                              "directory (it is created if missing)")
+        raise InvalidArgument(
+            f"--log_dir={log_dir!r} is a file, not a directory; hint: give a "
+            "directory (it is created if missing)"
+        )
     try:
         os.makedirs(log_dir, exist_ok=True)
     except OSError as e:
-        raise InvalidArgument(f"--log_dir={log_dir!r}: cannot create the directory: "
-                              f"{e.strerror}") from None
+        raise InvalidArgument(
+            f"--log_dir={log_dir!r}: cannot create the directory: {e.strerror}"
+        ) from None
     if not os.access(log_dir, os.W_OK | os.X_OK):
         raise InvalidArgument(f"--log_dir={log_dir!r}: the directory is not writable")
 
@@ -154,13 +238,17 @@ def check_devices(args: argparse.Namespace) -> None:
 
     count = _core.cuda_device_count()
     if count == 0:
-        raise InvalidArgument(f"--gpus={','.join(gpus)} but this machine has no usable CUDA GPU "
-                              "(no device, no driver, or a build without CUDA); hint: for CPU "
-                              "data parallelism use --collective --nproc_per_node=N")
+        raise InvalidArgument(
+            f"--gpus={','.join(gpus)} but this machine has no usable CUDA GPU "
+            "(no device, no driver, or a build without CUDA); hint: for CPU "
+            "data parallelism use --collective --nproc_per_node=N"
+        )
     missing = [g for g in gpus if int(g) >= count]
     if missing:
-        raise InvalidArgument(f"--gpus={','.join(gpus)}: GPU(s) {','.join(missing)} do not exist; "
-                              f"this machine has {count} (ids 0..{count - 1})")
+        raise InvalidArgument(
+            f"--gpus={','.join(gpus)}: GPU(s) {','.join(missing)} do not exist; "
+            f"this machine has {count} (ids 0..{count - 1})"
+        )
 
 
 def _check_count(args: argparse.Namespace, list_name: str, num_name: str) -> None:
@@ -168,20 +256,24 @@ def _check_count(args: argparse.Namespace, list_name: str, num_name: str) -> Non
     setattr(args, list_name, endpoints)
     num = getattr(args, num_name)
     if endpoints and num is not None and num != len(endpoints):
-        raise InvalidArgument(f"--{list_name} lists {len(endpoints)} endpoints but "
-                              f"--{num_name}={num}; hint: give only --{list_name} (the count "
-                              "follows from it)")
+        raise InvalidArgument(
+            f"--{list_name} lists {len(endpoints)} endpoints but "
+            f"--{num_name}={num}; hint: give only --{list_name} (the count "
+            "follows from it)"
+        )
 
 
 def _check_ps(args: argparse.Namespace) -> None:
     _check_count(args, "servers", "server_num")
     _check_count(args, "workers", "worker_num")
     if not args.servers and args.server_num is None:
-        raise InvalidArgument("parameter-server mode needs servers; hint: add --server_num=N "
-                              "or --servers=ip:port,...")
+        raise InvalidArgument(
+            "parameter-server mode needs servers; hint: add --server_num=N or --servers=ip:port,..."
+        )
     if not args.workers and args.worker_num is None:
-        raise InvalidArgument("parameter-server mode needs workers; hint: add --worker_num=N "
-                              "or --workers=ip:port,...")
+        raise InvalidArgument(
+            "parameter-server mode needs workers; hint: add --worker_num=N or --workers=ip:port,..."
+        )
 
 
 def _check_collective(args: argparse.Namespace) -> None:
@@ -190,9 +282,11 @@ def _check_collective(args: argparse.Namespace) -> None:
         raise InvalidArgument(f"--gpus={args.gpus!r}: expected distinct GPU ids such as 0,1")
     args.gpus = gpus
     if gpus and args.nproc_per_node is not None and args.nproc_per_node != len(gpus):
-        raise InvalidArgument(f"--nproc_per_node={args.nproc_per_node} but --gpus lists "
-                              f"{len(gpus)} GPUs; hint: one process per GPU, drop "
-                              "--nproc_per_node")
+        raise InvalidArgument(
+            f"--nproc_per_node={args.nproc_per_node} but --gpus lists "
+            f"{len(gpus)} GPUs; hint: one process per GPU, drop "
+            "--nproc_per_node"
+        )
     args.nproc_per_node = args.nproc_per_node or len(gpus) or 1
     ips = [ip.strip() for ip in args.ips.split(",") if ip.strip()]
     if len(set(ips)) != len(ips):

@@ -40,8 +40,9 @@ def _die_with_parent() -> None:
 class Proc:
     """A started process, where its output goes, and the last lines of that output."""
 
-    def __init__(self, spec: ProcSpec, popen: subprocess.Popen, log_path: Optional[str],
-                 tail_lines: int) -> None:
+    def __init__(
+        self, spec: ProcSpec, popen: subprocess.Popen, log_path: Optional[str], tail_lines: int
+    ) -> None:
         self.spec = spec
         self.popen = popen
         self.log_path = log_path
@@ -78,8 +79,15 @@ class Proc:
 class JobController:
     """Runs one JobPlan on this machine; run() returns fleetrun's exit code."""
 
-    def __init__(self, plan: JobPlan, log_dir: Optional[str], grace_period_s: float,
-                 tail_lines: int, out: IO[str] = sys.stdout, err: IO[str] = sys.stderr) -> None:
+    def __init__(
+        self,
+        plan: JobPlan,
+        log_dir: Optional[str],
+        grace_period_s: float,
+        tail_lines: int,
+        out: IO[str] = sys.stdout,
+        err: IO[str] = sys.stderr,
+    ) -> None:
         self.plan = plan
         self.log_dir = log_dir
         self.grace_period_s = grace_period_s
@@ -110,9 +118,13 @@ class JobController:
         # Its own session: a signal to fleetrun's group (Ctrl-C, a scheduler) must leave it
         # running, since it acts only once fleetrun is gone.
         self._watchdog = subprocess.Popen(
-            [sys.executable, "-I", script, str(self.grace_period_s)], stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-            text=True)
+            [sys.executable, "-I", script, str(self.grace_period_s)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            text=True,
+        )
 
     def _tell_watchdog(self, message: str) -> None:
         if self._watchdog is None:
@@ -121,8 +133,10 @@ class JobController:
             self._watchdog.stdin.write(message + "\n")
             self._watchdog.stdin.flush()
         except (BrokenPipeError, OSError):
-            self._say("the watchdog exited; processes started by the scripts may outlive a "
-                      "SIGKILL of fleetrun")
+            self._say(
+                "the watchdog exited; processes started by the scripts may outlive a "
+                "SIGKILL of fleetrun"
+            )
             self._watchdog = None
 
     def _stop_watchdog(self) -> None:
@@ -162,9 +176,15 @@ class JobController:
         log_path = os.path.join(self.log_dir, spec.log_name) if self.log_dir else None
         stdout = open(log_path, "w") if log_path else subprocess.PIPE
         try:
-            popen = subprocess.Popen(self.plan.command, env=env, stdin=subprocess.DEVNULL,
-                                     stdout=stdout, stderr=subprocess.STDOUT,
-                                     start_new_session=True, preexec_fn=_die_with_parent)
+            popen = subprocess.Popen(
+                self.plan.command,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=stdout,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=_die_with_parent,
+            )
         finally:
             if log_path:
                 stdout.close()  # the child holds its own descriptor
@@ -197,8 +217,9 @@ class JobController:
             if workers and all(p.popen.poll() == 0 for p in workers):
                 servers = [p for p in self.procs if p.spec.role == "server"]
                 if servers:
-                    self._say(f"all {len(workers)} workers finished; stopping "
-                              f"{len(servers)} servers")
+                    self._say(
+                        f"all {len(workers)} workers finished; stopping {len(servers)} servers"
+                    )
                 return 0
             # A machine with servers only cannot see the workers finish elsewhere: its job ends
             # when its servers exit (told to stop by the workers) or when fleetrun is signalled.
@@ -209,15 +230,18 @@ class JobController:
     def _fail(self, failed: Proc, code: int) -> int:
         how = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with {code}"
         others = [p for p in self.procs if p is not failed and p.popen.poll() is None]
-        self._say(f"{failed.spec.name} (pid {failed.pid}) {how}; stopping the other "
-                  f"{len(others)} running processes")
+        self._say(
+            f"{failed.spec.name} (pid {failed.pid}) {how}; stopping the other "
+            f"{len(others)} running processes"
+        )
         self._stop(self.procs)
         where = f" (full log: {failed.log_path})" if failed.log_path else ""
         self._say(f"last {self.tail_lines} lines of {failed.spec.name}{where}:")
         with self._out_lock:
             text = failed.tail_text(self.tail_lines)
-            self.err.write("".join(f"  {failed.spec.name} | {line}\n"
-                                   for line in text.splitlines()))
+            self.err.write(
+                "".join(f"  {failed.spec.name} | {line}\n" for line in text.splitlines())
+            )
             self.err.flush()
         return code if 0 < code < 256 else 1
 
@@ -235,8 +259,10 @@ class JobController:
             if live:
                 time.sleep(_POLL_S)
         for proc in live:
-            self._say(f"{proc.spec.name} (pid {proc.pid}) ignored SIGTERM for "
-                      f"{self.grace_period_s:g} s; sending SIGKILL")
+            self._say(
+                f"{proc.spec.name} (pid {proc.pid}) ignored SIGTERM for "
+                f"{self.grace_period_s:g} s; sending SIGKILL"
+            )
             proc.signal_group(signal.SIGKILL)
         for proc in procs:
             proc.popen.wait()

@@ -77,9 +77,12 @@ def local_addresses() -> set[str]:
     return found
 
 
-def build_plan(args: argparse.Namespace, environ: dict[str, str],
-               addresses: Optional[set[str]] = None,
-               pick_ports: PortPicker = free_ports) -> JobPlan:
+def build_plan(
+    args: argparse.Namespace,
+    environ: dict[str, str],
+    addresses: Optional[set[str]] = None,
+    pick_ports: PortPicker = free_ports,
+) -> JobPlan:
     """The processes this machine runs for the checked `args` (see fleet.launch.args)."""
     is_local = _host_matcher(args.host, addresses)
     command = [sys.executable, "-u", args.training_script, *args.training_script_args]
@@ -97,41 +100,66 @@ def _host_matcher(host: Optional[str], addresses: Optional[set[str]]) -> Callabl
     return lambda ip: ip in known
 
 
-def _endpoints_or_local(listed: list[str], count: Optional[int], host: str,
-                        pick_ports: PortPicker) -> list[str]:
+def _endpoints_or_local(
+    listed: list[str], count: Optional[int], host: str, pick_ports: PortPicker
+) -> list[str]:
     if listed:
         return listed
     return [format_endpoint(host, port) for port in pick_ports(host, count)]
 
 
-def _store_endpoint(environ: dict[str, str], first_worker_host: str, all_local: bool,
-                    store_port: Optional[int], pick_ports: PortPicker, hint: str) -> dict:
+def _store_endpoint(
+    environ: dict[str, str],
+    first_worker_host: str,
+    all_local: bool,
+    store_port: Optional[int],
+    pick_ports: PortPicker,
+    hint: str,
+) -> dict:
     if environ.get(rm.GLOO_STORE_PATH):
         return {}  # the file store named by the user's environment
     if store_port is None:
         if not all_local:
-            raise InvalidArgument("the job spans several machines, so worker 0's rendezvous "
-                                  f"store needs a fixed port; hint: {hint}")
+            raise InvalidArgument(
+                "the job spans several machines, so worker 0's rendezvous "
+                f"store needs a fixed port; hint: {hint}"
+            )
         store_port = pick_ports(first_worker_host, 1)[0]
     return {rm.GLOO_STORE_ENDPOINT: format_endpoint(first_worker_host, store_port)}
 
 
-def _plan_ps(args: argparse.Namespace, environ: dict[str, str], is_local: Callable[[str], bool],
-             pick_ports: PortPicker) -> list[ProcSpec]:
+def _plan_ps(
+    args: argparse.Namespace,
+    environ: dict[str, str],
+    is_local: Callable[[str], bool],
+    pick_ports: PortPicker,
+) -> list[ProcSpec]:
     host = args.host or "127.0.0.1"
     servers = _endpoints_or_local(args.servers, args.server_num, host, pick_ports)
     workers = _endpoints_or_local(args.workers, args.worker_num, host, pick_ports)
     hosts = [parse_endpoint(e, "--servers/--workers")[0] for e in servers + workers]
     if not any(is_local(h) for h in hosts):
-        raise InvalidArgument(f"none of the endpoints ({', '.join(servers + workers)}) is on "
-                              "this machine; hint: pass --host=<this machine's IP as written "
-                              "in --servers/--workers>")
-    common = {rm.PSERVERS: ",".join(servers), rm.TRAINERS_NUM: str(len(workers)),
-              rm.TRAINER_ENDPOINTS: ",".join(workers)}
-    common.update(_store_endpoint(environ, hosts[len(servers)], all(map(is_local, hosts)),
-                                  args.store_port, pick_ports,
-                                  "add --store_port=<a free port on worker 0's machine> or set "
-                                  f"{rm.GLOO_STORE_PATH} to a shared directory"))
+        raise InvalidArgument(
+            f"none of the endpoints ({', '.join(servers + workers)}) is on "
+            "this machine; hint: pass --host=<this machine's IP as written "
+            "in --servers/--workers>"
+        )
+    common = {
+        rm.PSERVERS: ",".join(servers),
+        rm.TRAINERS_NUM: str(len(workers)),
+        rm.TRAINER_ENDPOINTS: ",".join(workers),
+    }
+    common.update(
+        _store_endpoint(
+            environ,
+            hosts[len(servers)],
+            all(map(is_local, hosts)),
+            args.store_port,
+            pick_ports,
+            "add --store_port=<a free port on worker 0's machine> or set "
+            f"{rm.GLOO_STORE_PATH} to a shared directory",
+        )
+    )
     procs = []
     for role, endpoints in (("server", servers), ("worker", workers)):
         for rank, endpoint in enumerate(endpoints):
@@ -142,25 +170,37 @@ def _plan_ps(args: argparse.Namespace, environ: dict[str, str], is_local: Callab
             if role == "server":
                 env[rm.TRAINING_ROLE] = "PSERVER"
             else:
-                env.update({rm.TRAINING_ROLE: "TRAINER", rm.TRAINER_ID: str(rank),
-                            rm.CURRENT_ENDPOINT: endpoint})
+                env.update(
+                    {
+                        rm.TRAINING_ROLE: "TRAINER",
+                        rm.TRAINER_ID: str(rank),
+                        rm.CURRENT_ENDPOINT: endpoint,
+                    }
+                )
             procs.append(ProcSpec(role, rank, env))
     return procs
 
 
-def _plan_collective(args: argparse.Namespace, environ: dict[str, str],
-                     is_local: Callable[[str], bool], pick_ports: PortPicker) -> list[ProcSpec]:
+def _plan_collective(
+    args: argparse.Namespace,
+    environ: dict[str, str],
+    is_local: Callable[[str], bool],
+    pick_ports: PortPicker,
+) -> list[ProcSpec]:
     nproc = args.nproc_per_node
     nodes = args.ips or [args.host or "127.0.0.1"]
     if len(nodes) > 1:
         matches = [i for i, ip in enumerate(nodes) if is_local(ip)]
         if len(matches) != 1:
-            raise InvalidArgument(f"cannot tell which of --ips={','.join(nodes)} is this machine "
-                                  f"({'none' if not matches else 'several'} match); hint: pass "
-                                  "--host=<this machine's IP as written in --ips>")
+            raise InvalidArgument(
+                f"cannot tell which of --ips={','.join(nodes)} is this machine "
+                f"({'none' if not matches else 'several'} match); hint: pass "
+                "--host=<this machine's IP as written in --ips>"
+            )
         node = matches[0]
-        endpoints = [format_endpoint(ip, args.started_port + j) for ip in nodes
-                     for j in range(nproc)]
+        endpoints = [
+            format_endpoint(ip, args.started_port + j) for ip in nodes for j in range(nproc)
+        ]
         store_port = args.store_port or args.started_port + nproc
     else:
         node = 0
@@ -171,9 +211,16 @@ def _plan_collective(args: argparse.Namespace, environ: dict[str, str],
     procs = []
     for local_rank in range(nproc):
         rank = node * nproc + local_rank
-        env = dict(common, **{rm.TRAINING_ROLE: "TRAINER", rm.TRAINER_ID: str(rank),
-                              rm.CURRENT_ENDPOINT: endpoints[rank], rm.POD_IP: nodes[node],
-                              rm.PADDLE_PORT: str(parse_endpoint(endpoints[rank], "")[1])})
+        env = dict(
+            common,
+            **{
+                rm.TRAINING_ROLE: "TRAINER",
+                rm.TRAINER_ID: str(rank),
+                rm.CURRENT_ENDPOINT: endpoints[rank],
+                rm.POD_IP: nodes[node],
+                rm.PADDLE_PORT: str(parse_endpoint(endpoints[rank], "")[1]),
+            },
+        )
         if args.gpus:
             # The process sees only its own GPU, which is therefore device 0 inside it.
             env.update({"CUDA_VISIBLE_DEVICES": args.gpus[local_rank], "FLAGS_selected_gpus": "0"})

@@ -35,8 +35,9 @@ def part_paths(dirname: str, table_id: int) -> List[str]:
     manifest = read_manifest(dirname)
     for table in manifest.tables:
         if table.table_id == table_id:
-            return [os.path.join(os.fspath(dirname), f.path)
-                    for save in table.saves for f in save.files]
+            return [
+                os.path.join(os.fspath(dirname), f.path) for save in table.saves for f in save.files
+            ]
     raise NotFound(f"no saved parts of table {table_id} in checkpoint {dirname}")
 
 

@@ -50,15 +50,26 @@ class PsClient:
     otherwise). After ``close()``, or after ``stop_servers()``, every call raises Unavailable.
     """
 
-    def __init__(self, endpoints: Sequence[str], *, connect_timeout: float = 10.0,
-                 rpc_timeout: float = 30.0, admin_timeout: float = 600.0,
-                 max_keys_per_request: int = 32768) -> None:
+    def __init__(
+        self,
+        endpoints: Sequence[str],
+        *,
+        connect_timeout: float = 10.0,
+        rpc_timeout: float = 30.0,
+        admin_timeout: float = 600.0,
+        max_keys_per_request: int = 32768,
+    ) -> None:
         if isinstance(endpoints, str):
-            raise InvalidArgument(f"endpoints must be a list of host:port, got the string "
-                                  f"{endpoints!r}")
+            raise InvalidArgument(
+                f"endpoints must be a list of host:port, got the string {endpoints!r}"
+            )
         self._core_client: Optional[_core.ps.Client] = _core.ps.Client(
-            list(endpoints), float(connect_timeout), float(rpc_timeout), float(admin_timeout),
-            int(max_keys_per_request))
+            list(endpoints),
+            float(connect_timeout),
+            float(rpc_timeout),
+            float(admin_timeout),
+            int(max_keys_per_request),
+        )
         self._endpoints = list(endpoints)
         self._tables: Dict[int, ps_pb2.TableConfig] = {}
 
@@ -81,8 +92,9 @@ class PsClient:
 
     # Sparse tables ---------------------------------------------------------------------------
 
-    def pull_sparse_async(self, table_id: int, keys: np.ndarray,
-                          out: Optional[np.ndarray] = None) -> Future:
+    def pull_sparse_async(
+        self, table_id: int, keys: np.ndarray, out: Optional[np.ndarray] = None
+    ) -> Future:
         """Starts pulling the rows of ``keys`` (any integer array, flattened) into ``out``
         (float32, ``len(keys) * dim`` elements; a new ``(len(keys), dim)`` array by default)."""
         keys = _keys(keys)
@@ -90,20 +102,22 @@ class PsClient:
             out = np.empty((keys.size, self.table_config(table_id).dim), dtype=np.float32)
         return self._core.pull_sparse_async(table_id, keys, out)
 
-    def pull_sparse(self, table_id: int, keys: np.ndarray,
-                    out: Optional[np.ndarray] = None) -> np.ndarray:
+    def pull_sparse(
+        self, table_id: int, keys: np.ndarray, out: Optional[np.ndarray] = None
+    ) -> np.ndarray:
         """The rows of ``keys``, shape ``(len(keys), dim)``; missing rows are created."""
         return self.pull_sparse_async(table_id, keys, out).wait()
 
-    def push_sparse_async(self, table_id: int, keys: np.ndarray, grads: np.ndarray, *,
-                          delta: bool = False) -> Future:
+    def push_sparse_async(
+        self, table_id: int, keys: np.ndarray, grads: np.ndarray, *, delta: bool = False
+    ) -> Future:
         """Starts pushing gradients (or, with ``delta``, GEO deltas added as they are) of
         ``keys``; gradients of repeated keys are summed. The arrays may be reused at once."""
-        return self._core.push_sparse_async(table_id, _keys(keys), _floats(grads, "grads"),
-                                            delta)
+        return self._core.push_sparse_async(table_id, _keys(keys), _floats(grads, "grads"), delta)
 
-    def push_sparse(self, table_id: int, keys: np.ndarray, grads: np.ndarray, *,
-                    delta: bool = False) -> None:
+    def push_sparse(
+        self, table_id: int, keys: np.ndarray, grads: np.ndarray, *, delta: bool = False
+    ) -> None:
         self.push_sparse_async(table_id, keys, grads, delta=delta).wait()
 
     # Dense tables ----------------------------------------------------------------------------
@@ -117,8 +131,7 @@ class PsClient:
     def pull_dense(self, table_id: int, out: Optional[np.ndarray] = None) -> np.ndarray:
         return self.pull_dense_async(table_id, out).wait()
 
-    def push_dense_async(self, table_id: int, grads: np.ndarray, *,
-                         delta: bool = False) -> Future:
+    def push_dense_async(self, table_id: int, grads: np.ndarray, *, delta: bool = False) -> Future:
         return self._core.push_dense_async(table_id, _floats(grads, "grads").reshape(-1), delta)
 
     def push_dense(self, table_id: int, grads: np.ndarray, *, delta: bool = False) -> None:
@@ -126,8 +139,7 @@ class PsClient:
 
     # Coordination and administration ---------------------------------------------------------
 
-    def barrier(self, name: str, num_workers: int, worker_id: int,
-                timeout: float = 60.0) -> None:
+    def barrier(self, name: str, num_workers: int, worker_id: int, timeout: float = 60.0) -> None:
         """Waits until ``num_workers`` workers reached barrier ``name``; Timeout otherwise.
         A ``worker_id`` outside ``[0, num_workers)``, or one already waiting at the barrier,
         raises InvalidArgument and is not counted."""

@@ -15,7 +15,6 @@ import os
 from typing import Any, Mapping, Sequence, Union
 
 from google.protobuf import json_format
-
 from google.protobuf.message import DecodeError
 
 from fleet.errors import InvalidArgument, NotFound
@@ -36,8 +35,9 @@ def table_config(table: TableLike) -> ps_pb2.TableConfig:
         raise InvalidArgument(f"table config {dict(table)!r}: {e}") from None
 
 
-def server_config(server_index: int, num_servers: int,
-                  tables: Sequence[TableLike]) -> ps_pb2.ServerConfig:
+def server_config(
+    server_index: int, num_servers: int, tables: Sequence[TableLike]
+) -> ps_pb2.ServerConfig:
     """The config of server ``server_index`` of ``num_servers`` holding ``tables``."""
     if not 0 <= server_index < num_servers:
         raise InvalidArgument(f"server_index {server_index} is not in [0, {num_servers})")
@@ -77,8 +77,9 @@ def read_server_config(path: str) -> ps_pb2.ServerConfig:
     except (json_format.ParseError, DecodeError, ValueError) as e:
         raise InvalidArgument(f"server config {path} is not a ServerConfig: {e}") from None
     if config.num_servers == 0 or not config.tables:
-        raise InvalidArgument(f"server config {path} is not a ServerConfig: no num_servers or "
-                              f"no tables")
+        raise InvalidArgument(
+            f"server config {path} is not a ServerConfig: no num_servers or no tables"
+        )
     return config
 
 

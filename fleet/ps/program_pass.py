@@ -69,8 +69,10 @@ def optimizer_config(optimizer: Optimizer, where: str) -> ps_pb2.OptimizerConfig
     """The servers' update rule for `optimizer`; InvalidArgument for what they cannot apply."""
     lr = optimizer._learning_rate
     if not isinstance(lr, (int, float)) or isinstance(lr, bool):
-        raise InvalidArgument(f"{where}: the parameter servers need a constant learning rate, "
-                              f"got a variable {getattr(lr, 'name', lr)!r}")
+        raise InvalidArgument(
+            f"{where}: the parameter servers need a constant learning rate, "
+            f"got a variable {getattr(lr, 'name', lr)!r}"
+        )
     config = ps_pb2.OptimizerConfig(learning_rate=float(lr))
     if isinstance(optimizer, Adam):
         config.adam.beta1, config.adam.beta2 = optimizer.beta1, optimizer.beta2
@@ -81,8 +83,10 @@ def optimizer_config(optimizer: Optimizer, where: str) -> ps_pb2.OptimizerConfig
     elif isinstance(optimizer, SGD):
         config.sgd.SetInParent()
     else:
-        raise InvalidArgument(f"{where}: {type(optimizer).__name__} has no server-side update "
-                              "rule; use SGD, Adagrad or Adam in a parameter-server job")
+        raise InvalidArgument(
+            f"{where}: {type(optimizer).__name__} has no server-side update "
+            "rule; use SGD, Adagrad or Adam in a parameter-server job"
+        )
     return config
 
 
@@ -93,21 +97,32 @@ def _initializer_config(startup: Program, param: str, seed_base: int) -> ps_pb2.
             continue
         seed = int(op.attrs.get("seed", 0)) or (seed_base * 7919 + len(param))
         if op.type == "uniform_random":
-            return ps_pb2.InitializerConfig(seed=seed, uniform=ps_pb2.UniformInit(
-                low=float(op.attrs.get("min", -1.0)), high=float(op.attrs.get("max", 1.0))))
+            return ps_pb2.InitializerConfig(
+                seed=seed,
+                uniform=ps_pb2.UniformInit(
+                    low=float(op.attrs.get("min", -1.0)), high=float(op.attrs.get("max", 1.0))
+                ),
+            )
         if op.type == "gaussian_random":
-            return ps_pb2.InitializerConfig(seed=seed, gaussian=ps_pb2.GaussianInit(
-                mean=float(op.attrs.get("mean", 0.0)), std=float(op.attrs.get("std", 1.0))))
+            return ps_pb2.InitializerConfig(
+                seed=seed,
+                gaussian=ps_pb2.GaussianInit(
+                    mean=float(op.attrs.get("mean", 0.0)), std=float(op.attrs.get("std", 1.0))
+                ),
+            )
         if op.type == "fill_constant" and float(op.attrs.get("value", 0.0)) == 0.0:
             return ps_pb2.InitializerConfig(seed=seed, zero=ps_pb2.ZeroInit())
-        raise InvalidArgument(f"sparse table '{param}': its initializer ({op.type} "
-                              f"{ {k: v for k, v in op.attrs.items() if k in ('value', 'min', 'max')} }) "
-                              "has no server-side equivalent; use Uniform, Normal or zero")
+        raise InvalidArgument(
+            f"sparse table '{param}': its initializer ({op.type} "
+            f"{ {k: v for k, v in op.attrs.items() if k in ('value', 'min', 'max')} }) "
+            "has no server-side equivalent; use Uniform, Normal or zero"
+        )
     raise InvalidArgument(f"sparse table '{param}': no initializer in the startup program")
 
 
-def _remove_ops_and_state(main: Program, startup: Program, update_ops: list[Any],
-                          keep: set[str]) -> None:
+def _remove_ops_and_state(
+    main: Program, startup: Program, update_ops: list[Any], keep: set[str]
+) -> None:
     """Removes optimizer ops and the persistable state only they use (moments, beta powers),
     from main and from the startup program that initialises it."""
     block = main.global_block()
@@ -134,8 +149,9 @@ def _remove_startup_init(startup: Program, name: str) -> None:
         sblock.vars.pop(name)
 
 
-def _fuse_by_table(block: Any, op_type: str, inputs: tuple[str, ...], outputs: tuple[str, ...],
-                   first: bool) -> None:
+def _fuse_by_table(
+    block: Any, op_type: str, inputs: tuple[str, ...], outputs: tuple[str, ...], first: bool
+) -> None:
     """Joins the ops of `op_type` that read one table into one op (a step then makes one request
     per table, not one per slot). Pulls go where the first was (every Ids is fed before the
     program runs), pushes where the last was (after every gradient they read exists)."""
@@ -156,8 +172,14 @@ def _fuse_by_table(block: Any, op_type: str, inputs: tuple[str, ...], outputs: t
                 block.ops.remove(op)
 
 
-def rewrite(fleet: Any, main: Program, startup: Program, optimizer: Optimizer,
-            params_grads: list, strategy: DistributedStrategy) -> PsPlan:
+def rewrite(
+    fleet: Any,
+    main: Program,
+    startup: Program,
+    optimizer: Optimizer,
+    params_grads: list,
+    strategy: DistributedStrategy,
+) -> PsPlan:
     """Rewrites `main` and `startup` in place for a PS worker and stores the plan on `fleet`."""
     mode = strategy.mode
     block = main.global_block()
@@ -170,8 +192,9 @@ def rewrite(fleet: Any, main: Program, startup: Program, optimizer: Optimizer,
 
     sparse_params: list[str] = []
     for op in block.ops:
-        if op.type == "lookup_table" and (op.attrs.get("is_sparse") or
-                                          op.attrs.get("is_distributed")):
+        if op.type == "lookup_table" and (
+            op.attrs.get("is_sparse") or op.attrs.get("is_distributed")
+        ):
             name = op.input("W")[0]
             if name not in sparse_params:
                 sparse_params.append(name)
@@ -180,15 +203,23 @@ def rewrite(fleet: Any, main: Program, startup: Program, optimizer: Optimizer,
     for index, name in enumerate(sparse_params):
         param = block.var(name)
         if getattr(param, "learning_rate", 1.0) != 1.0:
-            raise InvalidArgument(f"sparse table '{name}': a per-parameter learning rate "
-                                  "is not supported on the parameter servers")
+            raise InvalidArgument(
+                f"sparse table '{name}': a per-parameter learning rate "
+                "is not supported on the parameter servers"
+            )
         if getattr(param, "regularizer", None) is not None:
-            raise InvalidArgument(f"sparse table '{name}': regularization of a sparse table "
-                                  "is not supported on the parameter servers")
+            raise InvalidArgument(
+                f"sparse table '{name}': regularization of a sparse table "
+                "is not supported on the parameter servers"
+            )
         dim = int(param.shape[1])
         config = ps_pb2.TableConfig(
-            table_id=index + 1, name=name, type=ps_pb2.SPARSE, dim=dim,
-            initializer=_initializer_config(startup, name, main.random_seed or 1))
+            table_id=index + 1,
+            name=name,
+            type=ps_pb2.SPARSE,
+            dim=dim,
+            initializer=_initializer_config(startup, name, main.random_seed or 1),
+        )
         config.optimizer.CopyFrom(rule)
         sparse_plans.append(SparseTablePlan(index + 1, name, dim, config))
     table_of = {p.param: p for p in sparse_plans}
@@ -199,21 +230,36 @@ def rewrite(fleet: Any, main: Program, startup: Program, optimizer: Optimizer,
             plan = table_of[op.input("W")[0]]
             index = block.ops.index(op)
             block.ops.remove(op)
-            block._insert_op(index, "pull_sparse", inputs={"Ids": op.input("Ids")},
-                             outputs={"Out": op.output("Out")},
-                             attrs={"table_id": plan.table_id, "dim": plan.dim,
-                                    "padding_idx": int(op.attrs.get("padding_idx", -1)),
-                                    "is_test": False, OP_ROLE_ATTR: op.attrs[OP_ROLE_ATTR]},
-                             infer_shape=False)
+            block._insert_op(
+                index,
+                "pull_sparse",
+                inputs={"Ids": op.input("Ids")},
+                outputs={"Out": op.output("Out")},
+                attrs={
+                    "table_id": plan.table_id,
+                    "dim": plan.dim,
+                    "padding_idx": int(op.attrs.get("padding_idx", -1)),
+                    "is_test": False,
+                    OP_ROLE_ATTR: op.attrs[OP_ROLE_ATTR],
+                },
+                infer_shape=False,
+            )
         elif op.type == "lookup_table_grad" and op.input("W")[0] in table_of:
             plan = table_of[op.input("W")[0]]
             index = block.ops.index(op)
             block.ops.remove(op)
-            block._insert_op(index, "push_sparse",
-                             inputs={"Ids": op.input("Ids"), "Grad": op.input("Out@GRAD")},
-                             attrs={"table_id": plan.table_id, "dim": plan.dim,
-                                    "padding_idx": int(op.attrs.get("padding_idx", -1)),
-                                    OP_ROLE_ATTR: op.attrs[OP_ROLE_ATTR]}, infer_shape=False)
+            block._insert_op(
+                index,
+                "push_sparse",
+                inputs={"Ids": op.input("Ids"), "Grad": op.input("Out@GRAD")},
+                attrs={
+                    "table_id": plan.table_id,
+                    "dim": plan.dim,
+                    "padding_idx": int(op.attrs.get("padding_idx", -1)),
+                    OP_ROLE_ATTR: op.attrs[OP_ROLE_ATTR],
+                },
+                infer_shape=False,
+            )
     _fuse_by_table(block, "pull_sparse", ("Ids",), ("Out",), first=True)
     _fuse_by_table(block, "push_sparse", ("Ids", "Grad"), (), first=False)
     sparse_updates = [update_ops[n] for n in sparse_params if n in update_ops]
@@ -245,21 +291,34 @@ def rewrite(fleet: Any, main: Program, startup: Program, optimizer: Optimizer,
         offset += numel
     dense_config = None
     if dense_plans:
-        dense_config = ps_pb2.TableConfig(table_id=DENSE_TABLE_ID, name="dense", type=ps_pb2.DENSE,
-                                          dim=offset,
-                                          initializer=ps_pb2.InitializerConfig(zero={}))
+        dense_config = ps_pb2.TableConfig(
+            table_id=DENSE_TABLE_ID,
+            name="dense",
+            type=ps_pb2.DENSE,
+            dim=offset,
+            initializer=ps_pb2.InitializerConfig(zero={}),
+        )
         dense_config.optimizer.CopyFrom(rule)
         if mode is not PsMode.GEO:
             dense_updates = [update_ops[p.param] for p in dense_plans]
-            _remove_ops_and_state(main, startup, dense_updates,
-                                  keep={p.param for p in dense_plans})
+            _remove_ops_and_state(main, startup, dense_updates, keep={p.param for p in dense_plans})
             with main.op_role_guard(OP_ROLE_OPTIMIZE):
-                block.append_op("send", inputs={"X": [p.grad for p in dense_plans]},
-                                attrs={"table_id": DENSE_TABLE_ID}, infer_shape=False)
+                block.append_op(
+                    "send",
+                    inputs={"X": [p.grad for p in dense_plans]},
+                    attrs={"table_id": DENSE_TABLE_ID},
+                    infer_shape=False,
+                )
     plan = PsPlan(mode, strategy, sparse_plans, dense_plans, dense_config, rule)
     fleet._ps_plan = plan
     return plan
 
 
-__all__ = ["DENSE_TABLE_ID", "DensePlan", "PsPlan", "SparseTablePlan", "optimizer_config",
-           "rewrite"]
+__all__ = [
+    "DENSE_TABLE_ID",
+    "DensePlan",
+    "PsPlan",
+    "SparseTablePlan",
+    "optimizer_config",
+    "rewrite",
+]

@@ -42,20 +42,26 @@ class PsRuntime:
     def _plan(self, what: str) -> PsPlan:
         plan = getattr(self._fleet, "_ps_plan", None)
         if plan is None:
-            raise InvalidArgument(f"fleet.{what}(): call fleet.distributed_optimizer(optimizer, "
-                                  "strategy).minimize(loss) first: it decides the tables")
+            raise InvalidArgument(
+                f"fleet.{what}(): call fleet.distributed_optimizer(optimizer, "
+                "strategy).minimize(loss) first: it decides the tables"
+            )
         return plan
 
     # -- server ------------------------------------------------------------------------------
     def init_server(self, model_dir: Optional[str] = None) -> None:
         role = self._fleet.role_maker
         if not role.is_server():
-            raise InvalidArgument("fleet.init_server() is for server processes "
-                                  f"(this one is {role.role.name.lower()})")
+            raise InvalidArgument(
+                "fleet.init_server() is for server processes "
+                f"(this one is {role.role.name.lower()})"
+            )
         if model_dir is not None:
-            raise Unavailable("fleet.init_server(model_dir): restoring a job from a checkpoint "
-                              "is not in this version; load tables with "
-                              "fleet.ps.PsClient.load from a worker")
+            raise Unavailable(
+                "fleet.init_server(model_dir): restoring a job from a checkpoint "
+                "is not in this version; load tables with "
+                "fleet.ps.PsClient.load from a worker"
+            )
         plan = self._plan("init_server")
         index, endpoints = role.server_index(), role.server_endpoints()
         config = server_config(index, len(endpoints), plan.table_configs())
@@ -75,6 +81,7 @@ class PsRuntime:
     # -- worker ------------------------------------------------------------------------------
     def init_worker(self, scope: Any = None, timeout: float = 300.0) -> None:
         from fleet.executor import global_scope
+
         role = self._fleet.role_maker
         if not role.is_worker():
             raise InvalidArgument("fleet.init_worker() is for worker processes")
@@ -86,15 +93,22 @@ class PsRuntime:
         rule = plan.optimizer_config.SerializeToString()
         dense_id = plan.dense_config.table_id if plan.dense_config is not None else None
         self.communicator = _core.distributed.Communicator(
-            mode=plan.mode.value, worker_id=role.worker_index(), num_workers=role.worker_num(),
+            mode=plan.mode.value,
+            worker_id=role.worker_index(),
+            num_workers=role.worker_num(),
             dense_table_id=dense_id,
             dense=[(d.param, d.grad, d.offset, d.numel) for d in plan.dense],
             sparse=[(s.table_id, s.dim, s.param, rule) for s in plan.sparse],
-            send_queue_size=cfg.send_queue_size, max_merge_var_num=cfg.max_merge_var_num,
-            send_wait_times=cfg.send_wait_times, thread_pool_size=cfg.thread_pool_size,
-            independent_recv=cfg.independent_recv_thread, geo_steps=max(cfg.k_steps, 1),
-            step_timeout_s=timeout, client=self.client._core,
-            root_scope=scope if scope is not None else global_scope())
+            send_queue_size=cfg.send_queue_size,
+            max_merge_var_num=cfg.max_merge_var_num,
+            send_wait_times=cfg.send_wait_times,
+            thread_pool_size=cfg.thread_pool_size,
+            independent_recv=cfg.independent_recv_thread,
+            geo_steps=max(cfg.k_steps, 1),
+            step_timeout_s=timeout,
+            client=self.client._core,
+            root_scope=scope if scope is not None else global_scope(),
+        )
         self.communicator.attach(self._fleet.runtime_resources)
         try:
             self.communicator.start()

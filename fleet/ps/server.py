@@ -20,8 +20,9 @@ logger = logging.getLogger("fleet.ps")
 Server = _core.ps.Server
 
 
-def start_server(config: ps_pb2.ServerConfig, address: str = "127.0.0.1:0",
-                 max_threads: int = 256) -> Server:
+def start_server(
+    config: ps_pb2.ServerConfig, address: str = "127.0.0.1:0", max_threads: int = 256
+) -> Server:
     """Builds the tables and starts serving in background threads; port 0 picks a free port
     (read it from ``server.endpoint``). Stop it with ``server.shutdown()``."""
     return Server.start(config.SerializeToString(), address, max_threads)
@@ -42,9 +43,11 @@ def serve_until_stopped(server: Server, grace: float = 5.0, poll: float = 0.2) -
     benchmarks' echo peer is served the same way)."""
     previous = {}
     if threading.current_thread() is threading.main_thread():
+
         def on_signal(signum: int, frame: object) -> None:
             logger.info("signal %d: stopping", signum)
             server.request_stop()
+
         for signum in (signal.SIGTERM, signal.SIGINT):
             previous[signum] = signal.signal(signum, on_signal)
     try:
@@ -57,8 +60,12 @@ def serve_until_stopped(server: Server, grace: float = 5.0, poll: float = 0.2) -
     logger.info("stopped %s", server.endpoint)
 
 
-def run_server(config: ps_pb2.ServerConfig, address: str = "127.0.0.1:0",
-               ready_file: Optional[str] = None, grace: float = 5.0) -> None:
+def run_server(
+    config: ps_pb2.ServerConfig,
+    address: str = "127.0.0.1:0",
+    ready_file: Optional[str] = None,
+    grace: float = 5.0,
+) -> None:
     """Starts a server, logs its endpoint and tables, writes the endpoint to ``ready_file``
     (atomically) when given, and blocks until it is stopped (see ``serve_until_stopped``)."""
     server = start_server(config, address)
@@ -75,8 +82,11 @@ def main(argv: Optional[list] = None) -> int:
     parser.add_argument("--address", default="127.0.0.1:0", help="host:port; port 0 = any free")
     parser.add_argument("--ready-file", help="file to receive host:port once serving")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.basicConfig(
+        level=logging.INFO,
+        stream=sys.stderr,
+        format="%(asctime)s %(name)s %(levelname)s %(message)s",
+    )
     # This process is a server from here on: keep request buffers for reuse.
     tuning = _core.ps.tune_allocator_for_serving()
     logger.info("allocator tuned for serving: %s", tuning)

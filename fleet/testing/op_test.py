@@ -26,6 +26,7 @@ from fleet.proto import framework_pb2 as pb
 @dataclasses.dataclass
 class Seq:
     """A sequence (LoD) input: `values` rows split by `lod` offsets, e.g. [[0, 2, 5]]."""
+
     values: np.ndarray
     lod: list[list[int]]
 
@@ -33,6 +34,7 @@ class Seq:
 @dataclasses.dataclass
 class Rows:
     """A SelectedRows input: `value[i]` is row `rows[i]` of a [height, width] matrix."""
+
     rows: list[int]
     value: np.ndarray
     height: int
@@ -50,8 +52,12 @@ def _var_names(slot: str, count: int) -> list[str]:
     return [f"{base}_{i}" for i in range(count)]
 
 
-def make_op_desc(op_type: str, inputs: Mapping[str, list[str]],
-                 outputs: Mapping[str, list[str]], attrs: Mapping[str, Any]) -> pb.OpDesc:
+def make_op_desc(
+    op_type: str,
+    inputs: Mapping[str, list[str]],
+    outputs: Mapping[str, list[str]],
+    attrs: Mapping[str, Any],
+) -> pb.OpDesc:
     op = pb.OpDesc(type=op_type)
     for slot, names in inputs.items():
         op.inputs.add(parameter=slot, arguments=names)
@@ -92,8 +98,14 @@ def _run_ops(ops: Sequence[pb.OpDesc], scope: Any, var_names: Sequence[str]) -> 
     executor.run(prepared, scope, [])
 
 
-def run_op(op_type: str, inputs: Mapping[str, InputValue], outputs: Sequence[str] | Mapping[str, int],
-           attrs: Mapping[str, Any] | None = None, *, raw: bool = False) -> dict[str, Any]:
+def run_op(
+    op_type: str,
+    inputs: Mapping[str, InputValue],
+    outputs: Sequence[str] | Mapping[str, int],
+    attrs: Mapping[str, Any] | None = None,
+    *,
+    raw: bool = False,
+) -> dict[str, Any]:
     """Runs one op and returns its outputs by slot: an ndarray (or a list of them for a slot
     with several variables). With raw=True the values are the LoDTensor / SelectedRows objects,
     so a test can read lod() or rows()."""
@@ -113,10 +125,14 @@ def run_op(op_type: str, inputs: Mapping[str, InputValue], outputs: Sequence[str
         for name in names:
             var = scope.find_var(name)
             if raw:
-                values.append(var.get_selected_rows() if var.is_selected_rows() else var.get_tensor())
+                values.append(
+                    var.get_selected_rows() if var.is_selected_rows() else var.get_tensor()
+                )
             else:
                 values.append(_read_value(var))
-        result[slot] = values[0] if len(values) == 1 and not isinstance(outputs, Mapping) else values
+        result[slot] = (
+            values[0] if len(values) == 1 and not isinstance(outputs, Mapping) else values
+        )
     return result
 
 
@@ -129,8 +145,9 @@ def _dense(value: Any) -> np.ndarray:
 def _loss(outputs: dict[str, Any], weights: dict[str, list[np.ndarray]]) -> float:
     total = 0.0
     for slot, ws in weights.items():
-        for value, w in zip(_as_list(outputs[slot]) if isinstance(outputs[slot], list)
-                            else [outputs[slot]], ws):
+        for value, w in zip(
+            _as_list(outputs[slot]) if isinstance(outputs[slot], list) else [outputs[slot]], ws
+        ):
             total += float(np.sum(np.asarray(value, dtype=np.float64) * w))
     return total
 
@@ -144,18 +161,28 @@ def _perturbable(value: InputValue) -> np.ndarray:
     return value
 
 
-def check_grad(op_type: str, inputs: Mapping[str, InputValue], wrt: Sequence[str],
-               attrs: Mapping[str, Any] | None = None, out_slots: Sequence[str] = ("Out",),
-               delta: float = 1e-3, rtol: float = 1e-2, atol: float = 1e-3,
-               seed: int = 0) -> None:
+def check_grad(
+    op_type: str,
+    inputs: Mapping[str, InputValue],
+    wrt: Sequence[str],
+    attrs: Mapping[str, Any] | None = None,
+    out_slots: Sequence[str] = ("Out",),
+    delta: float = 1e-3,
+    rtol: float = 1e-2,
+    atol: float = 1e-3,
+    seed: int = 0,
+) -> None:
     """Compares the op's analytic gradient (its registered grad ops) with central finite
     differences of loss = sum_o sum(w_o * out_o) for random weights w_o, for every input slot in
     `wrt`. Raises AssertionError naming the op, slot, element and both values on mismatch."""
     attrs = dict(attrs or {})
     rng = np.random.default_rng(seed)
-    inputs = {slot: [dataclasses.replace(v) if isinstance(v, (Seq, Rows)) else v
-                     for v in _as_list(value)] if isinstance(value, (list, tuple)) else value
-              for slot, value in inputs.items()}
+    inputs = {
+        slot: [dataclasses.replace(v) if isinstance(v, (Seq, Rows)) else v for v in _as_list(value)]
+        if isinstance(value, (list, tuple))
+        else value
+        for slot, value in inputs.items()
+    }
     # Own float32 copies, so perturbation never touches the caller's arrays.
     for slot, value in list(inputs.items()):
         items = _as_list(value)
@@ -164,17 +191,23 @@ def check_grad(op_type: str, inputs: Mapping[str, InputValue], wrt: Sequence[str
             if isinstance(item, Seq):
                 copies.append(Seq(np.array(item.values), item.lod))
             elif isinstance(item, Rows):
-                copies.append(Rows(list(item.rows), np.array(item.value, dtype=np.float32),
-                                   item.height))
+                copies.append(
+                    Rows(list(item.rows), np.array(item.value, dtype=np.float32), item.height)
+                )
             else:
                 copies.append(np.array(item))
         inputs[slot] = copies if isinstance(value, (list, tuple)) else copies[0]
 
     counts = {slot: 1 for slot in out_slots}
     forward = run_op(op_type, inputs, counts, attrs)
-    weights = {slot: [rng.uniform(0.5, 1.5, size=np.shape(_dense(v))) *
-                      rng.choice([-1.0, 1.0], size=np.shape(_dense(v)))
-                      for v in forward[slot]] for slot in out_slots}
+    weights = {
+        slot: [
+            rng.uniform(0.5, 1.5, size=np.shape(_dense(v)))
+            * rng.choice([-1.0, 1.0], size=np.shape(_dense(v)))
+            for v in forward[slot]
+        ]
+        for slot in out_slots
+    }
 
     analytic = _analytic_grads(op_type, inputs, attrs, forward, weights, wrt)
     for slot in wrt:
@@ -192,24 +225,33 @@ def check_grad(op_type: str, inputs: Mapping[str, InputValue], wrt: Sequence[str
                 numeric.reshape(-1)[j] = (plus - minus) / (2 * delta)
             got = analytic[slot][index]
             if got.shape != numeric.shape:
-                raise AssertionError(f"{op_type}: gradient of {slot}[{index}] has shape "
-                                     f"{got.shape}, expected {numeric.shape}")
+                raise AssertionError(
+                    f"{op_type}: gradient of {slot}[{index}] has shape "
+                    f"{got.shape}, expected {numeric.shape}"
+                )
             bad = np.abs(got - numeric) > atol + rtol * np.abs(numeric)
             if bad.any():
                 j = tuple(np.argwhere(bad)[0])
                 raise AssertionError(
                     f"{op_type}: gradient of {slot}[{index}] at {j} is {got[j]:.6g}, finite "
                     f"differences give {numeric[j]:.6g} ({int(bad.sum())} of {bad.size} "
-                    f"elements differ)")
+                    f"elements differ)"
+                )
 
 
-def _analytic_grads(op_type: str, inputs: Mapping[str, InputValue], attrs: Mapping[str, Any],
-                    forward: dict[str, list], weights: dict[str, list[np.ndarray]],
-                    wrt: Sequence[str]) -> dict[str, list[np.ndarray]]:
+def _analytic_grads(
+    op_type: str,
+    inputs: Mapping[str, InputValue],
+    attrs: Mapping[str, Any],
+    forward: dict[str, list],
+    weights: dict[str, list[np.ndarray]],
+    wrt: Sequence[str],
+) -> dict[str, list[np.ndarray]]:
     scope = _core.Scope()
     in_names = {slot: _var_names(slot, len(_as_list(v))) for slot, v in inputs.items()}
-    out_names = {slot: [f"out_{n}" for n in _var_names(slot, len(vals))]
-                 for slot, vals in forward.items()}
+    out_names = {
+        slot: [f"out_{n}" for n in _var_names(slot, len(vals))] for slot, vals in forward.items()
+    }
     for slot, value in inputs.items():
         for name, item in zip(in_names[slot], _as_list(value)):
             _set_value(scope, name, item)
@@ -223,8 +265,9 @@ def _analytic_grads(op_type: str, inputs: Mapping[str, InputValue], attrs: Mappi
             lod = scope.find_var(name).get_tensor().lod()
             if lod:
                 tensor.set_lod(lod)
-    grad_ops = [pb.OpDesc.FromString(b)
-                for b in _core.op_registry.make_grad_ops(fwd.SerializeToString())]
+    grad_ops = [
+        pb.OpDesc.FromString(b) for b in _core.op_registry.make_grad_ops(fwd.SerializeToString())
+    ]
     # Keep only gradients that are asked for or consumed, as autodiff would.
     wanted = {n + "@GRAD" for slot in wrt for n in in_names[slot]}
     for op in grad_ops:

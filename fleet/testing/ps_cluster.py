@@ -1,6 +1,7 @@
 """Parameter servers (or other servers run the same way, such as the benchmarks' gRPC echo
-peer) as real processes on 127.0.0.1, for tests and benchmarks. Each server binds port 0 (a free port, no race) and reports the port it got in a
-ready file; ``PsCluster.stop()`` sends SIGTERM and kills after a grace period."""
+peer) as real processes on 127.0.0.1, for tests and benchmarks. Each server binds port 0 (a free
+port, no race) and reports the port it got in a ready file; ``PsCluster.stop()`` sends SIGTERM
+and kills after a grace period."""
 
 from __future__ import annotations
 
@@ -60,22 +61,30 @@ def _wait_ready(proc: subprocess.Popen, ready: Path, log: Path) -> str:
         if ready.exists():
             return ready.read_text().strip()
         if proc.poll() is not None:
-            raise RuntimeError(f"server exited with {proc.returncode}:\n"
-                               f"{log.read_text(errors='replace')}")
+            raise RuntimeError(
+                f"server exited with {proc.returncode}:\n{log.read_text(errors='replace')}"
+            )
         time.sleep(0.02)
-    raise TimeoutError(f"server not ready within {START_TIMEOUT_S}s:\n"
-                       f"{log.read_text(errors='replace')}")
+    raise TimeoutError(
+        f"server not ready within {START_TIMEOUT_S}s:\n{log.read_text(errors='replace')}"
+    )
 
 
 def _limit_file_size(max_bytes: int) -> Callable[[], None]:
     def apply() -> None:
         resource.setrlimit(resource.RLIMIT_FSIZE, (max_bytes, max_bytes))
+
     return apply
 
 
-def start_servers(workdir: Path, tables: Optional[Sequence[dict]], num_servers: int,
-                  tag: str = "ps", max_file_bytes: Optional[int] = None,
-                  module: str = "fleet.ps.server") -> PsCluster:
+def start_servers(
+    workdir: Path,
+    tables: Optional[Sequence[dict]],
+    num_servers: int,
+    tag: str = "ps",
+    max_file_bytes: Optional[int] = None,
+    module: str = "fleet.ps.server",
+) -> PsCluster:
     """Starts ``num_servers`` processes of ``python -m module`` holding ``tables`` with files
     under ``workdir``, and waits until all serve. ``module`` takes ``--ready-file`` and
     ``--address``, and ``--config`` unless ``tables`` is None (a server with no tables, such as
@@ -90,17 +99,28 @@ def start_servers(workdir: Path, tables: Optional[Sequence[dict]], num_servers: 
         for i in range(num_servers):
             ready = workdir / f"{tag}-{i}.ready"
             log = workdir / f"{tag}-{i}.log"
-            args = [sys.executable, "-m", module, "--ready-file", str(ready),
-                    "--address", "127.0.0.1:0"]
+            args = [
+                sys.executable,
+                "-m",
+                module,
+                "--ready-file",
+                str(ready),
+                "--address",
+                "127.0.0.1:0",
+            ]
             if tables is not None:
                 config = workdir / f"{tag}-{i}.json"
                 write_server_config(server_config(i, num_servers, tables), str(config))
                 args += ["--config", str(config)]
             with open(log, "wb") as out:
                 proc = subprocess.Popen(
-                    args, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=str(workdir),
-                    preexec_fn=None if max_file_bytes is None else _limit_file_size(
-                        max_file_bytes))
+                    args,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                    cwd=str(workdir),
+                    preexec_fn=None if max_file_bytes is None else _limit_file_size(max_file_bytes),
+                )
             cluster.procs.append(proc)
             cluster.logs.append(log)
         for i, (proc, log) in enumerate(zip(cluster.procs, cluster.logs)):

@@ -26,8 +26,9 @@ class ReferenceRule:
         if self.kind == "adagrad":
             c = optimizer.adagrad
             self.eps = np.float32(c.epsilon if c.HasField("epsilon") else 1e-6)
-            self.init = np.float32(c.initial_accumulator if c.HasField("initial_accumulator")
-                                   else 0.0)
+            self.init = np.float32(
+                c.initial_accumulator if c.HasField("initial_accumulator") else 0.0
+            )
         elif self.kind == "adam":
             c = optimizer.adam
             self.beta1 = np.float32(c.beta1 if c.HasField("beta1") else 0.9)
@@ -42,12 +43,13 @@ class ReferenceRule:
             return np.full(dim, self.init, np.float32)
         if self.kind == "adam":
             state = np.zeros(2 * dim + 2, np.float32)
-            state[2 * dim:] = [self.beta1, self.beta2]
+            state[2 * dim :] = [self.beta1, self.beta2]
             return state
         return np.zeros(0, np.float32)
 
-    def update(self, w: np.ndarray, state: np.ndarray,
-               g: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    def update(
+        self, w: np.ndarray, state: np.ndarray, g: np.ndarray
+    ) -> Tuple[np.ndarray, np.ndarray]:
         w = w.astype(np.float32).copy()
         state = state.astype(np.float32).copy()
         g = g.astype(np.float32)
@@ -57,7 +59,7 @@ class ReferenceRule:
             state += g * g
             return w - self.lr * g / (np.sqrt(state) + self.eps), state
         dim = w.size
-        m, v = state[:dim], state[dim:2 * dim]
+        m, v = state[:dim], state[dim : 2 * dim]
         beta1_pow, beta2_pow = state[2 * dim], state[2 * dim + 1]
         lr_t = self.lr * np.sqrt(1 - beta2_pow) / (1 - beta1_pow)
         m[:] = self.beta1 * m + (1 - self.beta1) * g

@@ -13,10 +13,12 @@ from typing import Any, Sequence
 def run_script(args: Sequence[Any], timeout: float, cwd: str | os.PathLike) -> str:
     """stdout of `python *args` (run in `cwd`); AssertionError with both output tails when it
     exits non-zero."""
-    proc = subprocess.run([sys.executable, *map(str, args)], capture_output=True, text=True,
-                          timeout=timeout, cwd=cwd)
-    assert proc.returncode == 0, (f"{args[0]} exited with {proc.returncode}:\n"
-                                  f"{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
+    proc = subprocess.run(
+        [sys.executable, *map(str, args)], capture_output=True, text=True, timeout=timeout, cwd=cwd
+    )
+    assert proc.returncode == 0, (
+        f"{args[0]} exited with {proc.returncode}:\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
+    )
     return proc.stdout
 
 

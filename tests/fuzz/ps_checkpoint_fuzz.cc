@@ -8,6 +8,7 @@
 // a finding. FLEET_FUZZ_WRITE_SEEDS=<dir> writes that checkpoint's manifest and parts there, as
 // seeds for the corpus (tests/fuzz/corpus/ps_checkpoint).
 
+#include <google/protobuf/stubs/logging.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -18,8 +19,6 @@
 #include <fstream>
 #include <memory>
 #include <string>
-
-#include <google/protobuf/stubs/logging.h>
 #include <vector>
 
 #include "ps/checkpoint.h"
@@ -80,9 +79,9 @@ void MakeCheckpoint(const std::string& dir) {
 void FuzzPart(const uint8_t* data, size_t size, bool fix_crc) {
   std::vector<uint8_t> bytes(data, data + size);
   if (fix_crc && bytes.size() >= sizeof(TableFileHeader)) {
-    const uint32_t crc = static_cast<uint32_t>(
-        crc32_z(crc32_z(0, nullptr, 0), bytes.data() + sizeof(TableFileHeader),
-                bytes.size() - sizeof(TableFileHeader)));
+    const uint32_t crc = static_cast<uint32_t>(crc32_z(crc32_z(0, nullptr, 0),
+                                                       bytes.data() + sizeof(TableFileHeader),
+                                                       bytes.size() - sizeof(TableFileHeader)));
     std::memcpy(bytes.data() + offsetof(TableFileHeader, checksum), &crc, sizeof(crc));
   }
   const std::string path = *scratch + "/part";
@@ -115,8 +114,8 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   char dir[] = "/tmp/ps_checkpoint_fuzz.XXXXXX";
   if (mkdtemp(dir) == nullptr) std::abort();
   // Mutated strings that are not UTF-8 fail to parse, as they should; do not log each one.
-  google::protobuf::SetLogHandler([](google::protobuf::LogLevel, const char*, int,
-                                     const std::string&) {});
+  google::protobuf::SetLogHandler(
+      [](google::protobuf::LogLevel, const char*, int, const std::string&) {});
   scratch = new std::string(dir);
   std::atexit([] { fs::remove_all(*scratch); });
   tables = new std::unique_ptr<detail::TableSet>(*detail::TableSet::Create(Config(), Sharding()));

@@ -6,6 +6,7 @@
 // its reply; what must not happen is a crash, a sanitizer report, a hang or unbounded memory.
 // Seeds: tests/fuzz/corpus/ps_service (tests/fuzz/ps_make_seeds.py writes them).
 
+#include <google/protobuf/stubs/logging.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -13,8 +14,6 @@
 #include <filesystem>
 #include <memory>
 #include <string>
-
-#include <google/protobuf/stubs/logging.h>
 
 #include "ps/detail/barrier.h"
 #include "ps/detail/service.h"
@@ -64,8 +63,8 @@ void Reset() {
   server = new Server;
   server->tables = *detail::TableSet::Create(Config(), Sharding());
   server->barriers = std::make_unique<detail::BarrierSet>();
-  server->service = std::make_unique<detail::PsServiceImpl>(server->tables.get(),
-                                                            server->barriers.get(), [] {});
+  server->service =
+      std::make_unique<detail::PsServiceImpl>(server->tables.get(), server->barriers.get(), [] {});
 }
 
 template <class Request, class Reply, class Handler>
@@ -90,8 +89,8 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   char dir[] = "/tmp/ps_service_fuzz.XXXXXX";
   if (mkdtemp(dir) == nullptr) std::abort();
   // Mutated strings that are not UTF-8 fail to parse, as they should; do not log each one.
-  google::protobuf::SetLogHandler([](google::protobuf::LogLevel, const char*, int,
-                                     const std::string&) {});
+  google::protobuf::SetLogHandler(
+      [](google::protobuf::LogLevel, const char*, int, const std::string&) {});
   scratch = new std::string(dir);
   std::atexit([] { std::filesystem::remove_all(*scratch); });
   Reset();
@@ -105,20 +104,42 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const uint8_t* body = data + 1;
   const size_t n = size - 1;
   switch (data[0] % 12) {
-    case 0: Run<proto::PullSparseRequest, proto::PullSparseReply>(body, n, &S::PullSparse); break;
-    case 1: Run<proto::PushSparseRequest, proto::PushReply>(body, n, &S::PushSparse); break;
-    case 2: Run<proto::PullDenseRequest, proto::PullDenseReply>(body, n, &S::PullDense); break;
-    case 3: Run<proto::PushDenseRequest, proto::PushReply>(body, n, &S::PushDense); break;
-    case 4: Run<proto::BarrierRequest, proto::BarrierReply>(body, n, &S::Barrier); break;
-    case 5: Run<proto::SaveRequest, proto::SaveLoadReply>(body, n, &S::Save); break;
-    case 6: Run<proto::LoadRequest, proto::SaveLoadReply>(body, n, &S::Load); break;
-    case 7: Run<proto::ShrinkRequest, proto::ShrinkReply>(body, n, &S::Shrink); break;
-    case 8: Run<proto::StatsRequest, proto::StatsReply>(body, n, &S::Stats); break;
-    case 9: Run<proto::HeartbeatRequest, proto::HeartbeatReply>(body, n, &S::Heartbeat); break;
+    case 0:
+      Run<proto::PullSparseRequest, proto::PullSparseReply>(body, n, &S::PullSparse);
+      break;
+    case 1:
+      Run<proto::PushSparseRequest, proto::PushReply>(body, n, &S::PushSparse);
+      break;
+    case 2:
+      Run<proto::PullDenseRequest, proto::PullDenseReply>(body, n, &S::PullDense);
+      break;
+    case 3:
+      Run<proto::PushDenseRequest, proto::PushReply>(body, n, &S::PushDense);
+      break;
+    case 4:
+      Run<proto::BarrierRequest, proto::BarrierReply>(body, n, &S::Barrier);
+      break;
+    case 5:
+      Run<proto::SaveRequest, proto::SaveLoadReply>(body, n, &S::Save);
+      break;
+    case 6:
+      Run<proto::LoadRequest, proto::SaveLoadReply>(body, n, &S::Load);
+      break;
+    case 7:
+      Run<proto::ShrinkRequest, proto::ShrinkReply>(body, n, &S::Shrink);
+      break;
+    case 8:
+      Run<proto::StatsRequest, proto::StatsReply>(body, n, &S::Stats);
+      break;
+    case 9:
+      Run<proto::HeartbeatRequest, proto::HeartbeatReply>(body, n, &S::Heartbeat);
+      break;
     case 10:
       Run<proto::CommitSaveRequest, proto::CommitSaveReply>(body, n, &S::CommitSave);
       break;
-    default: Run<proto::StopRequest, proto::StopReply>(body, n, &S::Stop); break;
+    default:
+      Run<proto::StopRequest, proto::StopReply>(body, n, &S::Stop);
+      break;
   }
   return 0;
 }

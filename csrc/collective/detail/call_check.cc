@@ -48,8 +48,8 @@ bool IsTimeout(const std::exception& e) { return std::strstr(e.what(), "Timed ou
 }  // namespace
 
 CallSignature MakeSignature(CallKind kind, const std::string& type,
-                            const std::vector<int64_t>& shape, uint64_t bytes, int reduce,
-                            int root, uint64_t sequence) {
+                            const std::vector<int64_t>& shape, uint64_t bytes, int reduce, int root,
+                            uint64_t sequence) {
   CallSignature call;
   call.kind = kind;
   call.reduce = reduce;
@@ -138,14 +138,14 @@ void CheckCall(const std::shared_ptr<gloo::Context>& context, const CallSignatur
   if (!missing.empty()) {
     throw Timeout(absl::StrCat(call, " in ", where, ": rank(s) [", absl::StrJoin(missing, ", "),
                                "] did not arrive within ", timeout.count() / 1000.0,
-                               " s (arrived: this rank",
-                               arrived.empty() ? "" : ", ", absl::StrJoin(arrived, ", "), ")"));
+                               " s (arrived: this rank", arrived.empty() ? "" : ", ",
+                               absl::StrJoin(arrived, ", "), ")"));
   }
   try {
     for (auto& send : sends) send->waitSend(remaining());
   } catch (const std::exception& e) {
-    throw Unavailable(absl::StrCat(call, " in ", where, ": sending the call check failed: ",
-                                   e.what()));
+    throw Unavailable(
+        absl::StrCat(call, " in ", where, ": sending the call check failed: ", e.what()));
   }
   // Everyone now holds the same list of calls; compare each with rank 0's.
   const std::string reference = Key(calls[0]);

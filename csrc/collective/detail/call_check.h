@@ -29,12 +29,12 @@ namespace fleet::collective::detail {
 struct CallSignature {
   static constexpr int kMaxDims = 8;
   static constexpr int kTypeChars = 8;
-  uint32_t kind = 0;    // CallKind
-  int32_t reduce = -1;  // ReduceOp, or -1
-  int32_t root = -1;    // broadcast root, or -1
-  uint32_t ndim = 0;    // 0: no shape given (then `bytes` alone describes the size)
-  uint64_t bytes = 0;   // payload bytes of this rank
-  char type[kTypeChars] = {};  // element type name, may be empty
+  uint32_t kind = 0;            // CallKind
+  int32_t reduce = -1;          // ReduceOp, or -1
+  int32_t root = -1;            // broadcast root, or -1
+  uint32_t ndim = 0;            // 0: no shape given (then `bytes` alone describes the size)
+  uint64_t bytes = 0;           // payload bytes of this rank
+  char type[kTypeChars] = {};   // element type name, may be empty
   int64_t dims[kMaxDims] = {};  // a shape of more than kMaxDims dims keeps its product in the last
   uint64_t sequence = 0;        // the group's call counter
 };
@@ -43,8 +43,8 @@ enum CallKind : uint32_t { kAllReduce = 1, kAllGather = 2, kBroadcast = 3, kBarr
 
 // Fills a signature; `shape` may be empty, `type` is cut to kTypeChars.
 CallSignature MakeSignature(CallKind kind, const std::string& type,
-                            const std::vector<int64_t>& shape, uint64_t bytes, int reduce,
-                            int root, uint64_t sequence);
+                            const std::vector<int64_t>& shape, uint64_t bytes, int reduce, int root,
+                            uint64_t sequence);
 
 // "all-reduce(float32 [2, 3], sum)", for messages.
 std::string DescribeCall(const CallSignature& call);

@@ -182,9 +182,8 @@ bool ReadFrame(ByteSource* source, Frame* frame, const std::string& peer) {
     uint64_t len = 0;
     source->ReadExact(&len, sizeof(len), false);
     FLEET_ENFORCE(len <= kMaxPartBytes && total + len <= kMaxFrameBytes, InvalidArgument,
-                  "malformed frame from ", peer, ": part ", i, " claims ", len,
-                  " bytes (at most ", kMaxPartBytes, " per part and ", kMaxFrameBytes,
-                  " per frame)");
+                  "malformed frame from ", peer, ": part ", i, " claims ", len, " bytes (at most ",
+                  kMaxPartBytes, " per part and ", kMaxFrameBytes, " per frame)");
     total += len;
     std::string& part = frame->parts.emplace_back();
     while (part.size() < len) {

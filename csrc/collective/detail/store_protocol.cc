@@ -15,8 +15,8 @@ Frame HandleStoreRequest(MemoryStore* data, const Frame& request) {
         data->Set(parts[0], parts[1]);
         return {kStoreOk, {}};
       case kStoreGet: {
-        FLEET_ENFORCE(parts.size() == 1, InvalidArgument, "GET takes one key, got ",
-                      parts.size(), " parts");
+        FLEET_ENFORCE(parts.size() == 1, InvalidArgument, "GET takes one key, got ", parts.size(),
+                      " parts");
         auto value = data->TryGet(parts[0]);
         if (!value) return {kStoreNotFound, {}};
         return {kStoreOk, {*std::move(value)}};

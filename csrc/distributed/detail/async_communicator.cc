@@ -15,7 +15,8 @@ AsyncCommunicator::AsyncCommunicator(CommunicatorConfig config,
     : CommunicatorBase(std::move(config), std::move(client), root) {
   FLEET_ENFORCE(config_.send_queue_size > 0 && config_.max_merge_var_num > 0 &&
                     config_.thread_pool_size > 0 && config_.send_wait_times >= 0,
-                InvalidArgument, "async communicator: send_queue_size, max_merge_var_num and "
+                InvalidArgument,
+                "async communicator: send_queue_size, max_merge_var_num and "
                 "thread_pool_size must be positive, send_wait_times not negative");
   auto merge_limit = [this](uint32_t table_id) -> size_t {
     auto table = client_->Table(table_id);
@@ -50,7 +51,8 @@ AsyncCommunicator::~AsyncCommunicator() {
 }
 
 void AsyncCommunicator::StartThreads() {
-  const size_t pool = std::min<size_t>(config_.thread_pool_size, std::max<size_t>(1, queues_.size()));
+  const size_t pool =
+      std::min<size_t>(config_.thread_pool_size, std::max<size_t>(1, queues_.size()));
   std::vector<std::vector<size_t>> owned(pool);
   size_t dense_owner = 0;
   for (size_t q = 0; q < queues_.size(); ++q) {

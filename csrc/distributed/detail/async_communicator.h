@@ -54,7 +54,7 @@ class AsyncCommunicator : public CommunicatorBase {
     bool dense = false;
     std::string what;
     std::deque<Item> items;
-    int in_flight = 0;  // items taken by a send thread and not yet pushed
+    int in_flight = 0;     // items taken by a send thread and not yet pushed
     size_t max_merge = 1;  // max_merge_var_num for SGD tables, else 1 (see above)
   };
   void Enqueue(size_t q, Item item);

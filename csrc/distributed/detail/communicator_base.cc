@@ -40,8 +40,8 @@ CommunicatorBase::CommunicatorBase(CommunicatorConfig config, std::shared_ptr<ps
     : config_(std::move(config)), client_(std::move(client)), root_(root) {
   FLEET_ENFORCE(client_ != nullptr && root_ != nullptr, InvalidArgument,
                 "a communicator needs a PS client and a root scope");
-  FLEET_ENFORCE(config_.num_workers > 0 && config_.worker_id < config_.num_workers,
-                InvalidArgument, "communicator: worker_id ", config_.worker_id,
+  FLEET_ENFORCE(config_.num_workers > 0 && config_.worker_id < config_.num_workers, InvalidArgument,
+                "communicator: worker_id ", config_.worker_id,
                 " is not in [0, num_workers=", config_.num_workers, ")");
   for (const DenseVar& var : config_.dense) {
     FLEET_ENFORCE(var.offset == dense_size_, InvalidArgument, "communicator: dense variable '",
@@ -92,8 +92,8 @@ std::vector<LoDTensor*> CommunicatorBase::DenseParams() const {
     FLEET_ENFORCE(t->initialized() && static_cast<size_t>(t->numel()) == var.numel &&
                       t->dtype() == DType::kFloat32,
                   InvalidArgument, "dense parameter '", var.param, "' holds ",
-                  t->initialized() ? t->numel() : 0, " values, the PS program expects ",
-                  var.numel, " float32");
+                  t->initialized() ? t->numel() : 0, " values, the PS program expects ", var.numel,
+                  " float32");
     params.push_back(t);
   }
   return params;

@@ -52,10 +52,10 @@ class StepMergeCommunicator : public CommunicatorBase {
 
   absl::Mutex mu_;
   absl::CondVar cv_;
-  int active_ ABSL_GUARDED_BY(mu_) = 0;    // threads of the pass still running
-  int arrived_ ABSL_GUARDED_BY(mu_) = 0;   // threads waiting at this step's meeting
-  int64_t meeting_ ABSL_GUARDED_BY(mu_) = 0;  // meetings held (wakes the waiters)
-  int dense_parts_ ABSL_GUARDED_BY(mu_) = 0;  // threads that sent dense gradients this step
+  int active_ ABSL_GUARDED_BY(mu_) = 0;        // threads of the pass still running
+  int arrived_ ABSL_GUARDED_BY(mu_) = 0;       // threads waiting at this step's meeting
+  int64_t meeting_ ABSL_GUARDED_BY(mu_) = 0;   // meetings held (wakes the waiters)
+  int dense_parts_ ABSL_GUARDED_BY(mu_) = 0;   // threads that sent dense gradients this step
   int contributors_ ABSL_GUARDED_BY(mu_) = 0;  // threads that took part in this step
   std::vector<float> dense_sums_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint32_t, SparseSums> sparse_ ABSL_GUARDED_BY(mu_);

@@ -1,6 +1,7 @@
 #include "ps/detail/barrier.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace fleet::ps::detail {
 
@@ -33,9 +34,9 @@ absl::Status BarrierSet::ArriveAndRun(const std::string& name, uint32_t num_work
                                                    round.expected));
   }
   if (round.waiting[worker_id]) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "barrier '", name, "': worker id ", worker_id,
-        " is already waiting in this round (two workers with one id?); not counted"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("barrier '", name, "': worker id ", worker_id,
+                     " is already waiting in this round (two workers with one id?); not counted"));
   }
   const uint64_t generation = round.generation;
   if (done) ++round.done;
@@ -66,12 +67,16 @@ absl::Status BarrierSet::ArriveAndRun(const std::string& name, uint32_t num_work
         return late.result;
       }
       const uint32_t arrived = late.arrived;
+      std::vector<uint32_t> missing;
+      for (uint32_t w = 0; w < late.waiting.size(); ++w) {
+        if (!late.waiting[w]) missing.push_back(w);
+      }
       --late.arrived;
       if (done) --late.done;
       late.waiting[worker_id] = false;
-      return absl::DeadlineExceededError(absl::StrCat("barrier '", name, "': ", arrived, " of ",
-                                                      num_workers, " workers arrived within ",
-                                                      absl::FormatDuration(timeout)));
+      return absl::DeadlineExceededError(absl::StrCat(
+          "barrier '", name, "': ", arrived, " of ", num_workers, " workers arrived within ",
+          absl::FormatDuration(timeout), "; missing worker(s) ", absl::StrJoin(missing, ", ")));
     }
   }
 }

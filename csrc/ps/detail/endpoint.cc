@@ -51,9 +51,9 @@ absl::Status CheckEndpoint(const std::string& endpoint, bool allow_port_zero,
     }
   }
   if (ValidHostPort(text, allow_port_zero)) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      what, " '", endpoint.substr(0, 200), "' is not host:port (a port from ",
-      allow_port_zero ? 0 : 1, " to 65535), [ipv6]:port or unix:path"));
+  return absl::InvalidArgumentError(
+      absl::StrCat(what, " '", endpoint.substr(0, 200), "' is not host:port (a port from ",
+                   allow_port_zero ? 0 : 1, " to 65535), [ipv6]:port or unix:path"));
 }
 
 }  // namespace fleet::ps::detail

@@ -24,10 +24,9 @@ absl::Status GradAccumulator::AddSparse(uint32_t table_id, absl::Span<const int6
   if (!table.ok()) return table.status();
   const size_t dim = (*table)->dim();
   if (grads.size() != keys.size() * dim) {
-    return absl::InvalidArgumentError(absl::StrCat("sparse table ", table_id, ": ", keys.size(),
-                                                   " keys of dim ", dim, " need ",
-                                                   keys.size() * dim, " gradients, got ",
-                                                   grads.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("sparse table ", table_id, ": ", keys.size(), " keys of dim ", dim, " need ",
+                     keys.size() * dim, " gradients, got ", grads.size()));
   }
   if (!AllFinite(grads)) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -55,8 +54,8 @@ absl::Status GradAccumulator::AddDense(uint32_t table_id, absl::Span<const float
   if (!table.ok()) return table.status();
   if (grads.size() != (*table)->local_size()) {
     return absl::InvalidArgumentError(absl::StrCat("dense table ", table_id, ": this server holds ",
-                                                   (*table)->local_size(), " floats, the push sent ",
-                                                   grads.size()));
+                                                   (*table)->local_size(),
+                                                   " floats, the push sent ", grads.size()));
   }
   if (!AllFinite(grads)) {
     return absl::InvalidArgumentError(absl::StrCat(

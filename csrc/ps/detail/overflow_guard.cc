@@ -13,8 +13,7 @@ absl::Status CheckOverflowConfig(const proto::TableConfig& config, const std::st
   const float max_abs = config.overflow().max_abs();
   if (max_abs >= 0.0f && std::isfinite(max_abs)) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(
-      name, ": overflow.max_abs must be a finite number >= 0 (0: the float range), got ",
-      max_abs));
+      name, ": overflow.max_abs must be a finite number >= 0 (0: the float range), got ", max_abs));
 }
 
 OverflowGuard::OverflowGuard(const proto::OverflowConfig& config)

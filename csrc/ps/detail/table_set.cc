@@ -27,8 +27,8 @@ const char* RuleName(const proto::OptimizerConfig& optimizer) {
 // The manifest entry of a part just written.
 absl::StatusOr<proto::CheckpointFile> DescribePart(const std::string& dirname,
                                                    const std::string& relative,
-                                                   const proto::TableConfig& table,
-                                                   uint32_t server, uint32_t servers) {
+                                                   const proto::TableConfig& table, uint32_t server,
+                                                   uint32_t servers) {
   const std::string path = (std::filesystem::path(dirname) / relative).string();
   auto header = ReadTableFileHeader(path);
   if (!header.ok()) return header.status();
@@ -130,8 +130,8 @@ absl::StatusOr<std::vector<proto::CheckpointFile>> TableSet::Save(const std::str
     if (auto it = sparse_.find(id); it != sparse_.end()) {
       relative = PartPath(save_id, id, index, servers, mode == proto::DELTA);
       uint32_t cycle = 0;
-      written = it->second->WritePart((std::filesystem::path(dirname) / relative).string(), mode,
-                                      &cycle);
+      written =
+          it->second->WritePart((std::filesystem::path(dirname) / relative).string(), mode, &cycle);
       cycles.emplace_back(id, cycle);
       config = &it->second->config();
     } else if (auto jt = dense_.find(id); jt != dense_.end()) {

@@ -102,10 +102,10 @@ TEST_F(LineStreamTest, DestructorKillsAndReapsTheWholePipeline) {
   std::string pid_file = dir_ + "/pid";
   {
     // The shell records its pid and its process group (field 5 of /proc/self/stat).
-    LineStream s(Write("k", "1\n"),
-                 "echo $$ $(cut -d' ' -f5 /proc/$$/stat) > " + pid_file +
-                     "; cat; sleep 1000 | sleep 1000",
-                 nullptr);
+    LineStream s(
+        Write("k", "1\n"),
+        "echo $$ $(cut -d' ' -f5 /proc/$$/stat) > " + pid_file + "; cat; sleep 1000 | sleep 1000",
+        nullptr);
     std::string_view line;
     ASSERT_TRUE(s.Next(&line));
   }
@@ -134,8 +134,8 @@ TEST_F(LineStreamTest, IdleCommandTimesOutNamingFileAndCommand) {
     s.Next(&line);
     FAIL() << "no timeout";
   } catch (const Timeout& e) {
-    EXPECT_PRED2(Contains, e.what(), ("pipe_command 'cat; sleep 1000' on file '" + path +
-                                    "' wrote nothing for 0.3 s"));
+    EXPECT_PRED2(Contains, e.what(),
+                 ("pipe_command 'cat; sleep 1000' on file '" + path + "' wrote nothing for 0.3 s"));
   }
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
 }

@@ -57,8 +57,8 @@ TEST_F(ParserTest, BlankLinesHoldNoSample) {
 }
 
 TEST_F(ParserTest, Int64Limits) {
-  ASSERT_TRUE(parser_.Parse("2 9223372036854775807 -9223372036854775808 2 0 0 1 1", "f", 1,
-                            &block_));
+  ASSERT_TRUE(
+      parser_.Parse("2 9223372036854775807 -9223372036854775808 2 0 0 1 1", "f", 1, &block_));
   EXPECT_EQ(block_.column(0).ids[0], std::numeric_limits<int64_t>::max());
   EXPECT_EQ(block_.column(0).ids[1], std::numeric_limits<int64_t>::min());
   EXPECT_NE(ErrorOf("1 9223372036854775808 2 0 0 1 1").find("outside the int64 range"),
@@ -129,9 +129,10 @@ TEST_F(ParserTest, FloatSpellings) {
 // general path (std::from_chars, strtoll rules) gives, at and beyond the fast paths' limits.
 TEST_F(ParserTest, FastPathsMatchStrtofAndStrtoll) {
   std::mt19937_64 rng(7);
-  std::vector<std::string> floats = {"0", "-0", "16777216", "16777217", "-16777217", "0.1",
-                                     "1.0000000001", "123456789", "1234567890", "0.0000000001",
-                                     "3.4028235", "9.99999999", "1.", ".5", "007.50"};
+  std::vector<std::string> floats = {"0",          "-0",           "16777216",     "16777217",
+                                     "-16777217",  "0.1",          "1.0000000001", "123456789",
+                                     "1234567890", "0.0000000001", "3.4028235",    "9.99999999",
+                                     "1.",         ".5",           "007.50"};
   for (int i = 0; i < 4000; ++i) {
     std::string text = std::to_string(rng() % 10000000000ULL);
     text = text.substr(0, 1 + rng() % 10);
@@ -140,8 +141,13 @@ TEST_F(ParserTest, FastPathsMatchStrtofAndStrtoll) {
     if (text.front() == '.') text.insert(0, "0");
     floats.push_back(rng() % 2 ? "-" + text : text);
   }
-  std::vector<std::string> ints = {"0", "-0", "999999999999999999", "-999999999999999999",
-                                   "1000000000000000000", "-1000000000000000000", "007"};
+  std::vector<std::string> ints = {"0",
+                                   "-0",
+                                   "999999999999999999",
+                                   "-999999999999999999",
+                                   "1000000000000000000",
+                                   "-1000000000000000000",
+                                   "007"};
   for (int i = 0; i < 1000; ++i) {
     std::string text = std::to_string((rng() >> 1) >> (rng() % 63));  // within int64
     ints.push_back(rng() % 2 ? "-" + text : text);

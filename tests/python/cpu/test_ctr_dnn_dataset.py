@@ -23,8 +23,19 @@ def _run(args, timeout=600):
 @pytest.fixture(scope="module")
 def raw_files(tmp_path_factory):
     out = tmp_path_factory.mktemp("ctr_dataset")
-    _run([EXAMPLE / "generate_data.py", "--out", out, "--train_rows", TRAIN_ROWS,
-          "--test_rows", TEST_ROWS, "--seed", 5])
+    _run(
+        [
+            EXAMPLE / "generate_data.py",
+            "--out",
+            out,
+            "--train_rows",
+            TRAIN_ROWS,
+            "--test_rows",
+            TEST_ROWS,
+            "--seed",
+            5,
+        ]
+    )
     lines = (out / "train.txt").read_text().splitlines(keepends=True)
     parts = []
     for i in range(PARTS):
@@ -38,16 +49,31 @@ def raw_files(tmp_path_factory):
 @pytest.mark.slow
 def test_two_threads_through_pipe_readers_match_the_single_thread_executor(raw_files):
     train, parts, test, oracle = raw_files
-    single = last_value(_run([EXAMPLE / "train.py", "--train", train, "--test", test,
-                          "--print_period", 1000]), "test_auc")
-    output = _run([EXAMPLE / "train_dataset.py", "--train", *parts, "--test", test,
-                   "--thread", 2, "--print_period", 50])
+    single = last_value(
+        _run([EXAMPLE / "train.py", "--train", train, "--test", test, "--print_period", 1000]),
+        "test_auc",
+    )
+    output = _run(
+        [
+            EXAMPLE / "train_dataset.py",
+            "--train",
+            *parts,
+            "--test",
+            test,
+            "--thread",
+            2,
+            "--print_period",
+            50,
+        ]
+    )
     threaded = last_value(output, "test_auc")
-    assert re.search(r"^batch \d+ \(thread \d\): loss=.*samples/s$", output, re.MULTILINE), \
+    assert re.search(r"^batch \d+ \(thread \d\): loss=.*samples/s$", output, re.MULTILINE), (
         f"no progress lines:\n{output[-1500:]}"
+    )
     assert f"epoch 1: {TRAIN_ROWS} samples" in output, output[-1500:]
-    assert abs(threaded - single) <= AUC_BAND, \
+    assert abs(threaded - single) <= AUC_BAND, (
         f"2-thread dataset AUC {threaded:.4f} vs single-thread Executor {single:.4f}"
+    )
     assert oracle - 0.05 < threaded < oracle, f"AUC {threaded:.4f}, oracle {oracle:.4f}"
     # The streaming AUC op of infer_from_dataset agrees with the exact AUC up to its binning.
     assert abs(last_value(output, "stream_test_auc") - threaded) < 0.002
@@ -56,7 +82,20 @@ def test_two_threads_through_pipe_readers_match_the_single_thread_executor(raw_f
 @pytest.mark.slow
 def test_in_memory_dataset_trains_to_the_same_band(raw_files):
     train, parts, test, oracle = raw_files
-    output = _run([EXAMPLE / "train_dataset.py", "--train", *parts, "--test", test,
-                   "--thread", 2, "--dataset", "inmemory", "--print_period", 0])
+    output = _run(
+        [
+            EXAMPLE / "train_dataset.py",
+            "--train",
+            *parts,
+            "--test",
+            test,
+            "--thread",
+            2,
+            "--dataset",
+            "inmemory",
+            "--print_period",
+            0,
+        ]
+    )
     assert f"loaded {TRAIN_ROWS} samples" in output, output[-1500:]
     assert oracle - 0.05 < last_value(output, "test_auc") < oracle

@@ -27,8 +27,9 @@ def data(tmp_path_factory):
             ids = rng.integers(0, 10**6, size=rng.integers(1, 5))
             dense = rng.standard_normal(3).astype(np.float32)
             label = int(f >= FILES // 2)
-            lines.append(" ".join([str(len(ids)), *map(str, ids), "3", *map(str, dense),
-                                   "1", str(label)]))
+            lines.append(
+                " ".join([str(len(ids)), *map(str, ids), "3", *map(str, dense), "1", str(label)])
+            )
             totals["ids"] += int(ids.sum())
             totals["ids_count"] += len(ids)
             totals["dense"] += float(dense.astype(np.float64).sum())
@@ -60,9 +61,15 @@ def _dataset(kind, files, use_vars, batch_size=64, threads=2):
 
 
 def _train(main, dataset, doubled, threads):
-    return trainer.train_from_dataset(fleet.Executor(), main, dataset, scope=fleet._core.Scope(),
-                                      thread=threads, fetch_list=["ids", "dense", "label", doubled],
-                                      print_period=0)
+    return trainer.train_from_dataset(
+        fleet.Executor(),
+        main,
+        dataset,
+        scope=fleet._core.Scope(),
+        thread=threads,
+        fetch_list=["ids", "dense", "label", doubled],
+        print_period=0,
+    )
 
 
 def _check_totals(run, totals, doubled, samples=None):
@@ -70,16 +77,18 @@ def _check_totals(run, totals, doubled, samples=None):
     assert run.fetch_sums["ids"] == totals["ids"]
     assert run.fetch_sums["label"] == totals["label"]
     np.testing.assert_allclose(run.fetch_sums["dense"], totals["dense"], rtol=1e-5, atol=1e-3)
-    np.testing.assert_allclose(run.fetch_sums[doubled.name], 2 * totals["dense"],
-                               rtol=1e-5, atol=1e-3)
+    np.testing.assert_allclose(
+        run.fetch_sums[doubled.name], 2 * totals["dense"], rtol=1e-5, atol=1e-3
+    )
 
 
 @pytest.mark.parametrize("readers,trainers", [(1, 1), (3, 2), (8, 4)])
 def test_queue_dataset_feeds_every_sample_once(data, readers, trainers):
     files, totals = data
     main, use_vars, doubled = _program()
-    run = _train(main, _dataset("QueueDataset", files, use_vars, threads=readers), doubled,
-                 trainers)
+    run = _train(
+        main, _dataset("QueueDataset", files, use_vars, threads=readers), doubled, trainers
+    )
     _check_totals(run, totals, doubled)
     full, partial = divmod(totals["samples"], 64)
     # Each reader thread may end with one partial batch.
@@ -98,8 +107,7 @@ def test_in_memory_dataset_matches_queue_dataset(data, load_threads, trainers):
     for _ in range(2):  # memory survives a pass
         run = _train(main, memory, doubled, trainers)
         assert run.batches == -(-totals["samples"] // 64)
-        assert (run.samples, run.fetch_sums["label"]) == (queue.samples,
-                                                          queue.fetch_sums["label"])
+        assert (run.samples, run.fetch_sums["label"]) == (queue.samples, queue.fetch_sums["label"])
         _check_totals(run, totals, doubled)
     memory.local_shuffle(seed=3)
     _check_totals(_train(main, memory, doubled, trainers), totals, doubled)
@@ -149,6 +157,7 @@ class ThreadExchange:
             received = list(self.boxes[rank])
             self.barrier.wait(timeout=60)
             return received
+
         return exchange
 
 
@@ -156,16 +165,19 @@ def test_global_shuffle_between_two_workers_exchanges_samples(data):
     files, totals = data
     main, use_vars, doubled = _program()
     # Worker 0 holds the label-0 files, worker 1 the label-1 files.
-    workers = [_dataset("InMemoryDataset", files[:3], use_vars),
-               _dataset("InMemoryDataset", files[3:], use_vars)]
+    workers = [
+        _dataset("InMemoryDataset", files[:3], use_vars),
+        _dataset("InMemoryDataset", files[3:], use_vars),
+    ]
     for ds in workers:
         ds.load_into_memory()
     exchange, failures = ThreadExchange(2), []
 
     def shuffle(rank):
         try:
-            workers[rank].global_shuffle(exchange=exchange.for_rank(rank), rank=rank,
-                                         world_size=2, seed=100 + rank)
+            workers[rank].global_shuffle(
+                exchange=exchange.for_rank(rank), rank=rank, world_size=2, seed=100 + rank
+            )
         except Exception as exc:  # reported below
             failures.append(exc)
 
@@ -208,9 +220,17 @@ def test_progress_lines_show_fetches_and_speed(data, capsys):
     files, _ = data
     main, use_vars, doubled = _program()
     ds = _dataset("QueueDataset", files[:2], use_vars, batch_size=50)
-    trainer.train_from_dataset(fleet.Executor(), main, ds, scope=fleet._core.Scope(), thread=2,
-                               fetch_list=["label", doubled], fetch_info=["lab", "twice"],
-                               print_period=4, debug=True)
+    trainer.train_from_dataset(
+        fleet.Executor(),
+        main,
+        ds,
+        scope=fleet._core.Scope(),
+        thread=2,
+        fetch_list=["label", doubled],
+        fetch_info=["lab", "twice"],
+        print_period=4,
+        debug=True,
+    )
     out = capsys.readouterr().out.splitlines()
     progress = [line for line in out if line.startswith("batch ")]
     assert len(progress) == 4  # 800 samples / 50 = 16 batches, every 4th reported

@@ -35,8 +35,15 @@ def _dataset(files, use_vars, pipe_command="cat", kind="QueueDataset", threads=1
 
 
 def _train(main, ds, threads=1, **kwargs):
-    return trainer.train_from_dataset(fleet.Executor(), main, ds, scope=fleet._core.Scope(),
-                                      thread=threads, print_period=0, **kwargs)
+    return trainer.train_from_dataset(
+        fleet.Executor(),
+        main,
+        ds,
+        scope=fleet._core.Scope(),
+        thread=threads,
+        print_period=0,
+        **kwargs,
+    )
 
 
 def _processes_with(marker):
@@ -96,8 +103,12 @@ def test_failing_pipe_command_is_an_error_not_a_hang(tmp_path, kind):
     data.write_text(LINE * 100)
     main, use_vars = _program()
     # Half the lines come through, then the reader dies.
-    ds = _dataset([data], use_vars, kind=kind,
-                  pipe_command="head -n 50; echo 'reader exploded on purpose' >&2; exit 7")
+    ds = _dataset(
+        [data],
+        use_vars,
+        kind=kind,
+        pipe_command="head -n 50; echo 'reader exploded on purpose' >&2; exit 7",
+    )
     with pytest.raises(errors.InvalidArgument) as info:
         if kind == "InMemoryDataset":
             ds.load_into_memory()

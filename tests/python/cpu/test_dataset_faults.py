@@ -21,8 +21,9 @@ from fleet.dataset import DatasetFactory
 
 pytestmark = pytest.mark.timeout(120)
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__)))))
+REPO_ROOT = os.path.dirname(
+    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+)
 
 
 def _program():
@@ -47,8 +48,9 @@ def _run(kind, main, ds):
     if kind == "InMemoryDataset":
         ds.load_into_memory()
         return ds.load_stats
-    result = trainer.train_from_dataset(fleet.Executor(), main, ds, scope=fleet._core.Scope(),
-                                        thread=1, print_period=0)
+    result = trainer.train_from_dataset(
+        fleet.Executor(), main, ds, scope=fleet._core.Scope(), thread=1, print_period=0
+    )
     return {"bad_lines": result.skipped_lines, "bad_line_examples": result.skipped_examples}
 
 
@@ -110,8 +112,7 @@ def test_non_utf8_and_nul_bytes_name_file_line_and_slot(tmp_path, kind, source):
     examples = stats["bad_line_examples"]
     assert "'\\xff\\xfe' is not an integer" in examples[0]
     # The NUL did not cut the message short: what follows it is there.
-    assert f"{data}:4: slot 'ids' (#1 of 2): value 1 '4\\x00junk' is not an integer" \
-        in examples[1]
+    assert f"{data}:4: slot 'ids' (#1 of 2): value 1 '4\\x00junk' is not an integer" in examples[1]
     if kind == "InMemoryDataset":
         assert ds.get_memory_data_size() == 2
 
@@ -180,15 +181,22 @@ def _start_loader(tmp_path, command):
     script = tmp_path / "loader.py"
     script.write_text(LOADER)
     env = dict(os.environ, PYTHONPATH=REPO_ROOT)
-    return subprocess.Popen([sys.executable, str(script), str(data), command], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, str(script), str(data), command],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _pipeline_command(tmp_path):
     """A pipeline that records its process group and then hangs: `sleep | sleep` under sh."""
     info = tmp_path / "group"
-    return info, (f"echo $$ $(cut -d' ' -f5 /proc/$$/stat) > {info}.tmp; mv {info}.tmp {info}; "
-                  "cat; sleep 1000 | sleep 1000")
+    return info, (
+        f"echo $$ $(cut -d' ' -f5 /proc/$$/stat) > {info}.tmp; mv {info}.tmp {info}; "
+        "cat; sleep 1000 | sleep 1000"
+    )
 
 
 def _read_group(info):

@@ -17,11 +17,15 @@ MARGIN = 0.003
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not (ML100K / "u.data.head80000").exists(),
-                    reason=f"MovieLens-100k not found at {ML100K}")
+@pytest.mark.skipif(
+    not (ML100K / "u.data.head80000").exists(), reason=f"MovieLens-100k not found at {ML100K}"
+)
 def test_deepfm_beats_logistic_regression_on_user_and_item_ids():
-    output = run_script([ROOT / "examples" / "movielens_ctr" / "train.py", "--data_dir", ML100K],
-                        timeout=300, cwd=ROOT)
+    output = run_script(
+        [ROOT / "examples" / "movielens_ctr" / "train.py", "--data_dir", ML100K],
+        timeout=300,
+        cwd=ROOT,
+    )
     dnn, lr = last_value(output, "test_auc"), last_value(output, "lr_test_auc")
     assert 0.74 < lr < 0.80, f"logistic regression AUC {lr:.4f} outside its usual band"
     assert dnn > lr + MARGIN, f"DeepFM AUC {dnn:.4f} does not beat LR {lr:.4f} by {MARGIN}"
@@ -34,6 +38,7 @@ def test_reader_rejects_unknown_users_naming_the_line(tmp_path):
         pytest.skip(f"MovieLens-100k not found at {ML100K}")
     sys.path.insert(0, str(ROOT / "examples" / "movielens_ctr"))
     import reader  # the example's module
+
     ratings = tmp_path / "ratings.txt"
     ratings.write_text("1\t1\t5\t0\n99999\t1\t5\t0\n")
     with pytest.raises(ValueError, match=r"ratings.txt:2: user 99999 is not in u.user"):

@@ -23,10 +23,18 @@ def _blocks() -> list[str]:
 def _run(code: str, cwd: pathlib.Path, *command: str, timeout: float = 120):
     script = cwd / "snippet.py"
     script.write_text(code)
-    return subprocess.run([*command, str(script)] if command else [sys.executable, str(script)],
-                          cwd=cwd, capture_output=True, text=True, timeout=timeout,
-                          env={"PYTHONPATH": str(ROOT), "PATH": str(ROOT / ".venv/bin") + ":/usr/bin:/bin",
-                               "OPENBLAS_NUM_THREADS": "1"})
+    return subprocess.run(
+        [*command, str(script)] if command else [sys.executable, str(script)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={
+            "PYTHONPATH": str(ROOT),
+            "PATH": str(ROOT / ".venv/bin") + ":/usr/bin:/bin",
+            "OPENBLAS_NUM_THREADS": "1",
+        },
+    )
 
 
 def test_the_readme_has_the_blocks_this_test_runs():
@@ -49,8 +57,15 @@ def test_using_fleet_and_datasets_blocks(tmp_path):
 
 @pytest.mark.slow
 def test_parameter_server_training_block_under_fleetrun(tmp_path):
-    result = _run(_blocks()[2], tmp_path, sys.executable, "-m", "fleet.launch",
-                  "--server_num=2", "--worker_num=2")
+    result = _run(
+        _blocks()[2],
+        tmp_path,
+        sys.executable,
+        "-m",
+        "fleet.launch",
+        "--server_num=2",
+        "--worker_num=2",
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "all 2 workers finished" in result.stdout + result.stderr
 

@@ -21,8 +21,12 @@ def one_sgd_step(optimizer_reg=None, w_reg=None, b_reg=None):
     startup.random_seed = 5
     with fleet.program_guard(main, startup):
         x, y = layers.data("x", [3]), layers.data("y", [1])
-        pred = layers.fc(x, 1, param_attr=fleet.ParamAttr(name="w", regularizer=w_reg),
-                         bias_attr=fleet.ParamAttr(name="b", regularizer=b_reg))
+        pred = layers.fc(
+            x,
+            1,
+            param_attr=fleet.ParamAttr(name="w", regularizer=w_reg),
+            bias_attr=fleet.ParamAttr(name="b", regularizer=b_reg),
+        )
         diff = layers.elementwise_sub(pred, y)
         loss = layers.mean(layers.elementwise_mul(diff, diff))
         fleet.optimizer.SGD(LR, regularization=optimizer_reg).minimize(loss)
@@ -39,25 +43,29 @@ def test_l2_decay_adds_coeff_times_param_to_every_gradient():
     before, plain = one_sgd_step()
     _, decayed = one_sgd_step(optimizer_reg=L2Decay(0.5))
     for n in ("w", "b"):
-        np.testing.assert_allclose(decayed[n], plain[n] - LR * 0.5 * before[n], rtol=1e-5,
-                                   atol=1e-7)
+        np.testing.assert_allclose(
+            decayed[n], plain[n] - LR * 0.5 * before[n], rtol=1e-5, atol=1e-7
+        )
 
 
 def test_l1_decay_adds_coeff_times_sign():
     before, plain = one_sgd_step()
     _, decayed = one_sgd_step(optimizer_reg=L1Decay(0.2))
     for n in ("w", "b"):
-        np.testing.assert_allclose(decayed[n], plain[n] - LR * 0.2 * np.sign(before[n]),
-                                   rtol=1e-5, atol=1e-7)
+        np.testing.assert_allclose(
+            decayed[n], plain[n] - LR * 0.2 * np.sign(before[n]), rtol=1e-5, atol=1e-7
+        )
 
 
 def test_param_attr_regularizer_overrides_the_optimizers():
     before, plain = one_sgd_step()
     _, mixed = one_sgd_step(optimizer_reg=L2Decay(0.5), w_reg=L2Decay(2.0))
-    np.testing.assert_allclose(mixed["w"], plain["w"] - LR * 2.0 * before["w"], rtol=1e-5,
-                               atol=1e-7)
-    np.testing.assert_allclose(mixed["b"], plain["b"] - LR * 0.5 * before["b"], rtol=1e-5,
-                               atol=1e-7)
+    np.testing.assert_allclose(
+        mixed["w"], plain["w"] - LR * 2.0 * before["w"], rtol=1e-5, atol=1e-7
+    )
+    np.testing.assert_allclose(
+        mixed["b"], plain["b"] - LR * 0.5 * before["b"], rtol=1e-5, atol=1e-7
+    )
 
 
 def test_sparse_gradient_with_decay_is_an_error_naming_the_parameter():

@@ -25,8 +25,9 @@ def test_linear_regression_converges_to_known_weights():
         x = layers.data("x", [4])
         y = layers.data("y", [1])
         pred = layers.fc(x, 1, param_attr="w", bias_attr="b")
-        loss = layers.mean(layers.elementwise_mul(layers.elementwise_sub(pred, y),
-                                                  layers.elementwise_sub(pred, y)))
+        loss = layers.mean(
+            layers.elementwise_mul(layers.elementwise_sub(pred, y), layers.elementwise_sub(pred, y))
+        )
         fleet.optimizer.SGD(0.1).minimize(loss)
     scope = fleet._core.Scope()
     exe = fleet.Executor()
@@ -42,13 +43,16 @@ def test_linear_regression_converges_to_known_weights():
     assert last[0] < 1e-5
 
 
-@pytest.mark.parametrize("optimizer", [
-    lambda: fleet.optimizer.Adam(0.01),
-    lambda: fleet.optimizer.Adam(0.01, lazy_mode=True),
-    lambda: fleet.optimizer.Adagrad(0.1),
-    lambda: fleet.optimizer.SGD(0.5),
-    lambda: fleet.optimizer.Momentum(0.1, momentum=0.9),
-])
+@pytest.mark.parametrize(
+    "optimizer",
+    [
+        lambda: fleet.optimizer.Adam(0.01),
+        lambda: fleet.optimizer.Adam(0.01, lazy_mode=True),
+        lambda: fleet.optimizer.Adagrad(0.1),
+        lambda: fleet.optimizer.SGD(0.5),
+        lambda: fleet.optimizer.Momentum(0.1, momentum=0.9),
+    ],
+)
 def test_sparse_embedding_classifier_learns_a_rule(optimizer):
     """Label = 1 iff the two ids of a sample are in the same 'colour' (id % 3); only an
     embedding + hidden layer can represent the interaction."""
@@ -61,8 +65,12 @@ def test_sparse_embedding_classifier_learns_a_rule(optimizer):
         b = layers.data("b", [1], dtype="int64", lod_level=1)
         label = layers.data("label", [1], dtype="int64")
         attr = fleet.ParamAttr("emb", initializer=fleet.initializer.Uniform(-0.5, 0.5))
-        ea = layers.sequence_pool(layers.embedding(a, [vocab, 8], is_sparse=True, param_attr=attr), "sum")
-        eb = layers.sequence_pool(layers.embedding(b, [vocab, 8], is_sparse=True, param_attr=attr), "sum")
+        ea = layers.sequence_pool(
+            layers.embedding(a, [vocab, 8], is_sparse=True, param_attr=attr), "sum"
+        )
+        eb = layers.sequence_pool(
+            layers.embedding(b, [vocab, 8], is_sparse=True, param_attr=attr), "sum"
+        )
         hidden = layers.fc(layers.concat([ea, eb], axis=1), 32, act="relu")
         prob = layers.fc(hidden, 2, act="softmax")
         loss = layers.mean(layers.cross_entropy(prob, label))

@@ -34,16 +34,19 @@ class Case:
     lazy: bool = False
 
 
-CASES = {c.name: c for c in [
-    Case("dense_sgd", "sgd", fuse=False),
-    Case("dense_adam_fused", "adam"),
-    Case("dense_adam_unfused", "adam", fuse=False),
-    Case("sparse_small_sgd", "sgd", vocab=500),  # made dense by the pass
-    Case("sparse_large_adam", "adam", vocab=40000),  # gathered (ids and rows)
-    Case("sparse_large_sgd_unfused", "sgd", vocab=40000, fuse=False),
-    Case("merge4_adam", "adam", merge_k=4),
-    Case("merge4_sgd_unfused", "sgd", merge_k=4, fuse=False),
-]}
+CASES = {
+    c.name: c
+    for c in [
+        Case("dense_sgd", "sgd", fuse=False),
+        Case("dense_adam_fused", "adam"),
+        Case("dense_adam_unfused", "adam", fuse=False),
+        Case("sparse_small_sgd", "sgd", vocab=500),  # made dense by the pass
+        Case("sparse_large_adam", "adam", vocab=40000),  # gathered (ids and rows)
+        Case("sparse_large_sgd_unfused", "sgd", vocab=40000, fuse=False),
+        Case("merge4_adam", "adam", merge_k=4),
+        Case("merge4_sgd_unfused", "sgd", merge_k=4, fuse=False),
+    ]
+}
 
 
 def build(case: Case) -> tuple[Any, Any, Any, Any]:
@@ -96,8 +99,10 @@ def micro_steps(case: Case) -> int:
 
 
 def params_of(main: Any, scope: Any) -> dict[str, list]:
-    return {p.name: np.asarray(scope.find_var(p.name).get_tensor().numpy()).tolist()
-            for p in main.all_parameters()}
+    return {
+        p.name: np.asarray(scope.find_var(p.name).get_tensor().numpy()).tolist()
+        for p in main.all_parameters()
+    }
 
 
 def reference(case: Case, ranks: int, initial: dict[str, list]) -> dict[str, np.ndarray]:
@@ -111,10 +116,15 @@ def reference(case: Case, ranks: int, initial: dict[str, list]) -> dict[str, np.
     for name, value in initial.items():
         scope.find_var(name).get_tensor().set(np.asarray(value, np.float32))
     for step in range(STEPS):
-        batches = [global_batch(case, step * case.merge_k + m, ranks)
-                   for m in range(case.merge_k)]
-        merged = {k: (sum((b[k] for b in batches), []) if k == "ids"
-                      else np.concatenate([b[k] for b in batches])) for k in batches[0]}
+        batches = [global_batch(case, step * case.merge_k + m, ranks) for m in range(case.merge_k)]
+        merged = {
+            k: (
+                sum((b[k] for b in batches), [])
+                if k == "ids"
+                else np.concatenate([b[k] for b in batches])
+            )
+            for k in batches[0]
+        }
         exe.run(main, feed=feed_of(merged, 0, ranks * BATCH * case.merge_k), scope=scope)
     return {p.name: scope.find_var(p.name).get_tensor().numpy() for p in main.all_parameters()}
 
@@ -142,8 +152,12 @@ def run_rank(case: Case, out_dir: str) -> None:
     for step in range(micro_steps(case)):
         feed = feed_of(global_batch(case, step, ranks), rank * BATCH, (rank + 1) * BATCH)
         exe.run(main, feed=feed, fetch_list=[loss], scope=scope)
-    result = {"initial": initial, "final": params_of(main, scope), "program": str(main),
-              "startup": str(startup)}
+    result = {
+        "initial": initial,
+        "final": params_of(main, scope),
+        "program": str(main),
+        "startup": str(startup),
+    }
     with open(os.path.join(out_dir, f"{case.name}.{rank}.json"), "w") as f:
         json.dump(result, f)
 

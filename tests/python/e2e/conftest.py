@@ -18,8 +18,12 @@ def ps_servers(tmp_path: Path) -> Callable[..., PsCluster]:
     stopped at teardown."""
     clusters: List[PsCluster] = []
 
-    def start(tables: Sequence[dict], num_servers: int = 1, tag: str = "ps",
-              max_file_bytes: Optional[int] = None) -> PsCluster:
+    def start(
+        tables: Sequence[dict],
+        num_servers: int = 1,
+        tag: str = "ps",
+        max_file_bytes: Optional[int] = None,
+    ) -> PsCluster:
         cluster = start_servers(tmp_path, tables, num_servers, tag, max_file_bytes)
         clusters.append(cluster)
         return cluster

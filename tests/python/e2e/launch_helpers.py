@@ -45,10 +45,19 @@ def write_script(job_dir: pathlib.Path, body: str) -> pathlib.Path:
 
 
 def job_env(job_dir: pathlib.Path, collective: bool = False, **extra: str) -> dict[str, str]:
-    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), JOB_DIR=str(job_dir),
-               TEST_COLLECTIVE="1" if collective else "0", OPENBLAS_NUM_THREADS="1")
-    for name in ("FLEET_GLOO_STORE_PATH", "FLEET_GLOO_STORE_ENDPOINT", "FLEET_GLOO_TIMEOUT_S",
-                 "FLEET_GLOO_COLLECTIVE_TIMEOUT_S"):
+    env = dict(
+        os.environ,
+        PYTHONPATH=str(REPO_ROOT),
+        JOB_DIR=str(job_dir),
+        TEST_COLLECTIVE="1" if collective else "0",
+        OPENBLAS_NUM_THREADS="1",
+    )
+    for name in (
+        "FLEET_GLOO_STORE_PATH",
+        "FLEET_GLOO_STORE_ENDPOINT",
+        "FLEET_GLOO_TIMEOUT_S",
+        "FLEET_GLOO_COLLECTIVE_TIMEOUT_S",
+    ):
         env.pop(name, None)
     env.update(extra)
     return env
@@ -58,23 +67,40 @@ def launcher_command(options: list[str], script: pathlib.Path, *script_args: str
     return [sys.executable, "-m", "fleet.launch", *options, str(script), *script_args]
 
 
-def run_job(job_dir: pathlib.Path, options: list[str], body: str, timeout: float = 60,
-            collective: bool = False, **env: str) -> subprocess.CompletedProcess:
+def run_job(
+    job_dir: pathlib.Path,
+    options: list[str],
+    body: str,
+    timeout: float = 60,
+    collective: bool = False,
+    **env: str,
+) -> subprocess.CompletedProcess:
     """Runs a job to completion; returns the launcher's result (text output)."""
     script = write_script(job_dir, body)
-    return subprocess.run(launcher_command(options, script),
-                          env=job_env(job_dir, collective, **env), cwd=REPO_ROOT,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        launcher_command(options, script),
+        env=job_env(job_dir, collective, **env),
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
-def start_job(job_dir: pathlib.Path, options: list[str], body: str, collective: bool = False,
-              **env: str) -> subprocess.Popen:
+def start_job(
+    job_dir: pathlib.Path, options: list[str], body: str, collective: bool = False, **env: str
+) -> subprocess.Popen:
     """Starts a job in the background; the caller must stop it (see stop_launcher)."""
     script = write_script(job_dir, body)
-    return subprocess.Popen(launcher_command(options, script),
-                            env=job_env(job_dir, collective, **env), cwd=REPO_ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    return subprocess.Popen(
+        launcher_command(options, script),
+        env=job_env(job_dir, collective, **env),
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
 
 
 def stop_launcher(launcher: subprocess.Popen) -> None:
@@ -90,8 +116,10 @@ def stop_launcher(launcher: subprocess.Popen) -> None:
 def recorded(job_dir: pathlib.Path, name: str) -> dict[str, object]:
     """What each process recorded under `name`, keyed "worker.0", "server.1", ..."""
     prefix = f"{name}."
-    return {p.name[len(prefix):-len(".json")]: json.loads(p.read_text())
-            for p in job_dir.glob(f"{name}.*.json")}
+    return {
+        p.name[len(prefix) : -len(".json")]: json.loads(p.read_text())
+        for p in job_dir.glob(f"{name}.*.json")
+    }
 
 
 def pids(job_dir: pathlib.Path) -> dict[str, int]:
@@ -108,8 +136,9 @@ def wait_for_pids(job_dir: pathlib.Path, names: set[str], timeout: float = 30) -
         if names <= set(found):
             return found
         time.sleep(0.05)
-    raise AssertionError(f"processes {sorted(names - set(pids(job_dir)))} did not start "
-                         f"within {timeout} s")
+    raise AssertionError(
+        f"processes {sorted(names - set(pids(job_dir)))} did not start within {timeout} s"
+    )
 
 
 def is_running(pid: int) -> bool:

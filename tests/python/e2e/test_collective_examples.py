@@ -25,9 +25,21 @@ def test_dense_example_in_one_process():
 
 def test_dense_example_under_fleetrun_with_two_ranks(tmp_path):
     proc = subprocess.run(
-        [sys.executable, "-m", "fleet.launch", "--collective", "--nproc_per_node=2", str(SCRIPT),
-         *SMALL], env=lh.job_env(tmp_path, collective=True), cwd=lh.REPO_ROOT,
-        capture_output=True, text=True, timeout=150)
+        [
+            sys.executable,
+            "-m",
+            "fleet.launch",
+            "--collective",
+            "--nproc_per_node=2",
+            str(SCRIPT),
+            *SMALL,
+        ],
+        env=lh.job_env(tmp_path, collective=True),
+        cwd=lh.REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=150,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = proc.stdout.replace("[worker.0] ", "")
     assert "samples/s (2 rank(s))" in out

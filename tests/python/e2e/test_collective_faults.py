@@ -31,8 +31,10 @@ def test_mismatched_shapes_fail_every_worker_naming_the_rank(tmp_path):
     errors = lh.recorded(tmp_path, "error")
     assert sorted(errors) == ["worker.0", "worker.1", "worker.2"]
     for message in errors.values():
-        assert "rank 0 calls all-reduce(float64 [4], sum) but rank 1 calls " \
-               "all-reduce(float64 [5], sum)" in message
+        assert (
+            "rank 0 calls all-reduce(float64 [4], sum) but rank 1 calls "
+            "all-reduce(float64 [5], sum)" in message
+        )
     assert set(map(tuple, lh.recorded(tmp_path, "after").values())) == {(2,)}
 
 
@@ -54,8 +56,13 @@ def test_collective_timeout_from_the_environment_names_the_missing_rank(tmp_path
     fleet.util.all_reduce(np.ones(2))
     """
     started = time.monotonic()
-    result = lh.run_job(tmp_path, ["--collective", "--nproc_per_node=3"], body, collective=True,
-                        FLEET_GLOO_COLLECTIVE_TIMEOUT_S="1.5")
+    result = lh.run_job(
+        tmp_path,
+        ["--collective", "--nproc_per_node=3"],
+        body,
+        collective=True,
+        FLEET_GLOO_COLLECTIVE_TIMEOUT_S="1.5",
+    )
     assert result.returncode != 0
     assert time.monotonic() - started < 40
     assert "fleet.errors.Timeout" in result.stderr
@@ -76,12 +83,19 @@ def test_per_call_timeout_overrides_the_group(tmp_path):
     else:
         time.sleep(3)
     """
-    result = lh.run_job(tmp_path, ["--collective", "--nproc_per_node=2"], body, collective=True,
-                        FLEET_GLOO_COLLECTIVE_TIMEOUT_S="600")
+    result = lh.run_job(
+        tmp_path,
+        ["--collective", "--nproc_per_node=2"],
+        body,
+        collective=True,
+        FLEET_GLOO_COLLECTIVE_TIMEOUT_S="600",
+    )
     assert result.returncode == 0, result.stderr
     message, elapsed = lh.recorded(tmp_path, "timeout")["worker.0"]
-    assert "barrier() #2 in group 'worker' (rank 0 of 2): rank(s) [1] did not arrive within " \
-           "0.5 s" in message
+    assert (
+        "barrier() #2 in group 'worker' (rank 0 of 2): rank(s) [1] did not arrive within "
+        "0.5 s" in message
+    )
     assert elapsed < 5
 
 
@@ -92,8 +106,13 @@ def test_a_rank_that_exits_without_calling_is_named(tmp_path):
         sys.exit(0)  # a clean exit, skipping the collective below
     fleet.util.all_reduce(np.ones(2))
     """
-    result = lh.run_job(tmp_path, ["--collective", "--nproc_per_node=2"], body, collective=True,
-                        FLEET_GLOO_COLLECTIVE_TIMEOUT_S="60")
+    result = lh.run_job(
+        tmp_path,
+        ["--collective", "--nproc_per_node=2"],
+        body,
+        collective=True,
+        FLEET_GLOO_COLLECTIVE_TIMEOUT_S="60",
+    )
     assert result.returncode != 0
     assert "fleet.errors.Unavailable" in result.stderr
     assert "the connection to rank 1 (" in result.stderr

@@ -27,29 +27,49 @@ ATOL = 1e-5
 
 def run_cases(tmp_path, names, nproc=2):
     script = os.path.join(os.path.dirname(cc.__file__), "collective_cases.py")
-    cmd = lh.launcher_command(["--collective", f"--nproc_per_node={nproc}"], script,
-                              str(tmp_path), *names)
-    proc = subprocess.run(cmd, env=lh.job_env(tmp_path, collective=True), cwd=lh.REPO_ROOT,
-                          capture_output=True, text=True, timeout=150)
+    cmd = lh.launcher_command(
+        ["--collective", f"--nproc_per_node={nproc}"], script, str(tmp_path), *names
+    )
+    proc = subprocess.run(
+        cmd,
+        env=lh.job_env(tmp_path, collective=True),
+        cwd=lh.REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=150,
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
-    return {name: [json.loads((tmp_path / f"{name}.{r}.json").read_text()) for r in range(nproc)]
-            for name in names}
+    return {
+        name: [json.loads((tmp_path / f"{name}.{r}.json").read_text()) for r in range(nproc)]
+        for name in names
+    }
 
 
 def check_equivalent(case, ranks):
     for r in range(1, len(ranks)):
         for name, value in ranks[0]["initial"].items():
-            np.testing.assert_array_equal(np.asarray(ranks[r]["initial"][name]), value,
-                                          err_msg=f"{case.name}: rank {r} starts apart on {name}")
+            np.testing.assert_array_equal(
+                np.asarray(ranks[r]["initial"][name]),
+                value,
+                err_msg=f"{case.name}: rank {r} starts apart on {name}",
+            )
         for name, value in ranks[0]["final"].items():
-            np.testing.assert_array_equal(np.asarray(ranks[r]["final"][name]), value,
-                                          err_msg=f"{case.name}: rank {r} ends apart on {name}")
+            np.testing.assert_array_equal(
+                np.asarray(ranks[r]["final"][name]),
+                value,
+                err_msg=f"{case.name}: rank {r} ends apart on {name}",
+            )
     want = cc.reference(case, len(ranks), ranks[0]["initial"])
     moved = 0.0
     for name, value in want.items():
         got = np.asarray(ranks[0]["final"][name], np.float32)
-        np.testing.assert_allclose(got, value, rtol=1e-5, atol=ATOL,
-                                   err_msg=f"{case.name}: {name} differs from one process")
+        np.testing.assert_allclose(
+            got,
+            value,
+            rtol=1e-5,
+            atol=ATOL,
+            err_msg=f"{case.name}: {name} differs from one process",
+        )
         moved = max(moved, float(np.abs(value - np.asarray(ranks[0]["initial"][name])).max()))
     assert moved > 1e-3, f"{case.name}: training did not change the parameters"
 
@@ -76,8 +96,9 @@ def test_fused_and_unfused_allreduce_give_the_same_parameters(tmp_path):
     assert results["dense_adam_fused"][0]["initial"].keys() == fused.keys()
     for name in fused:
         # Same start (the cases share seeds and data), so only summation order may differ.
-        np.testing.assert_allclose(np.asarray(fused[name]), np.asarray(unfused[name]),
-                                   rtol=1e-6, atol=1e-6, err_msg=name)
+        np.testing.assert_allclose(
+            np.asarray(fused[name]), np.asarray(unfused[name]), rtol=1e-6, atol=1e-6, err_msg=name
+        )
 
 
 def test_ranks_start_equal_whatever_their_seeds(tmp_path):
@@ -87,9 +108,11 @@ def test_ranks_start_equal_whatever_their_seeds(tmp_path):
     opt.minimize(loss, startup)
     import fleet
     from fleet import _core
+
     scope = _core.Scope()
     fleet.Executor(fleet.CPUPlace(), seed=7 + 1000, resources=_core.RuntimeResources()).run(
-        startup, scope=scope)
+        startup, scope=scope
+    )
     own = cc.params_of(main, scope)
     assert any(not np.array_equal(own[n], results[1]["initial"][n]) for n in own)
     for name, value in results[0]["initial"].items():
@@ -122,11 +145,16 @@ for step in range(1000):
 
 
 def _rank_env(rank, endpoints, store):
-    env = lh.job_env(lh.REPO_ROOT, collective=True, FLEET_GLOO_STORE_ENDPOINT=store,
-                     FLEET_GLOO_TIMEOUT_S="30")
-    env.update(PADDLE_TRAINER_ID=str(rank), PADDLE_TRAINERS_NUM=str(len(endpoints)),
-               PADDLE_TRAINER_ENDPOINTS=",".join(endpoints),
-               PADDLE_CURRENT_ENDPOINT=endpoints[rank], TRAINING_ROLE="TRAINER")
+    env = lh.job_env(
+        lh.REPO_ROOT, collective=True, FLEET_GLOO_STORE_ENDPOINT=store, FLEET_GLOO_TIMEOUT_S="30"
+    )
+    env.update(
+        PADDLE_TRAINER_ID=str(rank),
+        PADDLE_TRAINERS_NUM=str(len(endpoints)),
+        PADDLE_TRAINER_ENDPOINTS=",".join(endpoints),
+        PADDLE_CURRENT_ENDPOINT=endpoints[rank],
+        TRAINING_ROLE="TRAINER",
+    )
     return env
 
 
@@ -137,10 +165,17 @@ def test_a_rank_that_dies_mid_step_fails_the_others_naming_it(tmp_path):
     endpoints = [f"127.0.0.1:{p}" for p in ports[:2]]
     script = tmp_path / "dying.py"
     script.write_text("import os, signal\n" + textwrap.dedent(DYING.format(repo=str(lh.REPO_ROOT))))
-    procs = [subprocess.Popen([sys.executable, str(script)], cwd=lh.REPO_ROOT,
-                              env=_rank_env(r, endpoints, f"127.0.0.1:{ports[2]}"),
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for r in range(2)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(script)],
+            cwd=lh.REPO_ROOT,
+            env=_rank_env(r, endpoints, f"127.0.0.1:{ports[2]}"),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for r in range(2)
+    ]
     try:
         start = time.monotonic()
         out, err = procs[0].communicate(timeout=90)
@@ -160,9 +195,11 @@ def test_a_rank_that_dies_mid_step_fails_the_others_naming_it(tmp_path):
 
 def test_fleetrun_ends_the_job_with_no_orphans_when_a_rank_dies(tmp_path):
     body = DYING.format(repo=str(lh.REPO_ROOT)).replace(
-        "exe.run(startup, scope=scope)", "exe.run(startup, scope=scope)\nrecord('up', rank)")
-    result = lh.run_job(tmp_path, ["--collective", "--nproc_per_node=2"], body, timeout=120,
-                        collective=True)
+        "exe.run(startup, scope=scope)", "exe.run(startup, scope=scope)\nrecord('up', rank)"
+    )
+    result = lh.run_job(
+        tmp_path, ["--collective", "--nproc_per_node=2"], body, timeout=120, collective=True
+    )
     assert result.returncode != 0
     assert "worker.1" in result.stderr
     pids = lh.pids(tmp_path)

@@ -45,8 +45,13 @@ def test_util_across_three_workers_with_the_tcp_store(tmp_path):
 
 def test_util_across_three_workers_with_a_file_store(tmp_path):
     store = tmp_path / "store"
-    result = lh.run_job(tmp_path, ["--collective", "--nproc_per_node=3"], UTIL, collective=True,
-                        FLEET_GLOO_STORE_PATH=str(store))
+    result = lh.run_job(
+        tmp_path,
+        ["--collective", "--nproc_per_node=3"],
+        UTIL,
+        collective=True,
+        FLEET_GLOO_STORE_PATH=str(store),
+    )
     assert result.returncode == 0, result.stderr
     check_three_workers(tmp_path)
     assert any(store.iterdir())  # the rendezvous went through the directory
@@ -60,8 +65,13 @@ def test_missing_rank_at_rendezvous_times_out_naming_it(tmp_path, missing):
         time.sleep(30)  # never joins; fleetrun stops it once a peer fails
     fleet.util.barrier()
     """
-    result = lh.run_job(tmp_path, ["--collective", "--nproc_per_node=3"], body, collective=True,
-                        FLEET_GLOO_TIMEOUT_S="3")
+    result = lh.run_job(
+        tmp_path,
+        ["--collective", "--nproc_per_node=3"],
+        body,
+        collective=True,
+        FLEET_GLOO_TIMEOUT_S="3",
+    )
     assert result.returncode != 0
     assert "fleet.errors.Timeout" in result.stderr
     assert f"rank(s) [{missing}] of 3 did not join" in result.stderr

@@ -39,8 +39,13 @@ fleet.barrier_worker()
 
 
 def test_global_shuffle_moves_samples_between_two_workers(tmp_path):
-    result = lh.run_job(tmp_path, ["--collective", "--nproc_per_node=2"], SHUFFLE,
-                        collective=True, FLEET_TEST_JOB_DIR=str(tmp_path))
+    result = lh.run_job(
+        tmp_path,
+        ["--collective", "--nproc_per_node=2"],
+        SHUFFLE,
+        collective=True,
+        FLEET_TEST_JOB_DIR=str(tmp_path),
+    )
     assert result.returncode == 0, result.stderr
     seen = lh.recorded(tmp_path, "shuffle")
     assert sorted(seen) == ["worker.0", "worker.1"]

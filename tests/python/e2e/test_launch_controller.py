@@ -31,10 +31,12 @@ def test_servers_only_machine_ends_when_its_servers_exit(tmp_path):
 
 
 def test_server_crash_fails_the_job_even_when_workers_succeed(tmp_path):
-    script = ("import os, sys, time\n"
-              "if os.environ['ROLE'] == 'server':\n"
-              "    sys.exit('server lost its table')\n"
-              "time.sleep(30)\n")
+    script = (
+        "import os, sys, time\n"
+        "if os.environ['ROLE'] == 'server':\n"
+        "    sys.exit('server lost its table')\n"
+        "time.sleep(30)\n"
+    )
     specs = [ProcSpec("server", 0, {"ROLE": "server"}), ProcSpec("worker", 0, {"ROLE": "worker"})]
     code, _, err = run_plan(tmp_path, script, specs)
     assert code == 1

@@ -21,15 +21,24 @@ serve_until_stopped()
 """
 
 
-@pytest.mark.parametrize("options", [["--server_num=1", "--worker_num=2"],
-                                     ["--collective", "--nproc_per_node=2", "--log_dir=logs"]])
+@pytest.mark.parametrize(
+    "options",
+    [
+        ["--server_num=1", "--worker_num=2"],
+        ["--collective", "--nproc_per_node=2", "--log_dir=logs"],
+    ],
+)
 def test_sigkill_of_fleetrun_leaves_no_process_behind(tmp_path, options):
     options = [o.replace("logs", str(tmp_path / "logs")) for o in options]
-    launcher = lh.start_job(tmp_path, options, WITH_GRANDCHILD,
-                            collective="--collective" in options)
+    launcher = lh.start_job(
+        tmp_path, options, WITH_GRANDCHILD, collective="--collective" in options
+    )
     try:
-        names = ({"server.0", "worker.0", "worker.1"} if "--server_num=1" in options
-                 else {"worker.0", "worker.1"})
+        names = (
+            {"server.0", "worker.0", "worker.1"}
+            if "--server_num=1" in options
+            else {"worker.0", "worker.1"}
+        )
         found = lh.wait_for_pids(tmp_path, names | {n + ".child" for n in names})
         assert all(lh.is_running(p) for p in found.values())
         os.kill(launcher.pid, signal.SIGKILL)  # the launcher only: no clean-up code runs
@@ -62,8 +71,9 @@ def _watchdogs_of(job_dir) -> list[int]:
 
 
 def test_normal_end_stops_the_watchdog_too(tmp_path):
-    result = lh.run_job(tmp_path, ["--collective", "--nproc_per_node=1"], "record('ran', 1)\n",
-                        collective=True)
+    result = lh.run_job(
+        tmp_path, ["--collective", "--nproc_per_node=1"], "record('ran', 1)\n", collective=True
+    )
     assert result.returncode == 0, result.stderr
     assert lh.recorded(tmp_path, "ran") == {"worker.0": 1}
     assert [p for p in _watchdogs_of(tmp_path) if lh.is_running(p)] == []
@@ -83,8 +93,11 @@ def test_log_dir_that_cannot_be_a_directory_is_a_clear_error(tmp_path, kind):
     a_file = tmp_path / "not-a-dir"
     a_file.write_text("x")
     log_dir = a_file if kind == "file" else a_file / "logs"
-    result = lh.run_job(tmp_path, ["--collective", "--nproc_per_node=1", f"--log_dir={log_dir}"],
-                        "record('ran', True)\n")
+    result = lh.run_job(
+        tmp_path,
+        ["--collective", "--nproc_per_node=1", f"--log_dir={log_dir}"],
+        "record('ran', True)\n",
+    )
     assert result.returncode == 2
     expected = "is a file, not a directory" if kind == "file" else "cannot create the directory"
     assert f"fleetrun: error: --log_dir='{log_dir}'" in result.stderr

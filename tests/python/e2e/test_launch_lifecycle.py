@@ -48,8 +48,9 @@ def test_failure_with_log_dir_prints_the_tail_of_the_log_file(tmp_path):
     serve_until_stopped()
     """
     log_dir = tmp_path / "logs"
-    result = lh.run_job(tmp_path, ["--server_num=1", "--worker_num=1", f"--log_dir={log_dir}"],
-                        body)
+    result = lh.run_job(
+        tmp_path, ["--server_num=1", "--worker_num=1", f"--log_dir={log_dir}"], body
+    )
     assert result.returncode == 3
     assert f"full log: {log_dir / 'workerlog.0'}" in result.stderr
     assert "worker.0 | about to fail" in result.stderr
@@ -79,8 +80,9 @@ def test_process_ignoring_sigterm_is_killed_after_the_grace_period(tmp_path):
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     serve_until_stopped()
     """
-    launcher = lh.start_job(tmp_path, ["--collective", "--nproc_per_node=2",
-                                       "--grace_period=1"], body, collective=True)
+    launcher = lh.start_job(
+        tmp_path, ["--collective", "--nproc_per_node=2", "--grace_period=1"], body, collective=True
+    )
     try:
         found = lh.wait_for_pids(tmp_path, {"worker.0", "worker.1"})
         started = time.monotonic()

@@ -77,8 +77,10 @@ def test_all_reduce_all_gather_and_barrier_across_two_workers(tmp_path):
             assert out[dtype] == {"sum": [3, 30, -1], "max": [2, 20, 0], "min": [1, 10, -1]}
             assert out[dtype + "_dtype"] == dtype
         assert out["big"] == 3.0 * 300_000
-        assert out["gather_obj"] == [{"rank": 0, "name": "worker.0"},
-                                     {"rank": 1, "name": "worker.1"}]
+        assert out["gather_obj"] == [
+            {"rank": 0, "name": "worker.0"},
+            {"rank": 1, "name": "worker.1"},
+        ]
         assert out["gather_arr"] == [[0, 1, 2], [1, 2, 3]]
         assert out["gather_ragged"] == [[0], [0, 1]]
 
@@ -97,11 +99,16 @@ def test_log_dir_holds_each_process_output(tmp_path):
     while len(list(JOB_DIR.glob("printed.server.*.json"))) < 2 and time.monotonic() < deadline:
         time.sleep(0.05)
     """
-    result = lh.run_job(tmp_path, ["--server_num=2", "--worker_num=2", f"--log_dir={log_dir}"],
-                        body)
+    result = lh.run_job(
+        tmp_path, ["--server_num=2", "--worker_num=2", f"--log_dir={log_dir}"], body
+    )
     assert result.returncode == 0, result.stderr
-    names = {"serverlog.0": "server.0", "serverlog.1": "server.1", "workerlog.0": "worker.0",
-             "workerlog.1": "worker.1"}
+    names = {
+        "serverlog.0": "server.0",
+        "serverlog.1": "server.1",
+        "workerlog.0": "worker.0",
+        "workerlog.1": "worker.1",
+    }
     assert sorted(p.name for p in log_dir.iterdir()) == sorted(names)
     for log, who in names.items():
         text = (log_dir / log).read_text()
@@ -111,42 +118,80 @@ def test_log_dir_holds_each_process_output(tmp_path):
     assert "hello from" not in result.stdout
 
 
-@pytest.mark.parametrize("options, hint", [
-    (["--servers=127.0.0.1:notaport", "--worker_num=1"], "bad endpoint '127.0.0.1:notaport'"),
-    (["--servers=127.0.0.1:6170,127.0.0.1:6171", "--server_num=3", "--worker_num=1"],
-     "--servers lists 2 endpoints but --server_num=3"),
-    (["--server_num=1", "--worker_num=1", "--gpus=0"], "cannot be combined"),
-    (["--worker_num=2"], "parameter-server mode needs servers"),
-])
+@pytest.mark.parametrize(
+    "options, hint",
+    [
+        (["--servers=127.0.0.1:notaport", "--worker_num=1"], "bad endpoint '127.0.0.1:notaport'"),
+        (
+            ["--servers=127.0.0.1:6170,127.0.0.1:6171", "--server_num=3", "--worker_num=1"],
+            "--servers lists 2 endpoints but --server_num=3",
+        ),
+        (["--server_num=1", "--worker_num=1", "--gpus=0"], "cannot be combined"),
+        (["--worker_num=2"], "parameter-server mode needs servers"),
+    ],
+)
 def test_wrong_option_combinations_fail_with_a_hint(tmp_path, options, hint):
     script = lh.write_script(tmp_path, "")
-    result = subprocess.run(lh.launcher_command(options, script), env=lh.job_env(tmp_path),
-                            cwd=lh.REPO_ROOT, capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        lh.launcher_command(options, script),
+        env=lh.job_env(tmp_path),
+        cwd=lh.REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 2
     assert hint in result.stderr
     assert not (tmp_path / "pids").exists()
 
 
 def test_missing_script_is_an_error_with_a_hint(tmp_path):
-    result = subprocess.run([*lh.launcher_command(["--server_num=1", "--worker_num=1"],
-                                                  tmp_path / "nope.py")],
-                            env=lh.job_env(tmp_path), cwd=lh.REPO_ROOT, capture_output=True,
-                            text=True, timeout=60)
+    result = subprocess.run(
+        [*lh.launcher_command(["--server_num=1", "--worker_num=1"], tmp_path / "nope.py")],
+        env=lh.job_env(tmp_path),
+        cwd=lh.REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 2 and "does not exist" in result.stderr
-    result = subprocess.run(lh.launcher_command(["--worker_num=1"], tmp_path)[:-1],
-                            env=lh.job_env(tmp_path), cwd=lh.REPO_ROOT, capture_output=True,
-                            text=True, timeout=60)
+    result = subprocess.run(
+        lh.launcher_command(["--worker_num=1"], tmp_path)[:-1],
+        env=lh.job_env(tmp_path),
+        cwd=lh.REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 2 and "no training script given" in result.stderr
 
 
 def test_help_documents_every_option_with_an_example(tmp_path):
-    result = subprocess.run([*lh.launcher_command(["--help"], tmp_path)[:-1]],
-                            env=lh.job_env(tmp_path), cwd=lh.REPO_ROOT, capture_output=True,
-                            text=True, timeout=60)
+    result = subprocess.run(
+        [*lh.launcher_command(["--help"], tmp_path)[:-1]],
+        env=lh.job_env(tmp_path),
+        cwd=lh.REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 0
-    options = ["--server_num", "--worker_num", "--servers", "--workers", "--collective", "--gpus",
-               "--nproc_per_node", "--ips", "--started_port", "--host", "--store_port",
-               "--log_dir", "--grace_period", "--log_tail"]
+    options = [
+        "--server_num",
+        "--worker_num",
+        "--servers",
+        "--workers",
+        "--collective",
+        "--gpus",
+        "--nproc_per_node",
+        "--ips",
+        "--started_port",
+        "--host",
+        "--store_port",
+        "--log_dir",
+        "--grace_period",
+        "--log_tail",
+    ]
     flat = " ".join(result.stdout.split())
     for option in options:
         assert f"(e.g. {option}" in flat or f"e.g. {option}" in flat, option

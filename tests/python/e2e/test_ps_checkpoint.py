@@ -22,11 +22,23 @@ pytestmark = pytest.mark.timeout(180)
 
 SPARSE, DENSE = 1, 2
 TABLES = [
-    {"table_id": SPARSE, "name": "emb", "type": "SPARSE", "dim": 8,
-     "optimizer": OPTIMIZERS["adagrad"],
-     "initializer": {"seed": 9, "uniform": {"low": -1, "high": 1}}},
-    {"table_id": DENSE, "name": "fc", "type": "DENSE", "dim": 300, "dense_block_size": 64,
-     "optimizer": OPTIMIZERS["sgd"], "initializer": {"seed": 3, "gaussian": {"std": 1}}},
+    {
+        "table_id": SPARSE,
+        "name": "emb",
+        "type": "SPARSE",
+        "dim": 8,
+        "optimizer": OPTIMIZERS["adagrad"],
+        "initializer": {"seed": 9, "uniform": {"low": -1, "high": 1}},
+    },
+    {
+        "table_id": DENSE,
+        "name": "fc",
+        "type": "DENSE",
+        "dim": 300,
+        "dense_block_size": 64,
+        "optimizer": OPTIMIZERS["sgd"],
+        "initializer": {"seed": 3, "gaussian": {"std": 1}},
+    },
 ]
 KEYS = np.arange(-400, 400, dtype=np.int64)
 
@@ -86,8 +98,11 @@ def test_load_refuses_a_table_saved_with_another_dim(ps_servers, tmp_path):
     client.save(tmp_path / "ckpt")
     wider = [dict(TABLES[0], dim=16), TABLES[1]]
     other = ps_servers(wider, 1, tag="sixteen").client()
-    with pytest.raises(InvalidArgument, match="table 1 was saved as sparse with dim 8; this "
-                                              "server's table 1 'emb' is sparse with dim 16"):
+    with pytest.raises(
+        InvalidArgument,
+        match="table 1 was saved as sparse with dim 8; this "
+        "server's table 1 'emb' is sparse with dim 16",
+    ):
         other.load(tmp_path / "ckpt")
 
 
@@ -153,8 +168,9 @@ def test_server_killed_mid_save_keeps_the_previous_checkpoint(ps_servers, tmp_pa
     saver = threading.Thread(target=lambda: errors.append(_save_error(client, tmp_path / "ckpt")))
     saver.start()
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not list((tmp_path / "ckpt").glob(
-            "ps-*/table_1/part-1-of-2.base.tmp-*")):
+    while time.monotonic() < deadline and not list(
+        (tmp_path / "ckpt").glob("ps-*/table_1/part-1-of-2.base.tmp-*")
+    ):
         time.sleep(0.001)
     cluster.procs[1].kill()
     saver.join(timeout=90)
@@ -162,7 +178,8 @@ def test_server_killed_mid_save_keeps_the_previous_checkpoint(ps_servers, tmp_pa
     (error,) = errors
     assert isinstance(error, (Unavailable, Timeout)), repr(error)
     assert f"Save to {tmp_path / 'ckpt'} on parameter server 1 at {cluster.endpoints[1]}" in str(
-        error)
+        error
+    )
     leftovers = ps_dirs(tmp_path / "ckpt")
     assert len(leftovers) == 2 and committed[0] in leftovers
 
@@ -191,9 +208,12 @@ def test_full_disk_is_an_error_naming_server_and_path(ps_servers, tmp_path):
     client.pull_sparse(SPARSE, keys)
     client.save(tmp_path / "ckpt")  # small: fits
     client.pull_sparse(SPARSE, np.arange(100_000, dtype=np.int64))  # ~2.4 MB of parts in all
-    with pytest.raises(FleetError, match=rf"Save to {tmp_path / 'ckpt'} on parameter server \d "
-                                         rf"at 127.0.0.1:\d+: .*cannot write {tmp_path / 'ckpt'}"
-                                         r"/ps-.*/table_1/part-\d-of-2.base.tmp-.*File too large"):
+    with pytest.raises(
+        FleetError,
+        match=rf"Save to {tmp_path / 'ckpt'} on parameter server \d "
+        rf"at 127.0.0.1:\d+: .*cannot write {tmp_path / 'ckpt'}"
+        r"/ps-.*/table_1/part-\d-of-2.base.tmp-.*File too large",
+    ):
         client.save(tmp_path / "ckpt")
     other = ps_servers(TABLES, 1, tag="dst").client()
     assert other.load(tmp_path / "ckpt") == keys.size + 5

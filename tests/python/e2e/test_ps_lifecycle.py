@@ -20,8 +20,16 @@ from fleet.testing.ps_reference import OPTIMIZERS
 
 pytestmark = pytest.mark.timeout(120)
 
-TABLES = [{"table_id": 1, "name": "emb", "type": "SPARSE", "dim": 8,
-           "optimizer": OPTIMIZERS["sgd"], "initializer": {"seed": 1, "zero": {}}}]
+TABLES = [
+    {
+        "table_id": 1,
+        "name": "emb",
+        "type": "SPARSE",
+        "dim": 8,
+        "optimizer": OPTIMIZERS["sgd"],
+        "initializer": {"seed": 1, "zero": {}},
+    }
+]
 
 
 def keys_of_server(server, num_servers, n=64):

@@ -21,14 +21,39 @@ SPARSE_ID = {name: 10 + i for i, name in enumerate(NAMES)}
 DENSE_ID = {name: 20 + i for i, name in enumerate(NAMES)}
 EXACT_ID = 30  # SGD with lr 1 and zero init: sums of dyadic gradients are exact
 TABLES = (
-    [{"table_id": SPARSE_ID[n], "name": f"emb_{n}", "type": "SPARSE", "dim": 4,
-      "optimizer": OPTIMIZERS[n], "initializer": {"seed": 5, "uniform": {"low": -1, "high": 1}}}
-     for n in NAMES]
-    + [{"table_id": DENSE_ID[n], "name": f"fc_{n}", "type": "DENSE", "dim": 11,
-        "dense_block_size": 3, "optimizer": OPTIMIZERS[n],
-        "initializer": {"seed": 6, "gaussian": {"std": 0.5}}} for n in NAMES]
-    + [{"table_id": EXACT_ID, "name": "exact", "type": "SPARSE", "dim": 8,
-        "optimizer": {"learning_rate": 1.0, "sgd": {}}, "initializer": {"zero": {}}}]
+    [
+        {
+            "table_id": SPARSE_ID[n],
+            "name": f"emb_{n}",
+            "type": "SPARSE",
+            "dim": 4,
+            "optimizer": OPTIMIZERS[n],
+            "initializer": {"seed": 5, "uniform": {"low": -1, "high": 1}},
+        }
+        for n in NAMES
+    ]
+    + [
+        {
+            "table_id": DENSE_ID[n],
+            "name": f"fc_{n}",
+            "type": "DENSE",
+            "dim": 11,
+            "dense_block_size": 3,
+            "optimizer": OPTIMIZERS[n],
+            "initializer": {"seed": 6, "gaussian": {"std": 0.5}},
+        }
+        for n in NAMES
+    ]
+    + [
+        {
+            "table_id": EXACT_ID,
+            "name": "exact",
+            "type": "SPARSE",
+            "dim": 8,
+            "optimizer": {"learning_rate": 1.0, "sgd": {}},
+            "initializer": {"zero": {}},
+        }
+    ]
 )
 
 
@@ -43,7 +68,7 @@ def cluster(tmp_path_factory):
 def test_sparse_round_trip_matches_reference(cluster, name):
     client = cluster.client()
     table, ref = SPARSE_ID[name], ReferenceRule(OPTIMIZERS[name])
-    keys = np.array([3, -7, 3, 2 ** 62, -(2 ** 63), 11, 12, 13], dtype=np.int64)
+    keys = np.array([3, -7, 3, 2**62, -(2**63), 11, 12, 13], dtype=np.int64)
     distinct = np.unique(keys)
     first = client.pull_sparse(table, distinct)
     rows = {k: (w, ref.init_state(4)) for k, w in zip(distinct, first)}
@@ -128,8 +153,10 @@ def test_four_threads_on_two_servers_sum_every_update(cluster):
     keys = np.array(sorted(expected), dtype=np.int64)
     final = shared_client.pull_sparse(EXACT_ID, keys)
     np.testing.assert_array_equal(final, np.stack([expected[k] for k in keys]).astype(np.float32))
-    rows = [next(t for t in server if t["table_id"] == EXACT_ID)["rows"]
-            for server in shared_client.stats()]
+    rows = [
+        next(t for t in server if t["table_id"] == EXACT_ID)["rows"]
+        for server in shared_client.stats()
+    ]
     assert sum(rows) == keys.size and min(rows) > 0  # both servers hold a share
 
 
@@ -161,8 +188,9 @@ def test_malformed_requests_get_errors_and_leave_tables_unchanged(cluster):
     nan[-1] = np.nan
     status = push(table, good_keys, nan.tobytes(), 0)
     assert status.code == 3 and "NaN" in status.message
-    dense = ps_pb2.PushDenseRequest(table_id=DENSE_ID["sgd"],
-                                    grads=np.ones(5, np.float32).tobytes())
+    dense = ps_pb2.PushDenseRequest(
+        table_id=DENSE_ID["sgd"], grads=np.ones(5, np.float32).tobytes()
+    )
     status = raw(cluster, "PushDense", dense, ps_pb2.PushReply).status
     assert status.code == 3 and "holds" in status.message
     pull = ps_pb2.PullSparseRequest(table_id=DENSE_ID["sgd"], keys=good_keys)

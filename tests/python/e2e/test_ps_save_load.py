@@ -16,11 +16,24 @@ pytestmark = pytest.mark.timeout(120)
 
 SPARSE, DENSE = 1, 2
 TABLES = [
-    {"table_id": SPARSE, "name": "emb", "type": "SPARSE", "dim": 8, "num_shards": 4,
-     "optimizer": OPTIMIZERS["adam"],
-     "initializer": {"seed": 9, "uniform": {"low": -1, "high": 1}}},
-    {"table_id": DENSE, "name": "fc", "type": "DENSE", "dim": 1000, "dense_block_size": 64,
-     "optimizer": OPTIMIZERS["adagrad"], "initializer": {"seed": 3, "gaussian": {"std": 1}}},
+    {
+        "table_id": SPARSE,
+        "name": "emb",
+        "type": "SPARSE",
+        "dim": 8,
+        "num_shards": 4,
+        "optimizer": OPTIMIZERS["adam"],
+        "initializer": {"seed": 9, "uniform": {"low": -1, "high": 1}},
+    },
+    {
+        "table_id": DENSE,
+        "name": "fc",
+        "type": "DENSE",
+        "dim": 1000,
+        "dense_block_size": 64,
+        "optimizer": OPTIMIZERS["adagrad"],
+        "initializer": {"seed": 3, "gaussian": {"std": 1}},
+    },
 ]
 
 
@@ -33,7 +46,7 @@ def train(client, keys, steps=2, seed=0):
 
 
 def test_save_on_two_servers_load_on_three(ps_servers, tmp_path):
-    keys = np.random.default_rng(1).integers(-(2 ** 63), 2 ** 63 - 1, 3000, dtype=np.int64)
+    keys = np.random.default_rng(1).integers(-(2**63), 2**63 - 1, 3000, dtype=np.int64)
     two = ps_servers(TABLES, 2, tag="two")
     client2 = two.client()
     train(client2, keys)
@@ -42,22 +55,26 @@ def test_save_on_two_servers_load_on_three(ps_servers, tmp_path):
     manifest = read_manifest(tmp_path / "ckpt")
     (table,) = [t for t in manifest.tables if t.table_id == SPARSE]
     (save,) = table.saves
-    assert [os.path.basename(f.path) for f in save.files] == ["part-0-of-2.base",
-                                                               "part-1-of-2.base"]
+    assert [os.path.basename(f.path) for f in save.files] == [
+        "part-0-of-2.base",
+        "part-1-of-2.base",
+    ]
 
     three = ps_servers(TABLES, 3, tag="three")
     client3 = three.client()
     assert client3.load(str(tmp_path / "ckpt")) == keys.size + 16
-    np.testing.assert_array_equal(client3.pull_sparse(SPARSE, keys),
-                                  client2.pull_sparse(SPARSE, keys))
+    np.testing.assert_array_equal(
+        client3.pull_sparse(SPARSE, keys), client2.pull_sparse(SPARSE, keys)
+    )
     np.testing.assert_array_equal(client3.pull_dense(DENSE), client2.pull_dense(DENSE))
     rows = [next(t for t in s if t["table_id"] == SPARSE)["rows"] for s in client3.stats()]
     assert sum(rows) == keys.size and min(rows) > 0
     # Optimizer state travelled with the rows: the same next step gives the same rows.
     train(client2, keys, steps=1, seed=5)
     train(client3, keys, steps=1, seed=5)
-    np.testing.assert_array_equal(client3.pull_sparse(SPARSE, keys),
-                                  client2.pull_sparse(SPARSE, keys))
+    np.testing.assert_array_equal(
+        client3.pull_sparse(SPARSE, keys), client2.pull_sparse(SPARSE, keys)
+    )
     np.testing.assert_array_equal(client3.pull_dense(DENSE), client2.pull_dense(DENSE))
 
 
@@ -75,8 +92,9 @@ def test_delta_save_restores_base_plus_changes(ps_servers, tmp_path):
     restored = ps_servers(TABLES, 1, tag="dst").client()
     restored.load(str(tmp_path / "base"), SPARSE)
     assert restored.load(str(tmp_path / "delta1"), SPARSE) == changed.size
-    np.testing.assert_array_equal(restored.pull_sparse(SPARSE, keys),
-                                  client.pull_sparse(SPARSE, keys))
+    np.testing.assert_array_equal(
+        restored.pull_sparse(SPARSE, keys), client.pull_sparse(SPARSE, keys)
+    )
     with pytest.raises(NotFound, match="no saved parts of table 2"):
         restored.load(str(tmp_path / "base"), DENSE)
 
@@ -86,8 +104,7 @@ def test_shrink_and_count_filter_over_rpc(ps_servers, tmp_path):
     client = ps_servers(TABLES + [filtered], 2).client()
     keys = np.arange(100, dtype=np.int64)
     np.testing.assert_array_equal(client.pull_sparse(3, keys), np.zeros((100, 8), np.float32))
-    pending = sum(next(t for t in s if t["table_id"] == 3)["filtered_keys"]
-                  for s in client.stats())
+    pending = sum(next(t for t in s if t["table_id"] == 3)["filtered_keys"] for s in client.stats())
     assert pending == 100
     admitted = client.pull_sparse(3, keys)
     np.testing.assert_array_equal(admitted, client.pull_sparse(SPARSE, keys))  # same init

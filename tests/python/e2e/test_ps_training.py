@@ -19,14 +19,24 @@ SCRIPT = pathlib.Path(__file__).parent / "scripts" / "ps_equivalence.py"
 
 def _fleetrun(job_dir: pathlib.Path, options: list[str], *args: str, timeout: float = 120):
     job_dir.mkdir(parents=True, exist_ok=True)
-    return subprocess.run([sys.executable, "-m", "fleet.launch", *options, str(SCRIPT), *args],
-                          env=lh.job_env(job_dir), cwd=lh.REPO_ROOT, capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "fleet.launch", *options, str(SCRIPT), *args],
+        env=lh.job_env(job_dir),
+        cwd=lh.REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def _single(out: pathlib.Path, *args: str) -> dict:
-    subprocess.run([sys.executable, str(SCRIPT), "--single", "--out", str(out), *args],
-                   env=lh.job_env(out.parent), cwd=lh.REPO_ROOT, check=True, timeout=60)
+    subprocess.run(
+        [sys.executable, str(SCRIPT), "--single", "--out", str(out), *args],
+        env=lh.job_env(out.parent),
+        cwd=lh.REPO_ROOT,
+        check=True,
+        timeout=60,
+    )
     return dict(np.load(out))
 
 
@@ -34,8 +44,14 @@ def _single(out: pathlib.Path, *args: str) -> dict:
 @pytest.mark.parametrize("optimizer,servers", [("sgd", 1), ("adam", 2)])
 def test_sync_equals_one_process_with_the_joined_batch(tmp_path, optimizer, servers):
     single = _single(tmp_path / "single.npz", "--optimizer", optimizer)
-    result = _fleetrun(tmp_path / "job", [f"--server_num={servers}", "--worker_num=2"],
-                       "--optimizer", optimizer, "--out", str(tmp_path / "ps.npz"))
+    result = _fleetrun(
+        tmp_path / "job",
+        [f"--server_num={servers}", "--worker_num=2"],
+        "--optimizer",
+        optimizer,
+        "--out",
+        str(tmp_path / "ps.npz"),
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     ps = dict(np.load(tmp_path / "ps.npz"))
     assert set(ps) == set(single)
@@ -50,8 +66,14 @@ def test_sync_equals_one_process_with_the_joined_batch(tmp_path, optimizer, serv
 @pytest.mark.parametrize("mode", ["async", "half_async", "geo"])
 def test_every_mode_trains_with_raw_ids_through_fleetrun(tmp_path, mode):
     single = _single(tmp_path / "single.npz")
-    result = _fleetrun(tmp_path / "job", ["--server_num=1", "--worker_num=2"], "--mode", mode,
-                       "--out", str(tmp_path / "ps.npz"))
+    result = _fleetrun(
+        tmp_path / "job",
+        ["--server_num=1", "--worker_num=2"],
+        "--mode",
+        mode,
+        "--out",
+        str(tmp_path / "ps.npz"),
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     ps = dict(np.load(tmp_path / "ps.npz"))
     # Ids near +-2^40 and negative ones were pulled and pushed consistently: the rows moved
@@ -95,8 +117,11 @@ STOP_BODY = """
 
 @pytest.mark.slow
 def test_stop_worker_loses_no_pushed_gradient(tmp_path):
-    from fleet.ps import PsClient, start_server, server_config  # noqa: F401
-    body = STOP_BODY.replace("    F.stop_worker()\n", """    F.flush_worker()
+    from fleet.ps import PsClient, server_config, start_server  # noqa: F401
+
+    body = STOP_BODY.replace(
+        "    F.stop_worker()\n",
+        """    F.flush_worker()
     F.barrier_worker()
     if F.worker_index() == 0:
         from fleet.ps import PsClient
@@ -104,7 +129,8 @@ def test_stop_worker_loses_no_pushed_gradient(tmp_path):
         record("rows", c.pull_sparse(1, np.array([key, -5])).tolist())
         c.close()
     F.stop_worker()
-""")
+""",
+    )
     result = lh.run_job(tmp_path, ["--server_num=1", "--worker_num=2"], body, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
     rows = np.array(lh.recorded(tmp_path, "rows")["worker.0"])
@@ -114,14 +140,20 @@ def test_stop_worker_loses_no_pushed_gradient(tmp_path):
 
 @pytest.mark.slow
 def test_killed_server_ends_the_job_with_its_endpoint_named(tmp_path):
-    body = STOP_BODY.replace("for _ in range(50):", "import itertools\n    for _ in itertools.count():")
-    body = body.replace("    F.init_worker()\n", """    F.init_worker()
+    body = STOP_BODY.replace(
+        "for _ in range(50):", "import itertools\n    for _ in itertools.count():"
+    )
+    body = body.replace(
+        "    F.init_worker()\n",
+        """    F.init_worker()
     record("started", True)
-""")
+""",
+    )
     launcher = lh.start_job(tmp_path, ["--server_num=1", "--worker_num=2"], body)
     try:
         found = lh.wait_for_pids(tmp_path, {"server.0", "worker.0", "worker.1"}, timeout=60)
         import time
+
         deadline = time.monotonic() + 60
         while len(lh.recorded(tmp_path, "started")) < 2 and time.monotonic() < deadline:
             time.sleep(0.1)
@@ -131,5 +163,49 @@ def test_killed_server_ends_the_job_with_its_endpoint_named(tmp_path):
         lh.stop_launcher(launcher)
     assert launcher.returncode != 0
     assert "127.0.0.1:" in out + err  # the dead endpoint is named
+    for name, pid in lh.pids(tmp_path).items():
+        assert not lh.is_running(pid), f"{name} (pid {pid}) outlived the job"
+
+
+def test_a_step_barrier_timeout_names_the_missing_worker():
+    from fleet.errors import Timeout
+    from fleet.ps import PsClient, server_config, start_server
+
+    server = start_server(
+        server_config(
+            0,
+            1,
+            [
+                {
+                    "table_id": 1,
+                    "type": "SPARSE",
+                    "dim": 2,
+                    "optimizer": {"learning_rate": 0.1, "sgd": {}},
+                }
+            ],
+        )
+    )
+    try:
+        with PsClient([server.endpoint]) as client:
+            with pytest.raises(Timeout, match=r"1 of 3 workers .*missing worker\(s\) 1, 2"):
+                client.barrier("__step__", 3, 0, timeout=0.3)
+    finally:
+        server.shutdown(1.0)
+
+
+@pytest.mark.slow
+def test_a_dying_worker_ends_a_sync_job_with_its_log_and_no_orphans(tmp_path):
+    body = STOP_BODY.replace("create_async_strategy()", "create_sync_strategy()").replace(
+        "    for _ in range(50):\n",
+        """    for step in range(10_000):
+        if step == 5 and F.worker_index() == 1:
+            print("worker 1 gives up", flush=True)
+            os._exit(3)
+""",
+    )
+    result = lh.run_job(tmp_path, ["--server_num=1", "--worker_num=2"], body, timeout=120)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert "worker.1" in output and "worker 1 gives up" in output  # named, with its log tail
     for name, pid in lh.pids(tmp_path).items():
         assert not lh.is_running(pid), f"{name} (pid {pid}) outlived the job"

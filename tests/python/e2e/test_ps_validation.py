@@ -23,16 +23,30 @@ from fleet.testing.ps_reference import OPTIMIZERS
 
 pytestmark = pytest.mark.timeout(120)
 
-SPARSE = {"table_id": 1, "name": "emb", "type": "SPARSE", "dim": 4,
-          "optimizer": OPTIMIZERS["sgd"], "initializer": {"seed": 1, "zero": {}}}
+SPARSE = {
+    "table_id": 1,
+    "name": "emb",
+    "type": "SPARSE",
+    "dim": 4,
+    "optimizer": OPTIMIZERS["sgd"],
+    "initializer": {"seed": 1, "zero": {}},
+}
 
 
 def test_dense_table_larger_than_memory_is_refused_before_allocating():
-    huge = {"table_id": 2, "name": "huge", "type": "DENSE", "dim": 2 ** 42,
-            "optimizer": OPTIMIZERS["adam"]}
+    huge = {
+        "table_id": 2,
+        "name": "huge",
+        "type": "DENSE",
+        "dim": 2**42,
+        "optimizer": OPTIMIZERS["adam"],
+    }
     start = time.monotonic()
-    with pytest.raises(InvalidArgument, match=r"dense table 2 'huge' \(dim 4398046511104\): "
-                                              r"[\d.]+ GiB needed on this server, but only"):
+    with pytest.raises(
+        InvalidArgument,
+        match=r"dense table 2 'huge' \(dim 4398046511104\): "
+        r"[\d.]+ GiB needed on this server, but only",
+    ):
         start_server(server_config(0, 1, [SPARSE, huge]))
     assert time.monotonic() - start < 5.0
 
@@ -43,19 +57,29 @@ def test_max_threads_below_two_is_refused(max_threads):
         start_server(server_config(0, 1, [SPARSE]), max_threads=max_threads)
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"rpc_timeout": -1}, "rpc_timeout must be a finite number of seconds > 0 and at most a year, got -1"),
-    ({"connect_timeout": 0}, "connect_timeout must be a finite number of seconds > 0 and at most a year, got 0"),
-    ({"admin_timeout": float("nan")}, "admin_timeout must be a finite number of seconds"),
-    ({"max_keys_per_request": -5}, "max_keys_per_request must be at least 1, got -5"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (
+            {"rpc_timeout": -1},
+            "rpc_timeout must be a finite number of seconds > 0 and at most a year, got -1",
+        ),
+        (
+            {"connect_timeout": 0},
+            "connect_timeout must be a finite number of seconds > 0 and at most a year, got 0",
+        ),
+        ({"admin_timeout": float("nan")}, "admin_timeout must be a finite number of seconds"),
+        ({"max_keys_per_request": -5}, "max_keys_per_request must be at least 1, got -5"),
+    ],
+)
 def test_bad_client_options_are_invalid_arguments(kwargs, message):
     with pytest.raises(InvalidArgument, match=message):
         PsClient(["127.0.0.1:1"], **kwargs)
 
 
-@pytest.mark.parametrize("endpoint", ["localhost", "127.0.0.1:99999", "a b:80", ":80",
-                                      "127.0.0.1:-1", "host:port"])
+@pytest.mark.parametrize(
+    "endpoint", ["localhost", "127.0.0.1:99999", "a b:80", ":80", "127.0.0.1:-1", "host:port"]
+)
 def test_malformed_endpoint_fails_at_once(endpoint):
     start = time.monotonic()
     with pytest.raises(InvalidArgument, match="endpoint of server 0 .* is not host:port"):
@@ -79,8 +103,13 @@ def test_garbage_binary_config_is_an_error_naming_the_file(tmp_path):
     good.write_bytes(server_config(0, 1, [SPARSE]).SerializeToString())
     assert read_server_config(str(good)).tables[0].dim == 4
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
-    proc = subprocess.run([sys.executable, "-m", "fleet.ps.server", "--config", str(path)],
-                          env=env, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "fleet.ps.server", "--config", str(path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode != 0 and str(path) in proc.stderr
 
 
@@ -93,8 +122,9 @@ def test_barrier_refuses_bad_and_repeated_worker_ids(ps_servers):
         client.barrier("b", 2, 0, timeout=-1)
     # The server checks too (a request that skipped the client's checks).
     request = ps_pb2.BarrierRequest(name="raw", num_workers=2, worker_id=7, timeout_ms=1000)
-    reply = ps_pb2.BarrierReply.FromString(_core.ps.raw_call(
-        cluster.endpoints[0], "Barrier", request.SerializeToString(), 10.0))
+    reply = ps_pb2.BarrierReply.FromString(
+        _core.ps.raw_call(cluster.endpoints[0], "Barrier", request.SerializeToString(), 10.0)
+    )
     assert reply.status.code == 3 and "worker id 7 is not in [0, 2)" in reply.status.message
 
     released = []
@@ -119,8 +149,11 @@ def test_calls_on_a_closed_or_stopped_client_are_clear_errors(ps_servers):
         closed.pull_sparse(1, keys)
     client = cluster.client()
     client.stop_servers()
-    for call in (lambda: client.pull_sparse(1, keys), client.stats,
-                 lambda: client.save("/tmp/never")):
+    for call in (
+        lambda: client.pull_sparse(1, keys),
+        client.stats,
+        lambda: client.save("/tmp/never"),
+    ):
         with pytest.raises(Unavailable, match="stopped by this client"):
             call()
     assert cluster.procs[0].wait(timeout=10) == 0
@@ -138,8 +171,14 @@ def test_in_process_server_stops_serving_after_stop_servers():
 
 
 def _table(table_id, kind, optimizer, overflow=None, dim=4):
-    table = {"table_id": table_id, "name": f"t{table_id}", "type": kind, "dim": dim,
-             "optimizer": optimizer, "initializer": {"seed": 1, "zero": {}}}
+    table = {
+        "table_id": table_id,
+        "name": f"t{table_id}",
+        "type": kind,
+        "dim": dim,
+        "optimizer": optimizer,
+        "initializer": {"seed": 1, "zero": {}},
+    }
     if overflow:
         table["overflow"] = overflow
     return table
@@ -147,17 +186,21 @@ def _table(table_id, kind, optimizer, overflow=None, dim=4):
 
 def test_updates_that_overflow_are_refused_or_clipped(ps_servers):
     big_lr = {"learning_rate": 1e30, "sgd": {}}
-    tables = [_table(1, "SPARSE", big_lr),
-              _table(2, "SPARSE", OPTIMIZERS["adagrad"]),
-              _table(3, "SPARSE", {"learning_rate": 1.0, "sgd": {}},
-                     {"action": "CLIP", "max_abs": 100}),
-              _table(4, "DENSE", big_lr, dim=10)]
+    tables = [
+        _table(1, "SPARSE", big_lr),
+        _table(2, "SPARSE", OPTIMIZERS["adagrad"]),
+        _table(3, "SPARSE", {"learning_rate": 1.0, "sgd": {}}, {"action": "CLIP", "max_abs": 100}),
+        _table(4, "DENSE", big_lr, dim=10),
+    ]
     client = ps_servers(tables, 2).client()
     keys = np.array([5, 6, 7], np.int64)
     grads = np.ones((3, 4), np.float32)
     grads[1] = 1e10  # finite, but lr * g overflows float
-    with pytest.raises(InvalidArgument, match=r"sparse table 1 't1': the update of key 6 would "
-                                              r"take a weight .* past 3.4\d*e\+38"):
+    with pytest.raises(
+        InvalidArgument,
+        match=r"sparse table 1 't1': the update of key 6 would "
+        r"take a weight .* past 3.4\d*e\+38",
+    ):
         client.push_sparse(1, keys, grads)
     rows = client.pull_sparse(1, keys)
     np.testing.assert_array_equal(rows[1], 0)  # refused: left as it was

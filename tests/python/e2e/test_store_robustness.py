@@ -31,8 +31,13 @@ server.close()
 
 @pytest.fixture
 def store_process():
-    proc = subprocess.Popen([sys.executable, "-c", SERVER], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SERVER],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         port = int(proc.stdout.readline())
         yield proc, port
@@ -111,11 +116,13 @@ def test_http_random_bytes_and_huge_claims_get_an_error_and_the_store_lives(stor
 def test_bad_requests_get_errors_on_a_connection_that_stays_usable(store_process):
     proc, port = store_process
     with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
-        for request, expected in [(frame(9, b"k"), b"unknown request code 9"),
-                                  (frame(1, b"only-key"), b"SET takes a key and a value"),
-                                  (frame(3, b"k", b"not-a-number"), b"not a counter"),
-                                  (frame(3, b"k", b"2"), b"2"),
-                                  (frame(3, b"k", b"9223372036854775807"), b"overflows")]:
+        for request, expected in [
+            (frame(9, b"k"), b"unknown request code 9"),
+            (frame(1, b"only-key"), b"SET takes a key and a value"),
+            (frame(3, b"k", b"not-a-number"), b"not a counter"),
+            (frame(3, b"k", b"2"), b"2"),
+            (frame(3, b"k", b"9223372036854775807"), b"overflows"),
+        ]:
             s.sendall(request)
             reply = s.recv(65536)
             assert expected in reply, reply

@@ -76,29 +76,47 @@ USER_SCRIPT = textwrap.dedent("""\
 
 def run(args, **kwargs) -> subprocess.CompletedProcess:
     proc = subprocess.run([str(a) for a in args], capture_output=True, text=True, **kwargs)
-    assert proc.returncode == 0, (f"{args} exited with {proc.returncode}:\n"
-                                  f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    assert proc.returncode == 0, (
+        f"{args} exited with {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    )
     return proc
 
 
 def user_env() -> dict:
     """The environment of a user's shell: nothing pointing into the source tree."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONPATH", "LD_LIBRARY_PATH", "VIRTUAL_ENV", "PYTHONHOME")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYTHONPATH", "LD_LIBRARY_PATH", "VIRTUAL_ENV", "PYTHONHOME")
+    }
     env["OPENBLAS_NUM_THREADS"] = "1"
     return env
 
 
 def build_and_install(work: Path) -> Path:
     """Builds the repaired wheel into `work`/dist and installs it into `work`/venv."""
-    built = run(["bash", REPO_ROOT / "scripts" / "build_wheel.sh", "--out", work / "dist"],
-                cwd=REPO_ROOT, timeout=1500)
+    built = run(
+        ["bash", REPO_ROOT / "scripts" / "build_wheel.sh", "--out", work / "dist"],
+        cwd=REPO_ROOT,
+        timeout=1500,
+    )
     wheel = Path(built.stdout.strip().splitlines()[-1])
     assert wheel.is_file(), built.stdout
     venv = work / "venv"
     run([sys.executable, "-m", "venv", venv], timeout=120)
-    run([venv / "bin" / "python", "-m", "pip", "install", "-q", "--disable-pip-version-check",
-         wheel], timeout=600, env=user_env())
+    run(
+        [
+            venv / "bin" / "python",
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--disable-pip-version-check",
+            wheel,
+        ],
+        timeout=600,
+        env=user_env(),
+    )
     return wheel
 
 
@@ -146,8 +164,14 @@ def test_wheel_contents(installed):
 
 def test_core_loads_only_policy_libraries_from_the_system(installed):
     wheel, venv, _ = installed
-    site = run([venv / "bin" / "python", "-c", "import sysconfig; "
-                "print(sysconfig.get_paths()['platlib'])"], env=user_env()).stdout.strip()
+    site = run(
+        [
+            venv / "bin" / "python",
+            "-c",
+            "import sysconfig; print(sysconfig.get_paths()['platlib'])",
+        ],
+        env=user_env(),
+    ).stdout.strip()
     core = next(Path(site, "fleet").glob("_core*.so"))
     libs_dir = Path(site, "fleet.libs").resolve()
     allowed = policy_libs(wheel)
@@ -185,19 +209,22 @@ def test_fleet_trains_from_outside_the_source_tree(installed):
 
 def test_fleetrun_of_the_wheel(installed):
     wheel, venv, work = installed
-    help_text = run([venv / "bin" / "fleetrun", "--help"], cwd=work, env=user_env(),
-                    timeout=60).stdout
+    help_text = run(
+        [venv / "bin" / "fleetrun", "--help"], cwd=work, env=user_env(), timeout=60
+    ).stdout
     assert "--server_num" in help_text and "--collective" in help_text
-    version = run([venv / "bin" / "fleetrun", "--version"], cwd=work, env=user_env(),
-                  timeout=60).stdout
+    version = run(
+        [venv / "bin" / "fleetrun", "--version"], cwd=work, env=user_env(), timeout=60
+    ).stdout
     assert version.strip() == f"fleetrun (Fleet) {wheel.name.split('-')[1]}"
 
 
 def test_run_check_of_the_wheel(installed):
     """The installed package's own check: training, a fleetrun PS job, a collective job."""
     _, venv, work = installed
-    out = run([venv / "bin" / "python", "-m", "fleet.run_check"], cwd=work, env=user_env(),
-              timeout=300).stdout
+    out = run(
+        [venv / "bin" / "python", "-m", "fleet.run_check"], cwd=work, env=user_env(), timeout=300
+    ).stdout
     assert "CUDA compiled in: no (CPU build)" in out
     assert f"{Path(venv).name}/" in out.split("BLAS: ", 1)[1].splitlines()[0]  # bundled OpenBLAS
     assert out.strip().splitlines()[-1].startswith("Fleet works here"), out

@@ -36,8 +36,9 @@ SIZES = [160_000, 1_048_576 + 4097]
 def test_sgd_matches_the_cpu_op(device: int, n: int) -> None:
     rng = np.random.default_rng(0)
     p, g = _f32(rng, n), _f32(rng, n)
-    want = run_op("sgd", {"Param": p, "Grad": g, "LearningRate": _lr(0.3)},
-                  ["ParamOut"])["ParamOut"]
+    want = run_op("sgd", {"Param": p, "Grad": g, "LearningRate": _lr(0.3)}, ["ParamOut"])[
+        "ParamOut"
+    ]
     got = p.copy()
     _core.cuda_sgd_update(got, g, 0.3, device=device)
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
@@ -55,13 +56,23 @@ def test_adam_steps_match_the_cpu_op(device: int, n: int) -> None:
     attrs = {"beta1": 0.8, "beta2": 0.99, "epsilon": 1e-6}
     for _ in range(3):
         g = _f32(rng, n)
-        out = run_op("adam", {"Param": cpu[0], "Grad": g, "LearningRate": _lr(0.01),
-                              "Moment1": cpu[1], "Moment2": cpu[2], "Beta1Pow": cpu[3],
-                              "Beta2Pow": cpu[4]},
-                     ["ParamOut", "Moment1Out", "Moment2Out", "Beta1PowOut", "Beta2PowOut"],
-                     attrs)
-        cpu = [out[s] for s in ("ParamOut", "Moment1Out", "Moment2Out", "Beta1PowOut",
-                                "Beta2PowOut")]
+        out = run_op(
+            "adam",
+            {
+                "Param": cpu[0],
+                "Grad": g,
+                "LearningRate": _lr(0.01),
+                "Moment1": cpu[1],
+                "Moment2": cpu[2],
+                "Beta1Pow": cpu[3],
+                "Beta2Pow": cpu[4],
+            },
+            ["ParamOut", "Moment1Out", "Moment2Out", "Beta1PowOut", "Beta2PowOut"],
+            attrs,
+        )
+        cpu = [
+            out[s] for s in ("ParamOut", "Moment1Out", "Moment2Out", "Beta1PowOut", "Beta2PowOut")
+        ]
         _core.cuda_adam_update(*gpu[:1], g, *gpu[1:], lr=0.01, device=device, **attrs)
     for got, want, name in zip(gpu, cpu, ["param", "moment1", "moment2", "b1p", "b2p"]):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=name)
@@ -106,5 +117,6 @@ def test_arguments_are_checked_before_any_device_work() -> None:
     with pytest.raises(InvalidArgument, match="param must be writeable"):
         _core.cuda_sgd_update(readonly, p, 0.1)
     with pytest.raises(InvalidArgument, match="beta1_pow has 2 elements, expected 1"):
-        _core.cuda_adam_update(p, p, p.copy(), p.copy(), np.ones(2, np.float32),
-                               np.ones(1, np.float32), lr=0.1)
+        _core.cuda_adam_update(
+            p, p, p.copy(), p.copy(), np.ones(2, np.float32), np.ones(1, np.float32), lr=0.1
+        )

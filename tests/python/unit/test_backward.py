@@ -20,10 +20,14 @@ def test_variable_used_twice_gets_the_sum_of_gradients():
     main, startup = fleet.Program(), fleet.Program()
     with fleet.program_guard(main, startup):
         x = layers.data("x", [3])
-        h = layers.fc(x, 3, bias_attr=False,
-                      param_attr=fleet.ParamAttr("w", initializer=fleet.initializer.Constant(0.5)))
-        y = layers.elementwise_mul(h, h)          # h used twice by one op
-        z = layers.elementwise_add(y, h)          # and once more
+        h = layers.fc(
+            x,
+            3,
+            bias_attr=False,
+            param_attr=fleet.ParamAttr("w", initializer=fleet.initializer.Constant(0.5)),
+        )
+        y = layers.elementwise_mul(h, h)  # h used twice by one op
+        z = layers.elementwise_add(y, h)  # and once more
         loss = layers.mean(z)
         params_grads = fleet.append_backward(loss)
     assert [p.name for p, _ in params_grads] == ["w"]
@@ -62,8 +66,12 @@ def test_shared_sparse_embedding_gradient_is_summed_selected_rows():
         a = layers.data("a", [1], dtype="int64", lod_level=1)
         b = layers.data("b", [1], dtype="int64", lod_level=1)
         attr = fleet.ParamAttr("table", initializer=fleet.initializer.Constant(1.0))
-        ea = layers.sequence_pool(layers.embedding(a, [10, 4], is_sparse=True, param_attr=attr), "sum")
-        eb = layers.sequence_pool(layers.embedding(b, [10, 4], is_sparse=True, param_attr=attr), "sum")
+        ea = layers.sequence_pool(
+            layers.embedding(a, [10, 4], is_sparse=True, param_attr=attr), "sum"
+        )
+        eb = layers.sequence_pool(
+            layers.embedding(b, [10, 4], is_sparse=True, param_attr=attr), "sum"
+        )
         loss = layers.mean(layers.elementwise_add(ea, eb))
         fleet.append_backward(loss)
     feed = {"a": np.array([[1], [2]], np.int64), "b": np.array([[2], [7]], np.int64)}

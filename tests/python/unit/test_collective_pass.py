@@ -39,7 +39,8 @@ def _model(vocab=0):
 def _minimize(facade, strategy=None, optimizer=None):
     main, startup, loss, feeds = _model()
     DistributedOptimizer(facade, optimizer or fleet.optimizer.SGD(0.1), strategy).minimize(
-        loss, startup)
+        loss, startup
+    )
     return main, startup, loss, feeds
 
 
@@ -71,8 +72,9 @@ def test_fused_pass_starts_buckets_in_backward_and_waits_before_the_optimizer(on
     for i in starts:
         assert set(ops[i].input("X")) & set(ops[i - 1].output_names)
     # The first bucket (last layer's gradients) starts before backward has finished.
-    assert any(op.attrs["op_role"] == 1 and op.type.endswith("_grad")
-               for op in ops[starts[0] + 1:])
+    assert any(
+        op.attrs["op_role"] == 1 and op.type.endswith("_grad") for op in ops[starts[0] + 1 :]
+    )
 
 
 def test_gradient_merge_moves_the_update_into_a_block_run_every_k_steps(one_rank):
@@ -124,21 +126,27 @@ def test_train_from_dataset_runs_one_thread_and_refuses_more(one_rank, tmp_path)
     exe = fleet.Executor(fleet.CPUPlace(), resources=one_rank.runtime_resources)
     exe.run(startup, scope=scope)
     before = scope.find_var("fc_0.w_0").get_tensor().numpy().copy()
-    result = exe.train_from_dataset(main, _dataset(files, feeds, 1), scope=scope, thread=1,
-                                    print_period=0)
+    result = exe.train_from_dataset(
+        main, _dataset(files, feeds, 1), scope=scope, thread=1, print_period=0
+    )
     assert result.samples == 64
     assert not np.array_equal(before, scope.find_var("fc_0.w_0").get_tensor().numpy())
     with pytest.raises(InvalidArgument, match="one trainer thread per process, got thread=2"):
-        exe.train_from_dataset(main, _dataset(files, feeds, 2), scope=scope, thread=2,
-                               print_period=0)
+        exe.train_from_dataset(
+            main, _dataset(files, feeds, 2), scope=scope, thread=2, print_period=0
+        )
 
 
 def test_collective_ops_without_a_group_say_how_to_get_one():
     main, startup, loss, _ = _model()
     fleet.optimizer.SGD(0.1).minimize(loss, startup)
     block = main.global_block()
-    block._insert_op(len(block.ops), "c_allreduce_sum", inputs={"X": "fc_0.w_0@GRAD"},
-                     outputs={"Out": "fc_0.w_0@GRAD"})
+    block._insert_op(
+        len(block.ops),
+        "c_allreduce_sum",
+        inputs={"X": "fc_0.w_0@GRAD"},
+        outputs={"Out": "fc_0.w_0@GRAD"},
+    )
     scope = _core.Scope()
     exe = fleet.Executor(fleet.CPUPlace(), resources=_core.RuntimeResources())
     exe.run(startup, scope=scope)

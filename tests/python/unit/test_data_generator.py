@@ -13,6 +13,7 @@ class WordsAndLabel(dg.MultiSlotDataGenerator):
         def local_iter():
             words, label = line.strip().split(";")
             yield [("words", [int(w) for w in words.split()]), ("label", [int(label)])]
+
         return local_iter
 
 
@@ -58,6 +59,7 @@ def test_generate_batch_sees_set_batch_samples():
                 for s in samples:
                     ids = s[0][1]
                     yield [("ids", ids + [0] * (longest - len(ids)))]
+
             return local_iter
 
     gen = Padded()
@@ -65,13 +67,16 @@ def test_generate_batch_sees_set_batch_samples():
     assert _run(gen, "1\n2 3\n4\n") == "2 1 0\n2 2 3\n1 4\n"
 
 
-@pytest.mark.parametrize("sample,message", [
-    ([("words", [])], "is empty"),
-    ([("words", ["x"])], "must be an int or a float"),
-    ([("words", [True])], "must be an int or a float"),
-    ("words 1", "must be a list or tuple"),
-    ([(3, [1])], "must be a str"),
-])
+@pytest.mark.parametrize(
+    "sample,message",
+    [
+        ([("words", [])], "is empty"),
+        ([("words", ["x"])], "must be an int or a float"),
+        ([("words", [True])], "must be an int or a float"),
+        ("words 1", "must be a list or tuple"),
+        ([(3, [1])], "must be a str"),
+    ],
+)
 def test_bad_samples_raise(sample, message):
     class Bad(dg.MultiSlotDataGenerator):
         def generate_sample(self, line):

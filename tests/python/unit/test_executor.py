@@ -18,9 +18,12 @@ def test_feed_fetch_round_trip_and_scope_access(exe):
     scope = fleet._core.Scope()
     with fleet.program_guard(main, startup):
         x = layers.data("x", [3])
-        y = layers.fc(x, 2, bias_attr=False,
-                      param_attr=fleet.ParamAttr(name="w",
-                                                 initializer=fleet.initializer.Constant(0.5)))
+        y = layers.fc(
+            x,
+            2,
+            bias_attr=False,
+            param_attr=fleet.ParamAttr(name="w", initializer=fleet.initializer.Constant(0.5)),
+        )
     exe.run(startup, scope=scope)
     w = scope.find_var("w").get_tensor()
     np.testing.assert_array_equal(np.array(w), np.full((3, 2), 0.5, np.float32))
@@ -42,15 +45,20 @@ def test_lod_feed_with_lengths_and_offsets(exe):
     main, startup = fleet.Program(), fleet.Program()
     with fleet.program_guard(main, startup):
         ids = layers.data("ids", [1], dtype="int64", lod_level=1)
-        emb = layers.embedding(ids, size=[10, 2],
-                               param_attr=fleet.ParamAttr(initializer=fleet.initializer.Constant(1.0)))
+        emb = layers.embedding(
+            ids,
+            size=[10, 2],
+            param_attr=fleet.ParamAttr(initializer=fleet.initializer.Constant(1.0)),
+        )
         pooled = layers.sequence_pool(emb, "sum")
     scope = fleet._core.Scope()
     exe.run(startup, scope=scope)
     values = np.array([[1], [2], [3], [4], [5]], np.int64)
-    for tensor in (fleet.LoDTensor(values, lengths=[[2, 3]]),
-                   fleet.LoDTensor(values, lod=[[0, 2, 5]]),
-                   fleet.create_lod_tensor(values, [[2, 3]])):
+    for tensor in (
+        fleet.LoDTensor(values, lengths=[[2, 3]]),
+        fleet.LoDTensor(values, lod=[[0, 2, 5]]),
+        fleet.create_lod_tensor(values, [[2, 3]]),
+    ):
         (out,) = exe.run(main, feed={"ids": tensor}, fetch_list=[pooled], scope=scope)
         np.testing.assert_allclose(out, [[2, 2], [3, 3]])
 
@@ -83,8 +91,9 @@ def test_runtime_kernel_error_names_op_and_script_line(exe):
         b = layers.data("b", [-1], append_batch_size=False)
         out = layers.elementwise_add(a, b)
     with pytest.raises(InvalidArgument) as info:
-        exe.run(main, feed={"a": np.ones(3, np.float32), "b": np.ones(4, np.float32)},
-                fetch_list=[out])
+        exe.run(
+            main, feed={"a": np.ones(3, np.float32), "b": np.ones(4, np.float32)}, fetch_list=[out]
+        )
     assert "elementwise_add" in str(info.value)
     assert "test_executor.py:" in str(info.value)
 
@@ -94,8 +103,9 @@ def test_reading_a_variable_before_startup_is_a_clear_error(exe):
     with fleet.program_guard(main, startup):
         y = layers.fc(layers.data("x", [3]), 2)
     with pytest.raises(InvalidArgument, match="fc_.*w.*no data"):
-        exe.run(main, feed={"x": np.ones((1, 3), np.float32)}, fetch_list=[y],
-                scope=fleet._core.Scope())
+        exe.run(
+            main, feed={"x": np.ones((1, 3), np.float32)}, fetch_list=[y], scope=fleet._core.Scope()
+        )
 
 
 def test_prepared_program_is_cached_and_refreshed_on_change(exe):

@@ -35,8 +35,17 @@ def test_shapes_are_inferred_at_build_time():
 def test_program_prints_ops_and_vars_readably():
     main, _, _, _, _ = _mlp()
     text = str(main)
-    for expected in ["mul(", "elementwise_add(", "softmax(", "cross_entropy(", "mean(",
-                     "sgd(", "Parameter(fc_0", "float32[-1, 8]", "test_framework.py:"]:
+    for expected in [
+        "mul(",
+        "elementwise_add(",
+        "softmax(",
+        "cross_entropy(",
+        "mean(",
+        "sgd(",
+        "Parameter(fc_0",
+        "float32[-1, 8]",
+        "test_framework.py:",
+    ]:
         assert expected in text, expected
 
 

@@ -26,6 +26,7 @@ def ports_from(start: int):
         first = state["next"]
         state["next"] += count
         return list(range(first, first + count))
+
     return pick
 
 
@@ -59,16 +60,20 @@ def test_ps_across_machines_starts_only_this_machines_processes(script):
     assert job.procs[1].env["FLEET_GLOO_STORE_ENDPOINT"] == "10.0.0.1:6180"
     assert job.procs[1].env["POD_IP"] == "10.0.0.2"
     # --host overrides the address matching.
-    job = plan([servers, workers, "--store_port=6180", "--host=10.0.0.1", script],
-               addresses={"10.0.0.2"})
+    job = plan(
+        [servers, workers, "--store_port=6180", "--host=10.0.0.1", script], addresses={"10.0.0.2"}
+    )
     assert [p.name for p in job.procs] == ["server.0", "worker.0"]
     with pytest.raises(InvalidArgument, match="none of the endpoints .* hint: pass --host"):
         plan([servers, workers, "--store_port=6180", script], addresses={"10.9.9.9"})
     with pytest.raises(InvalidArgument, match="hint: add --store_port"):
         plan([servers, workers, script], addresses={"10.0.0.2"})
     # A shared file store replaces the TCP store and its port.
-    job = plan([servers, workers, script], addresses={"10.0.0.2"},
-               environ={"FLEET_GLOO_STORE_PATH": "/shared/job"})
+    job = plan(
+        [servers, workers, script],
+        addresses={"10.0.0.2"},
+        environ={"FLEET_GLOO_STORE_PATH": "/shared/job"},
+    )
     assert "FLEET_GLOO_STORE_ENDPOINT" not in job.procs[1].env
 
 
@@ -83,12 +88,21 @@ def test_collective_gpus_one_process_per_gpu(script):
 
 
 def test_collective_across_machines_uses_fixed_ports_and_global_ranks(script):
-    job = plan(["--ips=10.0.0.1,10.0.0.2", "--nproc_per_node=2", "--collective",
-                "--started_port=6170", script], addresses={"10.0.0.2"})
+    job = plan(
+        [
+            "--ips=10.0.0.1,10.0.0.2",
+            "--nproc_per_node=2",
+            "--collective",
+            "--started_port=6170",
+            script,
+        ],
+        addresses={"10.0.0.2"},
+    )
     assert [p.rank for p in job.procs] == [2, 3]
     env = job.procs[0].env
-    assert env["PADDLE_TRAINER_ENDPOINTS"] == ("10.0.0.1:6170,10.0.0.1:6171,"
-                                               "10.0.0.2:6170,10.0.0.2:6171")
+    assert env["PADDLE_TRAINER_ENDPOINTS"] == (
+        "10.0.0.1:6170,10.0.0.1:6171,10.0.0.2:6170,10.0.0.2:6171"
+    )
     assert env["PADDLE_CURRENT_ENDPOINT"] == "10.0.0.2:6170"
     assert env["FLEET_GLOO_STORE_ENDPOINT"] == "10.0.0.1:6172"
     assert "CUDA_VISIBLE_DEVICES" not in env
@@ -101,20 +115,25 @@ def test_cpu_collective_default_is_one_process(script):
     assert job.mode == "collective" and [p.name for p in job.procs] == ["worker.0"]
 
 
-@pytest.mark.parametrize("argv, message", [
-    ([], "no training script given"),
-    (["--server_num=1", "--worker_num=1", "missing.py"], "does not exist"),
-    (["--server_num=0", "--worker_num=1", "SCRIPT"], "--server_num=0: must be at least 1"),
-    (["--servers=127.0.0.1:1,127.0.0.1:1", "--worker_num=1", "SCRIPT"], "more than once"),
-    (["--servers=127.0.0.1:99999", "--worker_num=1", "SCRIPT"], "bad endpoint"),
-    (["--workers=127.0.0.1:1", "--worker_num=2", "--server_num=1", "SCRIPT"],
-     "--workers lists 1 endpoints but --worker_num=2"),
-    (["--server_num=1", "SCRIPT"], "needs workers; hint: add --worker_num"),
-    (["--worker_num=1", "--collective", "SCRIPT"], "cannot be combined"),
-    (["--gpus=0,1", "--nproc_per_node=3", "SCRIPT"], "one process per GPU"),
-    (["--gpus=a", "SCRIPT"], "expected distinct GPU ids"),
-    (["--ips=10.0.0.1,10.0.0.1", "SCRIPT"], "more than once"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        ([], "no training script given"),
+        (["--server_num=1", "--worker_num=1", "missing.py"], "does not exist"),
+        (["--server_num=0", "--worker_num=1", "SCRIPT"], "--server_num=0: must be at least 1"),
+        (["--servers=127.0.0.1:1,127.0.0.1:1", "--worker_num=1", "SCRIPT"], "more than once"),
+        (["--servers=127.0.0.1:99999", "--worker_num=1", "SCRIPT"], "bad endpoint"),
+        (
+            ["--workers=127.0.0.1:1", "--worker_num=2", "--server_num=1", "SCRIPT"],
+            "--workers lists 1 endpoints but --worker_num=2",
+        ),
+        (["--server_num=1", "SCRIPT"], "needs workers; hint: add --worker_num"),
+        (["--worker_num=1", "--collective", "SCRIPT"], "cannot be combined"),
+        (["--gpus=0,1", "--nproc_per_node=3", "SCRIPT"], "one process per GPU"),
+        (["--gpus=a", "SCRIPT"], "expected distinct GPU ids"),
+        (["--ips=10.0.0.1,10.0.0.1", "SCRIPT"], "more than once"),
+    ],
+)
 def test_bad_options_are_errors_with_hints(script, argv, message):
     argv = [script if a == "SCRIPT" else a for a in argv]
     with pytest.raises(InvalidArgument, match=message):

@@ -32,8 +32,15 @@ def _read_all(tmp_path, text, kind="QueueDataset", skip_bad_lines=False):
     dataset.set_skip_bad_lines(skip_bad_lines)
     if kind == "InMemoryDataset":
         dataset.load_into_memory()
-    run = trainer.train_from_dataset(fleet.Executor(), main, dataset, scope=fleet._core.Scope(),
-                                     thread=1, fetch_list=["ids", "w", "label"], print_period=0)
+    run = trainer.train_from_dataset(
+        fleet.Executor(),
+        main,
+        dataset,
+        scope=fleet._core.Scope(),
+        thread=1,
+        fetch_list=["ids", "w", "label"],
+        print_period=0,
+    )
     return run, dataset
 
 
@@ -42,12 +49,12 @@ def test_values_shapes_and_lod(tmp_path, kind):
     text = "3 11 12 13 2 0.5 -1.5e2 1 1\n\n1\t-4\t2 3 4 1 0\r\n2 9223372036854775807 7 2 +1 2 1 1"
     run, _ = _read_all(tmp_path, text, kind)
     assert (run.batches, run.samples) == (1, 3)
-    np.testing.assert_array_equal(run.fetch["ids"][:, 0],
-                                  [11, 12, 13, -4, 9223372036854775807, 7])
+    np.testing.assert_array_equal(run.fetch["ids"][:, 0], [11, 12, 13, -4, 9223372036854775807, 7])
     assert run.fetch["ids"].dtype == np.int64
     assert run.fetch_lod["ids"] == [[0, 3, 4, 6]]
-    np.testing.assert_array_equal(run.fetch["w"], np.array([[0.5, -150], [3, 4], [1, 2]],
-                                                            np.float32))
+    np.testing.assert_array_equal(
+        run.fetch["w"], np.array([[0.5, -150], [3, 4], [1, 2]], np.float32)
+    )
     assert run.fetch_lod["w"] == []
     np.testing.assert_array_equal(run.fetch["label"], [[1], [0], [1]])
 
@@ -85,8 +92,11 @@ def test_skip_bad_lines_counts_and_keeps_the_good_ones(tmp_path, kind, capsys):
     assert run.samples == 3
     assert run.fetch_sums["ids"] == 6 and run.fetch_sums["label"] == 2
     # A queue pass counts while training; an in-memory dataset while loading.
-    stats = dataset.load_stats if kind == "InMemoryDataset" else {
-        "bad_lines": run.skipped_lines, "bad_line_examples": run.skipped_examples}
+    stats = (
+        dataset.load_stats
+        if kind == "InMemoryDataset"
+        else {"bad_lines": run.skipped_lines, "bad_line_examples": run.skipped_examples}
+    )
     assert stats["bad_lines"] == 3
     assert stats["bad_line_examples"][0].startswith(f"{path}:2: slot 'ids'")
     assert len(stats["bad_line_examples"]) == 3

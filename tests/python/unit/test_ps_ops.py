@@ -18,11 +18,22 @@ DIM = 3
 
 @pytest.fixture
 def cluster():
-    tables = [{"table_id": 1, "type": "SPARSE", "dim": DIM,
-               "optimizer": {"learning_rate": 1.0, "sgd": {}},
-               "initializer": {"seed": 5, "uniform": {"low": -1, "high": 1}}},
-              {"table_id": 0, "type": "DENSE", "dim": 4,
-               "optimizer": {"learning_rate": 0.5, "sgd": {}}, "initializer": {"zero": {}}}]
+    tables = [
+        {
+            "table_id": 1,
+            "type": "SPARSE",
+            "dim": DIM,
+            "optimizer": {"learning_rate": 1.0, "sgd": {}},
+            "initializer": {"seed": 5, "uniform": {"low": -1, "high": 1}},
+        },
+        {
+            "table_id": 0,
+            "type": "DENSE",
+            "dim": 4,
+            "optimizer": {"learning_rate": 0.5, "sgd": {}},
+            "initializer": {"zero": {}},
+        },
+    ]
     server = start_server(server_config(0, 1, tables))
     client = PsClient([server.endpoint])
     yield server, client
@@ -33,17 +44,22 @@ def cluster():
 def _program(padding_idx: int = -1):
     main = fleet.Program()
     block = main.global_block()
-    ids = block.create_var("ids", shape=[-1, 1], dtype=fleet._dtypes.to_dtype("int64"),
-                           lod_level=1)
+    ids = block.create_var("ids", shape=[-1, 1], dtype=fleet._dtypes.to_dtype("int64"), lod_level=1)
     out = block.create_var("out", shape=[-1, DIM])
     grad = block.create_var("grad", shape=[-1, DIM])
     block.create_var("w", shape=[2, 2], persistable=True)
     block.create_var("w@GRAD", shape=[2, 2])
-    block.append_op("pull_sparse", inputs={"Ids": ids}, outputs={"Out": out},
-                    attrs={"table_id": 1, "dim": DIM, "padding_idx": padding_idx,
-                           "is_test": False})
-    block.append_op("push_sparse", inputs={"Ids": ids, "Grad": grad},
-                    attrs={"table_id": 1, "dim": DIM, "padding_idx": padding_idx})
+    block.append_op(
+        "pull_sparse",
+        inputs={"Ids": ids},
+        outputs={"Out": out},
+        attrs={"table_id": 1, "dim": DIM, "padding_idx": padding_idx, "is_test": False},
+    )
+    block.append_op(
+        "push_sparse",
+        inputs={"Ids": ids, "Grad": grad},
+        attrs={"table_id": 1, "dim": DIM, "padding_idx": padding_idx},
+    )
     block.append_op("send", inputs={"X": ["w@GRAD"]}, attrs={"table_id": 0})
     return main
 
@@ -51,10 +67,22 @@ def _program(padding_idx: int = -1):
 def _executor(client, scope, mode="half_async"):
     resources = _core.RuntimeResources()
     comm = _core.distributed.Communicator(
-        mode=mode, worker_id=0, num_workers=1, dense_table_id=0,
-        dense=[("w", "w@GRAD", 0, 4)], sparse=[(1, DIM, "emb", b"")], send_queue_size=4,
-        max_merge_var_num=1, send_wait_times=0, thread_pool_size=1, independent_recv=False,
-        geo_steps=1, step_timeout_s=10.0, client=client._core, root_scope=scope)
+        mode=mode,
+        worker_id=0,
+        num_workers=1,
+        dense_table_id=0,
+        dense=[("w", "w@GRAD", 0, 4)],
+        sparse=[(1, DIM, "emb", b"")],
+        send_queue_size=4,
+        max_merge_var_num=1,
+        send_wait_times=0,
+        thread_pool_size=1,
+        independent_recv=False,
+        geo_steps=1,
+        step_timeout_s=10.0,
+        client=client._core,
+        root_scope=scope,
+    )
     comm.attach(resources)
     return fleet.Executor(fleet.CPUPlace(), resources=resources), comm
 
@@ -70,10 +98,15 @@ def test_pull_push_and_send_match_the_servers(cluster):
         exe, comm = _executor(client, scope)
         comm.start()
         grad = np.array([[1, 2, 3], [4, 5, 6], [1, 1, 1]], np.float32)
-        (out,) = exe.run(_program(), feed={"ids": fleet.LoDTensor(ids, lengths=[[3]]),
-                                           "grad": grad,
-                                           "w@GRAD": np.full((2, 2), 2.0, np.float32)},
-                         fetch_list=["out"])
+        (out,) = exe.run(
+            _program(),
+            feed={
+                "ids": fleet.LoDTensor(ids, lengths=[[3]]),
+                "grad": grad,
+                "w@GRAD": np.full((2, 2), 2.0, np.float32),
+            },
+            fetch_list=["out"],
+        )
         comm.stop()
     np.testing.assert_array_equal(out, before)
     after = client.pull_sparse(1, np.array([2**40, -7]))
@@ -94,10 +127,15 @@ def test_padding_rows_are_zero_and_get_no_gradient(cluster):
     with fleet.scope_guard(scope):
         exe, comm = _executor(client, scope)
         comm.start()
-        (out,) = exe.run(_program(padding_idx=0),
-                         feed={"ids": fleet.LoDTensor(ids, lengths=[[2]]),
-                               "grad": np.ones((2, DIM), np.float32),
-                               "w@GRAD": np.zeros((2, 2), np.float32)}, fetch_list=["out"])
+        (out,) = exe.run(
+            _program(padding_idx=0),
+            feed={
+                "ids": fleet.LoDTensor(ids, lengths=[[2]]),
+                "grad": np.ones((2, DIM), np.float32),
+                "w@GRAD": np.zeros((2, 2), np.float32),
+            },
+            fetch_list=["out"],
+        )
         comm.stop()
     np.testing.assert_array_equal(out[0], np.zeros(DIM))
     np.testing.assert_array_equal(out[1], before[1])
@@ -111,6 +149,12 @@ def test_an_executor_without_a_communicator_names_init_worker():
     scope.var("w").get_tensor().set(np.zeros((2, 2), np.float32))
     exe = fleet.Executor(fleet.CPUPlace(), resources=_core.RuntimeResources())
     with pytest.raises(Unavailable, match="init_worker"):
-        exe.run(_program(), feed={"ids": fleet.LoDTensor(np.array([[1]]), lengths=[[1]]),
-                                  "grad": np.ones((1, DIM), np.float32),
-                                  "w@GRAD": np.zeros((2, 2), np.float32)}, scope=scope)
+        exe.run(
+            _program(),
+            feed={
+                "ids": fleet.LoDTensor(np.array([[1]]), lengths=[[1]]),
+                "grad": np.ones((1, DIM), np.float32),
+                "w@GRAD": np.zeros((2, 2), np.float32),
+            },
+            scope=scope,
+        )

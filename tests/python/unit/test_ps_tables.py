@@ -18,11 +18,18 @@ I64 = np.iinfo(np.int64)
 
 
 def sparse_config(dim=4, optimizer="sgd", shards=4, min_count=0, seed=3, table_id=1):
-    return table_config({
-        "table_id": table_id, "name": "emb", "type": "SPARSE", "dim": dim, "num_shards": shards,
-        "optimizer": OPTIMIZERS[optimizer], "count_filter": {"min_count": min_count},
-        "initializer": {"seed": seed, "uniform": {"low": -0.5, "high": 0.5}},
-    }).SerializeToString()
+    return table_config(
+        {
+            "table_id": table_id,
+            "name": "emb",
+            "type": "SPARSE",
+            "dim": dim,
+            "num_shards": shards,
+            "optimizer": OPTIMIZERS[optimizer],
+            "count_filter": {"min_count": min_count},
+            "initializer": {"seed": seed, "uniform": {"low": -0.5, "high": 0.5}},
+        }
+    ).SerializeToString()
 
 
 def sparse_table(**kwargs):
@@ -56,11 +63,14 @@ def test_adam_declares_two_moments_and_two_powers():
     assert _core.ps.UpdateRule(optimizer_bytes("adam")).state_dim(8) == 2 * 8 + 2
 
 
-@pytest.mark.parametrize("optimizer", [
-    {"learning_rate": 0.0, "sgd": {}},
-    {"learning_rate": 0.1, "adam": {"beta1": 1.0}},
-    {"learning_rate": 0.1},
-])
+@pytest.mark.parametrize(
+    "optimizer",
+    [
+        {"learning_rate": 0.0, "sgd": {}},
+        {"learning_rate": 0.1, "adam": {"beta1": 1.0}},
+        {"learning_rate": 0.1},
+    ],
+)
 def test_update_rule_rejects_bad_config(optimizer):
     raw = json_format.ParseDict(optimizer, ps_pb2.OptimizerConfig()).SerializeToString()
     with pytest.raises(InvalidArgument, match="optimizer"):
@@ -69,7 +79,7 @@ def test_update_rule_rejects_bad_config(optimizer):
 
 def test_rows_are_created_lazily_over_the_whole_int64_range():
     table = sparse_table()
-    keys = np.array([0, -1, 7, I64.min, I64.max, -(2 ** 40)], dtype=np.int64)
+    keys = np.array([0, -1, 7, I64.min, I64.max, -(2**40)], dtype=np.int64)
     assert table.stats()["rows"] == 0
     rows = table.pull(keys)
     assert rows.shape == (6, 4)
@@ -107,8 +117,7 @@ def test_batched_lookup_with_repeats_new_keys_and_growth(shards):
     table.push(push_keys, np.ones((push_keys.size, 4), np.float32))
     lr = OPTIMIZERS["sgd"]["learning_rate"]
     np.testing.assert_allclose(table.pull(unseen), reference.pull(unseen) - 2 * lr, atol=1e-6)
-    np.testing.assert_allclose(table.pull(old[:3_000]), reference.pull(old[:3_000]) - lr,
-                               atol=1e-6)
+    np.testing.assert_allclose(table.pull(old[:3_000]), reference.pull(old[:3_000]) - lr, atol=1e-6)
 
 
 def test_default_key_sharding_spreads_keys_evenly():
@@ -248,9 +257,16 @@ def test_shrink_drops_rows_untouched_since_the_last_saves(tmp_path):
 
 
 def test_dense_blocks_are_spread_round_robin():
-    config = table_config({"table_id": 2, "type": "DENSE", "dim": 10, "dense_block_size": 4,
-                           "optimizer": OPTIMIZERS["sgd"],
-                           "initializer": {"seed": 1, "gaussian": {"std": 1.0}}})
+    config = table_config(
+        {
+            "table_id": 2,
+            "type": "DENSE",
+            "dim": 10,
+            "dense_block_size": 4,
+            "optimizer": OPTIMIZERS["sgd"],
+            "initializer": {"seed": 1, "gaussian": {"std": 1.0}},
+        }
+    )
     whole = _core.ps.DenseTable(config.SerializeToString())
     parts = [_core.ps.DenseTable(config.SerializeToString(), i, 2) for i in range(2)]
     assert [p.local_size for p in parts] == [6, 4]  # blocks 0 and 2 | block 1

@@ -20,7 +20,7 @@ def batch(step: int, worker: int, size: int) -> dict:
     rng = np.random.default_rng(1000 * step + worker)
     # Every id appears in every worker's batch, so that every row is updated every step (the
     # servers' Adam counts steps per row, one process per table).
-    ids = np.concatenate([np.arange(VOCAB), rng.integers(-2**40, 2**40, size=0)])
+    ids = np.concatenate([np.arange(VOCAB), rng.integers(-(2**40), 2**40, size=0)])
     ids = np.concatenate([ids, rng.integers(0, VOCAB, size=size * 2 - VOCAB)])
     ids = (ids * 1_000_000_007 - 17).astype(np.int64)  # raw ids: negative and > 2^32
     x = rng.normal(size=(size, DENSE)).astype(np.float32)
@@ -35,9 +35,12 @@ def build(optimizer: str):
         ids = layers.data("ids", [1], dtype="int64", lod_level=1)
         x = layers.data("x", [DENSE])
         y = layers.data("y", [1], dtype="int64")
-        emb = layers.embedding(ids, size=[VOCAB, DIM], is_sparse=True,
-                               param_attr=fleet.ParamAttr(
-                                   name="emb", initializer=fleet.initializer.Constant(0.0)))
+        emb = layers.embedding(
+            ids,
+            size=[VOCAB, DIM],
+            is_sparse=True,
+            param_attr=fleet.ParamAttr(name="emb", initializer=fleet.initializer.Constant(0.0)),
+        )
         pooled = layers.sequence_pool(emb, "sum")
         h = layers.concat([pooled, x], axis=1)
         prob = layers.fc(h, 2, act="softmax")
@@ -51,9 +54,11 @@ def feed_of(parts: list[dict], raw_ids: bool = True) -> dict:
     ids = np.concatenate([p["ids"] for p in parts])
     if not raw_ids:  # one process: rows 0..VOCAB-1 of a [VOCAB, DIM] table
         ids = (ids + 17) // 1_000_000_007
-    return {"ids": fleet.LoDTensor(ids, lengths=[lengths]),
-            "x": np.concatenate([p["x"] for p in parts]),
-            "y": np.concatenate([p["y"] for p in parts])}
+    return {
+        "ids": fleet.LoDTensor(ids, lengths=[lengths]),
+        "x": np.concatenate([p["x"] for p in parts]),
+        "y": np.concatenate([p["y"] for p in parts]),
+    }
 
 
 def main() -> int:
@@ -64,8 +69,11 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--mode", default="sync")
     parser.add_argument("--single", action="store_true")
-    parser.add_argument("--flush_each_step", action="store_true",
-                        help="PS: wait for every push after each step (async then equals sync)")
+    parser.add_argument(
+        "--flush_each_step",
+        action="store_true",
+        help="PS: wait for every push after each step (async then equals sync)",
+    )
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     main_prog, startup, loss, opt = build(args.optimizer)
@@ -83,10 +91,12 @@ def main() -> int:
         np.savez(args.out, ids=ids, rows=rows, **_dense(main_prog))
         return 0
     fleet.init()
-    strategy = {"sync": fleet.DistributedStrategyFactory.create_sync_strategy(),
-                "async": fleet.DistributedStrategyFactory.create_async_strategy(),
-                "half_async": fleet.DistributedStrategyFactory.create_half_async_strategy(),
-                "geo": fleet.DistributedStrategyFactory.create_geo_strategy(2)}[args.mode]
+    strategy = {
+        "sync": fleet.DistributedStrategyFactory.create_sync_strategy(),
+        "async": fleet.DistributedStrategyFactory.create_async_strategy(),
+        "half_async": fleet.DistributedStrategyFactory.create_half_async_strategy(),
+        "geo": fleet.DistributedStrategyFactory.create_geo_strategy(2),
+    }[args.mode]
     with fleet.program_guard(main_prog, startup):
         fleet.distributed_optimizer(opt, strategy).minimize(loss)
     if fleet.is_server():
@@ -97,13 +107,15 @@ def main() -> int:
     fleet.init_worker()
     worker = fleet.worker_index()
     for step in range(args.steps):
-        exe.run(fleet.main_program, feed=feed_of([batch(step, worker, args.batch)]),
-                fetch_list=[loss])
+        exe.run(
+            fleet.main_program, feed=feed_of([batch(step, worker, args.batch)]), fetch_list=[loss]
+        )
         if args.flush_each_step:
             fleet.flush_worker()
     fleet.flush_worker()
     if worker == 0:
         from fleet.ps import PsClient
+
         client = PsClient(fleet.server_endpoints())
         ids = np.array(sorted({int(i) for i in batch(0, 0, args.batch)["ids"][:, 0]}))
         rows = client.pull_sparse(1, ids)
@@ -114,9 +126,11 @@ def main() -> int:
 
 def _dense(program) -> dict:
     scope = fleet.global_scope()
-    return {p.name: scope.find_var(p.name).get_tensor().numpy()
-            for p in program.all_parameters() if scope.find_var(p.name) is not None
-            and p.name != "emb"}
+    return {
+        p.name: scope.find_var(p.name).get_tensor().numpy()
+        for p in program.all_parameters()
+        if scope.find_var(p.name) is not None and p.name != "emb"
+    }
 
 
 if __name__ == "__main__":

@@ -16,17 +16,25 @@ def _away_from_kink(shape):
 def test_activations_match_numpy(shape):
     x = RNG.standard_normal(shape).astype(np.float32)
     np.testing.assert_allclose(run_op("relu", {"X": x}, ["Out"])["Out"], np.maximum(x, 0))
-    np.testing.assert_allclose(run_op("sigmoid", {"X": x}, ["Out"])["Out"],
-                               1 / (1 + np.exp(-x.astype(np.float64))), rtol=1e-6)
-    np.testing.assert_allclose(run_op("tanh", {"X": x}, ["Out"])["Out"],
-                               np.tanh(x.astype(np.float64)), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(
+        run_op("sigmoid", {"X": x}, ["Out"])["Out"],
+        1 / (1 + np.exp(-x.astype(np.float64))),
+        rtol=1e-6,
+    )
+    np.testing.assert_allclose(
+        run_op("tanh", {"X": x}, ["Out"])["Out"],
+        np.tanh(x.astype(np.float64)),
+        rtol=1e-5,
+        atol=1e-7,
+    )
 
 
 def test_scale_both_bias_orders():
     x = RNG.standard_normal((4, 3)).astype(np.float32)
     after = run_op("scale", {"X": x}, ["Out"], {"scale": 2.0, "bias": 0.5})["Out"]
-    before = run_op("scale", {"X": x}, ["Out"],
-                    {"scale": 2.0, "bias": 0.5, "bias_after_scale": False})["Out"]
+    before = run_op(
+        "scale", {"X": x}, ["Out"], {"scale": 2.0, "bias": 0.5, "bias_after_scale": False}
+    )["Out"]
     np.testing.assert_allclose(after, 2 * x + 0.5, rtol=1e-6)
     np.testing.assert_allclose(before, 2 * (x + 0.5), rtol=1e-6)
 
@@ -40,12 +48,17 @@ def test_activation_gradients():
     check_grad("relu", {"X": _away_from_kink((3, 4))}, wrt=["X"])
     check_grad("sigmoid", {"X": RNG.standard_normal((3, 4)).astype(np.float32)}, wrt=["X"])
     check_grad("tanh", {"X": RNG.standard_normal((2, 5)).astype(np.float32)}, wrt=["X"])
-    check_grad("scale", {"X": RNG.standard_normal((2, 5)).astype(np.float32)}, wrt=["X"],
-               attrs={"scale": -1.5, "bias": 2.0})
+    check_grad(
+        "scale",
+        {"X": RNG.standard_normal((2, 5)).astype(np.float32)},
+        wrt=["X"],
+        attrs={"scale": -1.5, "bias": 2.0},
+    )
 
 
 def test_activation_keeps_lod():
     from fleet.testing.op_test import Seq
+
     x = RNG.standard_normal((5, 2)).astype(np.float32)
     out = run_op("relu", {"X": Seq(x, [[0, 2, 5]])}, ["Out"], raw=True)["Out"]
     assert out.lod() == [[0, 2, 5]]

@@ -32,9 +32,13 @@ def test_dropout_training_matches_mask(impl, prob):
 @pytest.mark.parametrize("impl,factor", [("downgrade_in_infer", 0.7), ("upscale_in_train", 1.0)])
 def test_dropout_test_mode_scales(impl, factor):
     x = RNG.standard_normal((6, 4)).astype(np.float32)
-    out = run_op("dropout", {"X": Seq(x, [[0, 1, 6]])}, ["Out"],
-                 {"dropout_prob": 0.3, "is_test": True, "dropout_implementation": impl},
-                 raw=True)["Out"]
+    out = run_op(
+        "dropout",
+        {"X": Seq(x, [[0, 1, 6]])},
+        ["Out"],
+        {"dropout_prob": 0.3, "is_test": True, "dropout_implementation": impl},
+        raw=True,
+    )["Out"]
     np.testing.assert_allclose(np.asarray(out), x.astype(np.float64) * factor, rtol=1e-6)
     assert out.lod() == [[0, 1, 6]]
 

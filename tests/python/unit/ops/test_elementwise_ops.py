@@ -17,16 +17,16 @@ OPS = {
 }
 # (X shape, Y shape, axis)
 CASES = [
-    ((3, 4), (3, 4), -1),          # same shape
-    ((5, 4), (4,), -1),            # fc bias, aligned to the end
-    ((5, 4), (4,), 1),             # fc bias as layers.fc writes it
-    ((2, 3, 4), (3,), 1),          # middle run
-    ((2, 3, 4), (2,), 0),          # leading run
-    ((2, 3, 4), (3, 4), -1),       # trailing run of two
-    ((2, 3, 4), (3, 1), 1),        # a 1 inside the run broadcasts
-    ((2, 3, 4, 5), (1, 4), 1),     # leading 1 inside the run
-    ((2, 3), (1,), -1),            # scalar-like
-    ((2, 3, 4), (2, 3, 4), 0),     # same shape, explicit axis
+    ((3, 4), (3, 4), -1),  # same shape
+    ((5, 4), (4,), -1),  # fc bias, aligned to the end
+    ((5, 4), (4,), 1),  # fc bias as layers.fc writes it
+    ((2, 3, 4), (3,), 1),  # middle run
+    ((2, 3, 4), (2,), 0),  # leading run
+    ((2, 3, 4), (3, 4), -1),  # trailing run of two
+    ((2, 3, 4), (3, 1), 1),  # a 1 inside the run broadcasts
+    ((2, 3, 4, 5), (1, 4), 1),  # leading 1 inside the run
+    ((2, 3), (1,), -1),  # scalar-like
+    ((2, 3, 4), (2, 3, 4), 0),  # same shape, explicit axis
 ]
 
 
@@ -47,8 +47,9 @@ def _inputs(x_shape, y_shape):
 def test_forward_matches_numpy(op_type, x_shape, y_shape, axis):
     x, y = _inputs(x_shape, y_shape)
     out = run_op(op_type, {"X": x, "Y": y}, ["Out"], {"axis": axis})["Out"]
-    expected = OPS[op_type](x.astype(np.float64),
-                            y.astype(np.float64).reshape(_padded(x_shape, y_shape, axis)))
+    expected = OPS[op_type](
+        x.astype(np.float64), y.astype(np.float64).reshape(_padded(x_shape, y_shape, axis))
+    )
     assert out.shape == x.shape and out.dtype == np.float32
     np.testing.assert_allclose(out, expected, rtol=1e-6, atol=1e-6)
 
@@ -83,18 +84,24 @@ def test_integer_division_by_zero_is_an_error():
         run_op("elementwise_div", {"X": x, "Y": y}, ["Out"])
 
 
-@pytest.mark.parametrize("x_shape,y_shape,axis", [
-    ((3, 4), (3, 4), -1), ((3, 4), (4,), 1), ((2, 3, 2), (3,), 1), ((2, 3, 2), (3, 1), 1)])
+@pytest.mark.parametrize(
+    "x_shape,y_shape,axis",
+    [((3, 4), (3, 4), -1), ((3, 4), (4,), 1), ((2, 3, 2), (3,), 1), ((2, 3, 2), (3, 1), 1)],
+)
 def test_gradients(x_shape, y_shape, axis):
     attrs = {"axis": axis}
-    check_grad("elementwise_add", dict(zip("XY", _inputs(x_shape, y_shape))), wrt=["X", "Y"],
-               attrs=attrs)
-    check_grad("elementwise_sub", dict(zip("XY", _inputs(x_shape, y_shape))), wrt=["X", "Y"],
-               attrs=attrs)
-    check_grad("elementwise_mul", dict(zip("XY", _inputs(x_shape, y_shape))), wrt=["X", "Y"],
-               attrs=attrs)
-    check_grad("elementwise_div", dict(zip("XY", _inputs(x_shape, y_shape))), wrt=["X", "Y"],
-               attrs=attrs)
+    check_grad(
+        "elementwise_add", dict(zip("XY", _inputs(x_shape, y_shape))), wrt=["X", "Y"], attrs=attrs
+    )
+    check_grad(
+        "elementwise_sub", dict(zip("XY", _inputs(x_shape, y_shape))), wrt=["X", "Y"], attrs=attrs
+    )
+    check_grad(
+        "elementwise_mul", dict(zip("XY", _inputs(x_shape, y_shape))), wrt=["X", "Y"], attrs=attrs
+    )
+    check_grad(
+        "elementwise_div", dict(zip("XY", _inputs(x_shape, y_shape))), wrt=["X", "Y"], attrs=attrs
+    )
 
 
 def test_gradient_of_one_input_only():

@@ -35,8 +35,9 @@ def test_lookup_padding_rows_are_zero_and_lod_is_kept():
     w = _table(8, 3)
     ids = np.array([[2], [5], [2], [0], [7], [2]], dtype=np.int64)
     lod = [[0, 3, 3, 6]]  # the middle sequence is empty
-    out = run_op("lookup_table", {"W": w, "Ids": Seq(ids, lod)}, ["Out"], {"padding_idx": 2},
-                 raw=True)["Out"]
+    out = run_op(
+        "lookup_table", {"W": w, "Ids": Seq(ids, lod)}, ["Out"], {"padding_idx": 2}, raw=True
+    )["Out"]
     assert out.lod() == lod
     np.testing.assert_array_equal(np.asarray(out), _reference(w, ids, padding_idx=2))
     assert not np.asarray(out)[[0, 2, 5]].any()
@@ -47,8 +48,7 @@ def test_lookup_id_shapes():
     flat = np.array([1, 4, 0], dtype=np.int64)
     assert run_op("lookup_table", {"W": w, "Ids": flat}, ["Out"])["Out"].shape == (3, 2)
     nested = RNG.integers(0, 6, size=(2, 5, 1)).astype(np.int64)
-    out = run_op("lookup_table", {"W": w, "Ids": nested}, ["Out"],
-                 {"is_distributed": True})["Out"]
+    out = run_op("lookup_table", {"W": w, "Ids": nested}, ["Out"], {"is_distributed": True})["Out"]
     assert out.shape == (2, 5, 2)
     np.testing.assert_array_equal(out.reshape(10, 2), _reference(w, nested))
 
@@ -57,8 +57,9 @@ def test_lookup_id_shapes():
 def test_lookup_names_out_of_range_id(bad, position):
     ids = np.array([[1], [2], [3], [4]], dtype=np.int64)
     ids[position] = bad
-    with pytest.raises(InvalidArgument,
-                       match=f"id {bad} at position {position} of Ids 'Ids_0'.*0 <= id < 6"):
+    with pytest.raises(
+        InvalidArgument, match=f"id {bad} at position {position} of Ids 'Ids_0'.*0 <= id < 6"
+    ):
         run_op("lookup_table", {"W": _table(6, 2), "Ids": ids}, ["Out"])
 
 
@@ -71,8 +72,12 @@ def test_lookup_rejects_non_int64_ids():
 @pytest.mark.parametrize("padding_idx", [-1, 3])
 def test_lookup_gradient(is_sparse, padding_idx):
     ids = np.array([[3], [1], [3], [0], [4], [1]], dtype=np.int64)  # repeats add up
-    check_grad("lookup_table", {"W": _table(6, 3), "Ids": Seq(ids, [[0, 2, 2, 6]])},
-               wrt=["W"], attrs={"is_sparse": is_sparse, "padding_idx": padding_idx})
+    check_grad(
+        "lookup_table",
+        {"W": _table(6, 3), "Ids": Seq(ids, [[0, 2, 2, 6]])},
+        wrt=["W"],
+        attrs={"is_sparse": is_sparse, "padding_idx": padding_idx},
+    )
 
 
 def test_sparse_gradient_rows_skip_padding():
@@ -80,13 +85,18 @@ def test_sparse_gradient_rows_skip_padding():
     ids = np.array([[4], [8], [4], [0], [8]], dtype=np.int64)
     dout = RNG.standard_normal((5, 2)).astype(np.float32)
     attrs = {"is_sparse": True, "padding_idx": 0}
-    grad = run_op("lookup_table_grad", {"W": w, "Ids": ids, "Out@GRAD": dout}, ["W@GRAD"],
-                  attrs, raw=True)["W@GRAD"]
+    grad = run_op(
+        "lookup_table_grad", {"W": w, "Ids": ids, "Out@GRAD": dout}, ["W@GRAD"], attrs, raw=True
+    )["W@GRAD"]
     assert list(grad.rows()) == [4, 8, 4, 8]
     assert grad.height() == 9
     np.testing.assert_array_equal(grad.numpy_value(), dout[[0, 1, 2, 4]])
-    dense = run_op("lookup_table_grad", {"W": w, "Ids": ids, "Out@GRAD": dout}, ["W@GRAD"],
-                   {"is_sparse": False, "padding_idx": 0})["W@GRAD"]
+    dense = run_op(
+        "lookup_table_grad",
+        {"W": w, "Ids": ids, "Out@GRAD": dout},
+        ["W@GRAD"],
+        {"is_sparse": False, "padding_idx": 0},
+    )["W@GRAD"]
     expected = np.zeros((9, 2))
     np.add.at(expected, ids[:, 0], dout)
     expected[0] = 0
@@ -95,15 +105,20 @@ def test_sparse_gradient_rows_skip_padding():
 
 def test_infer_shape_keeps_batch_and_lod_level():
     registry = _core.op_registry
-    desc = make_op_desc("lookup_table", {"W": ["w"], "Ids": ["ids"]}, {"Out": ["emb"]},
-                        {"is_sparse": True})
-    out = registry.infer_shape(desc.SerializeToString(),
-                               {"w": ([100, 8], 0, 0, 0), "ids": ([-1, 1], 3, 1, 0)})
+    desc = make_op_desc(
+        "lookup_table", {"W": ["w"], "Ids": ["ids"]}, {"Out": ["emb"]}, {"is_sparse": True}
+    )
+    out = registry.infer_shape(
+        desc.SerializeToString(), {"w": ([100, 8], 0, 0, 0), "ids": ([-1, 1], 3, 1, 0)}
+    )
     assert out["emb"][:3] == ([-1, 8], 0, 1)
     (grad_bytes,) = registry.make_grad_ops(desc.SerializeToString())
     from fleet.proto import framework_pb2 as pb
+
     grad = pb.OpDesc.FromString(grad_bytes)
     assert grad.type == "lookup_table_grad"
-    infos = registry.infer_shape(grad_bytes, {"w": ([100, 8], 0, 0, 0), "ids": ([-1, 1], 3, 1, 0),
-                                              "emb@GRAD": ([-1, 8], 0, 1, 0)})
+    infos = registry.infer_shape(
+        grad_bytes,
+        {"w": ([100, 8], 0, 0, 0), "ids": ([-1, 1], 3, 1, 0), "emb@GRAD": ([-1, 8], 0, 1, 0)},
+    )
     assert infos["w@GRAD"] == ([100, 8], 0, 0, 1)  # kind 1: SelectedRows

@@ -10,8 +10,7 @@ from fleet.proto import framework_pb2 as pb
 from fleet.testing.op_test import make_op_desc, run_op
 
 FLOAT32, FLOAT64, INT32, INT64, BOOL = 0, 1, 2, 3, 4
-NUMPY = {FLOAT32: np.float32, FLOAT64: np.float64, INT32: np.int32, INT64: np.int64,
-         BOOL: np.bool_}
+NUMPY = {FLOAT32: np.float32, FLOAT64: np.float64, INT32: np.int32, INT64: np.int64, BOOL: np.bool_}
 
 
 def _infer(op_type, attrs):
@@ -21,24 +20,35 @@ def _infer(op_type, attrs):
 
 # ---- fill_constant ----------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("dtype", [FLOAT32, FLOAT64, INT32, INT64, BOOL])
 @pytest.mark.parametrize("shape", [[1], [3, 4], [2, 1, 5]])
 def test_fill_constant(dtype, shape):
-    out = run_op("fill_constant", {}, ["Out"],
-                 {"shape": shape, "dtype": dtype, "value": 3.0})["Out"]
+    out = run_op("fill_constant", {}, ["Out"], {"shape": shape, "dtype": dtype, "value": 3.0})[
+        "Out"
+    ]
     assert out.dtype == NUMPY[dtype] and list(out.shape) == shape
     np.testing.assert_array_equal(out, np.full(shape, 3.0).astype(NUMPY[dtype]))
-    assert _infer("fill_constant", {"shape": shape, "dtype": dtype, "value": 3.0}) == \
-        (shape, dtype, 0, 0)
+    assert _infer("fill_constant", {"shape": shape, "dtype": dtype, "value": 3.0}) == (
+        shape,
+        dtype,
+        0,
+        0,
+    )
 
 
 def test_fill_constant_values():
-    negative = run_op("fill_constant", {}, ["Out"],
-                      {"shape": [2], "dtype": FLOAT32, "value": -0.25})["Out"]
+    negative = run_op(
+        "fill_constant", {}, ["Out"], {"shape": [2], "dtype": FLOAT32, "value": -0.25}
+    )["Out"]
     np.testing.assert_array_equal(negative, [-0.25, -0.25])
     big = 2**53 + 1  # not representable in a float attribute: str_value carries it
-    out = run_op("fill_constant", {}, ["Out"],
-                 {"shape": [2], "dtype": INT64, "value": float(big), "str_value": str(big)})
+    out = run_op(
+        "fill_constant",
+        {},
+        ["Out"],
+        {"shape": [2], "dtype": INT64, "value": float(big), "str_value": str(big)},
+    )
     np.testing.assert_array_equal(out["Out"], [big, big])
     zero = run_op("fill_constant", {}, ["Out"], {"shape": [0, 3], "dtype": FLOAT32})["Out"]
     assert zero.shape == (0, 3)
@@ -54,6 +64,7 @@ def test_fill_constant_errors():
 
 
 # ---- uniform_random / gaussian_random -----------------------------------------------------------
+
 
 @pytest.mark.parametrize("dtype", [FLOAT32, FLOAT64])
 def test_uniform_random_range_and_statistics(dtype):
@@ -94,12 +105,16 @@ def test_fixed_seed_is_deterministic(op_type):
 @pytest.mark.parametrize("op_type", ["uniform_random", "gaussian_random"])
 def test_seed_zero_draws_from_the_run_generator(op_type):
     """Two seed-0 ops of one program differ; the same executor seed reproduces both."""
+
     def run(executor_seed):
         program = pb.ProgramDesc()
         block = program.blocks.add(idx=0, parent_idx=-1)
         for name in ("a", "b"):
-            block.ops.append(make_op_desc(op_type, {}, {"Out": [name]},
-                                          {"shape": [4, 3], "seed": 0, "dtype": FLOAT32}))
+            block.ops.append(
+                make_op_desc(
+                    op_type, {}, {"Out": [name]}, {"shape": [4, 3], "seed": 0, "dtype": FLOAT32}
+                )
+            )
         scope = _core.Scope()
         executor = _core.Executor(seed=executor_seed)
         executor.run(executor.prepare(program.SerializeToString(), 0), scope, [])
@@ -115,8 +130,12 @@ def test_seed_zero_draws_from_the_run_generator(op_type):
 
 def test_odd_sizes_fill_every_element():
     for op_type in ("uniform_random", "gaussian_random"):
-        out = run_op(op_type, {}, ["Out"], {"shape": [3], "seed": 1, "min": 5.0, "max": 6.0,
-                                            "mean": 5.5, "std": 0.01})["Out"]
+        out = run_op(
+            op_type,
+            {},
+            ["Out"],
+            {"shape": [3], "seed": 1, "min": 5.0, "max": 6.0, "mean": 5.5, "std": 0.01},
+        )["Out"]
         assert np.all((out > 4.0) & (out < 7.0))
 
 

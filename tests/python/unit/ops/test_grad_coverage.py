@@ -14,8 +14,17 @@ INFRASTRUCTURE_OPS = {"feed", "fetch"}
 # tests/python/unit/test_ps_ops.py and end to end in tests/python/e2e/test_ps_training.py.
 # Collective ops: checked against one process on twice the batch in
 # tests/python/e2e/test_collective_training.py and tests/python/unit/test_collective_pass.py.
-DISTRIBUTED_OPS = {"pull_sparse", "push_sparse", "send", "c_allgather_rows", "c_allreduce_start",
-                   "c_allreduce_sum", "c_allreduce_wait", "c_broadcast", "c_gradient_merge_acc"}
+DISTRIBUTED_OPS = {
+    "pull_sparse",
+    "push_sparse",
+    "send",
+    "c_allgather_rows",
+    "c_allreduce_start",
+    "c_allreduce_sum",
+    "c_allreduce_wait",
+    "c_broadcast",
+    "c_gradient_merge_acc",
+}
 
 
 def _called_ops(function: str) -> set[str]:
@@ -27,8 +36,11 @@ def _called_ops(function: str) -> set[str]:
 
 
 def _forward_ops() -> list[str]:
-    return [t for t in _core.op_registry.types()
-            if not t.endswith("_grad") and t not in INFRASTRUCTURE_OPS | DISTRIBUTED_OPS]
+    return [
+        t
+        for t in _core.op_registry.types()
+        if not t.endswith("_grad") and t not in INFRASTRUCTURE_OPS | DISTRIBUTED_OPS
+    ]
 
 
 def test_every_op_with_a_gradient_has_a_gradient_check() -> None:

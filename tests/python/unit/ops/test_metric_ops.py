@@ -14,13 +14,13 @@ RNG = np.random.default_rng(21)
 
 # ---- accuracy ------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("k", [1, 2, 3])
 def test_accuracy_top_k_matches_numpy(k):
     n, c = 64, 6
     p = RNG.random((n, c)).astype(np.float32)
     label = RNG.integers(0, c, size=(n, 1)).astype(np.int64)
-    out = run_op("accuracy", {"Out": p, "Label": label}, ["Accuracy", "Correct", "Total"],
-                 {"k": k})
+    out = run_op("accuracy", {"Out": p, "Label": label}, ["Accuracy", "Correct", "Total"], {"k": k})
     top = np.argsort(-p.astype(np.float64), axis=1)[:, :k]
     correct = int((top == label).any(axis=1).sum())
     assert int(out["Correct"][0]) == correct
@@ -32,19 +32,26 @@ def test_accuracy_with_paddle_topk_indices():
     indices = np.array([[2, 0], [1, 3], [0, 1]], dtype=np.int64)
     values = np.ones((3, 2), dtype=np.float32)
     label = np.array([[0], [2], [1]], dtype=np.int64)
-    out = run_op("accuracy", {"Out": values, "Indices": indices, "Label": label},
-                 ["Accuracy", "Correct", "Total"])
+    out = run_op(
+        "accuracy",
+        {"Out": values, "Indices": indices, "Label": label},
+        ["Accuracy", "Correct", "Total"],
+    )
     assert int(out["Correct"][0]) == 2
     np.testing.assert_allclose(out["Accuracy"], [2 / 3], rtol=1e-6)
 
 
 def test_accuracy_names_bad_label():
     with pytest.raises(InvalidArgument, match="label value 5 at row 1 is outside \\[0, 4\\)"):
-        run_op("accuracy", {"Out": np.ones((2, 4), np.float32), "Label": np.array([[0], [5]])},
-               ["Accuracy"])
+        run_op(
+            "accuracy",
+            {"Out": np.ones((2, 4), np.float32), "Label": np.array([[0], [5]])},
+            ["Accuracy"],
+        )
 
 
 # ---- auc -----------------------------------------------------------------------------------
+
 
 def _exact_auc(pred: np.ndarray, label: np.ndarray) -> float:
     """Mann-Whitney statistic: the probability that a positive outranks a negative."""
@@ -63,8 +70,12 @@ def _batch(n: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _auc(predict, label, stat_pos, stat_neg, **attrs) -> dict:
-    return run_op("auc", {"Predict": predict, "Label": label, "StatPos": stat_pos,
-                          "StatNeg": stat_neg}, ["AUC", "StatPosOut", "StatNegOut"], attrs)
+    return run_op(
+        "auc",
+        {"Predict": predict, "Label": label, "StatPos": stat_pos, "StatNeg": stat_neg},
+        ["AUC", "StatPosOut", "StatNegOut"],
+        attrs,
+    )
 
 
 def _zeros(size: int) -> np.ndarray:
@@ -74,16 +85,19 @@ def _zeros(size: int) -> np.ndarray:
 @pytest.mark.parametrize("n,thresholds", [(3000, 4095), (500, 200)])
 def test_auc_close_to_exact_rank_auc(n, thresholds):
     predict, label = _batch(n)
-    out = _auc(predict, label, _zeros(thresholds + 1), _zeros(thresholds + 1),
-               num_thresholds=thresholds)
+    out = _auc(
+        predict, label, _zeros(thresholds + 1), _zeros(thresholds + 1), num_thresholds=thresholds
+    )
     exact = _exact_auc(predict[:, 1].astype(np.float64), label[:, 0])
     # Pairs sharing a bin count one half; fewer than 1/thresholds of the pairs can share one.
     assert abs(float(out["AUC"][0]) - exact) < 2.0 / thresholds + 1e-6
     bins = (predict[:, 1] * np.float32(thresholds)).astype(np.int64)
-    np.testing.assert_array_equal(out["StatPosOut"],
-                                  np.bincount(bins[label[:, 0] == 1], minlength=thresholds + 1))
-    np.testing.assert_array_equal(out["StatNegOut"],
-                                  np.bincount(bins[label[:, 0] == 0], minlength=thresholds + 1))
+    np.testing.assert_array_equal(
+        out["StatPosOut"], np.bincount(bins[label[:, 0] == 1], minlength=thresholds + 1)
+    )
+    np.testing.assert_array_equal(
+        out["StatNegOut"], np.bincount(bins[label[:, 0] == 0], minlength=thresholds + 1)
+    )
 
 
 def test_auc_accepts_one_column_predict():
@@ -111,10 +125,12 @@ class _AucProgram:
         self.scope = _core.Scope()
         self.scope.var("pos").get_tensor().set(_zeros(size))
         self.scope.var("neg").get_tensor().set(_zeros(size))
-        op = make_op_desc("auc", {"Predict": ["p"], "Label": ["l"], "StatPos": ["pos"],
-                                  "StatNeg": ["neg"]},
-                          {"AUC": ["auc"], "StatPosOut": ["pos"], "StatNegOut": ["neg"]},
-                          {"num_thresholds": size - 1})
+        op = make_op_desc(
+            "auc",
+            {"Predict": ["p"], "Label": ["l"], "StatPos": ["pos"], "StatNeg": ["neg"]},
+            {"AUC": ["auc"], "StatPosOut": ["pos"], "StatNegOut": ["neg"]},
+            {"num_thresholds": size - 1},
+        )
         program = pb.ProgramDesc()
         program.blocks.add(idx=0, parent_idx=-1).ops.extend([op])
         self.executor = _core.Executor()
@@ -152,10 +168,15 @@ def test_sliding_auc_covers_the_last_batches():
         out = _auc(predict, label, pos, neg, num_thresholds=thresholds, slide_steps=steps)
         pos, neg = out["StatPosOut"], out["StatNegOut"]
     last = batches[-steps:]
-    window = _auc(np.concatenate([b[0] for b in last]), np.concatenate([b[1] for b in last]),
-                  _zeros(buckets), _zeros(buckets), num_thresholds=thresholds)
+    window = _auc(
+        np.concatenate([b[0] for b in last]),
+        np.concatenate([b[1] for b in last]),
+        _zeros(buckets),
+        _zeros(buckets),
+        num_thresholds=thresholds,
+    )
     np.testing.assert_array_equal(out["AUC"], window["AUC"])
-    np.testing.assert_array_equal(pos[steps * buckets:], window["StatPosOut"])
+    np.testing.assert_array_equal(pos[steps * buckets :], window["StatPosOut"])
 
 
 def test_auc_names_bad_inputs_and_leaves_stats_untouched():

@@ -11,8 +11,8 @@ import pytest
 
 from fleet import _core
 from fleet.errors import InvalidArgument, NotFound
-from fleet.testing.op_test import Rows, make_op_desc, run_op
 from fleet.proto import framework_pb2 as pb
+from fleet.testing.op_test import Rows, make_op_desc, run_op
 
 RTOL, ATOL = 2e-5, 1e-6
 HEIGHT, WIDTH = 6, 5
@@ -47,24 +47,34 @@ def _sparse_grad(rng: np.random.Generator) -> Rows:
 
 # ---- NumPy references (float64), same formulas as paddle/fluid/operators/optimizers.
 
+
 def sgd_ref(p: np.ndarray, g: np.ndarray, lr: float) -> np.ndarray:
     return p - lr * g
 
 
-def momentum_ref(p: np.ndarray, v: np.ndarray, g: np.ndarray, lr: float, mu: float,
-                 nesterov: bool) -> tuple[np.ndarray, np.ndarray]:
+def momentum_ref(
+    p: np.ndarray, v: np.ndarray, g: np.ndarray, lr: float, mu: float, nesterov: bool
+) -> tuple[np.ndarray, np.ndarray]:
     v = mu * v + g
     return (p - lr * (g + mu * v) if nesterov else p - lr * v), v
 
 
-def adagrad_ref(p: np.ndarray, m: np.ndarray, g: np.ndarray, lr: float,
-                eps: float) -> tuple[np.ndarray, np.ndarray]:
+def adagrad_ref(
+    p: np.ndarray, m: np.ndarray, g: np.ndarray, lr: float, eps: float
+) -> tuple[np.ndarray, np.ndarray]:
     m = m + g * g
     return p - lr * g / (np.sqrt(m) + eps), m
 
 
-def adam_ref(state: dict[str, np.ndarray], g: np.ndarray, lr: float, beta1: float, beta2: float,
-             eps: float, rows: list[int] | None = None) -> dict[str, np.ndarray]:
+def adam_ref(
+    state: dict[str, np.ndarray],
+    g: np.ndarray,
+    lr: float,
+    beta1: float,
+    beta2: float,
+    eps: float,
+    rows: list[int] | None = None,
+) -> dict[str, np.ndarray]:
     """One Adam step; with `rows` (lazy mode) only those rows change."""
     p, m1, m2 = (state[k].astype(np.float64) for k in ("p", "m1", "m2"))
     b1p, b2p = float(state["b1p"][0]), float(state["b2p"][0])
@@ -77,8 +87,13 @@ def adam_ref(state: dict[str, np.ndarray], g: np.ndarray, lr: float, beta1: floa
         keep[np.unique(rows)] = False
         for new, old in ((new_p, p), (new_m1, m1), (new_m2, m2)):
             new[keep] = old[keep]
-    return {"p": new_p, "m1": new_m1, "m2": new_m2,
-            "b1p": np.array([b1p * beta1]), "b2p": np.array([b2p * beta2])}
+    return {
+        "p": new_p,
+        "m1": new_m1,
+        "m2": new_m2,
+        "b1p": np.array([b1p * beta1]),
+        "b2p": np.array([b2p * beta2]),
+    }
 
 
 def _close(got: np.ndarray, want: np.ndarray, rtol: float = RTOL, atol: float = ATOL) -> None:
@@ -86,6 +101,7 @@ def _close(got: np.ndarray, want: np.ndarray, rtol: float = RTOL, atol: float = 
 
 
 # ---- sgd
+
 
 @pytest.mark.parametrize("sparse", [False, True])
 def test_sgd_steps(sparse: bool) -> None:
@@ -112,6 +128,7 @@ def test_sgd_sparse_leaves_absent_rows_untouched() -> None:
 
 # ---- momentum
 
+
 @pytest.mark.parametrize("nesterov", [False, True])
 @pytest.mark.parametrize("sparse", [False, True])
 def test_momentum_steps(nesterov: bool, sparse: bool) -> None:
@@ -121,8 +138,12 @@ def test_momentum_steps(nesterov: bool, sparse: bool) -> None:
     attrs = {"mu": 0.9, "use_nesterov": nesterov}
     for _ in range(4):
         g = _sparse_grad(rng) if sparse else _f32(rng, HEIGHT, WIDTH)
-        out = run_op("momentum", {"Param": p, "Grad": g, "Velocity": v, "LearningRate": _lr(0.05)},
-                     ["ParamOut", "VelocityOut"], attrs)
+        out = run_op(
+            "momentum",
+            {"Param": p, "Grad": g, "Velocity": v, "LearningRate": _lr(0.05)},
+            ["ParamOut", "VelocityOut"],
+            attrs,
+        )
         p, v = out["ParamOut"], out["VelocityOut"]
         # Sparse momentum decays the velocity of every row, as Paddle does.
         want_p, want_v = momentum_ref(want_p, want_v, _dense(g), 0.05, 0.9, nesterov)
@@ -132,6 +153,7 @@ def test_momentum_steps(nesterov: bool, sparse: bool) -> None:
 
 # ---- adagrad
 
+
 @pytest.mark.parametrize("sparse", [False, True])
 def test_adagrad_steps(sparse: bool) -> None:
     rng = _rng(4)
@@ -139,8 +161,12 @@ def test_adagrad_steps(sparse: bool) -> None:
     want_p, want_m = p.astype(np.float64), m.astype(np.float64)
     for _ in range(3):
         g = _sparse_grad(rng) if sparse else _f32(rng, HEIGHT, WIDTH)
-        out = run_op("adagrad", {"Param": p, "Grad": g, "Moment": m, "LearningRate": _lr(0.1)},
-                     ["ParamOut", "MomentOut"], {"epsilon": 1e-6})
+        out = run_op(
+            "adagrad",
+            {"Param": p, "Grad": g, "Moment": m, "LearningRate": _lr(0.1)},
+            ["ParamOut", "MomentOut"],
+            {"epsilon": 1e-6},
+        )
         p, m = out["ParamOut"], out["MomentOut"]
         want_p, want_m = adagrad_ref(want_p, want_m, _dense(g), 0.1, 1e-6)
         _close(p, want_p)
@@ -151,8 +177,11 @@ def test_adagrad_default_epsilon() -> None:
     rng = _rng(5)
     p, g = _f32(rng, 3, 4), _f32(rng, 3, 4)
     m = np.zeros((3, 4), dtype=np.float32)
-    out = run_op("adagrad", {"Param": p, "Grad": g, "Moment": m, "LearningRate": _lr(0.1)},
-                 ["ParamOut", "MomentOut"])
+    out = run_op(
+        "adagrad",
+        {"Param": p, "Grad": g, "Moment": m, "LearningRate": _lr(0.1)},
+        ["ParamOut", "MomentOut"],
+    )
     _close(out["ParamOut"], adagrad_ref(p.astype(np.float64), m, g, 0.1, 1e-6)[0])
 
 
@@ -163,16 +192,32 @@ ADAM_OUTS = ["ParamOut", "Moment1Out", "Moment2Out", "Beta1PowOut", "Beta2PowOut
 
 def _adam_state(rng: np.random.Generator) -> dict[str, np.ndarray]:
     # Non-zero moments, so that rows without a gradient visibly move in non-lazy mode.
-    return {"p": _f32(rng, HEIGHT, WIDTH), "m1": _f32(rng, HEIGHT, WIDTH, low=-0.1, high=0.1),
-            "m2": _f32(rng, HEIGHT, WIDTH, low=0.01, high=0.1),
-            "b1p": np.array([0.9], dtype=np.float32), "b2p": np.array([0.999], dtype=np.float32)}
+    return {
+        "p": _f32(rng, HEIGHT, WIDTH),
+        "m1": _f32(rng, HEIGHT, WIDTH, low=-0.1, high=0.1),
+        "m2": _f32(rng, HEIGHT, WIDTH, low=0.01, high=0.1),
+        "b1p": np.array([0.9], dtype=np.float32),
+        "b2p": np.array([0.999], dtype=np.float32),
+    }
 
 
-def _run_adam(state: dict[str, np.ndarray], g: np.ndarray | Rows, lr: float,
-              attrs: Mapping[str, Any]) -> dict[str, np.ndarray]:
-    out = run_op("adam", {"Param": state["p"], "Grad": g, "LearningRate": _lr(lr),
-                          "Moment1": state["m1"], "Moment2": state["m2"],
-                          "Beta1Pow": state["b1p"], "Beta2Pow": state["b2p"]}, ADAM_OUTS, attrs)
+def _run_adam(
+    state: dict[str, np.ndarray], g: np.ndarray | Rows, lr: float, attrs: Mapping[str, Any]
+) -> dict[str, np.ndarray]:
+    out = run_op(
+        "adam",
+        {
+            "Param": state["p"],
+            "Grad": g,
+            "LearningRate": _lr(lr),
+            "Moment1": state["m1"],
+            "Moment2": state["m2"],
+            "Beta1Pow": state["b1p"],
+            "Beta2Pow": state["b2p"],
+        },
+        ADAM_OUTS,
+        attrs,
+    )
     return dict(zip(["p", "m1", "m2", "b1p", "b2p"], (out[s] for s in ADAM_OUTS)))
 
 
@@ -186,8 +231,7 @@ def test_adam_steps(grad_kind: str) -> None:
     for _ in range(5):
         g = _f32(rng, HEIGHT, WIDTH) if grad_kind == "dense" else _sparse_grad(rng)
         state = _run_adam(state, g, 0.01, attrs)
-        want = adam_ref(want, _dense(g), 0.01, 0.9, 0.999, 1e-8,
-                        rows=g.rows if lazy else None)
+        want = adam_ref(want, _dense(g), 0.01, 0.9, 0.999, 1e-8, rows=g.rows if lazy else None)
         for key in want:
             _close(state[key], want[key])
 
@@ -208,13 +252,11 @@ def test_adam_lazy_and_non_lazy_differ_only_on_absent_rows() -> None:
 def test_adam_default_attributes_and_custom_betas() -> None:
     rng = _rng(8)
     state, g = _adam_state(rng), _f32(rng, HEIGHT, WIDTH)
-    want = adam_ref({k: v.astype(np.float64) for k, v in state.items()}, g, 0.001,
-                    0.9, 0.999, 1e-8)
+    want = adam_ref({k: v.astype(np.float64) for k, v in state.items()}, g, 0.001, 0.9, 0.999, 1e-8)
     got = _run_adam(state, g, 0.001, {})
     for key in want:
         _close(got[key], want[key])
-    want = adam_ref({k: v.astype(np.float64) for k, v in state.items()}, g, 0.001,
-                    0.5, 0.75, 1e-3)
+    want = adam_ref({k: v.astype(np.float64) for k, v in state.items()}, g, 0.001, 0.5, 0.75, 1e-3)
     got = _run_adam(state, g, 0.001, {"beta1": 0.5, "beta2": 0.75, "epsilon": 1e-3})
     for key in want:
         _close(got[key], want[key])
@@ -222,8 +264,14 @@ def test_adam_default_attributes_and_custom_betas() -> None:
 
 # ---- in place: ParamOut bound to the Param variable itself, as programs do
 
-def _run_program(op_type: str, inputs: Mapping[str, Any], outputs: Mapping[str, str],
-                 attrs: Mapping[str, Any], steps: int) -> Any:
+
+def _run_program(
+    op_type: str,
+    inputs: Mapping[str, Any],
+    outputs: Mapping[str, str],
+    attrs: Mapping[str, Any],
+    steps: int,
+) -> Any:
     """Runs one op `steps` times in one scope; `outputs` maps output slots to variable names
     (input variables are named after their slots). Returns the scope."""
     scope = _core.Scope()
@@ -232,8 +280,12 @@ def _run_program(op_type: str, inputs: Mapping[str, Any], outputs: Mapping[str, 
             scope.var(name).get_selected_rows().set(value.rows, value.value, value.height)
         else:
             scope.var(name).get_tensor().set(value)
-    op = make_op_desc(op_type, {slot: [slot] for slot in inputs},
-                      {slot: [name] for slot, name in outputs.items()}, attrs)
+    op = make_op_desc(
+        op_type,
+        {slot: [slot] for slot in inputs},
+        {slot: [name] for slot, name in outputs.items()},
+        attrs,
+    )
     program = pb.ProgramDesc()
     program.blocks.add(idx=0, parent_idx=-1).ops.append(op)
     executor = _core.Executor()
@@ -248,16 +300,33 @@ def test_adam_in_place_several_steps(sparse: bool) -> None:
     rng = _rng(9)
     state = _adam_state(rng)
     g = _sparse_grad(rng) if sparse else _f32(rng, HEIGHT, WIDTH)
-    inputs = {"Param": state["p"], "Grad": g, "LearningRate": _lr(0.01), "Moment1": state["m1"],
-              "Moment2": state["m2"], "Beta1Pow": state["b1p"], "Beta2Pow": state["b2p"]}
-    outputs = {"ParamOut": "Param", "Moment1Out": "Moment1", "Moment2Out": "Moment2",
-               "Beta1PowOut": "Beta1Pow", "Beta2PowOut": "Beta2Pow"}
+    inputs = {
+        "Param": state["p"],
+        "Grad": g,
+        "LearningRate": _lr(0.01),
+        "Moment1": state["m1"],
+        "Moment2": state["m2"],
+        "Beta1Pow": state["b1p"],
+        "Beta2Pow": state["b2p"],
+    }
+    outputs = {
+        "ParamOut": "Param",
+        "Moment1Out": "Moment1",
+        "Moment2Out": "Moment2",
+        "Beta1PowOut": "Beta1Pow",
+        "Beta2PowOut": "Beta2Pow",
+    }
     scope = _run_program("adam", inputs, outputs, {"lazy_mode": False}, steps=3)
     want = {k: v.astype(np.float64) for k, v in state.items()}
     for _ in range(3):
         want = adam_ref(want, _dense(g), 0.01, 0.9, 0.999, 1e-8)
-    for key, name in (("p", "Param"), ("m1", "Moment1"), ("m2", "Moment2"),
-                      ("b1p", "Beta1Pow"), ("b2p", "Beta2Pow")):
+    for key, name in (
+        ("p", "Param"),
+        ("m1", "Moment1"),
+        ("m2", "Moment2"),
+        ("b1p", "Beta1Pow"),
+        ("b2p", "Beta2Pow"),
+    ):
         _close(scope.find_var(name).get_tensor().numpy(), want[key])
 
 
@@ -266,14 +335,18 @@ def test_in_place_and_separate_outputs_agree_and_separate_leaves_input() -> None
     p, v, g = _f32(rng, HEIGHT, WIDTH), _f32(rng, HEIGHT, WIDTH), _f32(rng, HEIGHT, WIDTH)
     inputs = {"Param": p, "Grad": g, "Velocity": v, "LearningRate": _lr(0.1)}
     attrs = {"mu": 0.5}
-    same = _run_program("momentum", inputs, {"ParamOut": "Param", "VelocityOut": "Velocity"},
-                        attrs, steps=1)
-    apart = _run_program("momentum", inputs, {"ParamOut": "p_new", "VelocityOut": "v_new"},
-                         attrs, steps=1)
-    np.testing.assert_array_equal(same.find_var("Param").get_tensor().numpy(),
-                                  apart.find_var("p_new").get_tensor().numpy())
-    np.testing.assert_array_equal(same.find_var("Velocity").get_tensor().numpy(),
-                                  apart.find_var("v_new").get_tensor().numpy())
+    same = _run_program(
+        "momentum", inputs, {"ParamOut": "Param", "VelocityOut": "Velocity"}, attrs, steps=1
+    )
+    apart = _run_program(
+        "momentum", inputs, {"ParamOut": "p_new", "VelocityOut": "v_new"}, attrs, steps=1
+    )
+    np.testing.assert_array_equal(
+        same.find_var("Param").get_tensor().numpy(), apart.find_var("p_new").get_tensor().numpy()
+    )
+    np.testing.assert_array_equal(
+        same.find_var("Velocity").get_tensor().numpy(), apart.find_var("v_new").get_tensor().numpy()
+    )
     np.testing.assert_array_equal(apart.find_var("Param").get_tensor().numpy(), p)
     np.testing.assert_array_equal(apart.find_var("Velocity").get_tensor().numpy(), v)
 
@@ -282,23 +355,36 @@ def test_sgd_in_place_large_dense() -> None:
     # 400x400, the fc weight size the loops are tuned for, with an odd tail element.
     rng = _rng(11)
     p, g = _f32(rng, 401, 400), _f32(rng, 401, 400)
-    scope = _run_program("sgd", {"Param": p, "Grad": g, "LearningRate": _lr(0.25)},
-                         {"ParamOut": "Param"}, {}, steps=2)
+    scope = _run_program(
+        "sgd",
+        {"Param": p, "Grad": g, "LearningRate": _lr(0.25)},
+        {"ParamOut": "Param"},
+        {},
+        steps=2,
+    )
     want = sgd_ref(sgd_ref(p.astype(np.float64), g, 0.25), g, 0.25)
     _close(scope.find_var("Param").get_tensor().numpy(), want)
 
 
 # ---- errors
 
+
 @pytest.mark.parametrize("bad_row", [HEIGHT, -1, 1000])
 @pytest.mark.parametrize("op_type", ["sgd", "momentum", "adagrad", "adam"])
 def test_sparse_row_outside_height_is_invalid(op_type: str, bad_row: int) -> None:
     rng = _rng(12)
     p = _f32(rng, HEIGHT, WIDTH)
-    inputs: dict[str, Any] = {"Param": p, "LearningRate": _lr(0.1),
-                              "Grad": Rows([0, bad_row, 2], _f32(rng, 3, WIDTH), HEIGHT)}
-    state_slots = {"sgd": [], "momentum": ["Velocity"], "adagrad": ["Moment"],
-                   "adam": ["Moment1", "Moment2"]}[op_type]
+    inputs: dict[str, Any] = {
+        "Param": p,
+        "LearningRate": _lr(0.1),
+        "Grad": Rows([0, bad_row, 2], _f32(rng, 3, WIDTH), HEIGHT),
+    }
+    state_slots = {
+        "sgd": [],
+        "momentum": ["Velocity"],
+        "adagrad": ["Moment"],
+        "adam": ["Moment1", "Moment2"],
+    }[op_type]
     for slot in state_slots:
         inputs[slot] = np.zeros_like(p)
     outputs = ["ParamOut"] + [slot + "Out" for slot in state_slots]
@@ -313,38 +399,63 @@ def test_grad_height_must_match_param_rows() -> None:
     rng = _rng(13)
     g = Rows([0, 1], _f32(rng, 2, WIDTH), HEIGHT + 1)
     with pytest.raises(InvalidArgument, match="has height 7 but Param has 6 rows"):
-        run_op("sgd", {"Param": _f32(rng, HEIGHT, WIDTH), "Grad": g, "LearningRate": _lr(0.1)},
-               ["ParamOut"])
+        run_op(
+            "sgd",
+            {"Param": _f32(rng, HEIGHT, WIDTH), "Grad": g, "LearningRate": _lr(0.1)},
+            ["ParamOut"],
+        )
 
 
 def test_dense_grad_shape_mismatch_names_the_variable() -> None:
     rng = _rng(14)
     with pytest.raises(InvalidArgument, match=r"Grad 'Grad_0' has shape \[6, 4\]"):
-        run_op("sgd", {"Param": _f32(rng, HEIGHT, WIDTH), "Grad": _f32(rng, HEIGHT, 4),
-                       "LearningRate": _lr(0.1)}, ["ParamOut"])
+        run_op(
+            "sgd",
+            {
+                "Param": _f32(rng, HEIGHT, WIDTH),
+                "Grad": _f32(rng, HEIGHT, 4),
+                "LearningRate": _lr(0.1),
+            },
+            ["ParamOut"],
+        )
 
 
 def test_state_shape_and_learning_rate_are_checked() -> None:
     rng = _rng(15)
     p = _f32(rng, HEIGHT, WIDTH)
     with pytest.raises(InvalidArgument, match=r"Velocity 'Velocity_0' has shape \[5, 6\]"):
-        run_op("momentum", {"Param": p, "Grad": p, "Velocity": _f32(rng, WIDTH, HEIGHT),
-                            "LearningRate": _lr(0.1)}, ["ParamOut", "VelocityOut"], {"mu": 0.9})
-    with pytest.raises(InvalidArgument, match="LearningRate 'LearningRate_0' must be a float32 "
-                                              "tensor with one element"):
-        run_op("sgd", {"Param": p, "Grad": p, "LearningRate": np.array([0.1, 0.2], np.float32)},
-               ["ParamOut"])
+        run_op(
+            "momentum",
+            {"Param": p, "Grad": p, "Velocity": _f32(rng, WIDTH, HEIGHT), "LearningRate": _lr(0.1)},
+            ["ParamOut", "VelocityOut"],
+            {"mu": 0.9},
+        )
+    with pytest.raises(
+        InvalidArgument,
+        match="LearningRate 'LearningRate_0' must be a float32 tensor with one element",
+    ):
+        run_op(
+            "sgd",
+            {"Param": p, "Grad": p, "LearningRate": np.array([0.1, 0.2], np.float32)},
+            ["ParamOut"],
+        )
     with pytest.raises(InvalidArgument, match="Param 'Param_0' is float64, expected float32"):
-        run_op("sgd", {"Param": p.astype(np.float64), "Grad": p, "LearningRate": _lr(0.1)},
-               ["ParamOut"])
+        run_op(
+            "sgd",
+            {"Param": p.astype(np.float64), "Grad": p, "LearningRate": _lr(0.1)},
+            ["ParamOut"],
+        )
 
 
 def test_momentum_requires_mu() -> None:
     rng = _rng(16)
     p = _f32(rng, 2, 3)
     with pytest.raises(NotFound, match="missing attribute 'mu'"):
-        run_op("momentum", {"Param": p, "Grad": p, "Velocity": p, "LearningRate": _lr(0.1)},
-               ["ParamOut", "VelocityOut"])
+        run_op(
+            "momentum",
+            {"Param": p, "Grad": p, "Velocity": p, "LearningRate": _lr(0.1)},
+            ["ParamOut", "VelocityOut"],
+        )
 
 
 def test_optimizer_ops_have_no_gradient() -> None:

@@ -26,6 +26,7 @@ def _infer(op_type, inputs, attrs=None):
 
 # ---- mean -------------------------------------------------------------------------------------
 
+
 def test_mean_matches_numpy_and_has_shape_one():
     x = _rand(3, 4, 2)
     out = run_op("mean", {"X": x}, ["Out"])["Out"]
@@ -50,7 +51,7 @@ REDUCE_CASES = [
     ((2, 3, 4), [1, -1], False, False),
     ((2, 3, 4, 5), [1, 3], True, False),
     ((2, 3, 4), [], False, True),
-    ((2, 3, 4), [0], True, True),      # reduce_all wins over dim
+    ((2, 3, 4), [0], True, True),  # reduce_all wins over dim
     ((2, 3, 4), [0, 1, 2], False, False),
 ]
 
@@ -77,8 +78,9 @@ def test_reduce_sum_int64():
     np.testing.assert_array_equal(out, x.sum(axis=0))
 
 
-@pytest.mark.parametrize("shape,dim,keep_dim", [((3, 4), [1], False), ((2, 3, 2), [0, 2], True),
-                                                 ((2, 3, 2), [1], False)])
+@pytest.mark.parametrize(
+    "shape,dim,keep_dim", [((3, 4), [1], False), ((2, 3, 2), [0, 2], True), ((2, 3, 2), [1], False)]
+)
 def test_reduce_gradients(shape, dim, keep_dim):
     attrs = {"dim": dim, "keep_dim": keep_dim}
     check_grad("reduce_sum", {"X": _rand(*shape)}, wrt=["X"], attrs=attrs)
@@ -93,8 +95,12 @@ def test_reduce_keeps_lod_only_when_rows_survive():
     dropped = run_op("reduce_sum", {"X": x}, ["Out"], {"dim": [0]}, raw=True)["Out"]
     assert dropped.lod() == []
     assert _infer("reduce_sum", {"X": [([-1, 3], 0, 1, 0)]}, {"dim": [1]}) == ([-1], 0, 1, 0)
-    assert _infer("reduce_mean", {"X": [([-1, 3], 0, 1, 0)]},
-                  {"dim": [0], "keep_dim": True}) == ([1, 3], 0, 0, 0)
+    assert _infer("reduce_mean", {"X": [([-1, 3], 0, 1, 0)]}, {"dim": [0], "keep_dim": True}) == (
+        [1, 3],
+        0,
+        0,
+        0,
+    )
 
 
 def test_reduce_dim_out_of_range():
@@ -106,18 +112,21 @@ def test_reduce_dim_out_of_range():
 
 # ---- sum --------------------------------------------------------------------------------------
 
+
 def test_sum_of_dense_inputs():
     xs = [_rand(3, 4) for _ in range(4)]
     out = run_op("sum", {"X": xs}, ["Out"])["Out"]
-    np.testing.assert_allclose(out, np.sum([x.astype(np.float64) for x in xs], axis=0),
-                               rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(
+        out, np.sum([x.astype(np.float64) for x in xs], axis=0), rtol=1e-6, atol=1e-6
+    )
     ints = [RNG.integers(0, 9, (2, 3)).astype(np.int64) for _ in range(3)]
     np.testing.assert_array_equal(run_op("sum", {"X": ints}, ["Out"])["Out"], sum(ints))
 
 
 def test_sum_keeps_first_lod():
-    out = run_op("sum", {"X": [Seq(_rand(3, 2), [[0, 1, 3]]), _rand(3, 2)]}, ["Out"],
-                 raw=True)["Out"]
+    out = run_op("sum", {"X": [Seq(_rand(3, 2), [[0, 1, 3]]), _rand(3, 2)]}, ["Out"], raw=True)[
+        "Out"
+    ]
     assert out.lod() == [[0, 1, 3]]
 
 

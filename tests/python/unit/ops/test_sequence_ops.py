@@ -46,8 +46,13 @@ def _random_offsets(num_seqs: int, max_len: int) -> list[int]:
 def test_sequence_pool_matches_numpy(pooltype, tail):
     offsets = _random_offsets(7, 4)
     x = RNG.standard_normal((offsets[-1], *tail)).astype(np.float32)
-    out = run_op("sequence_pool", {"X": Seq(x, [offsets])}, ["Out", "MaxIndex"],
-                 {"pooltype": pooltype, "pad_value": 0.5}, raw=True)
+    out = run_op(
+        "sequence_pool",
+        {"X": Seq(x, [offsets])},
+        ["Out", "MaxIndex"],
+        {"pooltype": pooltype, "pad_value": 0.5},
+        raw=True,
+    )
     pooled = np.asarray(out["Out"])
     assert out["Out"].lod() == []
     assert pooled.shape == (7, *tail)
@@ -66,8 +71,7 @@ def test_sequence_pool_matches_numpy(pooltype, tail):
 def test_sequence_pool_two_level_lod_keeps_the_outer_level():
     x = RNG.standard_normal((6, 2)).astype(np.float32)
     lod = [[0, 2, 4], [0, 1, 3, 3, 6]]
-    out = run_op("sequence_pool", {"X": Seq(x, lod)}, ["Out"], {"pooltype": "SUM"},
-                 raw=True)["Out"]
+    out = run_op("sequence_pool", {"X": Seq(x, lod)}, ["Out"], {"pooltype": "SUM"}, raw=True)["Out"]
     assert out.lod() == [[0, 2, 4]]
     np.testing.assert_allclose(np.asarray(out), _pool64(x, lod[1], "SUM", 0.0), rtol=1e-6)
 
@@ -78,15 +82,24 @@ def test_sequence_pool_gradient(pooltype):
     # Distinct, well separated values keep MAX's choice stable under finite differences.
     x = (RNG.permutation(18).reshape(6, 3) * 0.1).astype(np.float32)
     out_slots = ["Out", "MaxIndex"] if pooltype == "MAX" else ["Out"]
-    check_grad("sequence_pool", {"X": Seq(x, [offsets])}, wrt=["X"],
-               attrs={"pooltype": pooltype, "pad_value": -1.0}, out_slots=out_slots)
+    check_grad(
+        "sequence_pool",
+        {"X": Seq(x, [offsets])},
+        wrt=["X"],
+        attrs={"pooltype": pooltype, "pad_value": -1.0},
+        out_slots=out_slots,
+    )
 
 
 def test_sequence_pool_gradient_of_empty_sequences_is_zero():
     x = RNG.standard_normal((3, 2)).astype(np.float32)
     dout = np.ones((4, 2), dtype=np.float32)
-    dx = run_op("sequence_pool_grad", {"X": Seq(x, [[0, 0, 3, 3, 3]]), "Out@GRAD": dout},
-                ["X@GRAD"], {"pooltype": "AVERAGE"})["X@GRAD"]
+    dx = run_op(
+        "sequence_pool_grad",
+        {"X": Seq(x, [[0, 0, 3, 3, 3]]), "Out@GRAD": dout},
+        ["X@GRAD"],
+        {"pooltype": "AVERAGE"},
+    )["X@GRAD"]
     np.testing.assert_allclose(dx, np.full((3, 2), 1 / 3), rtol=1e-6)
 
 
@@ -94,13 +107,18 @@ def test_sequence_pool_needs_lod():
     with pytest.raises(InvalidArgument, match="needs a lod"):
         run_op("sequence_pool", {"X": np.ones((3, 2), np.float32)}, ["Out"], {"pooltype": "SUM"})
     with pytest.raises(InvalidArgument, match="pooltype 'MEDIAN' is unknown"):
-        run_op("sequence_pool", {"X": Seq(np.ones((3, 2), np.float32), [[0, 3]])}, ["Out"],
-               {"pooltype": "MEDIAN"})
+        run_op(
+            "sequence_pool",
+            {"X": Seq(np.ones((3, 2), np.float32), [[0, 3]])},
+            ["Out"],
+            {"pooltype": "MEDIAN"},
+        )
 
 
 def test_sequence_pool_infer_shape():
-    desc = make_op_desc("sequence_pool", {"X": ["x"]}, {"Out": ["o"], "MaxIndex": ["m"]},
-                        {"pooltype": "MAX"})
+    desc = make_op_desc(
+        "sequence_pool", {"X": ["x"]}, {"Out": ["o"], "MaxIndex": ["m"]}, {"pooltype": "MAX"}
+    )
     out = _core.op_registry.infer_shape(desc.SerializeToString(), {"x": ([-1, 16], 0, 1, 0)})
     assert out["o"][:3] == ([-1, 16], 0, 0)
     assert out["m"][:3] == ([-1, 16], 2, 0)  # int32

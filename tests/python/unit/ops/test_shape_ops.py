@@ -11,8 +11,7 @@ from fleet.testing.op_test import Seq, check_grad, make_op_desc, run_op
 
 RNG = np.random.default_rng(17)
 FLOAT32, FLOAT64, INT32, INT64, BOOL = 0, 1, 2, 3, 4
-NUMPY = {FLOAT32: np.float32, FLOAT64: np.float64, INT32: np.int32, INT64: np.int64,
-         BOOL: np.bool_}
+NUMPY = {FLOAT32: np.float32, FLOAT64: np.float64, INT32: np.int32, INT64: np.int64, BOOL: np.bool_}
 
 
 def _rand(*shape):
@@ -42,28 +41,38 @@ def _run_program(ops, values):
 
 # ---- concat -----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("shapes,axis", [
-    ([(2, 3), (4, 3)], 0),
-    ([(2, 3), (2, 1), (2, 4)], 1),
-    ([(2, 3, 4), (2, 3, 2)], -1),
-    ([(2, 1, 4), (2, 3, 4)], 1),
-    ([(3, 2)], 0),
-])
+
+@pytest.mark.parametrize(
+    "shapes,axis",
+    [
+        ([(2, 3), (4, 3)], 0),
+        ([(2, 3), (2, 1), (2, 4)], 1),
+        ([(2, 3, 4), (2, 3, 2)], -1),
+        ([(2, 1, 4), (2, 3, 4)], 1),
+        ([(3, 2)], 0),
+    ],
+)
 def test_concat_matches_numpy(shapes, axis):
     xs = [_rand(*s) for s in shapes]
     out = run_op("concat", {"X": xs}, ["Out"], {"axis": axis})["Out"]
     np.testing.assert_array_equal(out, np.concatenate(xs, axis=axis))
     infos = [(list(s), FLOAT32, 0, 0) for s in shapes]
-    assert tuple(_infer("concat", {"X": infos}, {"Out": 1}, {"axis": axis})["Out"][0][0]) == \
-        out.shape
+    assert (
+        tuple(_infer("concat", {"X": infos}, {"Out": 1}, {"axis": axis})["Out"][0][0]) == out.shape
+    )
 
 
 def test_concat_int64_and_batch_dim():
     xs = [RNG.integers(0, 100, (3, k)).astype(np.int64) for k in (1, 2)]
-    np.testing.assert_array_equal(run_op("concat", {"X": xs}, ["Out"], {"axis": 1})["Out"],
-                                  np.concatenate(xs, axis=1))
-    out = _infer("concat", {"X": [([-1, 2], FLOAT32, 1, 0), ([-1, 5], FLOAT32, 1, 0)]},
-                 {"Out": 1}, {"axis": 1})["Out"][0]
+    np.testing.assert_array_equal(
+        run_op("concat", {"X": xs}, ["Out"], {"axis": 1})["Out"], np.concatenate(xs, axis=1)
+    )
+    out = _infer(
+        "concat",
+        {"X": [([-1, 2], FLOAT32, 1, 0), ([-1, 5], FLOAT32, 1, 0)]},
+        {"Out": 1},
+        {"axis": 1},
+    )["Out"][0]
     assert out == ([-1, 7], FLOAT32, 1, 0)
 
 
@@ -72,9 +81,13 @@ def test_concat_axis0_concatenates_lod():
     b = Seq(_rand(4, 2), [[0, 4]])
     out = run_op("concat", {"X": [a, b]}, ["Out"], {"axis": 0}, raw=True)["Out"]
     assert out.lod() == [[0, 1, 3, 7]]
-    two_level = run_op("concat", {"X": [Seq(_rand(3, 1), [[0, 2], [0, 1, 3]]),
-                                        Seq(_rand(2, 1), [[0, 1], [0, 2]])]},
-                       ["Out"], {"axis": 0}, raw=True)["Out"]
+    two_level = run_op(
+        "concat",
+        {"X": [Seq(_rand(3, 1), [[0, 2], [0, 1, 3]]), Seq(_rand(2, 1), [[0, 1], [0, 2]])]},
+        ["Out"],
+        {"axis": 0},
+        raw=True,
+    )["Out"]
     assert two_level.lod() == [[0, 2, 3], [0, 1, 3, 5]]
 
 
@@ -87,8 +100,9 @@ def test_concat_gradient_when_autodiff_keeps_only_some():
     """Autodiff drops the gradients nobody needs from X@GRAD: the rest must still land right."""
     a, b, c = _rand(2, 1), _rand(2, 2), _rand(2, 3)
     fwd = make_op_desc("concat", {"X": ["a", "b", "c"]}, {"Out": ["out"]}, {"axis": 1})
-    (grad,) = [pb.OpDesc.FromString(d)
-               for d in _core.op_registry.make_grad_ops(fwd.SerializeToString())]
+    (grad,) = [
+        pb.OpDesc.FromString(d) for d in _core.op_registry.make_grad_ops(fwd.SerializeToString())
+    ]
     for slot in grad.outputs:
         kept = [n for n in slot.arguments if n != "b@GRAD"]
         del slot.arguments[:]
@@ -109,12 +123,16 @@ def test_concat_mismatch():
 
 # ---- split ------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("shape,attrs,sections", [
-    ((6, 2), {"num": 3, "axis": 0}, [2, 2, 2]),
-    ((2, 6), {"num": 2, "axis": 1}, [3, 3]),
-    ((2, 7, 3), {"sections": [2, -1, 1], "axis": 1}, [2, 4, 1]),
-    ((2, 3, 5), {"sections": [1, 4], "axis": -1}, [1, 4]),
-])
+
+@pytest.mark.parametrize(
+    "shape,attrs,sections",
+    [
+        ((6, 2), {"num": 3, "axis": 0}, [2, 2, 2]),
+        ((2, 6), {"num": 2, "axis": 1}, [3, 3]),
+        ((2, 7, 3), {"sections": [2, -1, 1], "axis": 1}, [2, 4, 1]),
+        ((2, 3, 5), {"sections": [1, 4], "axis": -1}, [1, 4]),
+    ],
+)
 def test_split_matches_numpy(shape, attrs, sections):
     x = _rand(*shape)
     outs = run_op("split", {"X": x}, {"Out": len(sections)}, attrs)["Out"]
@@ -128,8 +146,9 @@ def test_split_matches_numpy(shape, attrs, sections):
 def test_split_infer_shape_batch_dim_and_lod():
     infos = _infer("split", {"X": [([-1, 6], FLOAT32, 1, 0)]}, {"Out": 2}, {"num": 2, "axis": 1})
     assert infos["Out"] == [([-1, 3], FLOAT32, 1, 0)] * 2
-    infos = _infer("split", {"X": [([-1, 6], FLOAT32, 1, 0)]}, {"Out": 2},
-                   {"sections": [1, -1], "axis": 0})
+    infos = _infer(
+        "split", {"X": [([-1, 6], FLOAT32, 1, 0)]}, {"Out": 2}, {"sections": [1, -1], "axis": 0}
+    )
     assert infos["Out"] == [([1, 6], FLOAT32, 0, 0), ([-1, 6], FLOAT32, 0, 0)]
 
 
@@ -140,14 +159,15 @@ def test_split_gradient():
 
 def test_split_gradient_is_concat_of_output_gradients():
     x = _rand(2, 5)
-    fwd = make_op_desc("split", {"X": ["x"]}, {"Out": ["p", "q"]},
-                       {"sections": [2, 3], "axis": 1})
-    grads = [pb.OpDesc.FromString(d)
-             for d in _core.op_registry.make_grad_ops(fwd.SerializeToString())]
+    fwd = make_op_desc("split", {"X": ["x"]}, {"Out": ["p", "q"]}, {"sections": [2, 3], "axis": 1})
+    grads = [
+        pb.OpDesc.FromString(d) for d in _core.op_registry.make_grad_ops(fwd.SerializeToString())
+    ]
     dp, dq = _rand(2, 2), _rand(2, 3)
     scope = _run_program([fwd] + grads, {"x": x, "p@GRAD": dp, "q@GRAD": dq})
-    np.testing.assert_array_equal(scope.find_var("x@GRAD").get_tensor().numpy(),
-                                  np.concatenate([dp, dq], axis=1))
+    np.testing.assert_array_equal(
+        scope.find_var("x@GRAD").get_tensor().numpy(), np.concatenate([dp, dq], axis=1)
+    )
 
 
 def test_split_bad_attributes():
@@ -159,13 +179,17 @@ def test_split_bad_attributes():
 
 # ---- reshape ----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("shape,target,expected", [
-    ((2, 3, 4), [0, -1], (2, 12)),
-    ((2, 3, 4), [-1, 4], (6, 4)),
-    ((2, 3, 4), [4, 0, -1], (4, 3, 2)),
-    ((6,), [2, 3], (2, 3)),
-    ((2, 3, 4), [0, 0, 2, 2], (2, 3, 2, 2)),
-])
+
+@pytest.mark.parametrize(
+    "shape,target,expected",
+    [
+        ((2, 3, 4), [0, -1], (2, 12)),
+        ((2, 3, 4), [-1, 4], (6, 4)),
+        ((2, 3, 4), [4, 0, -1], (4, 3, 2)),
+        ((6,), [2, 3], (2, 3)),
+        ((2, 3, 4), [0, 0, 2, 2], (2, 3, 2, 2)),
+    ],
+)
 def test_reshape_matches_numpy(shape, target, expected):
     x = _rand(*shape)
     out = run_op("reshape", {"X": x}, ["Out"], {"shape": target})["Out"]
@@ -174,8 +198,10 @@ def test_reshape_matches_numpy(shape, target, expected):
 
 def test_reshape_infer_shape_keeps_batch_dim():
     def infer(shape, target):
-        return _infer("reshape", {"X": [(shape, FLOAT32, 1, 0)]}, {"Out": 1},
-                      {"shape": target})["Out"][0]
+        return _infer("reshape", {"X": [(shape, FLOAT32, 1, 0)]}, {"Out": 1}, {"shape": target})[
+            "Out"
+        ][0]
+
     assert infer([-1, 2, 4], [0, -1]) == ([-1, 8], FLOAT32, 1, 0)
     assert infer([-1, 2, 4], [-1, 8]) == ([-1, 8], FLOAT32, 1, 0)
     assert infer([-1, 2, 4], [0, 2, 2, 2]) == ([-1, 2, 2, 2], FLOAT32, 1, 0)
@@ -206,6 +232,7 @@ def test_reshape_bad_shapes():
 
 # ---- cast -------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("src", [FLOAT32, FLOAT64, INT32, INT64, BOOL])
 @pytest.mark.parametrize("dst", [FLOAT32, FLOAT64, INT32, INT64, BOOL])
 def test_cast_matches_numpy(src, dst):
@@ -216,25 +243,33 @@ def test_cast_matches_numpy(src, dst):
 
 
 def test_cast_gradient_and_integer_casts_have_none():
-    check_grad("cast", {"X": _rand(3, 2)}, wrt=["X"], attrs={"in_dtype": FLOAT32,
-                                                            "out_dtype": FLOAT64})
-    fwd = make_op_desc("cast", {"X": ["x"]}, {"Out": ["y"]},
-                       {"in_dtype": INT64, "out_dtype": FLOAT32})
+    check_grad(
+        "cast", {"X": _rand(3, 2)}, wrt=["X"], attrs={"in_dtype": FLOAT32, "out_dtype": FLOAT64}
+    )
+    fwd = make_op_desc(
+        "cast", {"X": ["x"]}, {"Out": ["y"]}, {"in_dtype": INT64, "out_dtype": FLOAT32}
+    )
     assert _core.op_registry.make_grad_ops(fwd.SerializeToString()) == []
 
 
 def test_cast_infer_shape_and_unknown_dtype():
-    out = _infer("cast", {"X": [([-1, 3], INT64, 1, 0)]}, {"Out": 1},
-                 {"in_dtype": INT64, "out_dtype": FLOAT32})["Out"][0]
+    out = _infer(
+        "cast",
+        {"X": [([-1, 3], INT64, 1, 0)]},
+        {"Out": 1},
+        {"in_dtype": INT64, "out_dtype": FLOAT32},
+    )["Out"][0]
     assert out == ([-1, 3], FLOAT32, 1, 0)
     with pytest.raises(InvalidArgument, match="out_dtype.*unknown dtype number 9"):
         run_op("cast", {"X": _rand(2)}, ["Out"], {"in_dtype": FLOAT32, "out_dtype": 9})
     with pytest.raises(InvalidArgument, match="in_dtype.*unknown dtype number 7"):
-        _infer("cast", {"X": [([2], FLOAT32, 0, 0)]}, {"Out": 1},
-               {"in_dtype": 7, "out_dtype": FLOAT32})
+        _infer(
+            "cast", {"X": [([2], FLOAT32, 0, 0)]}, {"Out": 1}, {"in_dtype": 7, "out_dtype": FLOAT32}
+        )
 
 
 # ---- fill_zeros_like --------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("dtype", [np.float32, np.int64, np.float64])
 def test_fill_zeros_like(dtype):

@@ -39,6 +39,7 @@ def _soft_labels(n: int, c: int) -> np.ndarray:
 
 # ---- softmax -------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("shape", [(1, 1), (4, 7), (3, 2, 5), (9,)])
 def test_softmax_matches_numpy(shape):
     x = _normal(*shape) * 5
@@ -65,6 +66,7 @@ def test_softmax_gradient():
 
 
 # ---- cross_entropy -------------------------------------------------------------------------
+
 
 def test_cross_entropy_hard_labels_with_ignore_index():
     n, c = 12, 6
@@ -97,8 +99,13 @@ def test_cross_entropy_gradients():
     p = RNG.uniform(0.2, 1.0, size=(4, 3)).astype(np.float32)
     label = np.array([[0], [2], [-100], [1]], dtype=np.int64)
     check_grad("cross_entropy", {"X": p, "Label": label}, wrt=["X"], out_slots=["Y"])
-    check_grad("cross_entropy", {"X": p, "Label": _soft_labels(4, 3)}, wrt=["X"],
-               attrs={"soft_label": True}, out_slots=["Y"])
+    check_grad(
+        "cross_entropy",
+        {"X": p, "Label": _soft_labels(4, 3)},
+        wrt=["X"],
+        attrs={"soft_label": True},
+        out_slots=["Y"],
+    )
 
 
 def test_cross_entropy_names_bad_label():
@@ -111,12 +118,14 @@ def test_cross_entropy_names_bad_label():
 
 # ---- softmax_with_cross_entropy ------------------------------------------------------------
 
+
 @pytest.mark.parametrize("n,c", [(1, 2), (10, 7), (33, 3)])
 def test_softmax_with_cross_entropy_hard(n, c):
     logits = _normal(n, c) * 4
     label = _hard_labels(n, c, ignored=n // 4)
-    out = run_op("softmax_with_cross_entropy", {"Logits": logits, "Label": label},
-                 ["Softmax", "Loss"])
+    out = run_op(
+        "softmax_with_cross_entropy", {"Logits": logits, "Label": label}, ["Softmax", "Loss"]
+    )
     logp = _log_softmax64(logits)
     picked = logp[np.arange(n), np.clip(label[:, 0], 0, None)]
     expected = np.where(label[:, 0] == -100, 0.0, -picked)[:, None]
@@ -128,8 +137,12 @@ def test_softmax_with_cross_entropy_soft_and_stable():
     logits = _normal(6, 4)
     logits[0] = [3000.0, -3000.0, 0.0, 1.0]  # exp overflows without the max shift
     label = _soft_labels(6, 4)
-    loss = run_op("softmax_with_cross_entropy", {"Logits": logits, "Label": label}, ["Loss"],
-                  {"soft_label": True})["Loss"]
+    loss = run_op(
+        "softmax_with_cross_entropy",
+        {"Logits": logits, "Label": label},
+        ["Loss"],
+        {"soft_label": True},
+    )["Loss"]
     expected = -(label.astype(np.float64) * _log_softmax64(logits)).sum(1, keepdims=True)
     assert np.isfinite(loss).all()
     np.testing.assert_allclose(loss, expected, rtol=1e-5)
@@ -138,27 +151,43 @@ def test_softmax_with_cross_entropy_soft_and_stable():
 def test_softmax_with_cross_entropy_gradients():
     logits = _normal(4, 5)
     hard = np.array([[1], [4], [-100], [0]], dtype=np.int64)
-    check_grad("softmax_with_cross_entropy", {"Logits": logits, "Label": hard},
-               wrt=["Logits"], out_slots=["Loss"])
-    check_grad("softmax_with_cross_entropy", {"Logits": logits, "Label": _soft_labels(4, 5)},
-               wrt=["Logits"], attrs={"soft_label": True}, out_slots=["Loss"])
+    check_grad(
+        "softmax_with_cross_entropy",
+        {"Logits": logits, "Label": hard},
+        wrt=["Logits"],
+        out_slots=["Loss"],
+    )
+    check_grad(
+        "softmax_with_cross_entropy",
+        {"Logits": logits, "Label": _soft_labels(4, 5)},
+        wrt=["Logits"],
+        attrs={"soft_label": True},
+        out_slots=["Loss"],
+    )
 
 
 def test_softmax_with_cross_entropy_grad_reads_kept_softmax():
     # Programs keep Softmax, and the grad op then reads it instead of recomputing it.
     logits = _normal(5, 4)
     label = _hard_labels(5, 4, ignored=1)
-    fwd = make_op_desc("softmax_with_cross_entropy", {"Logits": ["x"], "Label": ["y"]},
-                       {"Softmax": ["s"], "Loss": ["l"]}, {})
+    fwd = make_op_desc(
+        "softmax_with_cross_entropy",
+        {"Logits": ["x"], "Label": ["y"]},
+        {"Softmax": ["s"], "Loss": ["l"]},
+        {},
+    )
     (grad_bytes,) = _core.op_registry.make_grad_ops(fwd.SerializeToString())
     from fleet.proto import framework_pb2 as pb
+
     grad = pb.OpDesc.FromString(grad_bytes)
     assert {s.parameter for s in grad.inputs} == {"Logits", "Label", "Softmax", "Loss@GRAD"}
     softmax = run_op("softmax", {"X": logits}, ["Out"])["Out"]
     dloss = RNG.uniform(0.5, 2.0, size=(5, 1)).astype(np.float32)
-    dx = run_op("softmax_with_cross_entropy_grad",
-                {"Logits": logits, "Label": label, "Softmax": softmax, "Loss@GRAD": dloss},
-                ["Logits@GRAD"])["Logits@GRAD"]
+    dx = run_op(
+        "softmax_with_cross_entropy_grad",
+        {"Logits": logits, "Label": label, "Softmax": softmax, "Loss@GRAD": dloss},
+        ["Logits@GRAD"],
+    )["Logits@GRAD"]
     onehot = np.zeros((5, 4))
     kept = label[:, 0] != -100
     onehot[np.arange(5)[kept], label[kept, 0]] = 1
@@ -168,11 +197,15 @@ def test_softmax_with_cross_entropy_grad_reads_kept_softmax():
 
 def test_softmax_with_cross_entropy_names_bad_label():
     with pytest.raises(InvalidArgument, match="label value -3 at row 0"):
-        run_op("softmax_with_cross_entropy",
-               {"Logits": _normal(2, 3), "Label": np.array([[-3], [1]])}, ["Loss"])
+        run_op(
+            "softmax_with_cross_entropy",
+            {"Logits": _normal(2, 3), "Label": np.array([[-3], [1]])},
+            ["Loss"],
+        )
 
 
 # ---- sigmoid_cross_entropy_with_logits -----------------------------------------------------
+
 
 def _sigmoid_ce64(x: np.ndarray, z: np.ndarray) -> np.ndarray:
     x, z = x.astype(np.float64), z.astype(np.float64)
@@ -184,8 +217,12 @@ def test_sigmoid_cross_entropy_matches_numpy(normalize):
     x = _normal(8, 3) * 10
     z = RNG.uniform(0, 1, size=(8, 3)).astype(np.float32)
     z[RNG.random((8, 3)) < 0.25] = -1  # ignored
-    out = run_op("sigmoid_cross_entropy_with_logits", {"X": x, "Label": z}, ["Out"],
-                 {"ignore_index": -1, "normalize": normalize})["Out"]
+    out = run_op(
+        "sigmoid_cross_entropy_with_logits",
+        {"X": x, "Label": z},
+        ["Out"],
+        {"ignore_index": -1, "normalize": normalize},
+    )["Out"]
     expected = np.where(z == -1, 0.0, _sigmoid_ce64(x, z))
     if normalize:
         expected /= max((z != -1).sum(), 1e-5)
@@ -204,25 +241,34 @@ def test_sigmoid_cross_entropy_gradient():
     z = RNG.uniform(0, 1, size=(3, 4)).astype(np.float32)
     z[0, 1] = -100
     check_grad("sigmoid_cross_entropy_with_logits", {"X": x, "Label": z}, wrt=["X"])
-    check_grad("sigmoid_cross_entropy_with_logits", {"X": x, "Label": z}, wrt=["X"],
-               attrs={"normalize": True})
+    check_grad(
+        "sigmoid_cross_entropy_with_logits",
+        {"X": x, "Label": z},
+        wrt=["X"],
+        attrs={"normalize": True},
+    )
 
 
 # ---- log_loss ------------------------------------------------------------------------------
 
+
 def test_log_loss_matches_numpy():
     p = RNG.uniform(0, 1, size=(10, 1)).astype(np.float32)
-    l = RNG.integers(0, 2, size=(10, 1)).astype(np.float32)
-    out = run_op("log_loss", {"Predicted": p, "Labels": l}, ["Loss"], {"epsilon": 1e-4})["Loss"]
-    p64, l64 = p.astype(np.float64), l.astype(np.float64)
+    labels = RNG.integers(0, 2, size=(10, 1)).astype(np.float32)
+    out = run_op("log_loss", {"Predicted": p, "Labels": labels}, ["Loss"], {"epsilon": 1e-4})[
+        "Loss"
+    ]
+    p64, l64 = p.astype(np.float64), labels.astype(np.float64)
     expected = -l64 * np.log(p64 + 1e-4) - (1 - l64) * np.log(1 - p64 + 1e-4)
     np.testing.assert_allclose(out, expected, rtol=1e-5)
 
 
 def test_log_loss_gradient():
     p = RNG.uniform(0.1, 0.9, size=(5, 1)).astype(np.float32)
-    l = np.array([[0], [1], [1], [0], [0.3]], dtype=np.float32)
-    check_grad("log_loss", {"Predicted": p, "Labels": l}, wrt=["Predicted"], out_slots=["Loss"])
+    labels = np.array([[0], [1], [1], [0], [0.3]], dtype=np.float32)
+    check_grad(
+        "log_loss", {"Predicted": p, "Labels": labels}, wrt=["Predicted"], out_slots=["Loss"]
+    )
 
 
 # ---- compile-time shapes -------------------------------------------------------------------
@@ -231,16 +277,21 @@ FLOAT32, INT64 = 0, 3
 
 
 def test_infer_shapes_keep_batch_and_lod_level():
-    desc = make_op_desc("softmax_with_cross_entropy", {"Logits": ["x"], "Label": ["y"]},
-                        {"Softmax": ["s"], "Loss": ["l"]}, {})
-    out = _core.op_registry.infer_shape(desc.SerializeToString(),
-                                        {"x": ([-1, 10], FLOAT32, 1, 0),
-                                         "y": ([-1, 1], INT64, 1, 0)})
+    desc = make_op_desc(
+        "softmax_with_cross_entropy",
+        {"Logits": ["x"], "Label": ["y"]},
+        {"Softmax": ["s"], "Loss": ["l"]},
+        {},
+    )
+    out = _core.op_registry.infer_shape(
+        desc.SerializeToString(), {"x": ([-1, 10], FLOAT32, 1, 0), "y": ([-1, 1], INT64, 1, 0)}
+    )
     assert out["s"][:3] == ([-1, 10], FLOAT32, 1)
     assert out["l"][:3] == ([-1, 1], FLOAT32, 1)
-    desc = make_op_desc("cross_entropy", {"X": ["x"], "Label": ["y"]}, {"Y": ["l"]},
-                        {"soft_label": True})
+    desc = make_op_desc(
+        "cross_entropy", {"X": ["x"], "Label": ["y"]}, {"Y": ["l"]}, {"soft_label": True}
+    )
     with pytest.raises(InvalidArgument, match="soft labels need the class count 10"):
-        _core.op_registry.infer_shape(desc.SerializeToString(),
-                                      {"x": ([-1, 10], FLOAT32, 0, 0),
-                                       "y": ([-1, 1], INT64, 0, 0)})
+        _core.op_registry.infer_shape(
+            desc.SerializeToString(), {"x": ([-1, 10], FLOAT32, 0, 0), "y": ([-1, 1], INT64, 0, 0)}
+        )

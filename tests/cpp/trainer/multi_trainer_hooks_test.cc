@@ -1,0 +1,178 @@
+// The step-hook contract of framework/runtime.h as the threaded trainer keeps it: OnPassBegin
+// once with the thread count, Before/AfterStep around every batch on the thread that runs it,
+// OnThreadEnd once per thread, OnPassEnd once; kernels see the executor's resources; a
+// persistable variable missing from the root scope is an error, not a per-thread copy.
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdio>
+#include <fstream>
+#include <mutex>
+#include <set>
+#include <string>
+
+#include "data/dataset.h"
+#include "operators/register_ops.h"
+#include "trainer/multi_trainer.h"
+
+namespace fleet::trainer {
+namespace {
+
+class CountingHook : public framework::StepHook {
+ public:
+  void OnPassBegin(const framework::PassInfo& pass) override {
+    ++begins;
+    threads = pass.num_threads;
+    dataset_pass = pass.dataset_pass;
+  }
+  void BeforeStep(const framework::StepInfo& info) override {
+    std::lock_guard<std::mutex> lock(mu);
+    ++before;
+    open_steps.insert(info.thread);
+  }
+  void AfterStep(const framework::StepInfo& info) override {
+    std::lock_guard<std::mutex> lock(mu);
+    ++after;
+    // The same thread that began the step ends it.
+    EXPECT_EQ(open_steps.erase(info.thread), 1u);
+    EXPECT_EQ(info.num_threads, threads);
+  }
+  void OnThreadEnd(int thread) override {
+    std::lock_guard<std::mutex> lock(mu);
+    ended.insert(thread);
+  }
+  void OnPassEnd() override { ++ends; }
+  std::string Name() const override { return "counting hook"; }
+
+  std::mutex mu;
+  std::atomic<int> begins{0}, ends{0};
+  int before = 0, after = 0, threads = 0;
+  bool dataset_pass = false;
+  std::set<int> open_steps, ended;
+};
+
+std::string WriteLines(const std::string& name, int lines) {
+  const std::string path = ::testing::TempDir() + name;
+  std::ofstream out(path);
+  for (int i = 0; i < lines; ++i) out << "1 " << i << ".5\n";
+  return path;
+}
+
+// x (a dense float slot of width 1) -> scale -> y
+framework::proto::ProgramDesc ScaleProgram(bool with_persistable) {
+  framework::proto::ProgramDesc program;
+  auto* block = program.add_blocks();
+  block->set_idx(0);
+  block->set_parent_idx(-1);
+  for (const char* name : {"x", "y"}) block->add_vars()->set_name(name);
+  if (with_persistable) {
+    auto* w = block->add_vars();
+    w->set_name("w");
+    w->set_persistable(true);
+  }
+  framework::OpSpec scale;
+  scale.type = "scale";
+  scale.inputs = {{"X", {"x"}}};
+  scale.outputs = {{"Out", {"y"}}};
+  scale.attrs.Set("scale", 2.f);
+  *block->add_ops() = framework::OpSpecToProto(scale);
+  return program;
+}
+
+data::DataFeedConfig Config() {
+  data::DataFeedConfig config;
+  config.slots.push_back(data::MakeSlotSpec("x", DType::kFloat32, 0, {-1, 1}));
+  config.batch_size = 4;
+  config.threads = 2;
+  return config;
+}
+
+TEST(MultiTrainerHooks, EveryHookFiresAsTheContractSays) {
+  framework::OpRegistry registry;
+  operators::RegisterAllOps(&registry);
+  framework::Executor executor(&registry);
+  auto hook = std::make_shared<CountingHook>();
+  executor.resources()->AddStepHook(hook);
+  auto prepared = executor.Prepare(ScaleProgram(false), 0);
+  Scope root;
+  data::QueueDataset dataset(Config(),
+                             {WriteLines("hooks_a.txt", 40), WriteLines("hooks_b.txt", 40)});
+  TrainerOptions options;
+  options.threads = 2;
+  options.print_period = 0;
+  MultiTrainer trainer(&executor, prepared.get(), &root, options);
+  trainer.Start(&dataset);
+  TrainerResult result = trainer.Finish();
+  EXPECT_EQ(result.samples, 80);
+  EXPECT_EQ(hook->begins.load(), 1);
+  EXPECT_EQ(hook->ends.load(), 1);
+  EXPECT_EQ(hook->threads, 2);
+  EXPECT_TRUE(hook->dataset_pass);
+  EXPECT_EQ(hook->before, result.batches);
+  EXPECT_EQ(hook->after, result.batches);
+  EXPECT_TRUE(hook->open_steps.empty());
+  EXPECT_EQ(hook->ended, (std::set<int>{0, 1}));
+}
+
+TEST(MultiTrainerHooks, APersistableMissingFromTheRootScopeIsAnError) {
+  framework::OpRegistry registry;
+  operators::RegisterAllOps(&registry);
+  framework::Executor executor(&registry);
+  auto prepared = executor.Prepare(ScaleProgram(true), 0);
+  Scope root;
+  data::QueueDataset dataset(Config(), {WriteLines("hooks_c.txt", 8)});
+  TrainerOptions options;
+  options.threads = 2;
+  MultiTrainer trainer(&executor, prepared.get(), &root, options);
+  try {
+    trainer.Start(&dataset);
+    FAIL() << "Start bound a program whose persistable 'w' is not in the root scope";
+  } catch (const NotFound& e) {
+    EXPECT_NE(std::string(e.what()).find("persistable variable 'w'"), std::string::npos)
+        << e.what();
+  }
+}
+
+struct Marker {
+  static constexpr char kResourceName[] = "test marker";
+  int value = 0;
+};
+
+TEST(RuntimeResources, TypedResourcesAndAClearErrorWhenMissing) {
+  framework::RuntimeResources resources;
+  EXPECT_EQ(resources.Find<Marker>(), nullptr);
+  try {
+    resources.Get<Marker>("op foo", "set it with SetMarker()");
+    FAIL() << "Get of a missing resource returned";
+  } catch (const Unavailable& e) {
+    EXPECT_NE(std::string(e.what()).find("op foo needs a test marker"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("SetMarker()"), std::string::npos);
+  }
+  auto marker = std::make_shared<Marker>();
+  marker->value = 7;
+  resources.Set(marker);
+  EXPECT_EQ(resources.Get<Marker>("op foo", "").value, 7);
+  resources.Remove<Marker>();
+  EXPECT_EQ(resources.Find<Marker>(), nullptr);
+}
+
+class ThrowingHook : public framework::StepHook {
+ public:
+  void OnPassEnd() override { throw InvalidArgument("first hook failed"); }
+  std::string Name() const override { return "throwing"; }
+};
+
+TEST(RuntimeResources, PassEndReachesEveryHookAndRethrowsTheFirstError) {
+  framework::RuntimeResources resources;
+  auto counting = std::make_shared<CountingHook>();
+  resources.AddStepHook(std::make_shared<ThrowingHook>());
+  resources.AddStepHook(counting);
+  EXPECT_THROW(framework::RunPassEnd(&resources), InvalidArgument);
+  EXPECT_EQ(counting->ends.load(), 1);
+  resources.RemoveStepHook(counting.get());
+  EXPECT_EQ(resources.step_hooks().size(), 1u);
+}
+
+}  // namespace
+}  // namespace fleet::trainer
