@@ -55,26 +55,44 @@ MIN_RATIO = {"async": 1.5, "geo": 1.5, "sync": 2.0}
 MAX_AUC_GAP = 0.005
 
 sys.path.insert(0, os.path.join(ROOT, "examples", "ctr_dnn"))
-from fleet.data_generator import python_pipe_command  # noqa: E402
-
 import criteo_reader  # noqa: E402
+
+from fleet.data_generator import python_pipe_command  # noqa: E402
 
 
 def prepare_data(data_dir: str, rows: int, test_rows: int) -> dict:
     """{"train": the whole file, "parts": one file per worker, "test", "oracle_auc"}."""
     out = os.path.join(data_dir, f"seed0_{rows}_{test_rows}")
     if not os.path.isfile(os.path.join(out, "oracle.json")):
-        subprocess.run([sys.executable, os.path.join(EXAMPLE, "generate_data.py"), "--out", out,
-                        "--train_rows", str(rows), "--test_rows", str(test_rows), "--seed", "0"],
-                       check=True, stdout=subprocess.DEVNULL, timeout=600)
+        subprocess.run(
+            [
+                sys.executable,
+                os.path.join(EXAMPLE, "generate_data.py"),
+                "--out",
+                out,
+                "--train_rows",
+                str(rows),
+                "--test_rows",
+                str(test_rows),
+                "--seed",
+                "0",
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            timeout=600,
+        )
     train = os.path.join(out, "train.txt")
     parts = [os.path.join(out, f"parts{WORKERS}", f"train-{i}.txt") for i in range(WORKERS)]
     if not all(os.path.isfile(p) for p in parts):
         _split_lines(train, parts)
     with open(os.path.join(out, "oracle.json")) as f:
         oracle = json.load(f)["oracle_auc"]
-    return {"train": train, "parts": parts, "test": os.path.join(out, "test.txt"),
-            "oracle_auc": oracle}
+    return {
+        "train": train,
+        "parts": parts,
+        "test": os.path.join(out, "test.txt"),
+        "oracle_auc": oracle,
+    }
 
 
 def _split_lines(path: str, parts: list[str]) -> None:
@@ -85,18 +103,20 @@ def _split_lines(path: str, parts: list[str]) -> None:
     per_part = len(lines) // len(parts)
     for i, part in enumerate(parts):
         with open(part + ".tmp", "wb") as f:
-            f.writelines(lines[i * per_part:(i + 1) * per_part])
+            f.writelines(lines[i * per_part : (i + 1) * per_part])
         os.replace(part + ".tmp", part)
 
 
-def _run(command: list[str], log_path: str, env: dict, cwd: str,
-         timeout: float = JOB_TIMEOUT_S) -> tuple[int, float]:
+def _run(
+    command: list[str], log_path: str, env: dict, cwd: str, timeout: float = JOB_TIMEOUT_S
+) -> tuple[int, float]:
     """Runs `command` in its own session, output to `log_path`; kills the whole session on
     timeout and after the launcher exits (nothing may outlive a measurement). (rc, seconds)."""
     start = time.perf_counter()
     with open(log_path, "w") as log:
-        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=cwd,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=cwd, start_new_session=True
+        )
         try:
             rc = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -127,9 +147,18 @@ def fleet_command(mode: str, data: dict, log_dir: str, driver: str) -> list[str]
     """The Fleet job of one mode: the only place that says how train_ps.py is launched."""
     launcher = os.path.join(os.path.dirname(sys.executable), "fleetrun")
     command = [launcher] if os.path.exists(launcher) else [sys.executable, "-m", "fleet.launch"]
-    command += ["--server_num=1", f"--worker_num={WORKERS}", f"--log_dir={log_dir}",
-                os.path.join(EXAMPLE, "train_ps.py"), "--mode", mode,
-                "--update_frequency", str(GEO_K), "--batch_size", str(BATCH)]
+    command += [
+        "--server_num=1",
+        f"--worker_num={WORKERS}",
+        f"--log_dir={log_dir}",
+        os.path.join(EXAMPLE, "train_ps.py"),
+        "--mode",
+        mode,
+        "--update_frequency",
+        str(GEO_K),
+        "--batch_size",
+        str(BATCH),
+    ]
     if driver == "dataset":
         command += ["--dataset", "queue", "--thread", "1", "--train", *data["parts"]]
     else:
@@ -147,22 +176,38 @@ def measure_fleet_ps(mode: str, data: dict, scratch: str, driver: str) -> dict:
     total = re.findall(r"total_samples_per_sec=([0-9.]+)", text)
     auc = re.findall(r"test_auc=([0-9.]+)", text)
     if rc != 0 or not total or not auc:
-        raise SystemExit(f"Fleet {mode} job failed (exit {rc}); logs in {log_dir}:\n"
-                         f"{_tail(launcher_log)}\n{_tail(worker0)}")
+        raise SystemExit(
+            f"Fleet {mode} job failed (exit {rc}); logs in {log_dir}:\n"
+            f"{_tail(launcher_log)}\n{_tail(worker0)}"
+        )
     per_worker = {}
     for path in sorted(glob.glob(os.path.join(log_dir, "workerlog.*"))):
-        found = re.findall(r"worker (\d+): samples=(\d+) samples_per_sec=([0-9.]+)", _tail(
-            path, 10**7))
+        found = re.findall(
+            r"worker (\d+): samples=(\d+) samples_per_sec=([0-9.]+)", _tail(path, 10**7)
+        )
         for index, samples, rate in found:
             per_worker[index] = {"samples": int(samples), "samples_per_sec": float(rate)}
-    return {"samples_per_sec": float(total[-1]), "test_auc": float(auc[-1]),
-            "workers": per_worker, "job_wall_s": round(wall, 1)}
+    return {
+        "samples_per_sec": float(total[-1]),
+        "test_auc": float(auc[-1]),
+        "workers": per_worker,
+        "job_wall_s": round(wall, 1),
+    }
 
 
 def measure_fleet_single(data: dict, scratch: str) -> dict:
     log = os.path.join(scratch, "fleet_single.log")
-    command = [sys.executable, os.path.join(EXAMPLE, "train.py"), "--train", data["train"],
-               "--test", data["test"], "--batch_size", str(BATCH), "--json"]
+    command = [
+        sys.executable,
+        os.path.join(EXAMPLE, "train.py"),
+        "--train",
+        data["train"],
+        "--test",
+        data["test"],
+        "--batch_size",
+        str(BATCH),
+        "--json",
+    ]
     rc, _ = _run(command, log, _fleet_env(), ROOT)
     summary = [line for line in _tail(log, 10**7).splitlines() if line.startswith("{")]
     if rc != 0 or not summary:
@@ -176,19 +221,41 @@ def measure_paddle(mode: str, data: dict, scratch: str) -> dict:
     job did not produce every worker's figures."""
     out_dir = os.path.join(scratch, f"paddle_{mode}")
     os.makedirs(out_dir, exist_ok=True)
-    pipe = python_pipe_command(os.path.join(EXAMPLE, "criteo_reader.py"), "--sparse_dim",
-                               criteo_reader.DEFAULT_SPARSE_DIM)
-    script_args = [PEER_SCRIPT, "--mode", mode, "--train_files", *data["parts"], "--test_file",
-                   data["test"], "--pipe_command", pipe, "--out_dir", out_dir,
-                   "--batch_size", str(BATCH), "--k_steps", str(GEO_K)]
+    pipe = python_pipe_command(
+        os.path.join(EXAMPLE, "criteo_reader.py"), "--sparse_dim", criteo_reader.DEFAULT_SPARSE_DIM
+    )
+    script_args = [
+        PEER_SCRIPT,
+        "--mode",
+        mode,
+        "--train_files",
+        *data["parts"],
+        "--test_file",
+        data["test"],
+        "--pipe_command",
+        pipe,
+        "--out_dir",
+        out_dir,
+        "--batch_size",
+        str(BATCH),
+        "--k_steps",
+        str(GEO_K),
+    ]
     env = dict(os.environ, PADDLE_WITH_GLOO="1")
     env.pop("PYTHONPATH", None)
     if mode == "single":
         command, expected = [PEER_PYTHON, *script_args], 1
     else:
-        command = [PEER_PYTHON, "-m", "paddle.distributed.launch", "--server_num=1",
-                   f"--worker_num={WORKERS}", "--log_dir", os.path.join(out_dir, "log"),
-                   *script_args]
+        command = [
+            PEER_PYTHON,
+            "-m",
+            "paddle.distributed.launch",
+            "--server_num=1",
+            f"--worker_num={WORKERS}",
+            "--log_dir",
+            os.path.join(out_dir, "log"),
+            *script_args,
+        ]
         expected = WORKERS
     launcher_log = os.path.join(out_dir, "launcher.log")
     # In the scratch folder: Paddle writes its train_desc prototxt files into the cwd.
@@ -208,8 +275,12 @@ def measure_paddle(mode: str, data: dict, scratch: str) -> dict:
     samples = sum(r["samples"] for r in results)
     longest = max(r["seconds"] for r in results)
     auc = [r["test_auc"] for r in results if "test_auc" in r]
-    return {"samples_per_sec": samples / longest, "test_auc": auc[0],
-            "version": results[0]["paddle_version"], "job_wall_s": round(wall, 1)}
+    return {
+        "samples_per_sec": samples / longest,
+        "test_auc": auc[0],
+        "version": results[0]["paddle_version"],
+        "job_wall_s": round(wall, 1),
+    }
 
 
 def _ratio(ours: dict, peer: dict | None) -> float | None:
@@ -218,16 +289,27 @@ def _ratio(ours: dict, peer: dict | None) -> float | None:
     return round(ours["samples_per_sec"] / peer["samples_per_sec"], 3)
 
 
-def build_result(args: argparse.Namespace, data: dict, fleet: dict, single: dict,
-                 paddle: dict) -> dict:
+def build_result(
+    args: argparse.Namespace, data: dict, fleet: dict, single: dict, paddle: dict
+) -> dict:
     notes = []
-    result: dict = {"benchmark": "ps_train", "quick": args.quick, "rows": args.rows,
-                    "test_rows": args.test_rows, "servers": 1, "workers": WORKERS,
-                    "threads_per_worker": 1, "batch_size": BATCH, "optimizer": "adam lr 1e-3",
-                    "geo_k_steps": GEO_K, "fleet_driver": args.driver,
-                    "oracle_auc": data["oracle_auc"], "loadavg_1min": os.getloadavg()[0],
-                    "fleet_single_samples_per_sec": round(single["samples_per_sec"]),
-                    "fleet_single_auc": round(single["test_auc"], 5)}
+    result: dict = {
+        "benchmark": "ps_train",
+        "quick": args.quick,
+        "rows": args.rows,
+        "test_rows": args.test_rows,
+        "servers": 1,
+        "workers": WORKERS,
+        "threads_per_worker": 1,
+        "batch_size": BATCH,
+        "optimizer": "adam lr 1e-3",
+        "geo_k_steps": GEO_K,
+        "fleet_driver": args.driver,
+        "oracle_auc": data["oracle_auc"],
+        "loadavg_1min": os.getloadavg()[0],
+        "fleet_single_samples_per_sec": round(single["samples_per_sec"]),
+        "fleet_single_auc": round(single["test_auc"], 5),
+    }
     for mode in MODES:
         result[f"{mode}_samples_per_sec"] = round(fleet[mode]["samples_per_sec"])
         result[f"{mode}_auc"] = round(fleet[mode]["test_auc"], 5)
@@ -257,11 +339,15 @@ def build_result(args: argparse.Namespace, data: dict, fleet: dict, single: dict
         sync_peer = paddle["sync"]
         if "failed" in sync_peer:
             sync_peer = paddle["single"]
-            notes.append(f"Paddle 2.6.2 sync mode failed ({paddle['sync']['failed']}): "
-                         "sync_ratio_vs_paddle is against Paddle's single-process run "
-                         "(train_from_dataset, 1 thread, same files)")
+            notes.append(
+                f"Paddle 2.6.2 sync mode failed ({paddle['sync']['failed']}): "
+                "sync_ratio_vs_paddle is against Paddle's single-process run "
+                "(train_from_dataset, 1 thread, same files)"
+            )
         result["sync_ratio_vs_paddle"] = _ratio(fleet["sync"], sync_peer)
-        result["sync_ratio_vs"] = "paddle_single" if sync_peer is paddle["single"] else "paddle_sync"
+        result["sync_ratio_vs"] = (
+            "paddle_single" if sync_peer is paddle["single"] else "paddle_sync"
+        )
     result["targets"] = _targets(result)
     result["notes"] = notes
     return result
@@ -272,29 +358,41 @@ def _targets(result: dict) -> dict:
     out = {}
     for mode in MODES:
         ratio = result.get(f"{mode}_ratio_vs_paddle")
-        out[f"{mode}_ratio_at_least_{MIN_RATIO[mode]}"] = (None if ratio is None
-                                                           else ratio >= MIN_RATIO[mode])
+        out[f"{mode}_ratio_at_least_{MIN_RATIO[mode]}"] = (
+            None if ratio is None else ratio >= MIN_RATIO[mode]
+        )
         gap = result[f"{mode}_auc"] - result["fleet_single_auc"]
         out[f"{mode}_auc_within_{MAX_AUC_GAP}_of_single"] = abs(gap) <= MAX_AUC_GAP
         peer_auc = result.get(f"paddle_{mode}_auc")
-        out[f"{mode}_auc_not_below_paddle"] = (None if peer_auc is None
-                                               else result[f"{mode}_auc"] >= peer_auc)
+        out[f"{mode}_auc_not_below_paddle"] = (
+            None if peer_auc is None else result[f"{mode}_auc"] >= peer_auc
+        )
     return out
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--quick", action="store_true", help="less data (about a minute)")
-    parser.add_argument("--rows", type=int, default=0,
-                        help="generated training rows (default 200k; --quick 30k)")
-    parser.add_argument("--test_rows", type=int, default=0,
-                        help="generated test rows (default 50k; --quick 10k)")
-    parser.add_argument("--driver", choices=("dataset", "loop"), default="dataset",
-                        help="Fleet's driver: train_from_dataset (as the peer) or Executor.run")
+    parser.add_argument(
+        "--rows", type=int, default=0, help="generated training rows (default 200k; --quick 30k)"
+    )
+    parser.add_argument(
+        "--test_rows", type=int, default=0, help="generated test rows (default 50k; --quick 10k)"
+    )
+    parser.add_argument(
+        "--driver",
+        choices=("dataset", "loop"),
+        default="dataset",
+        help="Fleet's driver: train_from_dataset (as the peer) or Executor.run",
+    )
     parser.add_argument("--skip_peer", action="store_true", help="do not run Paddle")
-    parser.add_argument("--data_dir", default=os.path.join(ROOT, ".cache", "ctr_dnn"),
-                        help="where the generated data is cached")
+    parser.add_argument(
+        "--data_dir",
+        default=os.path.join(ROOT, ".cache", "ctr_dnn"),
+        help="where the generated data is cached",
+    )
     parser.add_argument("--keep_logs", action="store_true", help="print and keep the log folder")
     args = parser.parse_args()
     args.rows = args.rows or (30_000 if args.quick else 200_000)
@@ -311,8 +409,9 @@ def main() -> int:
     if args.skip_peer:
         paddle = {"skipped": "Paddle peer skipped (--skip_peer)"}
     elif not os.path.exists(PEER_PYTHON):
-        paddle = {"skipped": "Paddle 2.6.2 peer not installed "
-                             "(bash benchmarks/peers/setup.sh 2.6.2)"}
+        paddle = {
+            "skipped": "Paddle 2.6.2 peer not installed (bash benchmarks/peers/setup.sh 2.6.2)"
+        }
     else:
         paddle = {}
         for mode in ("single", *MODES):

@@ -66,8 +66,9 @@ baselines = _load_example("baselines")
 
 
 def _fc(x, width: int, activation: str | None):
-    attr = paddle.ParamAttr(initializer=paddle.nn.initializer.Normal(
-        std=1.0 / math.sqrt(int(x.shape[-1]))))
+    attr = paddle.ParamAttr(
+        initializer=paddle.nn.initializer.Normal(std=1.0 / math.sqrt(int(x.shape[-1])))
+    )
     return paddle.static.nn.fc(x, width, weight_attr=attr, activation=activation)
 
 
@@ -77,15 +78,19 @@ def build(args: argparse.Namespace):
     main.random_seed = startup.random_seed = args.seed
     with paddle.static.program_guard(main, startup):
         dense = paddle.static.data("dense_input", [None, NUM_DENSE], "float32")
-        slots = [paddle.static.data(f"C{i + 1}", [None, 1], "int64", lod_level=1)
-                 for i in range(NUM_SPARSE)]
+        slots = [
+            paddle.static.data(f"C{i + 1}", [None, 1], "int64", lod_level=1)
+            for i in range(NUM_SPARSE)
+        ]
         label = paddle.static.data("label", [None, 1], "int64")
-        table = paddle.ParamAttr(name="SparseFeatFactors",
-                                 initializer=paddle.nn.initializer.XavierUniform())
+        table = paddle.ParamAttr(
+            name="SparseFeatFactors", initializer=paddle.nn.initializer.XavierUniform()
+        )
         pooled = []
         for ids in slots:
-            emb = paddle.static.nn.embedding(ids, [args.sparse_dim, args.embedding_dim],
-                                             is_sparse=True, param_attr=table)
+            emb = paddle.static.nn.embedding(
+                ids, [args.sparse_dim, args.embedding_dim], is_sparse=True, param_attr=table
+            )
             # [N, 1, dim] -> [N, dim]: the lookup keeps the ids' trailing 1 (reshape keeps LoD).
             emb = paddle.reshape(emb, [-1, args.embedding_dim])
             pooled.append(paddle.static.nn.sequence_lod.sequence_pool(emb, "sum"))
@@ -113,8 +118,12 @@ def strategy_for(args: argparse.Namespace):
 
 def make_dataset(use_vars, files: list[str], args: argparse.Namespace):
     dataset = paddle.distributed.QueueDataset()
-    dataset.init(batch_size=args.batch_size, thread_num=args.thread, use_var=use_vars,
-                 pipe_command=args.pipe_command)
+    dataset.init(
+        batch_size=args.batch_size,
+        thread_num=args.thread,
+        use_var=use_vars,
+        pipe_command=args.pipe_command,
+    )
     dataset.set_filelist(files)
     return dataset
 
@@ -125,7 +134,8 @@ def _lod_feed(batch, place) -> dict:
     feed = {"dense_input": batch.dense, "label": batch.label}
     for slot in range(NUM_SPARSE):
         feed[f"C{slot + 1}"] = paddle.base.create_lod_tensor(
-            np.ascontiguousarray(batch.sparse[:, slot:slot + 1]), [[1] * n], place)
+            np.ascontiguousarray(batch.sparse[:, slot : slot + 1]), [[1] * n], place
+        )
     return feed
 
 
@@ -150,9 +160,15 @@ def _count_rows(files: list[str]) -> int:
 def _train(exe, main, use_vars, loss, files: list[str], args: argparse.Namespace) -> dict:
     dataset = make_dataset(use_vars, files, args)
     start = time.perf_counter()
-    exe.train_from_dataset(program=main, dataset=dataset, thread=args.thread, debug=False,
-                           fetch_list=[loss], fetch_info=["loss"],
-                           print_period=args.print_period)
+    exe.train_from_dataset(
+        program=main,
+        dataset=dataset,
+        thread=args.thread,
+        debug=False,
+        fetch_list=[loss],
+        fetch_info=["loss"],
+        print_period=args.print_period,
+    )
     seconds = time.perf_counter() - start
     samples = _count_rows(files)
     return {"samples": samples, "seconds": seconds, "samples_per_sec": samples / seconds}
@@ -211,8 +227,9 @@ def _pull_dense_parameters() -> None:
     from paddle.distributed.ps.utils.public import get_the_one_recv_context
 
     runtime = fleet.fleet._runtime_handle
-    dense_map = get_the_one_recv_context(runtime.context,
-                                         split_dense_table=runtime.is_heter_ps_mode)
+    dense_map = get_the_one_recv_context(
+        runtime.context, split_dense_table=runtime.is_heter_ps_mode
+    )
     runtime._pull_all_dense(runtime.scopes, runtime._send_ctx, dense_map)
 
 
@@ -220,11 +237,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mode", choices=("async", "geo", "sync", "single"), required=True)
     # Not --train / --test: paddle.distributed.launch takes abbreviations of its own options.
-    parser.add_argument("--train_files", nargs="+", required=True,
-                        help="raw Criteo training files")
+    parser.add_argument("--train_files", nargs="+", required=True, help="raw Criteo training files")
     parser.add_argument("--test_file", required=True, help="raw Criteo test file")
-    parser.add_argument("--pipe_command", required=True,
-                        help="turns raw Criteo lines into MultiSlot lines (Fleet's reader)")
+    parser.add_argument(
+        "--pipe_command",
+        required=True,
+        help="turns raw Criteo lines into MultiSlot lines (Fleet's reader)",
+    )
     parser.add_argument("--out_dir", required=True, help="each process writes <role>.json here")
     parser.add_argument("--thread", type=int, default=1)
     parser.add_argument("--batch_size", type=int, default=512)

@@ -16,17 +16,41 @@ from tests.python.conftest import REPO_ROOT
 sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
 import ps_train  # noqa: E402
 
-REQUIRED_KEYS = ("async_ratio_vs_paddle", "geo_ratio_vs_paddle", "sync_ratio_vs_paddle",
-                 "async_auc", "geo_auc", "sync_auc", "paddle_async_auc", "paddle_geo_auc",
-                 "async_samples_per_sec", "geo_samples_per_sec", "sync_samples_per_sec",
-                 "fleet_single_auc", "fleet_single_samples_per_sec", "targets", "notes")
+REQUIRED_KEYS = (
+    "async_ratio_vs_paddle",
+    "geo_ratio_vs_paddle",
+    "sync_ratio_vs_paddle",
+    "async_auc",
+    "geo_auc",
+    "sync_auc",
+    "paddle_async_auc",
+    "paddle_geo_auc",
+    "async_samples_per_sec",
+    "geo_samples_per_sec",
+    "sync_samples_per_sec",
+    "fleet_single_auc",
+    "fleet_single_samples_per_sec",
+    "targets",
+    "notes",
+)
 
 
 @pytest.mark.slow
 def test_quick_run_without_the_peer_reports_every_fleet_mode(tmp_path):
-    proc = subprocess.run([sys.executable, str(REPO_ROOT / "benchmarks" / "ps_train.py"),
-                           "--quick", "--skip_peer", "--data_dir", str(tmp_path)],
-                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=400)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(REPO_ROOT / "benchmarks" / "ps_train.py"),
+            "--quick",
+            "--skip_peer",
+            "--data_dir",
+            str(tmp_path),
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     for key in REQUIRED_KEYS:
@@ -51,11 +75,17 @@ def _figures(rate: float, auc: float) -> dict:
 def test_sync_is_compared_with_paddle_single_process_while_paddle_sync_fails():
     args = argparse.Namespace(quick=True, rows=100, test_rows=10, driver="dataset")
     data = {"oracle_auc": 0.8}
-    fleet = {"async": _figures(9000, 0.77), "geo": _figures(8000, 0.771),
-             "sync": _figures(7000, 0.7725)}
-    paddle = {"single": {**_figures(3000, 0.76), "version": "2.6.2"},
-              "async": _figures(6000, 0.75), "geo": _figures(4000, 0.772),
-              "sync": {"failed": "SIGSEGV in SendBarrierOp"}}
+    fleet = {
+        "async": _figures(9000, 0.77),
+        "geo": _figures(8000, 0.771),
+        "sync": _figures(7000, 0.7725),
+    }
+    paddle = {
+        "single": {**_figures(3000, 0.76), "version": "2.6.2"},
+        "async": _figures(6000, 0.75),
+        "geo": _figures(4000, 0.772),
+        "sync": {"failed": "SIGSEGV in SendBarrierOp"},
+    }
     result = ps_train.build_result(args, data, fleet, _figures(20000, 0.772), paddle)
     assert result["async_ratio_vs_paddle"] == 1.5
     assert result["geo_ratio_vs_paddle"] == 2.0
