@@ -22,7 +22,8 @@ benchmarks/peers/setup.sh 2.6.2): the same network, optimizer and files, launche
 train_from_dataset with the same pipe_command (so both sides parse identically), timed the same
 way. Paddle 2.6.2's sync mode crashes (SIGSEGV in SendBarrierOp) on this build: it is tried,
 and while it fails sync is compared with Paddle's single-process run (same driver), as the JSON
-says. Peers not installed are skipped and named in the JSON.
+says. Peers not installed are skipped and named in the JSON. Each Fleet job runs right before
+its Paddle counterpart, so that both sides of a ratio see about the same load.
 
 The last line of output is one JSON object.
 """
@@ -188,6 +189,7 @@ def measure_fleet_ps(mode: str, data: dict, scratch: str, driver: str) -> dict:
         for index, samples, rate in found:
             per_worker[index] = {"samples": int(samples), "samples_per_sec": float(rate)}
     return {
+        "loadavg_1min_after": os.getloadavg()[0],
         "samples_per_sec": float(total[-1]),
         "test_auc": float(auc[-1]),
         "workers": per_worker,
@@ -279,6 +281,7 @@ def measure_paddle(mode: str, data: dict, scratch: str) -> dict:
         "samples_per_sec": samples / longest,
         "test_auc": auc[0],
         "version": results[0]["paddle_version"],
+        "loadavg_1min_after": os.getloadavg()[0],
         "job_wall_s": round(wall, 1),
     }
 
@@ -323,6 +326,7 @@ def build_result(
         if "failed" in paddle["single"]:
             raise SystemExit(f"Paddle single-process run failed: {paddle['single']}")
         result["paddle_version"] = paddle["single"].get("version")
+        result["paddle_jobs"] = paddle
         result["paddle_single_samples_per_sec"] = round(paddle["single"]["samples_per_sec"])
         result["paddle_single_auc"] = round(paddle["single"]["test_auc"], 5)
         for mode in MODES:
@@ -400,21 +404,24 @@ def main() -> int:
     data = prepare_data(args.data_dir, args.rows, args.test_rows)
     # Logs stay behind when a job fails (the error names them), and with --keep_logs.
     scratch = tempfile.mkdtemp(prefix="fleet_ps_train_")
-    single = measure_fleet_single(data, scratch)
-    print(f"fleet single: {single}", flush=True)
-    fleet = {}
-    for mode in MODES:
-        fleet[mode] = measure_fleet_ps(mode, data, scratch, args.driver)
-        print(f"fleet {mode}: {fleet[mode]}", flush=True)
     if args.skip_peer:
-        paddle = {"skipped": "Paddle peer skipped (--skip_peer)"}
+        paddle: dict = {"skipped": "Paddle peer skipped (--skip_peer)"}
     elif not os.path.exists(PEER_PYTHON):
         paddle = {
             "skipped": "Paddle 2.6.2 peer not installed (bash benchmarks/peers/setup.sh 2.6.2)"
         }
     else:
         paddle = {}
-        for mode in ("single", *MODES):
+    # Each Fleet job right before its Paddle counterpart: the machine is shared, and its load
+    # drifts over minutes, so the two sides of a ratio are measured as close together as can be.
+    single = measure_fleet_single(data, scratch)
+    print(f"fleet single: {single}", flush=True)
+    fleet = {}
+    for mode in ("single", *MODES):
+        if mode != "single":
+            fleet[mode] = measure_fleet_ps(mode, data, scratch, args.driver)
+            print(f"fleet {mode}: {fleet[mode]}", flush=True)
+        if "skipped" not in paddle:
             paddle[mode] = measure_paddle(mode, data, scratch)
             print(f"paddle {mode}: {paddle[mode]}", flush=True)
     result = build_result(args, data, fleet, single, paddle)
