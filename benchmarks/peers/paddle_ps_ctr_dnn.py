@@ -12,8 +12,8 @@ it (its own venv, .venv-peers/paddle26: bash benchmarks/peers/setup.sh 2.6.2).
 
 Modes (--mode): async (a_sync, k_steps 0), geo (a_sync, k_steps K), sync (a_sync False), or
 single (no parameter server: one process, the same driver). Every mode trains with
-train_from_dataset (QueueDataset, --thread threads) on the raw Criteo files through
---pipe_command, which the harness sets to Fleet's own reader so both sides parse identically;
+train_from_dataset (QueueDataset, --thread threads) on the files Fleet reads, through the
+same --pipe_command ("cat" for MultiSlot files, or Fleet's Criteo reader for raw ones);
 in async mode Paddle 2.6.2 refreshes the worker's dense parameters only under this driver.
 Worker i reads files i, i+W, ... After training every worker waits for the others (Gloo
 barrier: launch with PADDLE_WITH_GLOO=1, or barrier_worker silently does nothing), worker 0

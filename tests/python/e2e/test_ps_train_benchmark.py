@@ -56,6 +56,7 @@ def test_quick_run_without_the_peer_reports_every_fleet_mode(tmp_path):
     for key in REQUIRED_KEYS:
         assert key in result, key
     assert result["async_ratio_vs_paddle"] is None
+    assert result["reader"] == "multislot"  # both sides read MultiSlot files through cat
     assert any("skipped" in note for note in result["notes"])
     # 30k rows, one epoch: the single process reached 0.73 and the PS modes 0.68-0.69 in our
     # runs (the teacher's own AUC is 0.80); a broken exchange gives about 0.5.
@@ -73,7 +74,7 @@ def _figures(rate: float, auc: float) -> dict:
 
 
 def test_sync_is_compared_with_paddle_single_process_while_paddle_sync_fails():
-    args = argparse.Namespace(quick=True, rows=100, test_rows=10, driver="dataset")
+    args = argparse.Namespace(quick=True, rows=100, test_rows=10, driver="dataset", reader="cat")
     data = {"oracle_auc": 0.8}
     fleet = {
         "async": _figures(9000, 0.77),
