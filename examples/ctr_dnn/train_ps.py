@@ -241,6 +241,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="train with train_from_dataset (else the Executor.run loop)",
     )
     parser.add_argument("--thread", type=int, default=1, help="trainer threads (--dataset)")
+    parser.add_argument(
+        "--pipe_command",
+        help="--dataset: the command each training file is piped through, instead of "
+        "criteo_reader.py (e.g. cat, for files already in MultiSlot form)",
+    )
     parser.add_argument("--update_frequency", type=int, default=10, help="GEO: k steps")
     parser.add_argument(
         "--send_queue_size",
