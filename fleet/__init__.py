@@ -5,7 +5,16 @@ Build a static program with `fleet.layers`, pick an optimizer from `fleet.optimi
 explicit list.
 """
 
-from fleet import data_generator, errors, initializer, layers, optimizer, regularizer, utils
+from fleet import (
+    data_generator,
+    errors,
+    initializer,
+    layers,
+    metrics,
+    optimizer,
+    regularizer,
+    utils,
+)
 from fleet.backward import append_backward, gradients
 from fleet.base.distributed_strategy import DistributedStrategy, DistributedStrategyFactory
 from fleet.dataset import DatasetFactory, InMemoryDataset, QueueDataset
@@ -28,11 +37,17 @@ from fleet.fleet_api import (
     is_first_worker,
     is_server,
     is_worker,
+    load_inference_model,
+    load_model,
+    restart_checkpoint,
     role_maker,
     run_server,
+    save_inference_model,
+    save_persistables,
     server_endpoints,
     server_index,
     server_num,
+    shrink,
     stop_worker,
     util,
     worker_endpoints,
@@ -76,6 +91,13 @@ __all__ = [
     "worker_endpoints",
     "worker_index",
     "worker_num",
+    "save_persistables",
+    "load_model",
+    "save_inference_model",
+    "load_inference_model",
+    "metrics",
+    "shrink",
+    "restart_checkpoint",
     "CPUPlace",
     "CUDAPlace",
     "DatasetFactory",

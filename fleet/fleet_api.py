@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from fleet import role_maker
 from fleet.base.fleet_base import Fleet
+from fleet.ps.inference import load_inference_model
 
 instance = Fleet()
 
@@ -33,6 +34,11 @@ run_server = instance.run_server
 init_worker = instance.init_worker
 flush_worker = instance.flush_worker
 stop_worker = instance.stop_worker
+save_persistables = instance.save_persistables
+load_model = instance.load_model
+save_inference_model = instance.save_inference_model
+shrink = instance.shrink
+restart_checkpoint = instance.restart_checkpoint
 
 __all__ = [
     "Fleet",
@@ -56,4 +62,10 @@ __all__ = [
     "worker_endpoints",
     "worker_index",
     "worker_num",
+    "save_persistables",
+    "load_model",
+    "save_inference_model",
+    "load_inference_model",
+    "shrink",
+    "restart_checkpoint",
 ]

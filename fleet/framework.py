@@ -390,6 +390,39 @@ class Program:
             self._desc_cache = (self.version, desc)
         return self._desc_cache[1]
 
+    @staticmethod
+    def from_desc(desc: pb.ProgramDesc) -> "Program":
+        """The program `desc()` describes (e.g. read back from an exported inference model).
+        Parameters come back as Parameters; their regularizers and learning rates, which only
+        training reads, are not part of a desc."""
+        program = Program()
+        for bdesc in desc.blocks:
+            if bdesc.idx == 0:
+                block = program.blocks[0]
+            else:
+                block = Block(program, bdesc.idx, bdesc.parent_idx)
+                program.blocks.append(block)
+            for v in bdesc.vars:
+                common = dict(dtype=v.dtype, lod_level=v.lod_level, kind=v.type)
+                if v.is_parameter:
+                    var: Variable = Parameter(
+                        block, v.name, list(v.shape), trainable=not v.stop_gradient, **common
+                    )
+                else:
+                    var = Variable(
+                        block,
+                        v.name,
+                        list(v.shape),
+                        persistable=v.persistable,
+                        stop_gradient=v.stop_gradient,
+                        **common,
+                    )
+                block.vars[v.name] = var
+            for op in bdesc.ops:
+                block.ops.append(Operator.from_desc(block, op))
+        program._bump()
+        return program
+
     def clone(self, for_test: bool = False) -> "Program":
         """A deep copy. With for_test, backward and optimize ops are dropped and ops with an
         `is_test` attribute (dropout) switch to inference behaviour."""

@@ -256,6 +256,8 @@ class PaddleCloudRoleMaker(RoleMakerBase):
                 f"{expected}\n  (fleetrun sets these; see fleetrun --help)"
             ) from None
         super().__init__(is_collective=is_collective, gloo=gloo, **facts)
+        # Set by fleetrun --max_restarts on a restarted job: its latest complete checkpoint.
+        self.restart_checkpoint: Optional[str] = env.get("FLEET_RESTART_CHECKPOINT") or None
 
 
 def _require(env: Mapping[str, str], name: str) -> str:

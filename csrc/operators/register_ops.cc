@@ -8,6 +8,7 @@ void RegisterAllOps(OpRegistry* registry) {
   RegisterOptimizerOps(registry);
   RegisterSoftmaxLossOps(registry);
   RegisterEmbeddingOps(registry);
+  RegisterKeyedLookupOps(registry);
   RegisterSequenceOps(registry);
   RegisterDropoutOps(registry);
   RegisterMetricOps(registry);

@@ -24,6 +24,8 @@ void RegisterMatmulOps(OpRegistry* registry);
 void RegisterReduceOps(OpRegistry* registry);
 void RegisterShapeOps(OpRegistry* registry);
 void RegisterFillOps(OpRegistry* registry);
+// lookup_sparse_rows (the local lookup of inference models exported from parameter servers).
+void RegisterKeyedLookupOps(OpRegistry* registry);
 
 void RegisterAllOps(OpRegistry* registry);
 

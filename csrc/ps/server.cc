@@ -27,6 +27,10 @@ absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Start(const ServerOptions& o
   auto tables = detail::TableSet::Create(options.config, options.sharding);
   if (!tables.ok()) return tables.status();
   server->tables_ = std::move(*tables);
+  if (!options.load_dirname.empty()) {
+    auto loaded = server->tables_->Load(options.load_dirname, /*all=*/true, 0);
+    if (!loaded.ok()) return loaded.status();
+  }
   server->barriers_ = std::make_unique<detail::BarrierSet>();
   PsServer* self = server.get();
   server->service_ = std::make_unique<detail::PsServiceImpl>(

@@ -39,13 +39,18 @@ struct ServerOptions {
   int max_threads = 256;
   // How long the RPCs in flight may run on after a Stop RPC.
   absl::Duration stop_grace = absl::Seconds(5);
+  // When set, every table is loaded from this checkpoint directory (checkpoint.h; any number of
+  // servers may have written it) before the port opens, so no client can pull a value that the
+  // load is about to replace. A failed load fails Start with the load's error.
+  std::string load_dirname;
 };
 
 class PsServer {
  public:
   // InvalidArgument for a bad config, a malformed address or max_threads below 2 (checked before
   // anything is allocated); ResourceExhausted when its dense tables do not fit in memory;
-  // Unavailable naming the address when it cannot be bound.
+  // Unavailable naming the address when it cannot be bound; the load's error (NotFound,
+  // InvalidArgument, DataLoss naming the file) when options.load_dirname cannot be loaded.
   static absl::StatusOr<std::unique_ptr<PsServer>> Start(const ServerOptions& options);
   // Shutdown(absl::Seconds(5)) when not done yet.
   ~PsServer();

@@ -137,8 +137,10 @@ void BindServer(py::module_& m) {
   py::class_<ps::PsServer>(m, "Server", "A parameter server serving in background threads.")
       .def_static(
           "start",
-          [](const py::bytes& config, const std::string& address, int64_t max_threads) {
+          [](const py::bytes& config, const std::string& address, int64_t max_threads,
+             const std::string& load_dirname) {
             ps::ServerOptions options;
+            options.load_dirname = load_dirname;
             options.config = ParseMessage<ps::proto::ServerConfig>(config, "ServerConfig");
             options.address = address;
             FLEET_ENFORCE(max_threads >= 2 && max_threads <= 65536, InvalidArgument,
@@ -147,7 +149,8 @@ void BindServer(py::module_& m) {
             py::gil_scoped_release release;
             return ValueOrThrow(ps::PsServer::Start(options));
           },
-          py::arg("config"), py::arg("address") = "127.0.0.1:0", py::arg("max_threads") = 256)
+          py::arg("config"), py::arg("address") = "127.0.0.1:0", py::arg("max_threads") = 256,
+          py::arg("load_dirname") = "")
       .def_property_readonly("endpoint", &ps::PsServer::endpoint)
       .def("describe", &ps::PsServer::Describe)
       .def("request_stop", &ps::PsServer::RequestStop, py::call_guard<py::gil_scoped_release>())

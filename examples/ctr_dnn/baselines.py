@@ -36,6 +36,19 @@ def _load_sibling(name: str):
 criteo_reader = _load_sibling("criteo_reader")
 
 
+def histogram_auc(scores: np.ndarray, labels: np.ndarray, num_thresholds: int = 4095) -> float:
+    """The AUC the streaming auc op reports for these predictions seen all at once: probability
+    p goes to bin floor(p * num_thresholds) (in float32, as the op computes it), then the
+    trapezoids of fleet.metrics.auc_of_histograms."""
+    from fleet.metrics import auc_of_histograms
+
+    bins = (np.asarray(scores, np.float32).ravel() * np.float32(num_thresholds)).astype(np.int64)
+    y = np.asarray(labels).ravel()
+    pos = np.bincount(bins[y == 1], minlength=num_thresholds + 1)
+    neg = np.bincount(bins[y == 0], minlength=num_thresholds + 1)
+    return auc_of_histograms(pos, neg)
+
+
 def roc_auc(labels: np.ndarray, scores: np.ndarray) -> float:
     """Area under the ROC curve via the Mann-Whitney U statistic; tied scores get mid-ranks.
 

@@ -39,7 +39,10 @@ def make_dataset(kind: str, net: model.CtrDnn, files: list[str], args: argparse.
     block = net.main.global_block()
     dataset = fleet.DatasetFactory().create_dataset(kind)
     dataset.set_use_var([block.var(name) for name in criteo_reader.MULTISLOT_SLOTS])
-    dataset.set_pipe_command(python_pipe_command(READER, "--sparse_dim", args.sparse_dim))
+    # args.pipe_command (train_ps.py --pipe_command) replaces the reader, e.g. "cat" for files
+    # already in MultiSlot form.
+    pipe = getattr(args, "pipe_command", None)
+    dataset.set_pipe_command(pipe or python_pipe_command(READER, "--sparse_dim", args.sparse_dim))
     dataset.set_batch_size(args.batch_size)
     dataset.set_thread(args.thread)
     dataset.set_filelist(files)

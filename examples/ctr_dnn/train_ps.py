@@ -13,8 +13,17 @@ dense parameters live there too, in one dense table. --mode picks sync, async, h
   reading training files i, i+W, ... through criteo_reader.py as a pipe_command (give at least
   W files: generate_data.py --train_parts).
 
-At the end worker 0 evaluates the trained model (parameters from the servers) on the test file
-and prints `test_auc=`; every worker prints its samples/s and worker 0 the job's total.
+At the end every worker evaluates its share of the test file (parameters from the servers) and
+the job's AUC is computed from the AUC op's histograms summed over the workers
+(fleet.metrics.auc): worker 0 prints `test_auc=` (that global AUC) and `pooled_auc=` (the AUC
+of every worker's predictions gathered in one place, by the same histogram: they agree); every
+worker prints its samples/s and worker 0 the job's total.
+
+Jobs that last (the online-training loop): --save_dir saves the servers' tables and the
+workers' own persistables with fleet.save_persistables after each epoch ("day"); --resume DIR
+starts the servers from a checkpoint (fleet.init_server(DIR)). With --days D the training files
+are D daily file sets (file i belongs to day i % D): day 1 ends with a base save, every later
+day with a delta save of the rows changed that day.
 """
 
 from __future__ import annotations
@@ -123,7 +132,8 @@ def run(args: argparse.Namespace) -> int:
     strategy = strategy_for(args)
     net = model.build(cfg, lambda opt: fleet.distributed_optimizer(opt, strategy))
     if fleet.is_server():
-        fleet.init_server()
+        # A job fleetrun --max_restarts restarted resumes from its latest complete save.
+        fleet.init_server(args.resume or fleet.restart_checkpoint())
         fleet.run_server()
         return 0
     worker, workers = fleet.worker_index(), fleet.worker_num()
@@ -146,7 +156,12 @@ def run(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     samples, step = 0, 0
     curve = training_curve.Curve(f"CTR-DNN, {args.mode} parameter servers, worker {worker}")
-    for epoch in range(1, args.epochs + 1):
+    days = args.days or args.epochs
+    all_train = list(args.train)
+    for epoch in range(1, days + 1):
+        if args.days:
+            args.train = all_train[epoch - 1 :: args.days] or all_train
+            _TRAIN_DATA.clear()
         if args.dataset:
             if args.dataset == "inmemory":
                 dataset.local_shuffle(seed=args.seed + epoch)
@@ -162,27 +177,73 @@ def run(args: argparse.Namespace) -> int:
                 ),
             )
             samples += result.samples
-            continue
-        samples, step = _train_epoch(args, exe, net, epoch, samples, step, worker, workers, curve)
+        else:
+            samples, step = _train_epoch(
+                args, exe, net, epoch, samples, step, worker, workers, curve
+            )
+        if args.save_dir:
+            # Day 1 (or every epoch without --days): a base save; later days: the day's delta.
+            mode = 1 if args.days and epoch > 1 else 0
+            fleet.save_persistables(exe, args.save_dir, net.main, mode=mode)
+            if worker == 0:
+                print(
+                    f"saved {'delta' if mode else 'base'} checkpoint of day {epoch} into "
+                    f"{args.save_dir}",
+                    flush=True,
+                )
     seconds = time.perf_counter() - start
     fleet.flush_worker()
     print(f"worker {worker}: samples={samples} samples_per_sec={samples / seconds:.0f}", flush=True)
     # Over every worker (this also waits until every worker's gradients are on the servers).
     total = fleet.util.all_reduce(np.array([samples], dtype=np.float64), "sum")[0]
     longest = fleet.util.all_reduce(np.array([seconds]), "max")[0]
+    fleet.flush_worker()  # refresh the dense parameters after the others' last pushes
+    auc, pooled = evaluate_share(exe, net, args, worker, workers)
     if worker == 0:
-        fleet.flush_worker()  # refresh the dense parameters after the others' last pushes
-        test_data = criteo_reader.read_criteo([args.test], sparse_dim=args.sparse_dim)
-        probs = train.evaluate(exe, net, test_data)
-        auc = baselines.roc_auc(test_data.label[:, 0], probs)
         print(f"total_samples={total:.0f} total_samples_per_sec={total / longest:.0f}", flush=True)
-        print(f"test_auc={auc:.5f}", flush=True)
+        print(f"test_auc={auc:.6f}", flush=True)
+        print(f"pooled_auc={pooled:.6f}", flush=True)
         if args.plot:
-            curve.log_epoch(args.epochs, auc)
+            curve.log_epoch(days, auc)
             curve.save(args.plot)
             print(f"wrote {args.plot}", flush=True)
     fleet.stop_worker()
     return 0
+
+
+def evaluate_share(
+    exe: fleet.Executor, net: model.CtrDnn, args: argparse.Namespace, worker: int, workers: int
+) -> tuple[float, float]:
+    """Evaluates this worker's share of the test file (every worker the same number of steps:
+    a sync job's steps meet) and returns the job's AUC by fleet.metrics.auc over the workers'
+    AUC histograms, and, to check it, the AUC of every worker's predictions gathered."""
+    test_data = criteo_reader.read_criteo([args.test], sparse_dim=args.sparse_dim)
+    share = test_data.take(slice(worker, None, workers))
+    steps = max(1, -(-((len(test_data) + workers - 1) // workers) // 4096))
+    auc_op = next(
+        op
+        for op in net.test.global_block().ops
+        if op.type == "auc" and net.test.global_block().var(op.input("StatPos")[0]).persistable
+    )
+    stat_pos, stat_neg = auc_op.input("StatPos")[0], auc_op.input("StatNeg")[0]
+    scope = fleet.global_scope()
+    for name in (stat_pos, stat_neg):  # training accumulated into them too: test data only
+        tensor = scope.find_var(name).get_tensor()
+        tensor.set(np.zeros_like(tensor.numpy()))
+    probs = []
+    for piece in np.array_split(np.arange(len(share)), steps):
+        batch = share.take(piece)
+        (p,) = exe.run(
+            net.test,
+            feed=net.feed(batch.dense, batch.sparse, batch.label),
+            fetch_list=[net.predict],
+        )
+        probs.append(p[:, 1])
+    auc = fleet.metrics.auc(stat_pos, stat_neg)
+    gathered = fleet.util.all_gather(np.concatenate(probs))
+    labels = [test_data.take(slice(w, None, workers)).label[:, 0] for w in range(workers)]
+    pooled = baselines.histogram_auc(np.concatenate(gathered), np.concatenate(labels))
+    return auc, pooled
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -199,6 +260,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="train with train_from_dataset (else the Executor.run loop)",
     )
     parser.add_argument("--thread", type=int, default=1, help="trainer threads (--dataset)")
+    parser.add_argument(
+        "--pipe_command",
+        help="--dataset: the command each training file is piped through, instead of "
+        "criteo_reader.py (e.g. cat, for files already in MultiSlot form)",
+    )
     parser.add_argument("--update_frequency", type=int, default=10, help="GEO: k steps")
     parser.add_argument(
         "--send_queue_size",
@@ -211,6 +277,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--max_batches", type=int, default=0, help="stop early (0 = no limit)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--plot", help="worker 0 writes its training curve to this PNG")
+    parser.add_argument("--save_dir", help="save a checkpoint here after each epoch / day")
+    parser.add_argument("--resume", help="start the servers from this checkpoint directory")
+    parser.add_argument(
+        "--days",
+        type=int,
+        default=0,
+        help="online training: the training files are this many daily sets (file i is day "
+        "i %% days); base save after day 1, delta saves after the others (with --save_dir)",
+    )
     return parser.parse_args(argv)
 
 

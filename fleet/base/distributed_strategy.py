@@ -96,6 +96,7 @@ class DistributedStrategy:
         "gradient_merge",
         "gradient_merge_configs",
         "nccl_comm_num",
+        "sparse_table_configs",
     )
 
     def __init__(self) -> None:
@@ -107,6 +108,7 @@ class DistributedStrategy:
         object.__setattr__(self, "_gradient_merge", False)
         object.__setattr__(self, "_gradient_merge_configs", {"k_steps": 1, "avg": True})
         object.__setattr__(self, "_nccl_comm_num", 1)
+        object.__setattr__(self, "_sparse_table_configs", {"count_filter": 0})
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name not in self._FIELDS:
@@ -233,6 +235,30 @@ class DistributedStrategy:
                 f"DistributedStrategy.nccl_comm_num must be an integer >= 1, got {value!r}"
             )
         object.__setattr__(self, "_nccl_comm_num", value)
+
+    # -- parameter-server sparse tables ----------------------------------------------------
+    @property
+    def sparse_table_configs(self) -> dict[str, Any]:
+        """Settings of every sparse table. ``count_filter``: a new id enters a table only once
+        it has been pulled that many times (Paddle's CountFilterEntry); until then it reads as
+        zeros and its gradients are dropped. 0 or 1: every id at once."""
+        return dict(self._sparse_table_configs)
+
+    @sparse_table_configs.setter
+    def sparse_table_configs(self, values: Mapping[str, Any]) -> None:
+        where = "DistributedStrategy.sparse_table_configs"
+        if not isinstance(values, Mapping):
+            raise InvalidArgument(f"{where} must be a dict, got {type(values).__name__}")
+        merged = dict(self._sparse_table_configs)
+        for key, value in values.items():
+            if key != "count_filter":
+                raise InvalidArgument(f"{where}: unknown key {key!r}; valid keys: count_filter")
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise InvalidArgument(
+                    f"{where}['count_filter'] must be an integer >= 0, got {value!r}"
+                )
+            merged[key] = value
+        object.__setattr__(self, "_sparse_table_configs", merged)
 
     def __repr__(self) -> str:
         return (

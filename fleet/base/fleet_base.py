@@ -89,6 +89,11 @@ class Fleet:
         endpoints = self.role_maker.worker_endpoints()
         return ",".join(endpoints) if to_string else endpoints
 
+    def restart_checkpoint(self) -> Optional[str]:
+        """The checkpoint a job restarted by fleetrun --max_restarts should resume from (pass
+        it to init_server), or None (a first start, or no complete save yet)."""
+        return getattr(self.role_maker, "restart_checkpoint", None)
+
     def barrier_worker(self) -> None:
         """Returns once every worker has called barrier_worker(); workers only."""
         self.util.barrier()
@@ -132,3 +137,60 @@ class Fleet:
         """Flushes every pending gradient, waits for every worker, and lets worker 0 stop the
         servers; nothing pushed before this returns is lost."""
         self._ps().stop_worker(timeout)
+
+    # -- saving and restoring a parameter-server job (fleet/ps/persist.py, inference.py) ------
+    def save_persistables(
+        self, executor: Any, dirname: str, main_program: Any = None, mode: int = 0
+    ) -> None:
+        """Every worker calls it; worker 0 saves every server table (with update-rule state)
+        and its worker-local persistables into `dirname`, atomically; the others return when it
+        is done. mode 0 base, 1 delta (rows changed since the previous save), 2 values (a base
+        save: see fleet/ps/persist.py)."""
+        self._ps().checkpointer.save_persistables(executor, dirname, main_program, mode)
+
+    def load_model(self, dirname: str, mode: int = 0) -> None:
+        """Every worker calls it, after init_worker(). mode 0: the servers load every table
+        from `dirname` (base and deltas, any server count) and each worker its local
+        persistables; mode 1: the worker-local persistables only (servers restored by
+        fleet.init_server(dirname))."""
+        self._ps().checkpointer.load_model(dirname, mode)
+
+    def shrink(self, threshold: int) -> int:
+        """Every worker calls it: drops the sparse rows not created or updated in the last
+        `threshold` saves (see fleet/ps/persist.py); worker 0 returns how many."""
+        return self._ps().checkpointer.shrink(threshold)
+
+    def save_inference_model(
+        self,
+        executor: Any,
+        dirname: str,
+        feeded_var_names: list,
+        target_vars: list,
+        main_program: Any = None,
+        export_for_deployment: bool = True,
+    ) -> None:
+        """Every worker calls it; worker 0 writes the forward program pruned to `target_vars`,
+        its dense parameters and every sparse table's rows (values only) into `dirname`, for
+        fleet.load_inference_model to serve without servers (see fleet/ps/inference.py)."""
+        from fleet.ps import inference
+        from fleet.ps.persist import _runtime
+
+        if not export_for_deployment:
+            raise InvalidArgument(
+                "save_inference_model: export_for_deployment=False (a "
+                "program that still pulls from servers) is not supported"
+            )
+        runtime = _runtime(self, "save_inference_model")
+        program = main_program if main_program is not None else self.main_program
+        targets = [getattr(v, "name", v) for v in target_vars]
+        role = self.role_maker
+        n = next(runtime.checkpointer._calls)
+        runtime.communicator.flush()
+        runtime.client.barrier(f"__export_begin_{n}__", role.worker_num(), role.worker_index())
+        try:
+            if role.worker_index() == 0:
+                inference.export(self, runtime, dirname, list(feeded_var_names), targets, program)
+        finally:
+            runtime.client.barrier(
+                f"__export_end_{n}__", role.worker_num(), role.worker_index(), 600.0
+            )

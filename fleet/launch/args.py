@@ -149,6 +149,23 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="LINES",
         help="lines of a failed process's output to print (e.g. --log_tail=100)",
     )
+    common.add_argument(
+        "--max_restarts",
+        type=int,
+        default=0,
+        metavar="N",
+        help="when a process fails, stop the job and start it again, at most N times, each "
+        "restart logged with its cause; with --checkpoint_dir the processes get "
+        "FLEET_RESTART_CHECKPOINT (fleet.restart_checkpoint()) naming it once it holds a "
+        "complete save, for the script to resume with fleet.init_server(dirname) "
+        "(e.g. --max_restarts=3 --checkpoint_dir=./ckpt)",
+    )
+    common.add_argument(
+        "--checkpoint_dir",
+        default=None,
+        metavar="DIR",
+        help="where the script saves with fleet.save_persistables (see --max_restarts)",
+    )
     p.add_argument(
         "training_script",
         nargs="?",
@@ -183,8 +200,8 @@ def check_args(args: argparse.Namespace) -> None:
         value = getattr(args, name)
         if value is not None and value < 1:
             raise InvalidArgument(f"--{name}={value}: must be at least 1")
-    if args.grace_period < 0 or args.log_tail < 0:
-        raise InvalidArgument("--grace_period and --log_tail must not be negative")
+    if args.grace_period < 0 or args.log_tail < 0 or args.max_restarts < 0:
+        raise InvalidArgument("--grace_period, --log_tail and --max_restarts must not be negative")
     if args.log_dir is not None:
         _check_log_dir(args.log_dir)
     ps_given = [

@@ -97,6 +97,10 @@ class JobController:
         self._out_lock = threading.Lock()
         self._signal: Optional[int] = None
         self._watchdog: Optional[subprocess.Popen] = None
+        # Why the job failed ("worker.1 exited with 3"), for fleetrun's restart log; None while
+        # it has not, or when fleetrun itself was signalled (signalled is then True).
+        self.failure: Optional[str] = None
+        self.signalled = False
 
     def run(self) -> int:
         previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
@@ -208,6 +212,7 @@ class JobController:
         while True:
             if self._signal is not None:
                 name = signal.Signals(self._signal).name
+                self.signalled = True
                 self._say(f"received {name}; stopping {len(self.procs)} processes")
                 return 128 + self._signal
             for proc in self.procs:
@@ -230,6 +235,7 @@ class JobController:
     def _fail(self, failed: Proc, code: int) -> int:
         how = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with {code}"
         others = [p for p in self.procs if p is not failed and p.popen.poll() is None]
+        self.failure = f"{failed.spec.name} {how}"
         self._say(
             f"{failed.spec.name} (pid {failed.pid}) {how}; stopping the other "
             f"{len(others)} running processes"

@@ -221,6 +221,7 @@ def rewrite(
             initializer=_initializer_config(startup, name, main.random_seed or 1),
         )
         config.optimizer.CopyFrom(rule)
+        config.count_filter.min_count = strategy.sparse_table_configs["count_filter"]
         sparse_plans.append(SparseTablePlan(index + 1, name, dim, config))
     table_of = {p.param: p for p in sparse_plans}
 

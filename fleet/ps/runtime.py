@@ -21,9 +21,10 @@ import logging
 from typing import Any, Optional
 
 from fleet import _core
-from fleet.errors import InvalidArgument, Unavailable
+from fleet.errors import InvalidArgument
 from fleet.ps.client import PsClient
 from fleet.ps.config import server_config
+from fleet.ps.persist import Checkpointer
 from fleet.ps.program_pass import PsPlan
 from fleet.ps.server import serve_until_stopped, start_server
 
@@ -38,6 +39,7 @@ class PsRuntime:
         self._server: Optional[Any] = None
         self.client: Optional[PsClient] = None
         self.communicator: Optional[Any] = None
+        self.checkpointer = Checkpointer(fleet)
 
     def _plan(self, what: str) -> PsPlan:
         plan = getattr(self._fleet, "_ps_plan", None)
@@ -56,17 +58,17 @@ class PsRuntime:
                 "fleet.init_server() is for server processes "
                 f"(this one is {role.role.name.lower()})"
             )
-        if model_dir is not None:
-            raise Unavailable(
-                "fleet.init_server(model_dir): restoring a job from a checkpoint "
-                "is not in this version; load tables with "
-                "fleet.ps.PsClient.load from a worker"
-            )
         plan = self._plan("init_server")
         index, endpoints = role.server_index(), role.server_endpoints()
         config = server_config(index, len(endpoints), plan.table_configs())
         address = endpoints[index]
-        self._server = start_server(config, address)
+        # With model_dir each server loads its share of every table before its port opens:
+        # a worker's first pull waits for the load (init_worker's connect timeout bounds it),
+        # and worker 0's start-up dense values are refused by the loaded (no longer pristine)
+        # dense table.
+        self._server = start_server(config, address, load_dirname=model_dir)
+        if model_dir is not None:
+            logger.info("server %d: tables restored from %s", index, model_dir)
         for line in self._server.describe().splitlines():
             logger.info("%s", line)
 

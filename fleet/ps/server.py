@@ -21,11 +21,22 @@ Server = _core.ps.Server
 
 
 def start_server(
-    config: ps_pb2.ServerConfig, address: str = "127.0.0.1:0", max_threads: int = 256
+    config: ps_pb2.ServerConfig,
+    address: str = "127.0.0.1:0",
+    max_threads: int = 256,
+    load_dirname: Optional[str] = None,
 ) -> Server:
     """Builds the tables and starts serving in background threads; port 0 picks a free port
-    (read it from ``server.endpoint``). Stop it with ``server.shutdown()``."""
-    return Server.start(config.SerializeToString(), address, max_threads)
+    (read it from ``server.endpoint``). Stop it with ``server.shutdown()``. With
+    ``load_dirname``, every table is loaded from that checkpoint (written by any number of
+    servers) before the port opens, so no client ever reads a value the load replaces; a
+    missing, damaged or mismatched checkpoint fails the start with an error naming it."""
+    return Server.start(
+        config.SerializeToString(),
+        address,
+        max_threads,
+        os.fspath(load_dirname) if load_dirname else "",
+    )
 
 
 def _write_ready_file(path: str, endpoint: str) -> None:

@@ -1,0 +1,478 @@
+"""Benchmark: CTR-DNN parameter-server training (1 server + 2 workers on this machine, one
+trainer thread each) in async, GEO and sync modes, against PaddlePaddle 2.6.2's parameter server
+(fleet 2.x API, the_one_ps) on the same files in the same run.
+
+    .venv/bin/python benchmarks/ps_train.py [--quick] [--skip_peer]
+
+Data: examples/ctr_dnn/generate_data.py rows, cached as examples/ctr_dnn/run_job.py caches them
+(.cache/ctr_dnn/seed0_<rows>_<test_rows>/), the training file split into one part per worker.
+
+Both sides train with train_from_dataset (QueueDataset, 1 thread, worker i reading part i).
+--reader multislot (default): the parts converted once to MultiSlot text and read through
+pipe_command "cat", so the C++ feeds parse them; --reader criteo: the raw parts through
+examples/ctr_dnn/criteo_reader.py, a Python parser that then takes about half of the job's CPU
+on both sides (measured: 7.9 CPU-s per reader against 5-6 per worker for 100k rows).
+
+Fleet: `fleetrun --server_num=1 --worker_num=2 examples/ctr_dnn/train_ps.py --mode MODE
+--dataset queue --thread 1`; `fleet_command` is the one place that builds it (--driver loop:
+the Executor.run loop on NumPy batches of the whole file instead). samples/s is the
+job's `total_samples_per_sec=` (all workers' samples over the longest worker's training time)
+and the AUC worker 0's `test_auc=` on the test file.
+Fleet single process: examples/ctr_dnn/train.py on the whole training file (same model,
+optimizer and batch), the AUC reference.
+
+Paddle (benchmarks/peers/paddle_ps_ctr_dnn.py in .venv-peers/paddle26, bash
+benchmarks/peers/setup.sh 2.6.2): the same network, optimizer and files, launched by
+`python -m paddle.distributed.launch --server_num=1 --worker_num=2` with PADDLE_WITH_GLOO=1,
+the same files and pipe_command, timed the same way. Paddle 2.6.2's sync mode crashes (SIGSEGV
+in SendBarrierOp) on this build: it is tried, and while it fails sync is compared with Paddle's
+single-process run (same driver), as the JSON says. Peers not installed are skipped and named in
+the JSON. Each Fleet job runs right before its Paddle counterpart, so that both sides of a ratio
+see about the same load.
+
+The last line of output is one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EXAMPLE = os.path.join(ROOT, "examples", "ctr_dnn")
+PEER_PYTHON = os.path.join(ROOT, ".venv-peers", "paddle26", "bin", "python")
+PEER_SCRIPT = os.path.join(ROOT, "benchmarks", "peers", "paddle_ps_ctr_dnn.py")
+MODES = ("async", "geo", "sync")
+WORKERS = 2
+BATCH = 512
+GEO_K = 10  # train_ps.py's default update frequency, and the README's
+JOB_TIMEOUT_S = 900
+# Targets from issue 10.
+MIN_RATIO = {"async": 1.5, "geo": 1.5, "sync": 2.0}
+MAX_AUC_GAP = 0.005
+
+sys.path.insert(0, os.path.join(ROOT, "examples", "ctr_dnn"))
+import criteo_reader  # noqa: E402
+import numpy as np  # noqa: E402
+
+from fleet.data_generator import python_pipe_command  # noqa: E402
+
+
+def prepare_data(data_dir: str, rows: int, test_rows: int) -> dict:
+    """{"train": the whole file, "parts": one file per worker, "test", "oracle_auc"}."""
+    out = os.path.join(data_dir, f"seed0_{rows}_{test_rows}")
+    if not os.path.isfile(os.path.join(out, "oracle.json")):
+        subprocess.run(
+            [
+                sys.executable,
+                os.path.join(EXAMPLE, "generate_data.py"),
+                "--out",
+                out,
+                "--train_rows",
+                str(rows),
+                "--test_rows",
+                str(test_rows),
+                "--seed",
+                "0",
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            timeout=600,
+        )
+    train = os.path.join(out, "train.txt")
+    parts = [os.path.join(out, f"parts{WORKERS}", f"train-{i}.txt") for i in range(WORKERS)]
+    if not all(os.path.isfile(p) for p in parts):
+        _split_lines(train, parts)
+    with open(os.path.join(out, "oracle.json")) as f:
+        oracle = json.load(f)["oracle_auc"]
+    return {
+        "train": train,
+        "parts": parts,
+        "test": os.path.join(out, "test.txt"),
+        "oracle_auc": oracle,
+    }
+
+
+def multislot_parts(data: dict) -> list[str]:
+    """The training parts in MultiSlot form (criteo_reader.MULTISLOT_SLOTS: 13 dense floats, one
+    id per C1..C26, the label), cached beside them: read with pipe_command "cat", so that
+    neither side spends its CPU parsing Criteo text in Python."""
+    out = []
+    for part in data["parts"]:
+        path = part[: -len(".txt")] + ".multislot"
+        if not os.path.isfile(path):
+            rows = criteo_reader.read_criteo([part])
+            dense = np.char.mod("%.6g", rows.dense)
+            ids = np.char.add("1 ", rows.sparse.astype(str))
+            with open(path + ".tmp", "w", encoding="ascii") as f:
+                for i in range(len(rows)):
+                    f.write(f"13 {' '.join(dense[i])} {' '.join(ids[i])} 1 {rows.label[i, 0]}\n")
+            os.replace(path + ".tmp", path)
+        out.append(path)
+    return out
+
+
+def _split_lines(path: str, parts: list[str]) -> None:
+    """Contiguous, equal-sized (to a line) parts, so that every worker gets as many batches."""
+    with open(path, "rb") as f:
+        lines = f.readlines()
+    os.makedirs(os.path.dirname(parts[0]), exist_ok=True)
+    per_part = len(lines) // len(parts)
+    for i, part in enumerate(parts):
+        with open(part + ".tmp", "wb") as f:
+            f.writelines(lines[i * per_part : (i + 1) * per_part])
+        os.replace(part + ".tmp", part)
+
+
+def _run(
+    command: list[str], log_path: str, env: dict, cwd: str, timeout: float = JOB_TIMEOUT_S
+) -> tuple[int, float]:
+    """Runs `command` in its own session, output to `log_path`; kills the whole session on
+    timeout and after the launcher exits (nothing may outlive a measurement). (rc, seconds)."""
+    start = time.perf_counter()
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(
+            command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=cwd, start_new_session=True
+        )
+        try:
+            rc = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            rc = 124
+        finally:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait()
+    return rc, time.perf_counter() - start
+
+
+def _tail(path: str, chars: int = 600) -> str:
+    try:
+        with open(path, errors="replace") as f:
+            return f.read()[-chars:]
+    except OSError:
+        return ""
+
+
+def _fleet_env() -> dict:
+    # One BLAS thread per process: the job's processes already share the cores.
+    return dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+
+
+def fleet_command(mode: str, data: dict, log_dir: str, driver: str) -> list[str]:
+    """The Fleet job of one mode: the only place that says how train_ps.py is launched."""
+    launcher = os.path.join(os.path.dirname(sys.executable), "fleetrun")
+    command = [launcher] if os.path.exists(launcher) else [sys.executable, "-m", "fleet.launch"]
+    command += [
+        "--server_num=1",
+        f"--worker_num={WORKERS}",
+        f"--log_dir={log_dir}",
+        os.path.join(EXAMPLE, "train_ps.py"),
+        "--mode",
+        mode,
+        "--update_frequency",
+        str(GEO_K),
+        "--batch_size",
+        str(BATCH),
+    ]
+    if driver == "dataset":
+        command += ["--dataset", "queue", "--thread", "1", "--train", *data["dataset_files"]]
+        if data["pipe"] == "cat":  # else train_ps.py's own reader, the same Criteo parser
+            command += ["--pipe_command", "cat"]
+    else:
+        command += ["--train", data["train"]]
+    return command + ["--test", data["test"]]
+
+
+def measure_fleet_ps(mode: str, data: dict, scratch: str, driver: str) -> dict:
+    log_dir = os.path.join(scratch, f"fleet_{mode}")
+    os.makedirs(log_dir, exist_ok=True)
+    launcher_log = os.path.join(log_dir, "launcher.log")
+    rc, wall = _run(fleet_command(mode, data, log_dir, driver), launcher_log, _fleet_env(), ROOT)
+    worker0 = os.path.join(log_dir, "workerlog.0")
+    text = _tail(worker0, 10**7) + _tail(launcher_log, 10**7)
+    total = re.findall(r"total_samples_per_sec=([0-9.]+)", text)
+    auc = re.findall(r"test_auc=([0-9.]+)", text)
+    if rc != 0 or not total or not auc:
+        raise SystemExit(
+            f"Fleet {mode} job failed (exit {rc}); logs in {log_dir}:\n"
+            f"{_tail(launcher_log)}\n{_tail(worker0)}"
+        )
+    per_worker = {}
+    for path in sorted(glob.glob(os.path.join(log_dir, "workerlog.*"))):
+        found = re.findall(
+            r"worker (\d+): samples=(\d+) samples_per_sec=([0-9.]+)", _tail(path, 10**7)
+        )
+        for index, samples, rate in found:
+            per_worker[index] = {"samples": int(samples), "samples_per_sec": float(rate)}
+    return {
+        "loadavg_1min_after": os.getloadavg()[0],
+        "samples_per_sec": float(total[-1]),
+        "test_auc": float(auc[-1]),
+        "workers": per_worker,
+        "job_wall_s": round(wall, 1),
+    }
+
+
+def measure_fleet_single(data: dict, scratch: str) -> dict:
+    log = os.path.join(scratch, "fleet_single.log")
+    command = [
+        sys.executable,
+        os.path.join(EXAMPLE, "train.py"),
+        "--train",
+        data["train"],
+        "--test",
+        data["test"],
+        "--batch_size",
+        str(BATCH),
+        "--json",
+    ]
+    rc, _ = _run(command, log, _fleet_env(), ROOT)
+    summary = [line for line in _tail(log, 10**7).splitlines() if line.startswith("{")]
+    if rc != 0 or not summary:
+        raise SystemExit(f"Fleet single-process run failed (exit {rc}):\n{_tail(log)}")
+    result = json.loads(summary[-1])
+    return {"samples_per_sec": result["samples_per_sec"], "test_auc": result["test_auc"]}
+
+
+def measure_paddle(mode: str, data: dict, scratch: str) -> dict:
+    """Paddle 2.6.2 in `mode` (async, geo, sync, or single: one process); {"failed": why} if the
+    job did not produce every worker's figures."""
+    out_dir = os.path.join(scratch, f"paddle_{mode}")
+    os.makedirs(out_dir, exist_ok=True)
+    script_args = [
+        PEER_SCRIPT,
+        "--mode",
+        mode,
+        "--train_files",
+        *data["dataset_files"],
+        "--test_file",
+        data["test"],
+        "--pipe_command",
+        data["pipe"],
+        "--out_dir",
+        out_dir,
+        "--batch_size",
+        str(BATCH),
+        "--k_steps",
+        str(GEO_K),
+    ]
+    env = dict(os.environ, PADDLE_WITH_GLOO="1")
+    env.pop("PYTHONPATH", None)
+    if mode == "single":
+        command, expected = [PEER_PYTHON, *script_args], 1
+    else:
+        command = [
+            PEER_PYTHON,
+            "-m",
+            "paddle.distributed.launch",
+            "--server_num=1",
+            f"--worker_num={WORKERS}",
+            "--log_dir",
+            os.path.join(out_dir, "log"),
+            *script_args,
+        ]
+        expected = WORKERS
+    launcher_log = os.path.join(out_dir, "launcher.log")
+    # In the scratch folder: Paddle writes its train_desc prototxt files into the cwd.
+    rc, wall = _run(command, launcher_log, env, out_dir)
+    results = []
+    for path in sorted(glob.glob(os.path.join(out_dir, "worker*.json"))):
+        with open(path) as f:
+            results.append(json.load(f))
+    # The launcher exits 0 even when its workers crash: count the workers' own reports.
+    if len(results) != expected or rc != 0:
+        logs = "".join(_tail(p, 10**7) for p in glob.glob(os.path.join(out_dir, "log", "*")))
+        logs += _tail(launcher_log, 10**7)
+        why = f"exit {rc}, {len(results)} of {expected} workers reported"
+        if "SendBarrierOp" in logs and "SIGSEGV" in logs:
+            why = "SIGSEGV in SendBarrierOp (" + why + ")"
+        return {"failed": why}  # the logs: rerun with --keep_logs
+    samples = sum(r["samples"] for r in results)
+    longest = max(r["seconds"] for r in results)
+    auc = [r["test_auc"] for r in results if "test_auc" in r]
+    return {
+        "samples_per_sec": samples / longest,
+        "test_auc": auc[0],
+        "version": results[0]["paddle_version"],
+        "loadavg_1min_after": os.getloadavg()[0],
+        "job_wall_s": round(wall, 1),
+    }
+
+
+def _ratio(ours: dict, peer: dict | None) -> float | None:
+    if peer is None or "samples_per_sec" not in peer:
+        return None
+    return round(ours["samples_per_sec"] / peer["samples_per_sec"], 3)
+
+
+def build_result(
+    args: argparse.Namespace, data: dict, fleet: dict, single: dict, paddle: dict
+) -> dict:
+    notes = []
+    result: dict = {
+        "benchmark": "ps_train",
+        "quick": args.quick,
+        "rows": args.rows,
+        "test_rows": args.test_rows,
+        "servers": 1,
+        "workers": WORKERS,
+        "threads_per_worker": 1,
+        "batch_size": BATCH,
+        "optimizer": "adam lr 1e-3",
+        "geo_k_steps": GEO_K,
+        "fleet_driver": args.driver,
+        "reader": args.reader,
+        "oracle_auc": data["oracle_auc"],
+        "loadavg_1min": os.getloadavg()[0],
+        "fleet_single_samples_per_sec": round(single["samples_per_sec"]),
+        "fleet_single_auc": round(single["test_auc"], 5),
+    }
+    for mode in MODES:
+        result[f"{mode}_samples_per_sec"] = round(fleet[mode]["samples_per_sec"])
+        result[f"{mode}_auc"] = round(fleet[mode]["test_auc"], 5)
+    result["fleet_jobs"] = fleet
+    if "skipped" in paddle:
+        notes.append(paddle["skipped"])
+        for mode in MODES:
+            result[f"{mode}_ratio_vs_paddle"] = None
+        result["paddle_async_auc"] = result["paddle_geo_auc"] = None
+    else:
+        if "failed" in paddle["single"]:
+            raise SystemExit(f"Paddle single-process run failed: {paddle['single']}")
+        result["paddle_version"] = paddle["single"].get("version")
+        result["paddle_jobs"] = paddle
+        result["paddle_single_samples_per_sec"] = round(paddle["single"]["samples_per_sec"])
+        result["paddle_single_auc"] = round(paddle["single"]["test_auc"], 5)
+        for mode in MODES:
+            peer = paddle[mode]
+            if "failed" in peer:
+                result[f"paddle_{mode}_failed"] = peer["failed"]
+            else:
+                result[f"paddle_{mode}_samples_per_sec"] = round(peer["samples_per_sec"])
+                result[f"paddle_{mode}_auc"] = round(peer["test_auc"], 5)
+        for mode in ("async", "geo"):
+            result[f"{mode}_ratio_vs_paddle"] = _ratio(fleet[mode], paddle[mode])
+        result.setdefault("paddle_async_auc", None)
+        result.setdefault("paddle_geo_auc", None)
+        sync_peer = paddle["sync"]
+        if "failed" in sync_peer:
+            sync_peer = paddle["single"]
+            notes.append(
+                f"Paddle 2.6.2 sync mode failed ({paddle['sync']['failed']}): "
+                "sync_ratio_vs_paddle is against Paddle's single-process run "
+                "(train_from_dataset, 1 thread, same files)"
+            )
+        result["sync_ratio_vs_paddle"] = _ratio(fleet["sync"], sync_peer)
+        result["sync_ratio_vs"] = (
+            "paddle_single" if sync_peer is paddle["single"] else "paddle_sync"
+        )
+    result["targets"] = _targets(result)
+    result["notes"] = notes
+    return result
+
+
+def _targets(result: dict) -> dict:
+    """Issue 10's targets, each True / False, or None where the figure is missing."""
+    out = {}
+    for mode in MODES:
+        ratio = result.get(f"{mode}_ratio_vs_paddle")
+        out[f"{mode}_ratio_at_least_{MIN_RATIO[mode]}"] = (
+            None if ratio is None else ratio >= MIN_RATIO[mode]
+        )
+        gap = result[f"{mode}_auc"] - result["fleet_single_auc"]
+        out[f"{mode}_auc_within_{MAX_AUC_GAP}_of_single"] = abs(gap) <= MAX_AUC_GAP
+        peer_auc = result.get(f"paddle_{mode}_auc")
+        out[f"{mode}_auc_not_below_paddle"] = (
+            None if peer_auc is None else result[f"{mode}_auc"] >= peer_auc
+        )
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="less data (about a minute)")
+    parser.add_argument(
+        "--rows", type=int, default=0, help="generated training rows (default 200k; --quick 30k)"
+    )
+    parser.add_argument(
+        "--test_rows", type=int, default=0, help="generated test rows (default 50k; --quick 10k)"
+    )
+    parser.add_argument(
+        "--driver",
+        choices=("dataset", "loop"),
+        default="dataset",
+        help="Fleet's driver: train_from_dataset (as the peer) or Executor.run",
+    )
+    parser.add_argument(
+        "--reader",
+        choices=("multislot", "criteo"),
+        default="multislot",
+        help="train_from_dataset input on both sides: MultiSlot files through cat (default), "
+        "or the raw Criteo parts through examples/ctr_dnn/criteo_reader.py (Python parsing)",
+    )
+    parser.add_argument("--skip_peer", action="store_true", help="do not run Paddle")
+    parser.add_argument(
+        "--data_dir",
+        default=os.path.join(ROOT, ".cache", "ctr_dnn"),
+        help="where the generated data is cached",
+    )
+    parser.add_argument("--keep_logs", action="store_true", help="print and keep the log folder")
+    args = parser.parse_args()
+    args.rows = args.rows or (30_000 if args.quick else 200_000)
+    args.test_rows = args.test_rows or (10_000 if args.quick else 50_000)
+    data = prepare_data(args.data_dir, args.rows, args.test_rows)
+    if args.reader == "multislot":
+        data["dataset_files"], data["pipe"] = multislot_parts(data), "cat"
+    else:
+        data["dataset_files"] = data["parts"]
+        data["pipe"] = python_pipe_command(
+            os.path.join(EXAMPLE, "criteo_reader.py"),
+            "--sparse_dim",
+            criteo_reader.DEFAULT_SPARSE_DIM,
+        )
+    # Logs stay behind when a job fails (the error names them), and with --keep_logs.
+    scratch = tempfile.mkdtemp(prefix="fleet_ps_train_")
+    if args.skip_peer:
+        paddle: dict = {"skipped": "Paddle peer skipped (--skip_peer)"}
+    elif not os.path.exists(PEER_PYTHON):
+        paddle = {
+            "skipped": "Paddle 2.6.2 peer not installed (bash benchmarks/peers/setup.sh 2.6.2)"
+        }
+    else:
+        paddle = {}
+    # Each Fleet job right before its Paddle counterpart: the machine is shared, and its load
+    # drifts over minutes, so the two sides of a ratio are measured as close together as can be.
+    single = measure_fleet_single(data, scratch)
+    print(f"fleet single: {single}", flush=True)
+    fleet = {}
+    for mode in ("single", *MODES):
+        if mode != "single":
+            fleet[mode] = measure_fleet_ps(mode, data, scratch, args.driver)
+            print(f"fleet {mode}: {fleet[mode]}", flush=True)
+        if "skipped" not in paddle:
+            paddle[mode] = measure_paddle(mode, data, scratch)
+            print(f"paddle {mode}: {paddle[mode]}", flush=True)
+    result = build_result(args, data, fleet, single, paddle)
+    if args.keep_logs:
+        print(f"logs kept in {scratch}", flush=True)
+    else:
+        shutil.rmtree(scratch, ignore_errors=True)
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

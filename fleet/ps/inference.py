@@ -1,0 +1,245 @@
+"""Exporting a parameter-server model for serving in one process without servers:
+``fleet.save_inference_model`` (workers) and ``fleet.load_inference_model`` (anywhere).
+
+An exported directory holds:
+
+* ``__model__``: the forward program (a ProgramDesc) pruned to what computes the targets from
+  the fed variables, with every ``pull_sparse`` replaced one for one by ``lookup_sparse_rows``
+  (csrc/operators/keyed_lookup_ops.cc), which reads a local copy of the table;
+* ``__meta__.json``: the fed names and target names, in order;
+* ``params.npz``: the dense parameters the program reads (worker 0's values after a flush:
+  the servers' values) and, per sparse table, ``<param>@KEYS`` (int64, sorted) and
+  ``<param>@ROWS`` ([rows, dim] float32, values only: no update-rule state).
+
+Sparse rows: all rows the servers hold when the export runs. Ids stay raw int64 of any value:
+the local lookup binary-searches the saved keys, so no remapping of the fed ids is needed. An id
+the servers never saw reads as zeros (as a key held back by the count filter does), where a
+PS job would have created it with the initializer; rows created by the PS job's own evaluation
+pulls are exported, so predictions on data the job evaluated are the same.
+
+The rows are read from a base save of the tables into ``<dirname>/tables`` (the checkpoint
+format of csrc/ps/checkpoint.h; each part file is a 72-byte header, then per row an int64 key
+and ``row_floats`` float32 of which the first ``dim`` are the value).
+
+Caveat: that save ends a save cycle on the servers, as any save does (csrc/ps/sparse_table.h):
+the job's next delta save holds the rows changed since the export, and shrink counts the export
+as a save. Export right after a save_persistables (nothing trained in between: nothing lost), or
+take a base save after exporting.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from typing import Any, Sequence
+
+import numpy as np
+
+from fleet.errors import InvalidArgument, NotFound
+from fleet.framework import OP_ROLE_ATTR, OP_ROLE_FORWARD, Parameter, Program, Variable
+from fleet.proto import framework_pb2
+from fleet.ps.checkpoint import part_paths
+
+MODEL_FILE = "__model__"
+META_FILE = "__meta__.json"
+PARAMS_FILE = "params.npz"
+TABLES_DIR = "tables"
+_HEADER = np.dtype(
+    [
+        ("magic", "S8"),
+        ("version", "<u4"),
+        ("table_id", "<u4"),
+        ("table_type", "<u4"),
+        ("save_mode", "<u4"),
+        ("rule", "<u4"),
+        ("block_size", "<u4"),
+        ("dim", "<u8"),
+        ("row_floats", "<u8"),
+        ("row_count", "<u8"),
+        ("epoch", "<u8"),
+        ("checksum", "<u4"),
+        ("reserved", "<u4"),
+    ]
+)
+assert _HEADER.itemsize == 72
+
+
+def read_sparse_values(paths: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Keys (sorted) and value rows of the sparse table parts `paths`, applied in order (a later
+    part's row replaces an earlier one, as a load does). Refuses a file that is not a sparse
+    part, naming it."""
+    keys_parts, rows_parts = [], []
+    dim = None
+    for path in paths:
+        with open(path, "rb") as f:
+            header = np.frombuffer(f.read(_HEADER.itemsize), dtype=_HEADER)
+            if header.size != 1 or header["magic"][0] != b"FLEETPS":
+                raise InvalidArgument(f"{path} is not a Fleet table part (bad magic)")
+            h = header[0]
+            if int(h["table_type"]) != 1:
+                raise InvalidArgument(f"{path} is not a sparse table part")
+            dim, width = int(h["dim"]), int(h["row_floats"])
+            record = np.dtype([("key", "<i8"), ("data", "<f4", (width,))])
+            body = np.fromfile(f, dtype=record, count=int(h["row_count"]))
+            if body.size != int(h["row_count"]):
+                raise InvalidArgument(f"{path}: {body.size} of {int(h['row_count'])} rows present")
+        keys_parts.append(body["key"])
+        rows_parts.append(body["data"][:, :dim])
+    if not keys_parts:
+        return np.zeros(0, np.int64), np.zeros((0, 0), np.float32)
+    keys = np.concatenate(keys_parts)
+    rows = np.concatenate(rows_parts)
+    # The last occurrence of a key wins: reverse, unique keeps the first.
+    rev_keys = keys[::-1]
+    unique, first = np.unique(rev_keys, return_index=True)
+    return unique.astype(np.int64), np.ascontiguousarray(rows[::-1][first], dtype=np.float32)
+
+
+def prune(program: Program, feeded: Sequence[str], targets: Sequence[str]) -> Program:
+    """A forward-only copy of `program` keeping the ops that the targets depend on, stopping at
+    the fed variables."""
+    test = program.clone(for_test=True)
+    block = test.global_block()
+    needed, kept = set(targets), []
+    for op in reversed(list(block.ops)):
+        if op.attrs.get(OP_ROLE_ATTR, OP_ROLE_FORWARD) != OP_ROLE_FORWARD:
+            continue
+        if needed & set(op.output_names):
+            kept.append(op)
+            needed |= {n for n in op.input_names if n not in feeded}
+    keep_ids = {id(op) for op in kept}
+    for op in [op for op in block.ops if id(op) not in keep_ids]:
+        block.ops.remove(op)
+    used = {n for op in kept for n in op.input_names + op.output_names} | set(feeded)
+    for name in [n for n in block.vars if n not in used]:
+        block._remove_var(name)
+    missing = [t for t in targets if t not in used]
+    if missing:
+        raise InvalidArgument(
+            f"save_inference_model: targets {missing} are not computed by the program"
+        )
+    return test
+
+
+def _localize_pulls(program: Program, plan: Any) -> dict[int, str]:
+    """Replaces each pull_sparse by lookup_sparse_rows over `<param>@KEYS` / `<param>@ROWS`;
+    returns the tables used (id -> parameter name)."""
+    block = program.global_block()
+    by_id = {s.table_id: s for s in plan.sparse}
+    used = {}
+    for index, op in enumerate(list(block.ops)):
+        if op.type != "pull_sparse":
+            continue
+        table = by_id[int(op.attrs["table_id"])]
+        keys, rows = f"{table.param}@KEYS", f"{table.param}@ROWS"
+        if not block.has_var(keys):
+            block.vars[keys] = Variable(block, keys, (-1,), dtype="int64", persistable=True)
+            block.vars[rows] = Variable(block, rows, (-1, table.dim), persistable=True)
+        block.ops.remove(op)
+        block._insert_op(
+            index,
+            "lookup_sparse_rows",
+            inputs={"Ids": op.input("Ids"), "Keys": [keys], "W": [rows]},
+            outputs={"Out": op.output("Out")},
+            attrs={
+                "padding_idx": int(op.attrs.get("padding_idx", -1)),
+                OP_ROLE_ATTR: OP_ROLE_FORWARD,
+            },
+            infer_shape=False,
+        )
+        used[table.table_id] = table.param
+    return used
+
+
+def export(
+    fleet: Any,
+    runtime: Any,
+    dirname: str,
+    feeded: Sequence[str],
+    targets: Sequence[str],
+    program: Program,
+) -> None:
+    """Worker 0's part of save_inference_model (the caller flushed and met the others)."""
+    from fleet.executor import global_scope
+
+    dirname = os.fspath(dirname)
+    os.makedirs(dirname, exist_ok=True)
+    pruned = prune(program, feeded, targets)
+    tables = _localize_pulls(pruned, fleet._ps_plan)
+    arrays: dict[str, np.ndarray] = {}
+    if tables:
+        tables_dir = os.path.join(dirname, TABLES_DIR)
+        for table_id, param in tables.items():
+            runtime.client.save(tables_dir, table_id)
+            keys, rows = read_sparse_values(part_paths(tables_dir, table_id))
+            arrays[f"{param}@KEYS"], arrays[f"{param}@ROWS"] = keys, rows
+        # The part files served their purpose: the export keeps values only.
+        shutil.rmtree(tables_dir, ignore_errors=True)
+    scope = global_scope()
+    for var in pruned.global_block().vars.values():
+        if var.persistable and var.name not in arrays and var.name not in ("feed", "fetch"):
+            found = scope.find_var(var.name)
+            if found is None or not found.is_initialized():
+                raise NotFound(
+                    f"save_inference_model: '{var.name}' has no value in the scope; "
+                    "run the startup program and fleet.init_worker() first"
+                )
+            arrays[var.name] = np.array(found.get_tensor().numpy(), copy=True)
+    _write_atomic(os.path.join(dirname, PARAMS_FILE), lambda p: np.savez(p, **arrays))
+    _write_atomic(
+        os.path.join(dirname, MODEL_FILE),
+        lambda p: open(p, "wb").write(pruned.desc().SerializeToString()),
+    )
+    meta = {"feed": list(feeded), "fetch": list(targets)}
+    _write_atomic(
+        os.path.join(dirname, META_FILE),
+        lambda p: open(p, "w", encoding="utf-8").write(json.dumps(meta)),
+    )
+
+
+def _write_atomic(path: str, write: Any) -> None:
+    tmp = f"{path}.tmp-{os.getpid()}"
+    # np.savez appends .npz to names without it.
+    target = tmp + ".npz" if path.endswith(".npz") else tmp
+    write(target)
+    os.replace(target, path)
+
+
+def load_inference_model(
+    dirname: str, executor: Any, scope: Any = None
+) -> tuple[Program, list[str], list[Variable]]:
+    """Reads an export: returns (program, fed names, target variables) and sets the saved
+    parameters and table rows in `scope` (the global scope by default). Needs no server."""
+    from fleet.executor import global_scope
+
+    dirname = os.fspath(dirname)
+    try:
+        with open(os.path.join(dirname, MODEL_FILE), "rb") as f:
+            desc = framework_pb2.ProgramDesc.FromString(f.read())
+        with open(os.path.join(dirname, META_FILE), encoding="utf-8") as f:
+            meta = json.load(f)
+    except FileNotFoundError as e:
+        raise NotFound(f"no inference model in {dirname}: {e.filename} is missing") from None
+    program = Program.from_desc(desc)
+    scope = scope if scope is not None else global_scope()
+    block = program.global_block()
+    with np.load(os.path.join(dirname, PARAMS_FILE)) as params:
+        for name in params.files:
+            if not block.has_var(name):
+                raise InvalidArgument(
+                    f"{dirname}/{PARAMS_FILE}: '{name}' is not a variable of the saved program"
+                )
+            scope.var(name).get_tensor().set(params[name])
+    for var in block.vars.values():
+        if (
+            var.persistable
+            and isinstance(var, (Parameter, Variable))
+            and var.name not in ("feed", "fetch")
+            and scope.find_var(var.name) is None
+        ):
+            raise NotFound(f"{dirname}: no saved value of '{var.name}'")
+    return program, list(meta["feed"]), [block.var(n) for n in meta["fetch"]]
+
+
+__all__ = ["load_inference_model", "prune", "read_sparse_values"]

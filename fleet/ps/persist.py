@@ -1,0 +1,207 @@
+"""Saving and restoring a parameter-server job: ``fleet.save_persistables`` and
+``fleet.load_model`` (workers), ``fleet.init_server(dirname)`` (servers, see runtime.py).
+
+A job's checkpoint directory holds two things:
+
+* the servers' tables (every sparse table and the dense table, values and update-rule state),
+  written by ``PsClient.save`` in the format of ``csrc/ps/checkpoint.h``: a manifest committed
+  last, so a save that fails (a full disk, a server killed) leaves the previous save loadable;
+* ``worker_persistables.npz``: worker 0's persistable variables that are not server parameters
+  (the optimizer state a GEO worker keeps, metric accumulators such as the AUC op's histograms,
+  counters), written to a temporary file and renamed, so it too is whole or the previous one.
+
+Modes of save_persistables (Paddle's): 0 a base save (every row), 1 a delta save (rows created
+or changed since the previous save into that directory; a load applies the base then every
+delta in order), 2 "values only" for serving: this engine has no table format without update
+rule state, so mode 2 writes a base save like mode 0 (loadable to resume training) and the
+values-only export is ``fleet.save_inference_model``.
+
+Every worker calls these; all of them meet before (so the save holds every step each worker
+ran, its pushes flushed) and after (so no worker trains on while worker 0 saves). The servers
+apply nothing between the two barriers: a checkpoint is one consistent point of the job.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+from typing import Any, Optional
+
+import numpy as np
+
+from fleet.errors import InvalidArgument
+
+logger = logging.getLogger("fleet.ps")
+
+WORKER_FILE = "worker_persistables.npz"
+SAVE_MODES = {0: "base", 1: "delta", 2: "values"}
+
+
+def _runtime(fleet: Any, what: str) -> Any:
+    runtime = fleet._ps()
+    if runtime.communicator is None or runtime.client is None:
+        raise InvalidArgument(f"fleet.{what}(): call fleet.init_worker() first (workers only)")
+    return runtime
+
+
+def worker_local_vars(fleet: Any, program: Any) -> list[str]:
+    """Persistable variables of `program` that the worker itself owns: not fed, not a server
+    parameter (the dense parameters are pulled from the servers, the sparse ones live there)."""
+    plan = fleet._ps_plan
+    served = {d.param for d in plan.dense} | {s.param for s in plan.sparse}
+    return sorted(
+        v.name
+        for v in program.global_block().vars.values()
+        if v.persistable and v.name not in served and v.name not in ("feed", "fetch")
+    )
+
+
+class Checkpointer:
+    """The worker side of save_persistables / load_model; one per PsRuntime (so the barrier
+    names of successive saves stay in step on every worker)."""
+
+    def __init__(self, fleet: Any) -> None:
+        self._fleet = fleet
+        self._calls = itertools.count()
+
+    def _meet(self, runtime: Any, what: str, n: int, timeout: float) -> None:
+        role = self._fleet.role_maker
+        runtime.client.barrier(f"__{what}_{n}__", role.worker_num(), role.worker_index(), timeout)
+
+    def save_persistables(
+        self,
+        executor: Any,
+        dirname: str,
+        main_program: Any = None,
+        mode: int = 0,
+        timeout: float = 600.0,
+    ) -> None:
+        if mode not in SAVE_MODES:
+            raise InvalidArgument(
+                f"fleet.save_persistables: mode must be 0 (base), 1 (delta) "
+                f"or 2 (values), got {mode!r}"
+            )
+        runtime = _runtime(self._fleet, "save_persistables")
+        program = main_program if main_program is not None else self._fleet.main_program
+        dirname = os.fspath(dirname)
+        n = next(self._calls)
+        runtime.communicator.flush()
+        self._meet(runtime, "save_begin", n, timeout)
+        try:
+            if self._fleet.role_maker.worker_index() == 0:
+                os.makedirs(dirname, exist_ok=True)
+                rows = runtime.client.save(dirname, delta=(mode == 1))
+                self._save_worker_vars(executor, program, dirname)
+                logger.info("saved %s checkpoint into %s: %d rows", SAVE_MODES[mode], dirname, rows)
+        finally:
+            # Reached on failure too, so the other workers are not left at the barrier: they
+            # time out only if worker 0 died.
+            self._meet(runtime, "save_end", n, timeout)
+
+    def _save_worker_vars(self, executor: Any, program: Any, dirname: str) -> None:
+        from fleet.executor import global_scope
+
+        scope = global_scope()
+        arrays = {}
+        for name in worker_local_vars(self._fleet, program):
+            var = scope.find_var(name)
+            if var is not None and var.is_initialized():
+                arrays[name] = np.array(var.get_tensor().numpy(), copy=True)
+        path = os.path.join(dirname, WORKER_FILE)
+        tmp = f"{path}.tmp-{os.getpid()}.npz"
+        try:
+            np.savez(tmp, **arrays)
+            with open(tmp, "rb") as f:
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except OSError as e:
+            if os.path.exists(tmp):
+                os.remove(tmp)
+            raise InvalidArgument(f"fleet.save_persistables: cannot write {path}: {e}") from None
+
+    def load_model(
+        self, dirname: str, mode: int = 0, main_program: Any = None, timeout: float = 600.0
+    ) -> None:
+        """mode 0: worker 0 loads every server table (base, then deltas), then every worker its
+        worker-local persistables and the fresh dense values; mode 1: only the worker-local
+        persistables (for a job whose servers restored the tables in init_server(dirname))."""
+        if mode not in (0, 1):
+            raise InvalidArgument(
+                f"fleet.load_model: mode must be 0 (tables and worker "
+                f"variables) or 1 (worker variables only), got {mode!r}"
+            )
+        runtime = _runtime(self._fleet, "load_model")
+        program = main_program if main_program is not None else self._fleet.main_program
+        dirname = os.fspath(dirname)
+        n = next(self._calls)
+        runtime.communicator.flush()
+        self._meet(runtime, "load_begin", n, timeout)
+        try:
+            if mode == 0 and self._fleet.role_maker.worker_index() == 0:
+                rows = runtime.client.load(dirname)
+                logger.info("loaded checkpoint %s: %d rows", dirname, rows)
+        finally:
+            self._meet(runtime, "load_end", n, timeout)
+        load_worker_vars(self._fleet, program, dirname)
+        # The dense parameters the servers now hold.
+        runtime.communicator.flush()
+
+    def shrink(self, threshold: int, timeout: float = 600.0) -> int:
+        """Every worker calls it; worker 0 drops, in every sparse table, the rows not created or
+        updated in the last `threshold` save cycles (a save of the table ends a cycle: with one
+        save a day, Paddle's delete_after_unseen_days). Returns the rows dropped (on worker 0;
+        0 on the others)."""
+        if isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 0:
+            raise InvalidArgument(
+                f"fleet.shrink: threshold must be an integer >= 0 (save "
+                f"cycles a row may go unseen), got {threshold!r}"
+            )
+        runtime = _runtime(self._fleet, "shrink")
+        n = next(self._calls)
+        runtime.communicator.flush()
+        self._meet(runtime, "shrink_begin", n, timeout)
+        dropped = 0
+        try:
+            if self._fleet.role_maker.worker_index() == 0:
+                for table in self._fleet._ps_plan.sparse:
+                    dropped += runtime.client.shrink(table.table_id, threshold)
+                logger.info("shrink(threshold=%d): %d sparse rows dropped", threshold, dropped)
+        finally:
+            self._meet(runtime, "shrink_end", n, timeout)
+        return dropped
+
+
+def load_worker_vars(
+    fleet: Any, program: Any, dirname: str, scope: Optional[Any] = None
+) -> list[str]:
+    """Sets this worker's local persistables from `dirname`'s worker file (when the save wrote
+    one); returns the names set. A variable of another shape is refused, naming it."""
+    from fleet.executor import global_scope
+
+    path = os.path.join(dirname, WORKER_FILE)
+    if not os.path.exists(path):
+        return []
+    scope = scope if scope is not None else global_scope()
+    wanted = set(worker_local_vars(fleet, program))
+    done = []
+    with np.load(path) as saved:
+        for name in saved.files:
+            if name not in wanted:
+                continue
+            var = scope.find_var(name)
+            if var is None or not var.is_initialized():
+                continue
+            tensor = var.get_tensor()
+            current = tensor.numpy()
+            value = saved[name]
+            if value.shape != current.shape:
+                raise InvalidArgument(
+                    f"{path}: '{name}' has shape {value.shape}, the program's has {current.shape}"
+                )
+            tensor.set(value.astype(current.dtype, copy=False))
+            done.append(name)
+    return done
+
+
+__all__ = ["Checkpointer", "SAVE_MODES", "WORKER_FILE", "load_worker_vars", "worker_local_vars"]
