@@ -39,11 +39,14 @@ def strategy_for(args: argparse.Namespace) -> fleet.DistributedStrategy:
     factory = fleet.DistributedStrategyFactory
     if args.mode == "geo":
         return factory.create_geo_strategy(args.update_frequency)
-    return {
+    strategy = {
         "sync": factory.create_sync_strategy,
         "async": factory.create_async_strategy,
         "half_async": factory.create_half_async_strategy,
     }[args.mode]()
+    if args.mode in ("async", "half_async"):
+        strategy.a_sync_configs = {"send_queue_size": args.send_queue_size}
+    return strategy
 
 
 def evaluate(exe: fleet.Executor, net: model.WideDeep, data: criteo_reader.CriteoArrays) -> float:
@@ -164,6 +167,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="single: one process; else a fleetrun parameter-server mode",
     )
     parser.add_argument("--update_frequency", type=int, default=10, help="GEO: k steps")
+    parser.add_argument(
+        "--send_queue_size",
+        type=int,
+        default=1,  # as examples/ctr_dnn/train_ps.py: staler gradients with more, no faster
+        help="async: gradients a table may have waiting before training waits",
+    )
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--batch_size", type=int, default=512)
     parser.add_argument("--sparse_dim", type=int, default=criteo_reader.DEFAULT_SPARSE_DIM)
