@@ -73,6 +73,9 @@ struct CommunicatorConfig {
   int send_wait_times = 1;  // 10 ms waits for more gradients before a partial merge is sent
   int thread_pool_size = 1;
   bool independent_recv = false;
+  // Gradients of its own a trainer thread's dense values may lack when a step starts; < 0: no
+  // bound (see detail/async_communicator.h).
+  int max_dense_staleness = 0;
   // geo
   int64_t geo_steps = 100;
   // sync: how long a worker waits at a step barrier for the others (a dead worker is named

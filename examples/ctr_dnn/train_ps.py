@@ -60,6 +60,8 @@ def strategy_for(args: argparse.Namespace) -> fleet.DistributedStrategy:
     }[args.mode]()
     if args.mode in ("async", "half_async"):
         strategy.a_sync_configs = {"send_queue_size": args.send_queue_size}
+    if args.mode == "async" and args.max_dense_staleness is not None:
+        strategy.a_sync_configs = {"max_dense_staleness": args.max_dense_staleness}
     return strategy
 
 
@@ -274,6 +276,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=1,
         help="async: gradients a variable may have in flight before training "
         "waits (more: faster, staler)",
+    )
+    parser.add_argument(
+        "--max_dense_staleness",
+        type=int,
+        default=None,
+        help="async: own steps the dense parameters may lag behind before training waits "
+        "for their refresh (-1: no bound; default: the library's, 0)",
     )
     parser.add_argument("--print_period", type=int, default=100, help="steps between logs")
     parser.add_argument("--max_batches", type=int, default=0, help="stop early (0 = no limit)")

@@ -106,6 +106,7 @@ class PsRuntime:
             send_wait_times=cfg.send_wait_times,
             thread_pool_size=cfg.thread_pool_size,
             independent_recv=cfg.independent_recv_thread,
+            max_dense_staleness=cfg.max_dense_staleness,
             geo_steps=max(cfg.k_steps, 1),
             step_timeout_s=timeout,
             client=self.client._core,

@@ -51,19 +51,23 @@ AsyncCommunicator::~AsyncCommunicator() {
 }
 
 void AsyncCommunicator::StartThreads() {
-  const size_t pool =
-      std::min<size_t>(config_.thread_pool_size, std::max<size_t>(1, queues_.size()));
-  std::vector<std::vector<size_t>> owned(pool);
-  size_t dense_owner = 0;
+  // The dense queue has a thread of its own that refreshes the dense values right after each
+  // of its pushes: the refresh is what a bounded-staleness step waits for, so no sparse push
+  // may sit between the two. The sparse queues share thread_pool_size threads.
+  std::vector<size_t> sparse_queues;
   for (size_t q = 0; q < queues_.size(); ++q) {
-    owned[q % pool].push_back(q);
-    if (queues_[q].dense) dense_owner = q % pool;
+    if (queues_[q].dense) {
+      const bool refresh = !config_.independent_recv;
+      threads_.emplace_back([this, q, refresh] { SendLoop({q}, refresh); });
+    } else {
+      sparse_queues.push_back(q);
+    }
   }
-  const bool refresh_in_send = config_.dense_table_id && !config_.independent_recv;
+  const size_t pool = std::min<size_t>(config_.thread_pool_size, sparse_queues.size());
   for (size_t t = 0; t < pool; ++t) {
-    threads_.emplace_back([this, queues = owned[t], refresh = refresh_in_send && t == dense_owner] {
-      SendLoop(queues, refresh);
-    });
+    std::vector<size_t> owned;
+    for (size_t i = t; i < sparse_queues.size(); i += pool) owned.push_back(sparse_queues[i]);
+    threads_.emplace_back([this, owned] { SendLoop(owned, /*refresh_dense=*/false); });
   }
   if (config_.dense_table_id && config_.independent_recv) {
     threads_.emplace_back([this] { RecvLoop(); });
@@ -75,7 +79,7 @@ void AsyncCommunicator::CheckError() {
   if (error_) std::rethrow_exception(error_);
 }
 
-void AsyncCommunicator::Enqueue(size_t q, Item item) {
+int64_t AsyncCommunicator::Enqueue(size_t q, Item item) {
   absl::MutexLock lock(&mu_);
   CheckError();
   FLEET_ENFORCE(started_ && !stop_, Unavailable,
@@ -88,11 +92,12 @@ void AsyncCommunicator::Enqueue(size_t q, Item item) {
   CheckError();
   queues_[q].items.push_back(std::move(item));
   changed_.SignalAll();
+  return ++queues_[q].enqueued;
 }
 
 void AsyncCommunicator::PushSparse(int thread, uint32_t table_id, absl::Span<const int64_t> keys,
                                    absl::Span<const float> grads) {
-  const size_t dim = CheckPushSize(table_id, keys, grads);
+  CheckPushSize(table_id, keys, grads);
   size_t q = 0;
   while (q < config_.sparse.size() && config_.sparse[q].table_id != table_id) ++q;
   Enqueue(q, Item{{keys.begin(), keys.end()}, {grads.begin(), grads.end()}});
@@ -102,7 +107,56 @@ void AsyncCommunicator::SendDense(int thread, const std::vector<const LoDTensor*
   Item item;
   item.values.resize(dense_size());
   GatherDense(grads, item.values.data(), /*add=*/false);
-  Enqueue(config_.sparse.size(), std::move(item));
+  const int64_t number = Enqueue(config_.sparse.size(), std::move(item));
+  absl::MutexLock lock(&mu_);
+  if (static_cast<size_t>(thread) >= own_dense_.size()) own_dense_.resize(thread + 1);
+  own_dense_[thread].push_back(number);
+}
+
+void AsyncCommunicator::OnPassBegin(const framework::PassInfo& pass) {
+  dataset_pass_ = pass.dataset_pass;
+}
+
+void AsyncCommunicator::BeforeStep(const framework::StepInfo& info) {
+  if (!config_.dense_table_id) return;
+  absl::MutexLock lock(&mu_);
+  InstallStagedDense();
+  if (config_.max_dense_staleness < 0) return;
+  // The thread may have S gradients of its own not yet in the values it reads.
+  if (static_cast<size_t>(info.thread) >= own_dense_.size()) return;
+  std::deque<int64_t>& mine = own_dense_[info.thread];
+  const size_t allowed = static_cast<size_t>(config_.max_dense_staleness);
+  while (true) {
+    while (!mine.empty() && mine.front() <= dense_refreshed_) mine.pop_front();
+    if (mine.size() <= allowed || error_ || stop_) break;
+    changed_.Wait(&mu_);
+    InstallStagedDense();
+  }
+  CheckError();
+}
+
+void AsyncCommunicator::InstallStagedDense() {
+  if (staged_through_ < 0) return;
+  WriteDenseParams(staged_dense_.data());
+  dense_refreshed_ = std::max(dense_refreshed_, staged_through_);
+  staged_through_ = -1;
+}
+
+void AsyncCommunicator::RefreshDense() {
+  int64_t through;
+  {
+    absl::MutexLock lock(&mu_);
+    through = dense_pushed_;
+  }
+  std::vector<float> values(dense_size());
+  WaitOk(client_->PullDense(*config_.dense_table_id, absl::MakeSpan(values)),
+         "pull of the dense parameters");
+  absl::MutexLock lock(&mu_);
+  if (through >= staged_through_) {
+    staged_dense_ = std::move(values);
+    staged_through_ = through;
+  }
+  changed_.SignalAll();
 }
 
 std::vector<AsyncCommunicator::Item> AsyncCommunicator::Take(size_t q) {
@@ -159,9 +213,10 @@ void AsyncCommunicator::SendLoop(std::vector<size_t> queues, bool refresh_dense)
         sent = true;
         absl::MutexLock lock(&mu_);
         queue->in_flight -= n;
+        if (queue->dense) dense_pushed_ += n;
         changed_.SignalAll();
       }
-      if (sent && refresh_dense) PullDenseIntoRoot();
+      if (sent && refresh_dense) RefreshDense();
       absl::MutexLock lock(&mu_);
       if (stop_) {
         bool empty = true;
@@ -191,7 +246,7 @@ void AsyncCommunicator::RecvLoop() {
         changed_.WaitWithTimeout(&mu_, kRecvPeriod);
         if (stop_) return;
       }
-      PullDenseIntoRoot();
+      RefreshDense();
     }
   } catch (...) {
     absl::MutexLock lock(&mu_);
@@ -214,8 +269,11 @@ void AsyncCommunicator::Flush() {
     CheckError();
   }
   // Every gradient is applied: bring the dense parameters up to date for what follows
-  // (evaluation, a save).
-  PullDenseIntoRoot();
+  // (evaluation, a save). No step runs now, so they are written at once.
+  if (!config_.dense_table_id) return;
+  RefreshDense();
+  absl::MutexLock lock(&mu_);
+  InstallStagedDense();
 }
 
 void AsyncCommunicator::OnPassEnd() {

@@ -14,6 +14,7 @@ class CommunicatorHook : public framework::StepHook {
  public:
   explicit CommunicatorHook(CommunicatorBase* owner) : owner_(owner) {}
   void OnPassBegin(const framework::PassInfo& pass) override { owner_->OnPassBegin(pass); }
+  void BeforeStep(const framework::StepInfo& info) override { owner_->BeforeStep(info); }
   void AfterStep(const framework::StepInfo& info) override { owner_->AfterStep(info); }
   void OnThreadEnd(int thread) override { owner_->OnThreadEnd(thread); }
   void OnPassEnd() override { owner_->OnPassEnd(); }

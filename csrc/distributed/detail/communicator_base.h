@@ -29,6 +29,7 @@ class CommunicatorBase : public Communicator {
 
   // Hook entry points; the defaults do nothing.
   virtual void OnPassBegin(const framework::PassInfo& pass) {}
+  virtual void BeforeStep(const framework::StepInfo& info) {}
   virtual void AfterStep(const framework::StepInfo& info) {}
   virtual void OnThreadEnd(int thread) {}
   virtual void OnPassEnd() {}

@@ -16,12 +16,18 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "examples" / "ctr_dnn"
 # Measured on this data (200k rows, 1 epoch, Adam 1e-3; single process 0.7723): sync 0.7727,
-# half_async 0.7698, geo 0.7709, async 0.754-0.762. Async's stale gradients cost more than the
-# 0.005 the issue asks for at this data size (see the README's table); its bound says so.
+# half_async 0.7698, geo 0.7709, async 0.7696-0.7716 (the default bound: a step starts from dense
+# values that include the worker's previous gradient), async without the bound 0.754-0.762 (its
+# dense values lag a few steps; see async_communicator.h).
 # Half-async interleaves the two workers' pushes as the scheduler runs them: beside other jobs it
 # measured up to 0.0052 below one process, hence 0.008.
-TOLERANCE = {"sync": 0.002, "half_async": 0.008, "geo": 0.005, "async": 0.03}
-
+TOLERANCE = {
+    "sync": 0.002,
+    "half_async": 0.008,
+    "geo": 0.005,
+    "async": 0.005,
+    "async_unbounded": 0.03,
+}
 
 def _env() -> dict:
     return dict(os.environ, PYTHONPATH=str(ROOT), OPENBLAS_NUM_THREADS="1")
@@ -106,16 +112,18 @@ def _fleetrun(train, test, *args: str, servers: int = 1, timeout: float = 900) -
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("mode", ["sync", "async", "half_async", "geo"])
+@pytest.mark.parametrize("mode", ["sync", "async", "async_unbounded", "half_async", "geo"])
 def test_every_mode_reaches_the_single_process_auc(criteo, mode):
     train, test, single_auc = criteo
-    args = ["--mode", mode]
+    args = ["--mode", mode.removesuffix("_unbounded")]
     if mode == "sync":
         args += ["--batch_size", "256"]  # 2 workers x 256 = one process's batch of 512
-    if mode == "async":
+    if mode.startswith("async"):
         # At most one gradient waiting per table: staleness stays bounded however slow the
         # send threads are on a loaded machine (with 4, runs beside other jobs lost 0.04-0.07).
         args += ["--send_queue_size", "1"]
+    if mode == "async_unbounded":
+        args += ["--max_dense_staleness", "-1"]
     out = _fleetrun(train, test, *args, servers=2 if mode in ("sync", "geo") else 1)
     auc = _value(out, "test_auc")
     assert _value(out, "total_samples") >= 199_000

@@ -64,7 +64,7 @@ def _program(padding_idx: int = -1):
     return main
 
 
-def _executor(client, scope, mode="half_async"):
+def _executor(client, scope, mode="half_async", max_dense_staleness=0):
     resources = _core.RuntimeResources()
     comm = _core.distributed.Communicator(
         mode=mode,
@@ -78,6 +78,7 @@ def _executor(client, scope, mode="half_async"):
         send_wait_times=0,
         thread_pool_size=1,
         independent_recv=False,
+        max_dense_staleness=max_dense_staleness,
         geo_steps=1,
         step_timeout_s=10.0,
         client=client._core,
@@ -116,6 +117,38 @@ def test_pull_push_and_send_match_the_servers(cluster):
     # send: the dense table moved by lr * grad, and the root scope received the new values.
     np.testing.assert_allclose(client.pull_dense(0), -np.ones(4), rtol=1e-6)
     np.testing.assert_allclose(scope.find_var("w").get_tensor().numpy().ravel(), -np.ones(4))
+
+
+@pytest.mark.parametrize("staleness", [0, 1])
+def test_async_steps_start_from_dense_values_at_most_the_bound_behind(cluster, staleness):
+    """max_dense_staleness S: step k reads dense values that include every gradient of this
+    worker but the last S (the dense table is SGD with lr 0.5 and every gradient is 2, so after
+    j applied gradients w = -j)."""
+    server, client = cluster
+    scope = _core.Scope()
+    ids = np.array([[3]], dtype=np.int64)
+    seen = []
+    with fleet.scope_guard(scope):
+        scope.var("w").get_tensor().set(np.zeros((2, 2), np.float32))
+        exe, comm = _executor(client, scope, mode="async", max_dense_staleness=staleness)
+        comm.start()
+        for _ in range(30):
+            (w,) = exe.run(
+                _program(),
+                feed={
+                    "ids": fleet.LoDTensor(ids, lengths=[[1]]),
+                    "grad": np.zeros((1, DIM), np.float32),
+                    "w@GRAD": np.full((2, 2), 2.0, np.float32),
+                },
+                fetch_list=["w"],
+            )
+            seen.append(float(w.ravel()[0]))
+        comm.stop()
+    for step, value in enumerate(seen):
+        applied = -value
+        assert applied == int(applied), seen  # whole gradients only: no torn values
+        assert step - staleness <= applied <= step, (step, seen)
+    np.testing.assert_allclose(client.pull_dense(0), np.full(4, -30.0))
 
 
 def test_padding_rows_are_zero_and_get_no_gradient(cluster):

@@ -1,0 +1,35 @@
+"""a_sync_configs: the async knobs are validated, and max_dense_staleness accepts -1 (no bound)
+and any count of steps, nothing else."""
+
+from __future__ import annotations
+
+import pytest
+
+import fleet
+from fleet.errors import InvalidArgument
+
+
+def test_max_dense_staleness_defaults_to_a_step_start_that_includes_the_last_gradient():
+    strategy = fleet.DistributedStrategyFactory.create_async_strategy()
+    assert strategy.a_sync_configs["max_dense_staleness"] == 0
+
+
+@pytest.mark.parametrize("value", [-1, 0, 3])
+def test_max_dense_staleness_takes_minus_one_or_a_count(value):
+    strategy = fleet.DistributedStrategy()
+    strategy.a_sync_configs = {"max_dense_staleness": value}
+    assert strategy.async_config.max_dense_staleness == value
+    assert strategy.a_sync_configs["send_queue_size"] == 16  # the other keys are kept
+
+
+@pytest.mark.parametrize("value", [-2, 1.5, True, "1"])
+def test_a_bad_max_dense_staleness_names_the_key_and_the_bound(value):
+    strategy = fleet.DistributedStrategy()
+    with pytest.raises(InvalidArgument, match=r"max_dense_staleness.*integer >= -1"):
+        strategy.a_sync_configs = {"max_dense_staleness": value}
+
+
+def test_an_unknown_async_key_lists_the_valid_ones():
+    strategy = fleet.DistributedStrategy()
+    with pytest.raises(InvalidArgument, match="max_dense_staleness.*send_queue_size"):
+        strategy.a_sync_configs = {"max_dense_stalenes": 0}
