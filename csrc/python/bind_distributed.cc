@@ -76,9 +76,8 @@ void BindDistributed(py::module_& m) {
            py::arg("dense_table_id"), py::arg("dense"), py::arg("sparse"),
            py::arg("send_queue_size"), py::arg("max_merge_var_num"), py::arg("send_wait_times"),
            py::arg("thread_pool_size"), py::arg("independent_recv"), py::arg("max_dense_staleness"),
-           py::arg("geo_steps"),
-           py::arg("step_timeout_s"), py::arg("client"), py::arg("root_scope"),
-           py::keep_alive<1, 17>())
+           py::arg("geo_steps"), py::arg("step_timeout_s"), py::arg("client"),
+           py::arg("root_scope"), py::keep_alive<1, 17>())
       .def_property_readonly("mode",
                              [](const Communicator& c) { return PsModeName(c.config().mode); })
       .def("start", &Communicator::Start, py::call_guard<py::gil_scoped_release>(),

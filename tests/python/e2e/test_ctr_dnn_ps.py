@@ -29,6 +29,7 @@ TOLERANCE = {
     "async_unbounded": 0.03,
 }
 
+
 def _env() -> dict:
     return dict(os.environ, PYTHONPATH=str(ROOT), OPENBLAS_NUM_THREADS="1")
 
