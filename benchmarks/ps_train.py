@@ -169,7 +169,9 @@ def _fleet_env() -> dict:
     return dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
 
 
-def fleet_command(mode: str, data: dict, log_dir: str, driver: str) -> list[str]:
+def fleet_command(
+    mode: str, data: dict, log_dir: str, driver: str, extra: tuple[str, ...] = ()
+) -> list[str]:
     """The Fleet job of one mode: the only place that says how train_ps.py is launched."""
     launcher = os.path.join(os.path.dirname(sys.executable), "fleetrun")
     command = [launcher] if os.path.exists(launcher) else [sys.executable, "-m", "fleet.launch"]
@@ -191,21 +193,25 @@ def fleet_command(mode: str, data: dict, log_dir: str, driver: str) -> list[str]
             command += ["--pipe_command", "cat"]
     else:
         command += ["--train", data["train"]]
-    return command + ["--test", data["test"]]
+    return command + ["--test", data["test"], *extra]
 
 
-def measure_fleet_ps(mode: str, data: dict, scratch: str, driver: str) -> dict:
-    log_dir = os.path.join(scratch, f"fleet_{mode}")
+def measure_fleet_ps(mode: str, data: dict, scratch: str, driver: str, variant: str = "") -> dict:
+    """One Fleet job; variant "unbounded" (async) lifts the dense staleness bound."""
+    name = f"{mode}_{variant}" if variant else mode
+    log_dir = os.path.join(scratch, f"fleet_{name}")
     os.makedirs(log_dir, exist_ok=True)
     launcher_log = os.path.join(log_dir, "launcher.log")
-    rc, wall = _run(fleet_command(mode, data, log_dir, driver), launcher_log, _fleet_env(), ROOT)
+    extra = ("--max_dense_staleness", "-1") if variant == "unbounded" else ()
+    command = fleet_command(mode, data, log_dir, driver, extra)
+    rc, wall = _run(command, launcher_log, _fleet_env(), ROOT)
     worker0 = os.path.join(log_dir, "workerlog.0")
     text = _tail(worker0, 10**7) + _tail(launcher_log, 10**7)
     total = re.findall(r"total_samples_per_sec=([0-9.]+)", text)
     auc = re.findall(r"test_auc=([0-9.]+)", text)
     if rc != 0 or not total or not auc:
         raise SystemExit(
-            f"Fleet {mode} job failed (exit {rc}); logs in {log_dir}:\n"
+            f"Fleet {name} job failed (exit {rc}); logs in {log_dir}:\n"
             f"{_tail(launcher_log)}\n{_tail(worker0)}"
         )
     per_worker = {}
@@ -341,11 +347,15 @@ def build_result(
     for mode in MODES:
         result[f"{mode}_samples_per_sec"] = round(fleet[mode]["samples_per_sec"])
         result[f"{mode}_auc"] = round(fleet[mode]["test_auc"], 5)
+    # Async without the dense staleness bound (Paddle's behaviour): faster, lower AUC.
+    result["async_unbounded_samples_per_sec"] = round(fleet["async_unbounded"]["samples_per_sec"])
+    result["async_unbounded_auc"] = round(fleet["async_unbounded"]["test_auc"], 5)
     result["fleet_jobs"] = fleet
     if "skipped" in paddle:
         notes.append(paddle["skipped"])
         for mode in MODES:
             result[f"{mode}_ratio_vs_paddle"] = None
+        result["async_unbounded_ratio_vs_paddle"] = None
         result["paddle_async_auc"] = result["paddle_geo_auc"] = None
     else:
         if "failed" in paddle["single"]:
@@ -363,6 +373,9 @@ def build_result(
                 result[f"paddle_{mode}_auc"] = round(peer["test_auc"], 5)
         for mode in ("async", "geo"):
             result[f"{mode}_ratio_vs_paddle"] = _ratio(fleet[mode], paddle[mode])
+        result["async_unbounded_ratio_vs_paddle"] = _ratio(
+            fleet["async_unbounded"], paddle["async"]
+        )
         result.setdefault("paddle_async_auc", None)
         result.setdefault("paddle_geo_auc", None)
         sync_peer = paddle["sync"]
@@ -462,6 +475,10 @@ def main() -> int:
         if mode != "single":
             fleet[mode] = measure_fleet_ps(mode, data, scratch, args.driver)
             print(f"fleet {mode}: {fleet[mode]}", flush=True)
+        if mode == "async":
+            unbounded = measure_fleet_ps(mode, data, scratch, args.driver, "unbounded")
+            fleet["async_unbounded"] = unbounded
+            print(f"fleet async, no dense staleness bound: {unbounded}", flush=True)
         if "skipped" not in paddle:
             paddle[mode] = measure_paddle(mode, data, scratch)
             print(f"paddle {mode}: {paddle[mode]}", flush=True)

@@ -67,6 +67,7 @@ def test_quick_run_without_the_peer_reports_every_fleet_mode(tmp_path):
         workers = result["fleet_jobs"][mode]["workers"]
         assert sorted(workers) == ["0", "1"]
         assert workers["0"]["samples"] == workers["1"]["samples"] == 15_000
+    assert 0.6 < result["async_unbounded_auc"] <= result["oracle_auc"]
 
 
 def _figures(rate: float, auc: float) -> dict:
@@ -80,6 +81,7 @@ def test_sync_is_compared_with_paddle_single_process_while_paddle_sync_fails():
         "async": _figures(9000, 0.77),
         "geo": _figures(8000, 0.771),
         "sync": _figures(7000, 0.7725),
+        "async_unbounded": _figures(10500, 0.76),
     }
     paddle = {
         "single": {**_figures(3000, 0.76), "version": "2.6.2"},
@@ -89,6 +91,7 @@ def test_sync_is_compared_with_paddle_single_process_while_paddle_sync_fails():
     }
     result = ps_train.build_result(args, data, fleet, _figures(20000, 0.772), paddle)
     assert result["async_ratio_vs_paddle"] == 1.5
+    assert result["async_unbounded_ratio_vs_paddle"] == 1.75
     assert result["geo_ratio_vs_paddle"] == 2.0
     assert result["sync_ratio_vs_paddle"] == pytest.approx(7000 / 3000, abs=1e-3)
     assert result["sync_ratio_vs"] == "paddle_single"
