@@ -6,14 +6,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/prefetch.h"
+#include "ps/detail/magnitude.h"
 
 namespace fleet::ps {
 
 bool AllFinite(absl::Span<const float> values) {
-  // Summing x - x is 0 for finite x and NaN otherwise; the branch-free loop vectorises.
-  float acc = 0.0f;
-  for (float v : values) acc += v - v;
-  return acc == 0.0f;
+  return detail::MaxMagnitudeBits(values.data(), values.size()) < detail::kInfinityBits;
 }
 
 absl::StatusOr<std::unique_ptr<SparseTable>> SparseTable::Create(const proto::TableConfig& config) {

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "ps/detail/magnitude.h"
 
 namespace fleet::ps::detail {
 
@@ -26,14 +27,8 @@ void OverflowGuard::Keep(const float* row, size_t floats) {
 }
 
 bool OverflowGuard::Check(float* row, size_t floats) {
-  // Branch-free, so that the common case (all in range) vectorises: x - x is 0 for finite x and
-  // NaN otherwise; the largest magnitude is compared once at the end.
-  float nonfinite = 0.0f, largest = 0.0f;
-  for (size_t i = 0; i < floats; ++i) {
-    nonfinite += row[i] - row[i];
-    largest = std::max(largest, std::fabs(row[i]));
-  }
-  if (nonfinite == 0.0f && largest <= bound_) return true;
+  // The common case, all in range, in one vectorised pass (a NaN compares above any bound).
+  if (MaxMagnitudeBits(row, floats) <= MagnitudeBits(bound_)) return true;
   bool has_nan = false;
   for (size_t i = 0; i < floats; ++i) has_nan |= std::isnan(row[i]);
   if (clip_ && !has_nan) {
