@@ -43,6 +43,14 @@ class Channel {
   // The oldest item, waiting for one; std::nullopt once the channel is closed and drained.
   std::optional<T> Get() { return GetUntil(absl::InfiniteFuture()); }
   std::optional<T> Get(absl::Duration timeout) { return GetUntil(absl::Now() + timeout); }
+  // An item if one is there now; nullopt otherwise (empty, open or closed), without waiting.
+  std::optional<T> TryGet() {
+    absl::MutexLock lock(&mu_);
+    if (items_.empty()) return std::nullopt;
+    std::optional<T> out(std::move(items_.front()));
+    items_.pop_front();
+    return out;
+  }
 
   void Close() {
     absl::MutexLock lock(&mu_);

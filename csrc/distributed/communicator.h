@@ -96,6 +96,18 @@ class Communicator {
   // the servers' values even in GEO mode. Blocks until the rows are there.
   virtual void PullSparse(uint32_t table_id, absl::Span<const int64_t> keys, absl::Span<float> out,
                           bool from_servers) = 0;
+  // A pull_sparse op's pull in trainer thread `thread`: like PullSparse, but a mode may serve it
+  // from rows it prefetched when the thread's batch was announced (StepHook::OnBatchAhead).
+  virtual void PullSparseOfStep(int thread, uint32_t table_id, absl::Span<const int64_t> keys,
+                                absl::Span<float> out, bool from_servers) {
+    PullSparse(table_id, keys, out, from_servers);
+  }
+  // Whether the mode prefetches and does not know yet which variables hold the ids of
+  // `table_id`; the pull_sparse op then tells it (SetPullInputs, the op's Ids, in order).
+  virtual bool WantsPullInputs(uint32_t table_id) const { return false; }
+  virtual void SetPullInputs(uint32_t table_id, std::vector<std::string> ids) {}
+  // Pulls served from prefetched rows so far (0 for a mode that does not prefetch).
+  virtual int64_t prefetched_pulls() const { return 0; }
   // Hands over the gradient rows of `keys` (one row per key, keys may repeat). Copies them.
   virtual void PushSparse(int thread, uint32_t table_id, absl::Span<const int64_t> keys,
                           absl::Span<const float> grads) = 0;

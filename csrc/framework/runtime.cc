@@ -26,6 +26,11 @@ void RunAfterStep(const RuntimeResources* resources, const StepInfo& info) {
   for (const auto& hook : resources->step_hooks()) hook->AfterStep(info);
 }
 
+void RunBatchAhead(const RuntimeResources* resources, const StepInfo& next) {
+  if (resources == nullptr) return;
+  for (const auto& hook : resources->step_hooks()) hook->OnBatchAhead(next);
+}
+
 void RunThreadEnd(const RuntimeResources* resources, int thread) {
   if (resources == nullptr) return;
   for (const auto& hook : resources->step_hooks()) hook->OnThreadEnd(thread);

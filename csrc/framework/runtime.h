@@ -56,6 +56,10 @@ class StepHook {
   virtual void OnPassBegin(const PassInfo& pass) {}
   virtual void BeforeStep(const StepInfo& info) {}
   virtual void AfterStep(const StepInfo& info) {}
+  // A dataset pass announces a thread's next batch while the current one runs: `next.scope`
+  // holds the next batch's input variables (only those), `next.step` is its step number. A hook
+  // may start work for it (a prefetch) but must not keep the scope past the next BeforeStep.
+  virtual void OnBatchAhead(const StepInfo& next) {}
   virtual void OnThreadEnd(int thread) {}
   virtual void OnPassEnd() {}
   // For error messages.
@@ -106,6 +110,7 @@ class RuntimeResources {
 void RunPassBegin(const RuntimeResources* resources, const PassInfo& pass);
 void RunBeforeStep(const RuntimeResources* resources, const StepInfo& info);
 void RunAfterStep(const RuntimeResources* resources, const StepInfo& info);
+void RunBatchAhead(const RuntimeResources* resources, const StepInfo& next);
 void RunThreadEnd(const RuntimeResources* resources, int thread);
 // Calls every hook even when one throws, then rethrows the first error.
 void RunPassEnd(const RuntimeResources* resources);

@@ -80,6 +80,9 @@ void BindDistributed(py::module_& m) {
            py::arg("root_scope"), py::keep_alive<1, 17>())
       .def_property_readonly("mode",
                              [](const Communicator& c) { return PsModeName(c.config().mode); })
+      .def_property_readonly("prefetched_pulls", &Communicator::prefetched_pulls,
+                             "pull_sparse calls served from rows prefetched while the step "
+                             "before ran (async dataset passes)")
       .def("start", &Communicator::Start, py::call_guard<py::gil_scoped_release>(),
            "Offers worker 0's dense start values, waits for every worker, pulls the dense "
            "values, starts the background threads.")

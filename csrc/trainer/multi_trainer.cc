@@ -35,6 +35,9 @@ struct MultiTrainer::ThreadState {
   Scope* scope = nullptr;
   framework::BoundProgram bound;
   std::vector<Variable*> slot_vars;
+  // The next batch's inputs, announced to the hooks while the current batch runs.
+  Scope* ahead_scope = nullptr;
+  std::vector<Variable*> ahead_slot_vars;
   std::vector<Variable*> fetch_vars;
   std::vector<double> fetch_sums;
   framework::RunState run_state;
@@ -99,6 +102,10 @@ void MultiTrainer::Start(Dataset* dataset) {
                       "' (set_use_var) is not a variable of the program");
         state->slot_vars.push_back(v);
       }
+      state->ahead_scope = pass_scope_->NewScope();
+      for (const auto& slot : slots) {
+        state->ahead_slot_vars.push_back(state->ahead_scope->Var(slot.name));
+      }
       for (const auto& name : options_.fetch_names) {
         Variable* v = state->scope->FindVar(name);
         FLEET_ENFORCE(v != nullptr, NotFound, "fetch variable '", name,
@@ -154,9 +161,15 @@ void MultiTrainer::Cancel() {
 
 void MultiTrainer::TrainLoop(ThreadState* state) {
   try {
+    // One batch of look-ahead: while a batch runs, the next one (if the channel has it ready;
+    // never waiting for it) is announced to the hooks, so that its pulls can start early.
+    std::optional<Batch> next;
     while (!stop_.load() && !source_->failed()) {
-      std::optional<Batch> batch = channel_->Get();
+      std::optional<Batch> batch = next ? std::move(next) : channel_->Get();
+      next.reset();
       if (!batch) break;
+      next = channel_->TryGet();
+      if (next) AnnounceNext(state, *next);
       RunBatch(state, *batch);
     }
   } catch (...) {
@@ -185,6 +198,14 @@ void MultiTrainer::RunBatch(ThreadState* state, const Batch& batch) {
   samples_.fetch_add(batch.num_samples);
   int64_t n = batches_.fetch_add(1) + 1;
   if (options_.print_period > 0 && n % options_.print_period == 0) Report(state, n);
+}
+
+void MultiTrainer::AnnounceNext(ThreadState* state, const Batch& next) {
+  for (size_t i = 0; i < state->ahead_slot_vars.size(); ++i) {
+    *state->ahead_slot_vars[i]->GetMutable<LoDTensor>() = next.tensors[i];
+  }
+  framework::StepInfo info{state->index, options_.threads, state->batches + 1, state->ahead_scope};
+  framework::RunBatchAhead(executor_->resources().get(), info);
 }
 
 void MultiTrainer::CollectFetches(ThreadState* state) {

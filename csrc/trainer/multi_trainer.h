@@ -86,6 +86,7 @@ class MultiTrainer {
   struct ThreadState;
   void TrainLoop(ThreadState* state);
   void RunBatch(ThreadState* state, const Batch& batch);
+  void AnnounceNext(ThreadState* state, const Batch& next);
   void CollectFetches(ThreadState* state);
   void Report(ThreadState* state, int64_t batch_number);
   void Fail(std::exception_ptr error);

@@ -12,7 +12,7 @@ constexpr absl::Duration kRecvPeriod = absl::Milliseconds(10);
 
 AsyncCommunicator::AsyncCommunicator(CommunicatorConfig config,
                                      std::shared_ptr<ps::PsClient> client, Scope* root)
-    : CommunicatorBase(std::move(config), std::move(client), root) {
+    : CommunicatorBase(std::move(config), std::move(client), root), prefetcher_(client_.get()) {
   FLEET_ENFORCE(config_.send_queue_size > 0 && config_.max_merge_var_num > 0 &&
                     config_.thread_pool_size > 0 && config_.send_wait_times >= 0,
                 InvalidArgument,
@@ -103,6 +103,18 @@ void AsyncCommunicator::PushSparse(int thread, uint32_t table_id, absl::Span<con
   Enqueue(q, Item{{keys.begin(), keys.end()}, {grads.begin(), grads.end()}});
 }
 
+void AsyncCommunicator::OnBatchAhead(const framework::StepInfo& next) {
+  if (next.scope != nullptr) prefetcher_.Announce(next.thread, *next.scope);
+}
+
+void AsyncCommunicator::PullSparseOfStep(int thread, uint32_t table_id,
+                                         absl::Span<const int64_t> keys, absl::Span<float> out,
+                                         bool from_servers) {
+  const std::string what = absl::StrCat("pull_sparse of '", Sparse(table_id).name, "'");
+  if (!from_servers && prefetcher_.Take(thread, table_id, keys, out, what)) return;
+  PullSparse(table_id, keys, out, from_servers);
+}
+
 void AsyncCommunicator::SendDense(int thread, const std::vector<const LoDTensor*>& grads) {
   Item item;
   item.values.resize(dense_size());
@@ -115,6 +127,8 @@ void AsyncCommunicator::SendDense(int thread, const std::vector<const LoDTensor*
 
 void AsyncCommunicator::OnPassBegin(const framework::PassInfo& pass) {
   dataset_pass_ = pass.dataset_pass;
+  // Only dataset passes announce batches; an Executor.run step leaves the queues alone.
+  if (pass.dataset_pass) prefetcher_.StartPass(pass.num_threads);
 }
 
 void AsyncCommunicator::BeforeStep(const framework::StepInfo& info) {
@@ -277,7 +291,9 @@ void AsyncCommunicator::Flush() {
 }
 
 void AsyncCommunicator::OnPassEnd() {
-  if (dataset_pass_) Flush();
+  if (!dataset_pass_) return;
+  prefetcher_.EndPass();
+  Flush();
 }
 
 void AsyncCommunicator::JoinThreads() {

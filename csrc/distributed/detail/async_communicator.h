@@ -34,6 +34,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "distributed/detail/communicator_base.h"
+#include "distributed/detail/sparse_prefetch.h"
 
 namespace fleet::distributed::detail {
 
@@ -45,6 +46,17 @@ class AsyncCommunicator : public CommunicatorBase {
   void PushSparse(int thread, uint32_t table_id, absl::Span<const int64_t> keys,
                   absl::Span<const float> grads) override;
   void SendDense(int thread, const std::vector<const LoDTensor*>& grads) override;
+  // Pulls served from the rows prefetched for the thread's batch (see sparse_prefetch.h).
+  void PullSparseOfStep(int thread, uint32_t table_id, absl::Span<const int64_t> keys,
+                        absl::Span<float> out, bool from_servers) override;
+  bool WantsPullInputs(uint32_t table_id) const override {
+    return prefetcher_.WantsInputs(table_id);
+  }
+  void SetPullInputs(uint32_t table_id, std::vector<std::string> ids) override {
+    prefetcher_.SetInputs(table_id, std::move(ids));
+  }
+  void OnBatchAhead(const framework::StepInfo& next) override;
+  int64_t prefetched_pulls() const override { return prefetcher_.served(); }
   void Flush() override;
   void Stop() override;
   void OnPassBegin(const framework::PassInfo& pass) override;
@@ -105,6 +117,7 @@ class AsyncCommunicator : public CommunicatorBase {
   int64_t staged_through_ ABSL_GUARDED_BY(mu_) = -1;  // -1: nothing staged
   std::vector<std::thread> threads_;
   std::atomic<bool> dataset_pass_{false};
+  SparsePrefetcher prefetcher_;
   bool started_ = false;
   bool stopped_ = false;
 };

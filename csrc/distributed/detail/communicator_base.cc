@@ -16,6 +16,7 @@ class CommunicatorHook : public framework::StepHook {
   void OnPassBegin(const framework::PassInfo& pass) override { owner_->OnPassBegin(pass); }
   void BeforeStep(const framework::StepInfo& info) override { owner_->BeforeStep(info); }
   void AfterStep(const framework::StepInfo& info) override { owner_->AfterStep(info); }
+  void OnBatchAhead(const framework::StepInfo& next) override { owner_->OnBatchAhead(next); }
   void OnThreadEnd(int thread) override { owner_->OnThreadEnd(thread); }
   void OnPassEnd() override { owner_->OnPassEnd(); }
   std::string Name() const override {

@@ -31,6 +31,7 @@ class CommunicatorBase : public Communicator {
   virtual void OnPassBegin(const framework::PassInfo& pass) {}
   virtual void BeforeStep(const framework::StepInfo& info) {}
   virtual void AfterStep(const framework::StepInfo& info) {}
+  virtual void OnBatchAhead(const framework::StepInfo& next) {}
   virtual void OnThreadEnd(int thread) {}
   virtual void OnPassEnd() {}
 

@@ -1,16 +1,22 @@
 // The step-hook contract of framework/runtime.h as the threaded trainer keeps it: OnPassBegin
 // once with the thread count, Before/AfterStep around every batch on the thread that runs it,
 // OnThreadEnd once per thread, OnPassEnd once; kernels see the executor's resources; a
-// persistable variable missing from the root scope is an error, not a per-thread copy.
+// persistable variable missing from the root scope is an error, not a per-thread copy; and
+// OnBatchAhead announces, while a batch runs, the inputs of the batch the thread runs next.
 
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
+#include <utility>
+#include <vector>
 
 #include "data/dataset.h"
 #include "operators/register_ops.h"
@@ -131,6 +137,58 @@ TEST(MultiTrainerHooks, APersistableMissingFromTheRootScopeIsAnError) {
   } catch (const NotFound& e) {
     EXPECT_NE(std::string(e.what()).find("persistable variable 'w'"), std::string::npos)
         << e.what();
+  }
+}
+
+// Records the first x of every batch a thread announces and of every batch it runs.
+class LookAheadHook : public framework::StepHook {
+ public:
+  void OnBatchAhead(const framework::StepInfo& next) override {
+    std::lock_guard<std::mutex> lock(mu);
+    announced[{next.thread, next.step}] = FirstX(*next.scope);
+  }
+  void BeforeStep(const framework::StepInfo& info) override {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      ran[{info.thread, info.step}] = FirstX(*info.scope);
+    }
+    // A slow step: the reader has the next batch ready by the time the step ends.
+    std::this_thread::sleep_for(std::chrono::milliseconds(3));
+  }
+  std::string Name() const override { return "look-ahead hook"; }
+
+  static float FirstX(const Scope& scope) {
+    const Variable* x = scope.FindVar("x");
+    EXPECT_NE(x, nullptr);
+    return x->Get<LoDTensor>().data<float>()[0];
+  }
+
+  std::mutex mu;
+  std::map<std::pair<int, int64_t>, float> announced, ran;
+};
+
+TEST(MultiTrainerHooks, TheNextBatchIsAnnouncedWithTheInputsItWillRunWith) {
+  framework::OpRegistry registry;
+  operators::RegisterAllOps(&registry);
+  framework::Executor executor(&registry);
+  auto hook = std::make_shared<LookAheadHook>();
+  executor.resources()->AddStepHook(hook);
+  auto prepared = executor.Prepare(ScaleProgram(false), 0);
+  Scope root;
+  data::QueueDataset dataset(Config(), {WriteLines("ahead_a.txt", 40)});
+  TrainerOptions options;
+  options.threads = 1;
+  options.print_period = 0;
+  MultiTrainer trainer(&executor, prepared.get(), &root, options);
+  trainer.Start(&dataset);
+  TrainerResult result = trainer.Finish();
+  ASSERT_EQ(result.batches, 10);
+  // Every batch but the first can be announced; one that was ready must have been.
+  EXPECT_GE(hook->announced.size(), 5u);
+  for (const auto& [key, x] : hook->announced) {
+    EXPECT_GE(key.second, 1) << "the first batch has nothing before it to announce it";
+    ASSERT_EQ(hook->ran.count(key), 1u) << "announced step " << key.second << " never ran";
+    EXPECT_EQ(hook->ran[key], x) << "step " << key.second << " ran other inputs";
   }
 }
 

@@ -191,3 +191,43 @@ def test_an_executor_without_a_communicator_names_init_worker():
             },
             scope=scope,
         )
+
+
+def test_an_async_dataset_pass_pulls_each_next_batch_while_the_current_one_runs(cluster, tmp_path):
+    """train_from_dataset announces a thread's next batch; the async communicator starts its
+    pulls then, and the batch's pull_sparse takes those rows: the same rows a pull would get
+    (nothing is pushed here, so the rows never change)."""
+    server, client = cluster
+    rng = np.random.default_rng(3)
+    ids = rng.integers(-(2**40), 2**40, size=(64, 2))
+    path = tmp_path / "part-0"
+    path.write_text("".join(f"2 {a} {b}\n" for a, b in ids))
+    main = fleet.Program()
+    block = main.global_block()
+    slot = block.create_var(
+        "ids", shape=[-1, 1], dtype=fleet._dtypes.to_dtype("int64"), lod_level=1
+    )
+    block.create_var("out", shape=[-1, DIM])
+    block.append_op(
+        "pull_sparse",
+        inputs={"Ids": slot},
+        outputs={"Out": "out"},
+        attrs={"table_id": 1, "dim": DIM, "padding_idx": -1, "is_test": False},
+    )
+    dataset = fleet.DatasetFactory().create_dataset("QueueDataset")
+    dataset.set_use_var([slot])
+    dataset.set_batch_size(4)
+    dataset.set_filelist([str(path)])
+    scope = _core.Scope()
+    with fleet.scope_guard(scope):
+        scope.var("w").get_tensor().set(np.zeros((2, 2), np.float32))
+        exe, comm = _executor(client, scope, mode="async")
+        comm.start()
+        result = exe.train_from_dataset(main, dataset, thread=1, print_period=0, fetch_list=["out"])
+        comm.stop()
+    assert result.batches == 16
+    # The first batch has no batch before it; the others are prefetched when the reader is
+    # ahead of the trainer, as it is on all but a loaded machine.
+    assert 1 <= comm.prefetched_pulls <= 15
+    expected = client.pull_sparse(1, ids.ravel()).sum()
+    assert result.fetch_sums["out"] == pytest.approx(expected, rel=1e-5)

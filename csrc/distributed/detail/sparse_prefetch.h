@@ -1,0 +1,75 @@
+#pragma once
+// Prefetch of sparse rows for a trainer thread's next batch (async mode): when a dataset pass
+// announces the next batch (StepHook::OnBatchAhead), the pulls of its ids start at once, and the
+// batch's pull_sparse ops take the rows that arrived meanwhile instead of waiting for a round
+// trip. So the pull of step t + 1 overlaps the compute of step t.
+//
+// The prefetcher learns which variables hold a table's ids from the pull_sparse op itself (its
+// first run), and gathers the keys the same way the op does (the Ids tensors joined in order);
+// a pull whose keys differ from every prefetched set (another program, is_test clones) is not
+// served and pulls as usual. Prefetched rows are read from the servers before the current
+// step's gradients reach them: one step more of sparse staleness, which measured harmless on
+// CTR-DNN (see async_communicator.h).
+//
+// Threads: Announce and Take of one trainer thread run on that thread; SetInputs may come from
+// any. A pending prefetch is waited for before its buffer is dropped (the RPC writes into it).
+
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
+#include "core/scope.h"
+#include "ps/client.h"
+
+namespace fleet::distributed::detail {
+
+class SparsePrefetcher {
+ public:
+  explicit SparsePrefetcher(ps::PsClient* client) : client_(client) {}
+  ~SparsePrefetcher();
+
+  // Before a pass: one queue per trainer thread (dropping what is left from the last pass).
+  void StartPass(int num_threads);
+  // After a pass: drops (waiting for) what was prefetched and not used.
+  void EndPass() { pending_.clear(); }
+  bool WantsInputs(uint32_t table_id) const;
+  void SetInputs(uint32_t table_id, std::vector<std::string> ids);
+  // Starts the pulls of every known table for the batch whose inputs `scope` holds. Skips a
+  // table whose id variables are not all int64 tensors there.
+  void Announce(int thread, const Scope& scope);
+  // Serves a pull from a prefetch of the same keys, if one was started: waits for it and copies
+  // its rows to `out`, true. False when nothing matches. Throws the pull's error, naming `what`.
+  bool Take(int thread, uint32_t table_id, absl::Span<const int64_t> keys, absl::Span<float> out,
+            const std::string& what);
+  // Prefetches served and missed since construction (tests, benchmarks).
+  int64_t served() const;
+  int64_t missed() const;
+
+ private:
+  struct Pending {
+    uint32_t table_id = 0;
+    std::vector<int64_t> keys;
+    std::vector<float> rows;
+    std::unique_ptr<ps::Future> future;
+    ~Pending();
+  };
+  struct Inputs {
+    std::vector<std::string> ids;  // the pull_sparse op's Ids variables, in order
+    size_t dim = 0;
+  };
+  std::vector<std::pair<uint32_t, Inputs>> AllInputs() const;
+
+  ps::PsClient* client_;
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<uint32_t, Inputs> inputs_ ABSL_GUARDED_BY(mu_);
+  // Per trainer thread, oldest first; only that thread touches its queue during a pass.
+  std::vector<std::deque<std::unique_ptr<Pending>>> pending_;
+  int64_t served_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t missed_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace fleet::distributed::detail
