@@ -145,7 +145,7 @@ void GeoCommunicator::PullSparse(uint32_t table_id, absl::Span<const int64_t> ke
 
 void GeoCommunicator::PushSparse(int thread, uint32_t table_id, absl::Span<const int64_t> keys,
                                  absl::Span<const float> grads) {
-  const size_t dim = CheckPushSize(table_id, keys, grads);
+  CheckPushSize(table_id, keys, grads);
   Local(table_id).Update(keys, grads);
 }
 
