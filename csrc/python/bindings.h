@@ -13,6 +13,7 @@ void BindFramework(py::module_& m);   // bind_framework.cc: registry, autodiff, 
 void BindData(py::module_& m);        // bind_data.cc: datasets, train_from_dataset's trainer
 void BindCuda(py::module_& m);        // bind_cuda.cc: CUDA devices, GPU optimizer updates
 void BindCollective(py::module_& m);  // bind_collective.cc: stores, TCP store server, Gloo groups
+void BindNccl(py::module_& m);        // bind_nccl.cc: NCCL backend availability, id exchange, group
 void BindCollectiveRuntime(py::module_& m);  // bind_collective_runtime.cc: group, hooks
 void BindPs(py::module_& m);           // bind_ps.cc: parameter server, client, tables (_core.ps)
 void BindDistributed(py::module_& m);  // bind_distributed.cc: PS communicators

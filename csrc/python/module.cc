@@ -13,6 +13,7 @@ PYBIND11_MODULE(_core, m) {
   fleet::python::BindTrainer(m);  // after BindFramework and BindData: extends _core.Executor
   fleet::python::BindCuda(m);
   fleet::python::BindCollective(m);
+  fleet::python::BindNccl(m);               // after BindCollective: uses its Store
   fleet::python::BindCollectiveRuntime(m);  // after BindCollective and BindFramework
   fleet::python::BindPs(m);
   fleet::python::BindDistributed(m);  // after BindPs and BindFramework: uses their classes
