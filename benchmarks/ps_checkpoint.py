@@ -2,7 +2,7 @@
 16 floats a row plus its int64 key, 72 bytes), base and delta with 1% of the rows changed,
 against the same bytes written with numpy.save and read with numpy.load in the same run.
 
-    .venv/bin/python benchmarks/ps_checkpoint.py [--rows 10000000] [--dir /tmp/ps_ckpt]
+    .venv/bin/python benchmarks/ps_checkpoint.py [--quick] [--rows 10000000] [--dir /tmp/ps_ckpt]
 
 The table lives in a parameter server in this process; saves and loads go through PsClient
 (the checkpoint path a job uses: part files with CRC-32, manifest committed last, fsync'd).
@@ -65,10 +65,15 @@ def _best(fn, reps: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=10_000_000)
-    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument(
+        "--quick", action="store_true", help="the same measurements on 1M rows, 2 runs each"
+    )
+    parser.add_argument("--rows", type=int, default=0, help="table rows (default 10M; 1M quick)")
+    parser.add_argument("--reps", type=int, default=0, help="runs per figure (default 3; 2 quick)")
     parser.add_argument("--dir", default="/tmp/fleet_ps_checkpoint_bench")
     args = parser.parse_args()
+    args.rows = args.rows or (1_000_000 if args.quick else 10_000_000)
+    args.reps = args.reps or (2 if args.quick else 3)
     shutil.rmtree(args.dir, ignore_errors=True)
     os.makedirs(args.dir)
     ckpt, npy = os.path.join(args.dir, "ckpt"), os.path.join(args.dir, "peer.npy")
@@ -113,6 +118,8 @@ def main() -> None:
 
     mb = 1e6
     result = {
+        "benchmark": "ps_checkpoint",
+        "quick": args.quick,
         "rows": args.rows,
         "dim": DIM,
         "rule": "adagrad",
