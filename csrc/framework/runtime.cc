@@ -16,6 +16,13 @@ void RunPassBegin(const RuntimeResources* resources, const PassInfo& pass) {
   for (const auto& hook : resources->step_hooks()) hook->OnPassBegin(pass);
 }
 
+bool RunAdmitStep(const RuntimeResources* resources, const StepInfo& info) {
+  if (resources == nullptr) return true;
+  bool admit = true;
+  for (const auto& hook : resources->step_hooks()) admit = hook->AdmitStep(info) && admit;
+  return admit;
+}
+
 void RunBeforeStep(const RuntimeResources* resources, const StepInfo& info) {
   if (resources == nullptr) return;
   for (const auto& hook : resources->step_hooks()) hook->BeforeStep(info);

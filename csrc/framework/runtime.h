@@ -54,6 +54,11 @@ class StepHook {
  public:
   virtual ~StepHook() = default;
   virtual void OnPassBegin(const PassInfo& pass) {}
+  // Before each step of a dataset pass (and before BeforeStep): false ends this thread's part of
+  // the pass, leaving this batch and the thread's later ones unrun. A hook says so when the
+  // processes of a job have agreed that the pass is over (one of them ran out of data). Every
+  // hook is asked, whatever the others answer.
+  virtual bool AdmitStep(const StepInfo& info) { return true; }
   virtual void BeforeStep(const StepInfo& info) {}
   virtual void AfterStep(const StepInfo& info) {}
   // A dataset pass announces a thread's next batch while the current one runs: `next.scope`
@@ -108,6 +113,7 @@ class RuntimeResources {
 
 // Calls every hook's method in registration order; for drivers.
 void RunPassBegin(const RuntimeResources* resources, const PassInfo& pass);
+bool RunAdmitStep(const RuntimeResources* resources, const StepInfo& info);
 void RunBeforeStep(const RuntimeResources* resources, const StepInfo& info);
 void RunAfterStep(const RuntimeResources* resources, const StepInfo& info);
 void RunBatchAhead(const RuntimeResources* resources, const StepInfo& next);

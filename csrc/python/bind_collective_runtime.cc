@@ -7,6 +7,7 @@
 #include "collective/gloo_backend.h"
 #include "collective/liveness.h"
 #include "distributed/collective_group.h"
+#include "distributed/even_steps.h"
 #include "distributed/gradient_merge.h"
 #include "python/bindings.h"
 
@@ -14,6 +15,7 @@ namespace fleet::python {
 namespace {
 
 using distributed::CollectiveGroup;
+using distributed::EvenStepsHook;
 using distributed::GradientMergeHook;
 using distributed::OneThreadPerRankHook;
 using framework::RuntimeResources;
@@ -72,9 +74,17 @@ void BindGroup(py::module_& m) {
       .def(
           "attach",
           [](std::shared_ptr<CollectiveGroup> g, RuntimeResources& resources) {
-            resources.Set<CollectiveGroup>(std::move(g));
+            resources.Set<CollectiveGroup>(g);
             RemoveHooksOf<OneThreadPerRankHook>(&resources);
+            RemoveHooksOf<EvenStepsHook>(&resources);
             resources.AddStepHook(std::make_shared<OneThreadPerRankHook>());
+            // A trainer thread logs through Python's logging (the GIL is free during a pass).
+            resources.AddStepHook(std::make_shared<EvenStepsHook>(g, [](std::string message) {
+              py::gil_scoped_acquire gil;
+              py::module_::import("logging")
+                  .attr("getLogger")("fleet.collective")
+                  .attr("warning")(message);
+            }));
           },
           py::arg("resources"),
           "Makes this the group of every executor holding `resources` (between runs only).");
@@ -83,6 +93,7 @@ void BindGroup(py::module_& m) {
       [](RuntimeResources& resources) {
         resources.Remove<CollectiveGroup>();
         RemoveHooksOf<OneThreadPerRankHook>(&resources);
+        RemoveHooksOf<EvenStepsHook>(&resources);
         RemoveHooksOf<GradientMergeHook>(&resources);
       },
       py::arg("resources"), "Drops the collective group and its step hooks from `resources`.");

@@ -168,6 +168,8 @@ void MultiTrainer::TrainLoop(ThreadState* state) {
       std::optional<Batch> batch = next ? std::move(next) : channel_->Get();
       next.reset();
       if (!batch) break;
+      framework::StepInfo info{state->index, options_.threads, state->batches, state->scope};
+      if (!framework::RunAdmitStep(executor_->resources().get(), info)) break;
       next = channel_->TryGet();
       if (next) AnnounceNext(state, *next);
       RunBatch(state, *batch);

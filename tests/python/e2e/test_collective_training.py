@@ -205,3 +205,82 @@ def test_fleetrun_ends_the_job_with_no_orphans_when_a_rank_dies(tmp_path):
     pids = lh.pids(tmp_path)
     assert sorted(pids) == ["worker.0", "worker.1"]
     assert lh.running(list(pids.values())) == []
+
+
+UNEVEN = """
+import json
+import sys
+import numpy as np
+sys.path.insert(0, {repo!r})
+from fleet import fleet_api
+from tests.python.e2e import collective_cases as cc
+fleet_api.init(is_collective=True)
+import fleet
+from fleet import _core
+from fleet.base.distributed_optimizer import DistributedOptimizer
+rank = fleet_api.worker_index()
+case = cc.CASES["dense_sgd"]
+main, startup, loss, opt = cc.build(case)
+DistributedOptimizer(fleet_api.instance, opt, None).minimize(loss, startup)
+exe = fleet.Executor(fleet.CPUPlace())
+scope = _core.Scope()
+exe.run(startup, scope=scope)
+# Rank r holds {{batches}}[r] batches of its own.
+rng = np.random.RandomState(rank)
+path = {out!r} + f"/part-{{rank}}"
+with open(path, "w") as f:
+    for _ in range({batches}[rank] * cc.BATCH):
+        x = rng.randn(cc.FEATURES)
+        values = " ".join(f"{{v:.6f}}" for v in x)
+        f.write(f"{{cc.FEATURES}} {{values}} 1 {{rng.randint(2)}}\\n")
+block = main.global_block()
+dataset = fleet.DatasetFactory().create_dataset("QueueDataset")
+dataset.set_use_var([block.var("x"), block.var("label")])
+dataset.set_batch_size(cc.BATCH)
+dataset.set_filelist([path])
+for epoch in range(2):  # the second pass starts even again
+    result = exe.train_from_dataset(main, dataset, scope=scope, thread=1, print_period=0)
+    print(json.dumps({{"rank": rank, "epoch": epoch, "batches": result.batches}}), flush=True)
+print(json.dumps({{"rank": rank, "params": cc.params_of(main, scope)}}), flush=True)
+"""
+
+
+def test_ranks_with_uneven_data_run_the_same_steps_and_end_equal(tmp_path):
+    from fleet.launch.plan import free_ports
+
+    ports = free_ports("127.0.0.1", 3)
+    endpoints = [f"127.0.0.1:{p}" for p in ports[:2]]
+    script = tmp_path / "uneven.py"
+    body = UNEVEN.format(repo=str(lh.REPO_ROOT), out=str(tmp_path), batches=[3, 5])
+    script.write_text(textwrap.dedent(body))
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(script)],
+            cwd=lh.REPO_ROOT,
+            env=_rank_env(r, endpoints, f"127.0.0.1:{ports[2]}"),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for r in range(2)
+    ]
+    try:
+        outputs = [p.communicate(timeout=120) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.communicate()
+    for p, (out, err) in zip(procs, outputs):
+        assert p.returncode == 0, out[-2000:] + err[-3000:]
+    records = [
+        [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+        for out, _ in outputs
+    ]
+    # Rank 0 has 3 batches, rank 1 has 5: both ran 3 steps in each pass, and rank 1 says why.
+    for rank_records in records:
+        assert [r["batches"] for r in rank_records[:2]] == [3, 3]
+    assert "1 of 2 ranks ran out of data after 3 steps" in outputs[1][1], outputs[1][1][-2000:]
+    params = [rank_records[2]["params"] for rank_records in records]
+    for name, value in params[0].items():
+        np.testing.assert_array_equal(np.asarray(params[1][name]), np.asarray(value), err_msg=name)
