@@ -81,21 +81,24 @@ def fleet_worker(out_dir: str, warmup: int, steps: int, bucket_mb: float, repeat
     result = {
         "steps_per_s": steps / seconds,
         "overlap": overlap,
-        "allreduce": _allreduce_vs_gloo(exe, rank, repeats),
+        "allreduce": _allreduce_vs_gloo(exe, rank, repeats, out_dir),
     }
     with open(os.path.join(out_dir, f"fleet.{rank}.json"), "w") as f:
         json.dump(result, f)
 
 
-def _allreduce_vs_gloo(exe, rank: int, repeats: int) -> list:
+def _allreduce_vs_gloo(exe, rank: int, repeats: int, out_dir: str) -> list:
     """[bytes, fleet seconds per call (median block), raw Gloo seconds (median block)] per size.
     The two sides alternate block by block so that load from elsewhere hits both alike."""
     import numpy as np
 
     import fleet
     from fleet import _core, fleet_api
+    from fleet_bench import RawGlooGroup  # benchmarks/native: Gloo with no Fleet code in the loop
 
-    raw = fleet_api.util.worker_group().group  # the workers' own Gloo group, for the raw side
+    store_dir = os.path.join(out_dir, "raw_gloo_store")
+    os.makedirs(store_dir, exist_ok=True)
+    raw = RawGlooGroup(store_dir, rank, fleet_api.worker_num())
     rows = []
     for nbytes in ALLREDUCE_SIZES:
         program = fleet.Program()
@@ -106,7 +109,7 @@ def _allreduce_vs_gloo(exe, rank: int, repeats: int) -> list:
         scope.var("buf").get_tensor().set(np.ones(nbytes // 4, np.float32))
         raw_buffer = np.ones(nbytes // 4, np.float32)
         exe.run(program, scope=scope)
-        raw._raw_gloo_allreduce_seconds(raw_buffer, 1)
+        raw.all_reduce_seconds(raw_buffer, 1)
         iters = max(1, (64 << 20) // nbytes)
         fleet_s, gloo_s = [], []
         for _ in range(repeats):
@@ -116,7 +119,7 @@ def _allreduce_vs_gloo(exe, rank: int, repeats: int) -> list:
                 exe.run(program, scope=scope)
             fleet_s.append((time.perf_counter() - start) / iters)
             fleet_api.util.barrier()
-            gloo_s.append(raw._raw_gloo_allreduce_seconds(raw_buffer, iters))
+            gloo_s.append(raw.all_reduce_seconds(raw_buffer, iters))
         rows.append([nbytes, statistics.median(fleet_s), statistics.median(gloo_s)])
     return rows
 
@@ -157,7 +160,10 @@ def torch_worker(out_dir: str, rank: int, port: int, warmup: int, steps: int) ->
 
 def env() -> dict[str, str]:
     e = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    e["PYTHONPATH"] = ROOT + os.pathsep + e.get("PYTHONPATH", "")
+    # The repository for fleet, benchmarks/ for fleet_bench (the raw Gloo peer).
+    e["PYTHONPATH"] = os.pathsep.join(
+        [ROOT, os.path.join(ROOT, "benchmarks"), e.get("PYTHONPATH", "")]
+    )
     return e
 
 
@@ -182,11 +188,10 @@ def run_fleet(out_dir: str, args: argparse.Namespace) -> dict:
     return json.load(open(os.path.join(out_dir, "fleet.0.json")))
 
 
-def run_torch(out_dir: str, args: argparse.Namespace) -> dict:
-    if not os.path.exists(TORCH_PYTHON):
-        raise SystemExit(
-            f"no torch peer at {TORCH_PYTHON}: run bash benchmarks/peers/setup_torch.sh first"
-        )
+def run_torch(out_dir: str, args: argparse.Namespace) -> dict | None:
+    """The DDP peer's result; None when it is not installed or --skip_peer."""
+    if args.skip_peer or not os.path.exists(TORCH_PYTHON):
+        return None
     from fleet.launch.plan import free_ports
 
     port = free_ports("127.0.0.1", 1)[0]
@@ -233,6 +238,7 @@ def main() -> None:
         default=4.0,
         help="Fleet's fuse_grad_size_in_MB (DDP keeps its default 25 MB)",
     )
+    parser.add_argument("--skip_peer", action="store_true", help="do not run PyTorch DDP")
     parser.add_argument("--role", default="driver", choices=["driver", "fleet", "torch"])
     parser.add_argument("--out", default="")
     parser.add_argument("--rank", type=int, default=0)
@@ -268,8 +274,10 @@ def main() -> None:
         "quick": args.quick,
         "model": f"{LAYERS}x{WIDTH} MLP, batch {BATCH} per rank, 2 ranks, SGD, 1 thread each",
         "fleet_steps_per_s": round(fleet_result["steps_per_s"], 3),
-        "torch_ddp_steps_per_s": round(torch_result["steps_per_s"], 3),
-        "ratio_vs_torch_ddp": round(fleet_result["steps_per_s"] / torch_result["steps_per_s"], 3),
+        "torch_ddp_steps_per_s": round(torch_result["steps_per_s"], 3) if torch_result else None,
+        "ratio_vs_torch_ddp": round(fleet_result["steps_per_s"] / torch_result["steps_per_s"], 3)
+        if torch_result
+        else None,
         "overlap_fraction": round(1 - overlap["exposed_s"] / overlap["comm_s"], 3)
         if overlap["comm_s"] > 0
         else None,
@@ -278,6 +286,13 @@ def main() -> None:
         "allreduce_vs_gloo": min(r["ratio"] for r in rows),
         "allreduce": rows,
         "targets": {"ratio_vs_torch_ddp": ">= 1.0", "allreduce_vs_gloo": ">= 0.95"},
+        "notes": []
+        if torch_result
+        else [
+            "PyTorch DDP peer skipped: "
+            + ("--skip_peer" if args.skip_peer else f"not installed at {TORCH_PYTHON}")
+            + " (bash benchmarks/peers/setup_torch.sh)"
+        ],
     }
     print(json.dumps(result))
 
