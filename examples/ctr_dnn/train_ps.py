@@ -51,18 +51,10 @@ MODES = ("sync", "async", "half_async", "geo")
 
 
 def strategy_for(args: argparse.Namespace) -> fleet.DistributedStrategy:
-    factory = fleet.DistributedStrategyFactory
-    strategy = {
-        "sync": factory.create_sync_strategy,
-        "async": factory.create_async_strategy,
-        "half_async": factory.create_half_async_strategy,
-        "geo": lambda: factory.create_geo_strategy(args.update_frequency),
-    }[args.mode]()
-    if args.mode in ("async", "half_async"):
-        strategy.a_sync_configs = {"send_queue_size": args.send_queue_size}
-    if args.mode == "async" and args.max_dense_staleness is not None:
-        strategy.a_sync_configs = {"max_dense_staleness": args.max_dense_staleness}
-    return strategy
+    configs = {"send_queue_size": args.send_queue_size}
+    if args.max_dense_staleness is not None:
+        configs["max_dense_staleness"] = args.max_dense_staleness
+    return fleet.DistributedStrategyFactory.create(args.mode, args.update_frequency, **configs)
 
 
 def _train_epoch(

@@ -36,17 +36,9 @@ MODES = ("single", "sync", "async", "half_async", "geo")
 
 
 def strategy_for(args: argparse.Namespace) -> fleet.DistributedStrategy:
-    factory = fleet.DistributedStrategyFactory
-    if args.mode == "geo":
-        return factory.create_geo_strategy(args.update_frequency)
-    strategy = {
-        "sync": factory.create_sync_strategy,
-        "async": factory.create_async_strategy,
-        "half_async": factory.create_half_async_strategy,
-    }[args.mode]()
-    if args.mode in ("async", "half_async"):
-        strategy.a_sync_configs = {"send_queue_size": args.send_queue_size}
-    return strategy
+    return fleet.DistributedStrategyFactory.create(
+        args.mode, args.update_frequency, send_queue_size=args.send_queue_size
+    )
 
 
 def evaluate(exe: fleet.Executor, net: model.WideDeep, data: criteo_reader.CriteoArrays) -> float:

@@ -77,14 +77,9 @@ def ensure_prepared(args: argparse.Namespace) -> dict:
 
 
 def strategy_for(args: argparse.Namespace) -> fleet.DistributedStrategy:
-    factory = fleet.DistributedStrategyFactory
-    if args.mode == "geo":
-        return factory.create_geo_strategy(args.update_frequency)
-    return {
-        "sync": factory.create_sync_strategy,
-        "async": factory.create_async_strategy,
-        "half_async": factory.create_half_async_strategy,
-    }[args.mode]()
+    return fleet.DistributedStrategyFactory.create(
+        args.mode, args.update_frequency, send_queue_size=args.send_queue_size
+    )
 
 
 def make_dataset(net: model.SkipGram, files: list[str], args: argparse.Namespace):
@@ -296,6 +291,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="single: one process; else a fleetrun parameter-server mode",
     )
     parser.add_argument("--update_frequency", type=int, default=100, help="GEO: k steps")
+    parser.add_argument(
+        "--send_queue_size",
+        type=int,
+        default=1,  # as the other examples: fresher rows; measured no slower there
+        help="async: gradients a table may have waiting before training waits",
+    )
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--dim", type=int, default=64)
     parser.add_argument("--window", type=int, default=5)

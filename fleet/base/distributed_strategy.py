@@ -311,5 +311,32 @@ class DistributedStrategyFactory:
         strategy.a_sync_configs = {"k_steps": update_frequency}
         return strategy
 
+    @staticmethod
+    def create(
+        mode: str | PsMode, update_frequency: int = 100, **a_sync_configs: Any
+    ) -> DistributedStrategy:
+        """The strategy of a mode named as a launch flag names it ("sync", "async",
+        "half_async" or "geo"; GEO with `update_frequency`), with `a_sync_configs` keys (e.g.
+        send_queue_size=1) applied in async and half-async and ignored in sync and GEO, whose
+        communicators do not read them. InvalidArgument lists the modes for another name."""
+        name = mode.value if isinstance(mode, PsMode) else mode
+        makers = {
+            PsMode.SYNC.value: DistributedStrategyFactory.create_sync_strategy,
+            PsMode.ASYNC.value: DistributedStrategyFactory.create_async_strategy,
+            PsMode.HALF_ASYNC.value: DistributedStrategyFactory.create_half_async_strategy,
+            PsMode.GEO.value: lambda: DistributedStrategyFactory.create_geo_strategy(
+                update_frequency
+            ),
+        }
+        if name not in makers:
+            raise InvalidArgument(
+                f"DistributedStrategyFactory.create: unknown mode {mode!r}; valid modes: "
+                f"{', '.join(makers)}"
+            )
+        strategy = makers[name]()
+        if name in (PsMode.ASYNC.value, PsMode.HALF_ASYNC.value) and a_sync_configs:
+            strategy.a_sync_configs = a_sync_configs
+        return strategy
+
 
 __all__ = ["AsyncConfig", "DistributedStrategy", "DistributedStrategyFactory", "PsMode"]

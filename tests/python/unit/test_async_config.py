@@ -33,3 +33,25 @@ def test_an_unknown_async_key_lists_the_valid_ones():
     strategy = fleet.DistributedStrategy()
     with pytest.raises(InvalidArgument, match="max_dense_staleness.*send_queue_size"):
         strategy.a_sync_configs = {"max_dense_stalenes": 0}
+
+
+@pytest.mark.parametrize(
+    "mode, expected", [("sync", "SYNC"), ("async", "ASYNC"), ("half_async", "HALF_ASYNC")]
+)
+def test_create_by_name_gives_the_mode_and_applies_async_keys_where_they_count(mode, expected):
+    strategy = fleet.DistributedStrategyFactory.create(mode, send_queue_size=1)
+    assert strategy.mode.name == expected
+    applied = mode != "sync"
+    assert (strategy.a_sync_configs["send_queue_size"] == 1) == applied
+
+
+def test_create_geo_takes_the_update_frequency():
+    strategy = fleet.DistributedStrategyFactory.create("geo", 25, send_queue_size=1)
+    assert strategy.mode.name == "GEO" and strategy.a_sync_configs["k_steps"] == 25
+
+
+def test_create_names_the_valid_modes_for_an_unknown_one():
+    with pytest.raises(InvalidArgument, match="unknown mode 'asyn'; valid modes: sync, async"):
+        fleet.DistributedStrategyFactory.create("asyn")
+    with pytest.raises(InvalidArgument, match="update_frequency must be an integer >= 1"):
+        fleet.DistributedStrategyFactory.create("geo", 0)
