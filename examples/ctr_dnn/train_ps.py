@@ -149,7 +149,10 @@ def run(args: argparse.Namespace) -> int:
     fleet.init_worker()
     start = time.perf_counter()
     samples, step = 0, 0
-    curve = training_curve.Curve(f"CTR-DNN, {args.mode} parameter servers, worker {worker}")
+    curve = training_curve.Curve(
+        f"CTR-DNN, {args.mode} parameter servers, worker {worker}",
+        test_metric_name="test AUC, all workers",
+    )
     days = args.days or args.epochs
     all_train = list(args.train)
     for epoch in range(1, days + 1):
@@ -185,6 +188,14 @@ def run(args: argparse.Namespace) -> int:
                     f"{args.save_dir}",
                     flush=True,
                 )
+        if epoch < days:  # the last epoch is evaluated below, with the job's totals
+            eval_start = time.perf_counter()
+            fleet.flush_worker()
+            epoch_auc, _ = evaluate_share(exe, net, args, worker, workers)
+            start += time.perf_counter() - eval_start  # samples/s counts training time only
+            curve.log_epoch(epoch, epoch_auc)
+            if worker == 0:
+                print(f"epoch {epoch}: test_auc={epoch_auc:.6f} (all workers)", flush=True)
     seconds = time.perf_counter() - start
     fleet.flush_worker()
     print(f"worker {worker}: samples={samples} samples_per_sec={samples / seconds:.0f}", flush=True)

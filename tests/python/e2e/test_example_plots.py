@@ -108,12 +108,16 @@ def test_parameter_server_job_plots_worker_0(criteo, tmp_path):
             test,
             "--print_period",
             "2",
+            "--epochs",
+            "2",
             "--plot",
             str(plot),
         ],
         plot,
     )
     assert "[worker.0] wrote" in out and "[worker.1] wrote" not in out
+    # Every epoch's point is the job's AUC over all workers' shares of the test set.
+    assert re.search(r"\[worker\.0\] epoch 1: test_auc=0\.\d+ \(all workers\)", out), out[-2000:]
 
 
 @pytest.mark.skipif(not MOVIELENS.is_dir(), reason=f"MovieLens-100k is absent ({MOVIELENS})")
