@@ -106,8 +106,10 @@ class PsClient {
   // writes its parts, then server 0 commits the manifest; the save becomes visible only when
   // every server succeeded, and a failure (naming the server, its endpoint and the directory)
   // leaves the previous checkpoint there loadable. InvalidArgument for an empty dirname.
+  // Without `end_save_cycle` (an export of the values) the save does not count as one for the
+  // next delta save or for shrink (SaveRequest.keep_cycle).
   absl::StatusOr<uint64_t> Save(const std::string& dirname, std::optional<uint32_t> table_id,
-                                proto::SaveMode mode);
+                                proto::SaveMode mode, bool end_save_cycle = true);
   // Loads one table (or all) on every server from the checkpoint in `dirname`, whatever number
   // of servers saved it; returns the rows loaded. Refuses (naming the file, table and what is
   // wrong) a checkpoint without a committed manifest, with a missing or damaged part, or with a

@@ -20,7 +20,8 @@ using StopCall = detail::Call<proto::StopRequest, proto::StopReply>;
 }  // namespace
 
 absl::StatusOr<uint64_t> PsClient::Save(const std::string& dirname,
-                                        std::optional<uint32_t> table_id, proto::SaveMode mode) {
+                                        std::optional<uint32_t> table_id, proto::SaveMode mode,
+                                        bool end_save_cycle) {
   if (auto s = CheckUsable("Save"); !s.ok()) return s;
   if (auto s = CheckDirname(dirname, "Save"); !s.ok()) return s;
   const std::string save_id = NewSaveId();
@@ -36,6 +37,7 @@ absl::StatusOr<uint64_t> PsClient::Save(const std::string& dirname,
         call->request.set_all_tables(!table_id.has_value());
         call->request.set_table_id(table_id.value_or(0));
         call->request.set_mode(mode);
+        call->request.set_keep_cycle(!end_save_cycle);
         call->request.set_save_id(save_id);
       },
       [&](size_t s, const proto::SaveLoadReply& reply) {

@@ -290,7 +290,7 @@ void SparseTable::CommitCycle(uint32_t cycle) {
 }
 
 absl::StatusOr<uint64_t> SparseTable::WritePart(const std::string& path, proto::SaveMode mode,
-                                                uint32_t* cycle) {
+                                                uint32_t* cycle, bool end_cycle) {
   TableFileHeader header = NewTableFileHeader();
   header.table_id = id();
   header.table_type = proto::SPARSE;
@@ -298,7 +298,7 @@ absl::StatusOr<uint64_t> SparseTable::WritePart(const std::string& path, proto::
   header.rule = config_.optimizer().rule_case();
   header.dim = dim_;
   header.row_floats = width_;
-  const uint32_t start = epoch_.fetch_add(1);
+  const uint32_t start = end_cycle ? epoch_.fetch_add(1) : epoch_.load();
   header.epoch = start;
   const uint32_t since = mode == proto::DELTA ? delta_since_.load() : 0;
   auto writer = TableFileWriter::Open(path, header);
@@ -316,7 +316,7 @@ absl::StatusOr<uint64_t> SparseTable::WritePart(const std::string& path, proto::
     if (!status.ok()) return status;
   }
   if (auto s = (*writer)->Finish(rows); !s.ok()) return s;
-  *cycle = start;
+  if (end_cycle) *cycle = start;
   return rows;
 }
 

@@ -62,8 +62,10 @@ class SparseTable {
   // (checkpoint.h): WritePart writes like Save and sets *cycle to the save cycle it ended; the
   // next delta save starts after that cycle only once CommitCycle(*cycle) is called, so a
   // delta save after an uncommitted one still holds the rows of both.
-  absl::StatusOr<uint64_t> WritePart(const std::string& path, proto::SaveMode mode,
-                                     uint32_t* cycle);
+  // Without `end_cycle` (an export) the save cycle goes on: rows keep their stamps, the next
+  // delta save and shrink do not see this write (and *cycle is left alone).
+  absl::StatusOr<uint64_t> WritePart(const std::string& path, proto::SaveMode mode, uint32_t* cycle,
+                                     bool end_cycle = true);
   void CommitCycle(uint32_t cycle);
 
   // Loads parts written by Save (on any number of servers): checks that every part belongs to

@@ -255,14 +255,15 @@ void BindClientCalls(PyClientClass& c) {
 void BindClientAdmin(PyClientClass& c) {
   c.def(
        "save",
-       [](ps::PsClient& client, const std::string& dirname, const py::object& table_id,
-          bool delta) {
+       [](ps::PsClient& client, const std::string& dirname, const py::object& table_id, bool delta,
+          bool end_save_cycle) {
          auto table = TableArg(table_id);
          py::gil_scoped_release release;
-         return ValueOrThrow(
-             client.Save(dirname, table, delta ? ps::proto::DELTA : ps::proto::BASE));
+         return ValueOrThrow(client.Save(dirname, table, delta ? ps::proto::DELTA : ps::proto::BASE,
+                                         end_save_cycle));
        },
-       py::arg("dirname"), py::arg("table_id") = py::none(), py::arg("delta") = false)
+       py::arg("dirname"), py::arg("table_id") = py::none(), py::arg("delta") = false,
+       py::arg("end_save_cycle") = true)
       .def(
           "load",
           [](ps::PsClient& client, const std::string& dirname, const py::object& table_id) {

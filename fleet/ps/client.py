@@ -145,7 +145,14 @@ class PsClient:
         raises InvalidArgument and is not counted."""
         self._core.barrier_async(name, num_workers, worker_id, float(timeout)).wait()
 
-    def save(self, dirname: str, table_id: Optional[int] = None, *, delta: bool = False) -> int:
+    def save(
+        self,
+        dirname: str,
+        table_id: Optional[int] = None,
+        *,
+        delta: bool = False,
+        end_save_cycle: bool = True,
+    ) -> int:
         """Saves one table (all when None) on every server into the checkpoint directory
         ``dirname``; a delta save holds only the rows changed since the previous save and is
         loaded after the saves before it in the same directory. Returns the rows written.
@@ -153,8 +160,12 @@ class PsClient:
         The save becomes visible (its manifest committed) only when every server wrote its
         parts; a failure raises an error naming the server and the directory and leaves the
         previous checkpoint there loadable. The format is described in ``csrc/ps/checkpoint.h``.
+
+        ``end_save_cycle=False`` (an export of the values, as save_inference_model makes): the
+        save does not count as one, so the next delta save still holds every row changed since
+        the last save, and shrink's count of saves is unchanged.
         """
-        return self._core.save(os.fspath(dirname), table_id, delta)
+        return self._core.save(os.fspath(dirname), table_id, delta, end_save_cycle)
 
     def load(self, dirname: str, table_id: Optional[int] = None) -> int:
         """Loads what ``save`` wrote, on any number of servers; returns the rows loaded. A

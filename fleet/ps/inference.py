@@ -171,7 +171,8 @@ def export(
     if tables:
         tables_dir = os.path.join(dirname, TABLES_DIR)
         for table_id, param in tables.items():
-            runtime.client.save(tables_dir, table_id)
+            # Not a save of the job: the delta cycle of the next save_persistables goes on.
+            runtime.client.save(tables_dir, table_id, end_save_cycle=False)
             keys, rows = read_sparse_values(part_paths(tables_dir, table_id))
             arrays[f"{param}@KEYS"], arrays[f"{param}@ROWS"] = keys, rows
         # The part files served their purpose: the export keeps values only.

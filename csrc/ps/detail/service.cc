@@ -120,7 +120,7 @@ grpc::Status PsServiceImpl::Save(grpc::ServerContext*, const proto::SaveRequest*
                                  proto::SaveLoadReply* reply) {
   reply->set_table_id(request->table_id());
   auto files = tables_->Save(request->dirname(), request->all_tables(), request->table_id(),
-                             request->mode(), request->save_id());
+                             request->mode(), request->save_id(), !request->keep_cycle());
   if (files.ok()) {
     uint64_t rows = 0;
     for (auto& file : *files) {

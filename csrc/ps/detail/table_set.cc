@@ -115,7 +115,8 @@ std::vector<uint32_t> TableSet::Selected(bool all, uint32_t table_id) const {
 absl::StatusOr<std::vector<proto::CheckpointFile>> TableSet::Save(const std::string& dirname,
                                                                   bool all, uint32_t table_id,
                                                                   proto::SaveMode mode,
-                                                                  const std::string& save_id) {
+                                                                  const std::string& save_id,
+                                                                  bool end_cycle) {
   if (auto s = CheckDirname(dirname, "save"); !s.ok()) return s;
   if (auto s = CheckSaveId(save_id); !s.ok()) return s;
   std::lock_guard<std::mutex> lock(admin_mu_);
@@ -130,9 +131,9 @@ absl::StatusOr<std::vector<proto::CheckpointFile>> TableSet::Save(const std::str
     if (auto it = sparse_.find(id); it != sparse_.end()) {
       relative = PartPath(save_id, id, index, servers, mode == proto::DELTA);
       uint32_t cycle = 0;
-      written =
-          it->second->WritePart((std::filesystem::path(dirname) / relative).string(), mode, &cycle);
-      cycles.emplace_back(id, cycle);
+      written = it->second->WritePart((std::filesystem::path(dirname) / relative).string(), mode,
+                                      &cycle, end_cycle);
+      if (end_cycle) cycles.emplace_back(id, cycle);
       config = &it->second->config();
     } else if (auto jt = dense_.find(id); jt != dense_.end()) {
       // Dense tables always write every block: their part is a base part in any mode.

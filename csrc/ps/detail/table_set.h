@@ -30,10 +30,12 @@ class TableSet {
 
   // Phase one of a save (checkpoint.h): writes this server's part of one table (or all) under
   // the directory of `save_id` in `dirname` and returns the parts written (their rows, sizes and
-  // checksums). Errors name the file. Nothing counts as saved until CommitSave.
+  // checksums). Errors name the file. Nothing counts as saved until CommitSave; without
+  // `end_cycle` (an export) nothing ever does: the sparse tables' save cycles go on.
   absl::StatusOr<std::vector<proto::CheckpointFile>> Save(const std::string& dirname, bool all,
                                                           uint32_t table_id, proto::SaveMode mode,
-                                                          const std::string& save_id);
+                                                          const std::string& save_id,
+                                                          bool end_cycle = true);
   // Phase two: with write_manifest, commits the manifest (CommitManifest); then, when
   // request.save_id is this server's latest save, counts it as done for the next delta save.
   absl::Status CommitSave(const proto::CommitSaveRequest& request);

@@ -4,12 +4,17 @@ ends: SIGTERM, then SIGKILL after a grace period (fleet/testing/ps_cluster.py)."
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Callable, List, Optional, Sequence
 
 import pytest
 
 from fleet.testing.ps_cluster import PsCluster, start_servers
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture
@@ -31,3 +36,31 @@ def ps_servers(tmp_path: Path) -> Callable[..., PsCluster]:
     yield start
     for cluster in clusters:
         cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def criteo_200k(tmp_path_factory) -> tuple[list[str], str]:
+    """(training files, test file): 200k rows in 2 parts and 50k test rows of Criteo-format data
+    generated from the planted model (seed 0, as the main job), once per test process."""
+    out = tmp_path_factory.mktemp("criteo_200k")
+    subprocess.run(
+        [
+            sys.executable,
+            str(REPO_ROOT / "examples" / "ctr_dnn" / "generate_data.py"),
+            "--out",
+            str(out),
+            "--train_rows",
+            "200000",
+            "--test_rows",
+            "50000",
+            "--train_parts",
+            "2",
+            "--seed",
+            "0",
+        ],
+        check=True,
+        env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)),
+        capture_output=True,
+        timeout=300,
+    )
+    return sorted(str(p) for p in out.glob("train*")), str(out / "test.txt")

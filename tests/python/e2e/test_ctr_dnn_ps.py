@@ -35,30 +35,8 @@ def _env() -> dict:
 
 
 @pytest.fixture(scope="module")
-def criteo(tmp_path_factory):
-    out = tmp_path_factory.mktemp("criteo")
-    subprocess.run(
-        [
-            sys.executable,
-            str(EXAMPLE / "generate_data.py"),
-            "--out",
-            str(out),
-            "--train_rows",
-            "200000",
-            "--test_rows",
-            "50000",
-            "--train_parts",
-            "2",
-            "--seed",
-            "0",
-        ],
-        check=True,
-        env=_env(),
-        capture_output=True,
-        timeout=300,
-    )
-    train = sorted(str(p) for p in out.glob("train*"))
-    test = str(out / "test.txt")
+def criteo(criteo_200k):
+    train, test = criteo_200k
     single = subprocess.run(
         [
             sys.executable,

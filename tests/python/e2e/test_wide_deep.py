@@ -30,29 +30,10 @@ def _value(output: str, key: str) -> float:
 
 
 @pytest.fixture(scope="module")
-def criteo(tmp_path_factory):
-    out = tmp_path_factory.mktemp("wide_deep")
-    subprocess.run(
-        [
-            sys.executable,
-            str(CTR_DNN / "generate_data.py"),
-            "--out",
-            str(out),
-            "--train_rows",
-            "200000",
-            "--test_rows",
-            "50000",
-            "--seed",
-            "0",
-        ],
-        check=True,
-        env=_env(),
-        capture_output=True,
-        timeout=300,
-    )
-    train, test = str(out / "train.txt"), str(out / "test.txt")
+def criteo(criteo_200k):
+    train, test = criteo_200k
     lr = subprocess.run(
-        [sys.executable, str(CTR_DNN / "baselines.py"), "--train", train, "--test", test],
+        [sys.executable, str(CTR_DNN / "baselines.py"), "--train", *train, "--test", test],
         env=_env(),
         capture_output=True,
         text=True,
@@ -80,7 +61,7 @@ def test_wide_deep_beats_lr_on_parameter_servers(criteo, mode):
             "--batch_size",
             batch,
             "--train",
-            train,
+            *train,
             "--test",
             test,
             "--print_period",
