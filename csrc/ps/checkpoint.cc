@@ -30,7 +30,16 @@ constexpr char kSavePrefix[] = "ps-";
 // A manifest larger than this is no manifest of ours (a save lists a few entries per table).
 constexpr uintmax_t kMaxManifestBytes = uintmax_t{64} << 20;
 
-const char* ModeName(proto::SaveMode mode) { return mode == proto::DELTA ? "delta" : "base"; }
+const char* ModeName(proto::SaveMode mode) {
+  switch (mode) {
+    case proto::DELTA:
+      return "delta";
+    case proto::VALUES:
+      return "values-only";
+    default:
+      return "base";
+  }
+}
 const char* TypeName(proto::TableType type) { return type == proto::SPARSE ? "sparse" : "dense"; }
 
 absl::Status WriteFileSynced(const std::string& path, const std::string& bytes) {
@@ -153,7 +162,7 @@ absl::Status Merge(const proto::CommitSaveRequest& request, proto::CheckpointMan
                        first.dim(), ") onto a ", TypeName(table->type()), " table of dim ",
                        table->dim(), " in ", request.dirname(), "; make a base save first"));
     }
-    if (save->mode() == proto::BASE) table->clear_saves();
+    if (save->mode() != proto::DELTA) table->clear_saves();  // base and values saves
     table->set_type(first.type());
     table->set_dim(first.dim());
     *table->add_saves() = std::move(*save);

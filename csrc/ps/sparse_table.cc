@@ -297,7 +297,9 @@ absl::StatusOr<uint64_t> SparseTable::WritePart(const std::string& path, proto::
   header.save_mode = mode;
   header.rule = config_.optimizer().rule_case();
   header.dim = dim_;
-  header.row_floats = width_;
+  // A values-only part keeps the first dim_ floats of each record: the value, not the state.
+  const size_t floats = mode == proto::VALUES ? dim_ : width_;
+  header.row_floats = floats;
   const uint32_t start = end_cycle ? epoch_.fetch_add(1) : epoch_.load();
   header.epoch = start;
   const uint32_t since = mode == proto::DELTA ? delta_since_.load() : 0;
@@ -310,7 +312,7 @@ absl::StatusOr<uint64_t> SparseTable::WritePart(const std::string& path, proto::
     shard->rows.ForEach([&](int64_t key, uint32_t stamp, const float* data) {
       if (!status.ok() || stamp < since) return;
       status = (*writer)->Append(&key, sizeof(key));
-      if (status.ok()) status = (*writer)->Append(data, width_ * sizeof(float));
+      if (status.ok()) status = (*writer)->Append(data, floats * sizeof(float));
       ++rows;
     });
     if (!status.ok()) return status;
@@ -322,14 +324,19 @@ absl::StatusOr<uint64_t> SparseTable::WritePart(const std::string& path, proto::
 
 absl::Status SparseTable::CheckPart(const TableFileReader& part) const {
   const TableFileHeader& h = part.header();
-  if (h.table_id != id() || h.table_type != proto::SPARSE || h.dim != dim_ ||
-      h.row_floats != width_ || h.rule != static_cast<uint32_t>(config_.optimizer().rule_case())) {
+  // A values-only part fits any rule (the state starts afresh); others must match this one's.
+  const bool values_only = h.save_mode == proto::VALUES;
+  const bool layout_ok = values_only
+                             ? h.row_floats == dim_
+                             : h.row_floats == width_ &&
+                                   h.rule == static_cast<uint32_t>(config_.optimizer().rule_case());
+  if (h.table_id != id() || h.table_type != proto::SPARSE || h.dim != dim_ || !layout_ok) {
     return absl::InvalidArgumentError(absl::StrCat(
         part.path(), " holds table ", h.table_id, " (type ", h.table_type, ", dim ", h.dim, ", ",
         h.row_floats, " floats a row, rule ", h.rule, "); ", Name(), " expects dim ", dim_, ", ",
         width_, " floats a row, rule ", config_.optimizer().rule_case()));
   }
-  const uint64_t record = sizeof(int64_t) + width_ * sizeof(float);
+  const uint64_t record = sizeof(int64_t) + h.row_floats * sizeof(float);
   if (part.body_bytes() % record != 0 || part.body_bytes() / record != h.row_count) {
     return absl::DataLossError(absl::StrCat(part.path(), " holds ", part.body_bytes(),
                                             " bytes of records, its header says ", h.row_count,
@@ -340,11 +347,14 @@ absl::Status SparseTable::CheckPart(const TableFileReader& part) const {
 
 absl::Status SparseTable::LoadRecords(TableFileReader* part, uint32_t stamp,
                                       absl::FunctionRef<bool(int64_t)> keep, uint64_t* loaded) {
+  // CheckPart allowed width_ floats a record, or dim_ (values only: the state starts afresh).
+  const size_t floats = part->header().row_floats;
   std::vector<float> data(width_);
+  if (floats < width_) rule_->InitState(dim_, data.data() + dim_);
   for (uint64_t r = 0; r < part->header().row_count; ++r) {
     int64_t key;
     if (auto s = part->Read(&key, sizeof(key)); !s.ok()) return s;
-    if (auto s = part->Read(data.data(), width_ * sizeof(float)); !s.ok()) return s;
+    if (auto s = part->Read(data.data(), floats * sizeof(float)); !s.ok()) return s;
     if (!keep(key)) continue;
     const uint64_t hash = detail::RowStore::Hash(key);
     Shard& shard = *shards_[ShardOf(hash)];
@@ -365,7 +375,7 @@ absl::StatusOr<uint64_t> SparseTable::Load(absl::Span<TableFileReader* const> pa
   bool has_base = false;
   for (TableFileReader* part : parts) {
     if (auto s = CheckPart(*part); !s.ok()) return s;
-    has_base |= part->header().save_mode == proto::BASE;
+    has_base |= part->header().save_mode != proto::DELTA;  // base or values-only
   }
   if (has_base) {
     for (auto& shard : shards_) {

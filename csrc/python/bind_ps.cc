@@ -256,14 +256,18 @@ void BindClientAdmin(PyClientClass& c) {
   c.def(
        "save",
        [](ps::PsClient& client, const std::string& dirname, const py::object& table_id, bool delta,
-          bool end_save_cycle) {
+          bool end_save_cycle, bool values_only) {
          auto table = TableArg(table_id);
+         FLEET_ENFORCE(!(delta && values_only), InvalidArgument, "save to ", dirname,
+                       ": a save is delta or values-only, not both");
+         const ps::proto::SaveMode mode = delta         ? ps::proto::DELTA
+                                          : values_only ? ps::proto::VALUES
+                                                        : ps::proto::BASE;
          py::gil_scoped_release release;
-         return ValueOrThrow(client.Save(dirname, table, delta ? ps::proto::DELTA : ps::proto::BASE,
-                                         end_save_cycle));
+         return ValueOrThrow(client.Save(dirname, table, mode, end_save_cycle));
        },
        py::arg("dirname"), py::arg("table_id") = py::none(), py::arg("delta") = false,
-       py::arg("end_save_cycle") = true)
+       py::arg("end_save_cycle") = true, py::arg("values_only") = false)
       .def(
           "load",
           [](ps::PsClient& client, const std::string& dirname, const py::object& table_id) {

@@ -152,6 +152,7 @@ class PsClient:
         *,
         delta: bool = False,
         end_save_cycle: bool = True,
+        values_only: bool = False,
     ) -> int:
         """Saves one table (all when None) on every server into the checkpoint directory
         ``dirname``; a delta save holds only the rows changed since the previous save and is
@@ -163,9 +164,11 @@ class PsClient:
 
         ``end_save_cycle=False`` (an export of the values, as save_inference_model makes): the
         save does not count as one, so the next delta save still holds every row changed since
-        the last save, and shrink's count of saves is unchanged.
+        the last save, and shrink's count of saves is unchanged. ``values_only``: sparse rows
+        without their update-rule state (a load starts it afresh); it starts a chain like a
+        base save.
         """
-        return self._core.save(os.fspath(dirname), table_id, delta, end_save_cycle)
+        return self._core.save(os.fspath(dirname), table_id, delta, end_save_cycle, values_only)
 
     def load(self, dirname: str, table_id: Optional[int] = None) -> int:
         """Loads what ``save`` wrote, on any number of servers; returns the rows loaded. A

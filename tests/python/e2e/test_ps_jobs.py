@@ -90,6 +90,40 @@ def test_resumed_job_ends_where_one_uninterrupted_job_does(tmp_path, resume_serv
     assert np.abs(whole["rows"] - first["rows"]).max() > 1e-3
 
 
+@pytest.mark.slow
+def test_a_job_resumes_from_a_values_only_save_and_trains(tmp_path):
+    """save_persistables(mode=2) with Adagrad on the servers: the sparse part holds values only
+    (half the bytes of a base save's), and a job started from it trains on."""
+    from fleet.ps.checkpoint import read_manifest
+
+    parts = {}
+    for mode in (0, 2):
+        ckpt = tmp_path / f"ckpt{mode}"
+        common = ["--optimizer", "adagrad", "--save_dir", str(ckpt), "--save_mode", str(mode)]
+        _job(tmp_path / f"first{mode}", 1, "--end", "3", *common, "--out", str(ckpt) + ".npz")
+        sparse = [t for t in read_manifest(str(ckpt)).tables if t.type == 1][0]
+        assert [s.mode for s in sparse.saves] == [mode]
+        parts[mode] = sum(f.bytes - 72 for f in sparse.saves[0].files)  # without headers
+    # Records of key + values against key + values + accumulators (dim >= 4: at most 0.6).
+    assert 0 < parts[2] < 0.75 * parts[0], parts
+    _job(
+        tmp_path / "second",
+        1,
+        "--optimizer",
+        "adagrad",
+        "--begin",
+        "3",
+        "--end",
+        "6",
+        "--resume",
+        str(tmp_path / "ckpt2"),
+        "--out",
+        str(tmp_path / "second.npz"),
+    )
+    first, second = _params(tmp_path / "ckpt2.npz"), _params(tmp_path / "second.npz")
+    assert np.abs(second["rows"] - first["rows"]).max() > 1e-3  # it trained from the values
+
+
 def _pooled_auc(preds: np.ndarray, labels: np.ndarray, thresholds: int = 4095) -> float:
     # The auc op's histogram of all predictions at once (bin floor(p * thresholds)).
     bins = (preds[:, 1].astype(np.float32) * np.float32(thresholds)).astype(np.int64)

@@ -65,6 +65,10 @@ def main() -> int:
         help="train [begin, crash_at), save, and let worker 1 fail; once "
         "fleetrun restarted the job from the checkpoint, train [crash_at, end)",
     )
+    parser.add_argument("--save_mode", type=int, default=0, help="save_persistables mode")
+    parser.add_argument(
+        "--optimizer", choices=("sgd", "adagrad"), default="sgd", help="the servers' rule"
+    )
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     main_prog, startup, loss, prob, label = build()
@@ -72,7 +76,8 @@ def main() -> int:
     strategy = fleet.DistributedStrategyFactory.create_sync_strategy()
     strategy.sparse_table_configs = {"count_filter": args.count_filter}
     with fleet.program_guard(main_prog, startup):
-        fleet.distributed_optimizer(fleet.optimizer.SGD(0.1), strategy).minimize(loss)
+        rule = fleet.optimizer.SGD(0.1) if args.optimizer == "sgd" else fleet.optimizer.Adagrad(0.1)
+        fleet.distributed_optimizer(rule, strategy).minimize(loss)
     test_prog = fleet.main_program.clone(for_test=True)
     with fleet.program_guard(test_prog, startup):
         _, _, [_, _, stat_pos, stat_neg] = layers.auc(prob, label)
@@ -92,7 +97,7 @@ def main() -> int:
         exe.run(fleet.main_program, feed=feed_of([batch(step, worker, 8)]), fetch_list=[loss])
     fleet.flush_worker()
     if args.save_dir:
-        fleet.save_persistables(exe, args.save_dir)
+        fleet.save_persistables(exe, args.save_dir, mode=args.save_mode)
     if args.crash_at >= 0 and not restarted and worker == 1:
         print("worker 1: failing on purpose after the checkpoint", flush=True)
         os._exit(3)
