@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import pathlib
 import signal
 import subprocess
 import sys
@@ -119,7 +120,8 @@ def test_ranks_start_equal_whatever_their_seeds(tmp_path):
         np.testing.assert_array_equal(results[1]["initial"][name], value)
 
 
-DYING = """
+# What every rank script below starts with: the dense SGD case, minimized, started.
+RANK_SETUP = """
 import sys
 import numpy as np
 sys.path.insert(0, {repo!r})
@@ -136,12 +138,17 @@ DistributedOptimizer(fleet_api.instance, opt, None).minimize(loss, startup)
 exe = fleet.Executor(fleet.CPUPlace())
 scope = _core.Scope()
 exe.run(startup, scope=scope)
-for step in range(1000):
+"""
+
+DYING = (
+    RANK_SETUP
+    + """for step in range(1000):
     if rank == 1 and step == 3:
         os.kill(os.getpid(), signal.SIGKILL)  # dies mid-job, between two allreduces
     feed = cc.feed_of(cc.global_batch(case, step, 2), rank * cc.BATCH, (rank + 1) * cc.BATCH)
     exe.run(main, feed=feed, scope=scope)
 """
+)
 
 
 def _rank_env(rank, endpoints, store):
@@ -158,13 +165,14 @@ def _rank_env(rank, endpoints, store):
     return env
 
 
-def test_a_rank_that_dies_mid_step_fails_the_others_naming_it(tmp_path):
+def _start_ranks(script: pathlib.Path, text: str) -> tuple[list, list[str]]:
+    """Writes `text` to `script` and starts it as ranks 0 and 1 of a collective job on free
+    loopback ports (their Gloo store too), without fleetrun. (processes, rank endpoints)."""
     from fleet.launch.plan import free_ports
 
     ports = free_ports("127.0.0.1", 3)
     endpoints = [f"127.0.0.1:{p}" for p in ports[:2]]
-    script = tmp_path / "dying.py"
-    script.write_text("import os, signal\n" + textwrap.dedent(DYING.format(repo=str(lh.REPO_ROOT))))
+    script.write_text(text)
     procs = [
         subprocess.Popen(
             [sys.executable, str(script)],
@@ -176,6 +184,12 @@ def test_a_rank_that_dies_mid_step_fails_the_others_naming_it(tmp_path):
         )
         for r in range(2)
     ]
+    return procs, endpoints
+
+
+def test_a_rank_that_dies_mid_step_fails_the_others_naming_it(tmp_path):
+    text = "import os, signal\n" + textwrap.dedent(DYING.format(repo=str(lh.REPO_ROOT)))
+    procs, endpoints = _start_ranks(tmp_path / "dying.py", text)
     try:
         start = time.monotonic()
         out, err = procs[0].communicate(timeout=90)
@@ -207,24 +221,10 @@ def test_fleetrun_ends_the_job_with_no_orphans_when_a_rank_dies(tmp_path):
     assert lh.running(list(pids.values())) == []
 
 
-UNEVEN = """
+UNEVEN = (
+    RANK_SETUP
+    + """
 import json
-import sys
-import numpy as np
-sys.path.insert(0, {repo!r})
-from fleet import fleet_api
-from tests.python.e2e import collective_cases as cc
-fleet_api.init(is_collective=True)
-import fleet
-from fleet import _core
-from fleet.base.distributed_optimizer import DistributedOptimizer
-rank = fleet_api.worker_index()
-case = cc.CASES["dense_sgd"]
-main, startup, loss, opt = cc.build(case)
-DistributedOptimizer(fleet_api.instance, opt, None).minimize(loss, startup)
-exe = fleet.Executor(fleet.CPUPlace())
-scope = _core.Scope()
-exe.run(startup, scope=scope)
 # Rank r holds {{batches}}[r] batches of its own.
 rng = np.random.RandomState(rank)
 path = {out!r} + f"/part-{{rank}}"
@@ -243,27 +243,12 @@ for epoch in range(2):  # the second pass starts even again
     print(json.dumps({{"rank": rank, "epoch": epoch, "batches": result.batches}}), flush=True)
 print(json.dumps({{"rank": rank, "params": cc.params_of(main, scope)}}), flush=True)
 """
+)
 
 
 def test_ranks_with_uneven_data_run_the_same_steps_and_end_equal(tmp_path):
-    from fleet.launch.plan import free_ports
-
-    ports = free_ports("127.0.0.1", 3)
-    endpoints = [f"127.0.0.1:{p}" for p in ports[:2]]
-    script = tmp_path / "uneven.py"
     body = UNEVEN.format(repo=str(lh.REPO_ROOT), out=str(tmp_path), batches=[3, 5])
-    script.write_text(textwrap.dedent(body))
-    procs = [
-        subprocess.Popen(
-            [sys.executable, str(script)],
-            cwd=lh.REPO_ROOT,
-            env=_rank_env(r, endpoints, f"127.0.0.1:{ports[2]}"),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for r in range(2)
-    ]
+    procs, _ = _start_ranks(tmp_path / "uneven.py", textwrap.dedent(body))
     try:
         outputs = [p.communicate(timeout=120) for p in procs]
     finally:
