@@ -171,6 +171,13 @@ float* RowStore::Insert(int64_t key, uint64_t hash, uint32_t stamp) {
   return data;
 }
 
+void RowStore::Reserve(size_t rows) {
+  size_t capacity = kMinCapacity;
+  while (rows * 5 > capacity * 4) capacity = capacity * 3 / 2;
+  if (capacity <= slots_.size() || capacity > kMaxCapacity) return;
+  Rehash(capacity);
+}
+
 size_t RowStore::MemoryBytes() const {
   return capacity_rows_ * stride_ * sizeof(float) + chunks_.capacity() * sizeof(chunks_[0]) +
          slots_.size() * sizeof(uint32_t);
