@@ -84,3 +84,16 @@ def test_a_delta_save_extends_a_values_only_chain(servers, tmp_path):
 def test_a_save_is_not_both_delta_and_values_only(servers, tmp_path):
     with pytest.raises(InvalidArgument, match="delta or values-only, not both"):
         servers().save(tmp_path / "ckpt", delta=True, values_only=True)
+
+
+@pytest.mark.parametrize("values_only", [False, True])
+def test_a_load_of_many_blocks_restores_every_row(servers, tmp_path, values_only):
+    """More rows than one read block (8192) of the load, spread over every shard."""
+    rng = np.random.default_rng(0)
+    keys = np.unique(rng.integers(-(2**62), 2**62, size=30_000))
+    trained = servers()
+    trained.push_sparse(1, keys, rng.standard_normal((keys.size, DIM)).astype(np.float32))
+    trained.save(tmp_path / "ckpt", values_only=values_only)
+    resumed = servers()
+    assert resumed.load(tmp_path / "ckpt") == keys.size
+    np.testing.assert_array_equal(resumed.pull_sparse(1, keys), trained.pull_sparse(1, keys))
