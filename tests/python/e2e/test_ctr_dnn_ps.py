@@ -5,16 +5,14 @@ work, and the job prints its totals."""
 
 from __future__ import annotations
 
-import os
-import pathlib
-import re
 import subprocess
 import sys
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[3]
-EXAMPLE = ROOT / "examples" / "ctr_dnn"
+from tests.python.e2e import example_jobs as ej
+
+EXAMPLE = ej.ROOT / "examples" / "ctr_dnn"
 # Measured on this data (200k rows, 1 epoch, Adam 1e-3; single process 0.7723): sync 0.7727,
 # half_async 0.7698, geo 0.7709, async 0.7696-0.7716 (the default bound: a step starts from dense
 # values that include the worker's previous gradient), async without the bound 0.754-0.762 (its
@@ -28,10 +26,6 @@ TOLERANCE = {
     "async": 0.005,
     "async_unbounded": 0.03,
 }
-
-
-def _env() -> dict:
-    return dict(os.environ, PYTHONPATH=str(ROOT), OPENBLAS_NUM_THREADS="1")
 
 
 @pytest.fixture(scope="module")
@@ -48,46 +42,17 @@ def criteo(criteo_200k):
             "--print_period",
             "100000",
         ],
-        env=_env(),
+        env=ej.env(),
         capture_output=True,
         text=True,
         timeout=600,
         check=True,
     )
-    return train, test, _value(single.stdout, "test_auc")
+    return train, test, ej.value(single.stdout, "test_auc")
 
 
-def _value(output: str, key: str) -> float:
-    found = re.findall(rf"{key}=([0-9.]+)", output)
-    assert found, f"no {key}= in:\n{output[-3000:]}"
-    return float(found[-1])
-
-
-def _fleetrun(train, test, *args: str, servers: int = 1, timeout: float = 900) -> str:
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "fleet.launch",
-            f"--server_num={servers}",
-            "--worker_num=2",
-            str(EXAMPLE / "train_ps.py"),
-            "--train",
-            *train,
-            "--test",
-            test,
-            "--print_period",
-            "100000",
-            *args,
-        ],
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=ROOT,
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    return result.stdout + result.stderr
+def _fleetrun(train, test, *args: str, servers: int = 1) -> str:
+    return ej.fleetrun(EXAMPLE / "train_ps.py", train, test, *args, servers=servers)
 
 
 @pytest.mark.slow
@@ -104,13 +69,13 @@ def test_every_mode_reaches_the_single_process_auc(criteo, mode):
     if mode == "async_unbounded":
         args += ["--max_dense_staleness", "-1"]
     out = _fleetrun(train, test, *args, servers=2 if mode in ("sync", "geo") else 1)
-    auc = _value(out, "test_auc")
-    assert _value(out, "total_samples") >= 199_000
-    assert _value(out, "total_samples_per_sec") > 0
+    auc = ej.value(out, "test_auc")
+    assert ej.value(out, "total_samples") >= 199_000
+    assert ej.value(out, "total_samples_per_sec") > 0
     assert abs(auc - single_auc) <= TOLERANCE[mode], (mode, auc, single_auc)
     # test_auc is fleet.metrics.auc over the workers' histograms of their shares of the test
     # set: the AUC of all their predictions pooled.
-    assert abs(auc - _value(out, "pooled_auc")) < 1e-6
+    assert abs(auc - ej.value(out, "pooled_auc")) < 1e-6
 
 
 @pytest.mark.slow
@@ -128,9 +93,9 @@ def test_train_from_dataset_with_two_threads_per_worker(criteo, mode, tmp_path):
                 dst.write(line)
         parts.append(str(part))
     out = _fleetrun(parts, test, "--mode", mode, "--dataset", "queue", "--thread", "2")
-    assert _value(out, "total_samples") == 20_000
+    assert ej.value(out, "total_samples") == 20_000
     # 20k rows, an effective batch of 4 x 512 in sync: far from converged, but trained.
-    assert _value(out, "test_auc") > 0.62
+    assert ej.value(out, "test_auc") > 0.62
 
 
 @pytest.mark.slow
@@ -150,4 +115,4 @@ def test_days_save_a_base_then_deltas_and_a_job_resumes_from_them(criteo, tmp_pa
     assert 0 < delta_rows < base_rows
     # A job started from the chain serves base + delta and trains on (a third day).
     out = _fleetrun(train, test, "--resume", str(ckpt), "--epochs", "1", *common)
-    assert _value(out, "test_auc") > 0.6
+    assert ej.value(out, "test_auc") > 0.6

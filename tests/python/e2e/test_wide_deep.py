@@ -4,29 +4,18 @@ features."""
 
 from __future__ import annotations
 
-import os
-import pathlib
-import re
 import subprocess
 import sys
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[3]
+from tests.python.e2e import example_jobs as ej
+
+ROOT = ej.ROOT
 CTR_DNN = ROOT / "examples" / "ctr_dnn"
 # Measured (seed 0, 1 epoch, Adagrad 0.02, 1 server 2 workers): one process 0.7745, sync
 # (2 x 256) 0.7746, async 0.7622; LR 0.7386; CTR-DNN alone (Adam) 0.7720; oracle 0.7945.
 MARGIN_OVER_LR = 0.01
-
-
-def _env() -> dict:
-    return dict(os.environ, PYTHONPATH=str(ROOT), OPENBLAS_NUM_THREADS="1")
-
-
-def _value(output: str, key: str) -> float:
-    found = re.findall(rf"{key}=([0-9.]+)", output)
-    assert found, f"no {key}= in:\n{output[-3000:]}"
-    return float(found[-1])
 
 
 @pytest.fixture(scope="module")
@@ -34,13 +23,13 @@ def criteo(criteo_200k):
     train, test = criteo_200k
     lr = subprocess.run(
         [sys.executable, str(CTR_DNN / "baselines.py"), "--train", *train, "--test", test],
-        env=_env(),
+        env=ej.env(),
         capture_output=True,
         text=True,
         timeout=300,
         check=True,
     )
-    return train, test, _value(lr.stdout, "lr_test_auc")
+    return train, test, ej.value(lr.stdout, "lr_test_auc")
 
 
 @pytest.mark.slow
@@ -48,32 +37,15 @@ def criteo(criteo_200k):
 def test_wide_deep_beats_lr_on_parameter_servers(criteo, mode):
     train, test, lr_auc = criteo
     batch = "256" if mode == "sync" else "512"  # sync: 2 x 256 = one process's 512
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "fleet.launch",
-            "--server_num=1",
-            "--worker_num=2",
-            str(ROOT / "examples" / "wide_deep" / "train.py"),
-            "--mode",
-            mode,
-            "--batch_size",
-            batch,
-            "--train",
-            *train,
-            "--test",
-            test,
-            "--print_period",
-            "100000",
-        ],
-        env=_env(),
-        capture_output=True,
-        text=True,
+    out = ej.fleetrun(
+        ROOT / "examples" / "wide_deep" / "train.py",
+        train,
+        test,
+        "--mode",
+        mode,
+        "--batch_size",
+        batch,
         timeout=500,
-        cwd=ROOT,
     )
-    out = result.stdout + result.stderr
-    assert result.returncode == 0, out[-3000:]
-    assert _value(out, "total_samples") >= 199_000
-    assert _value(out, "test_auc") > lr_auc + MARGIN_OVER_LR, (mode, out[-1500:], lr_auc)
+    assert ej.value(out, "total_samples") >= 199_000
+    assert ej.value(out, "test_auc") > lr_auc + MARGIN_OVER_LR, (mode, out[-1500:], lr_auc)
