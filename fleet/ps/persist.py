@@ -70,6 +70,16 @@ class Checkpointer:
         role = self._fleet.role_maker
         runtime.client.barrier(f"__{what}_{n}__", role.worker_num(), role.worker_index(), timeout)
 
+    def _begin(self, api: str, what: str, timeout: float) -> tuple[Any, int]:
+        """Every worker's start of a collective job operation: flushes its gradients and meets
+        the others at `<what>_begin`, so the servers hold every step each worker ran.
+        (runtime, this operation's number for its `<what>_end` barrier)."""
+        runtime = _runtime(self._fleet, api)
+        n = next(self._calls)
+        runtime.communicator.flush()
+        self._meet(runtime, f"{what}_begin", n, timeout)
+        return runtime, n
+
     def save_persistables(
         self,
         executor: Any,
@@ -83,12 +93,9 @@ class Checkpointer:
                 f"fleet.save_persistables: mode must be 0 (base), 1 (delta) "
                 f"or 2 (values), got {mode!r}"
             )
-        runtime = _runtime(self._fleet, "save_persistables")
         program = main_program if main_program is not None else self._fleet.main_program
         dirname = os.fspath(dirname)
-        n = next(self._calls)
-        runtime.communicator.flush()
-        self._meet(runtime, "save_begin", n, timeout)
+        runtime, n = self._begin("save_persistables", "save", timeout)
         try:
             if self._fleet.role_maker.worker_index() == 0:
                 os.makedirs(dirname, exist_ok=True)
@@ -132,12 +139,9 @@ class Checkpointer:
                 f"fleet.load_model: mode must be 0 (tables and worker "
                 f"variables) or 1 (worker variables only), got {mode!r}"
             )
-        runtime = _runtime(self._fleet, "load_model")
         program = main_program if main_program is not None else self._fleet.main_program
         dirname = os.fspath(dirname)
-        n = next(self._calls)
-        runtime.communicator.flush()
-        self._meet(runtime, "load_begin", n, timeout)
+        runtime, n = self._begin("load_model", "load", timeout)
         try:
             if mode == 0 and self._fleet.role_maker.worker_index() == 0:
                 rows = runtime.client.load(dirname)
@@ -158,10 +162,7 @@ class Checkpointer:
                 f"fleet.shrink: threshold must be an integer >= 0 (save "
                 f"cycles a row may go unseen), got {threshold!r}"
             )
-        runtime = _runtime(self._fleet, "shrink")
-        n = next(self._calls)
-        runtime.communicator.flush()
-        self._meet(runtime, "shrink_begin", n, timeout)
+        runtime, n = self._begin("shrink", "shrink", timeout)
         dropped = 0
         try:
             if self._fleet.role_maker.worker_index() == 0:
