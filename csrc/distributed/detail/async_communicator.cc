@@ -110,8 +110,10 @@ void AsyncCommunicator::OnBatchAhead(const framework::StepInfo& next) {
 void AsyncCommunicator::PullSparseOfStep(int thread, uint32_t table_id,
                                          absl::Span<const int64_t> keys, absl::Span<float> out,
                                          bool from_servers) {
-  const std::string what = absl::StrCat("pull_sparse of '", Sparse(table_id).name, "'");
-  if (!from_servers && prefetcher_.Take(thread, table_id, keys, out, what)) return;
+  // The message is only built on an error: this runs once per table and step.
+  if (!from_servers && prefetcher_.Take(thread, table_id, keys, out, Sparse(table_id).name)) {
+    return;
+  }
   PullSparse(table_id, keys, out, from_servers);
 }
 

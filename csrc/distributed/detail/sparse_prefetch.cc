@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "absl/strings/str_cat.h"
 #include "core/errors.h"
 #include "core/lod_tensor.h"
 #include "core/status.h"
@@ -74,7 +75,7 @@ void SparsePrefetcher::Announce(int thread, const Scope& scope) {
 }
 
 bool SparsePrefetcher::Take(int thread, uint32_t table_id, absl::Span<const int64_t> keys,
-                            absl::Span<float> out, const std::string& what) {
+                            absl::Span<float> out, const std::string& table_name) {
   if (thread < 0 || static_cast<size_t>(thread) >= pending_.size()) return false;
   auto& queue = pending_[thread];
   bool prefetched = false;  // some prefetch of this table, whatever its keys
@@ -91,7 +92,9 @@ bool SparsePrefetcher::Take(int thread, uint32_t table_id, absl::Span<const int6
       return q == nullptr || q->table_id == table_id;
     });
     queue.erase(end, std::next(it));
-    ThrowIfError(hit->future->Wait(), what);
+    if (absl::Status s = hit->future->Wait(); !s.ok()) {
+      ThrowIfError(s, absl::StrCat("pull_sparse of '", table_name, "'"));
+    }
     std::memcpy(out.data(), hit->rows.data(), out.size() * sizeof(float));
     absl::MutexLock lock(&mu_);
     ++served_;

@@ -42,9 +42,10 @@ class SparsePrefetcher {
   // table whose id variables are not all int64 tensors there.
   void Announce(int thread, const Scope& scope);
   // Serves a pull from a prefetch of the same keys, if one was started: waits for it and copies
-  // its rows to `out`, true. False when nothing matches. Throws the pull's error, naming `what`.
+  // its rows to `out`, true. False when nothing matches. Throws the pull's error, naming the
+  // table (`table_name`, the parameter).
   bool Take(int thread, uint32_t table_id, absl::Span<const int64_t> keys, absl::Span<float> out,
-            const std::string& what);
+            const std::string& table_name);
   // Prefetches served and missed since construction (tests, benchmarks).
   int64_t served() const;
   int64_t missed() const;
