@@ -7,9 +7,12 @@ Criteo-format rows, as a Fleet program.
   fc 400-400-400 ReLU) ending in one unit;
 * the two logits are summed and trained jointly with the logistic loss.
 
-The paper trains the wide part with FTRL and the deep part with AdaGrad; Fleet has no FTRL, and
-the parameter servers apply one update rule per job, so both parts use the one ``--optimizer``
-(Adagrad by default).
+The paper trains the wide part with FTRL and the deep part with AdaGrad. Fleet has no FTRL: the
+wide weights get their own optimizer (``--wide_optimizer``, Adagrad by default, with its own
+learning rate), the rest of the model ``--optimizer``. In a parameter-server job the wide weights
+are a sparse table with its own rule on the servers (``DistributedStrategy.table_optimizers``);
+the wide part's linear term of the dense features stays with the dense parameters, which share
+one table and one rule, so it follows ``--optimizer`` in every mode.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import fleet
 from fleet import layers
 
 NUM_DENSE, NUM_SPARSE = 13, 26
+WIDE_WEIGHTS = "wide_weights"
 _MASK64 = np.uint64((1 << 64) - 1)
 
 
@@ -34,6 +38,8 @@ class ModelConfig:
     crosses: tuple[tuple[int, int], ...] = ()
     optimizer: str = "adagrad"  # or "adam"
     learning_rate: float = 0.02
+    wide_optimizer: str = "adagrad"  # the wide weights' (WIDE_WEIGHTS), or "same"
+    wide_learning_rate: float = 0.02
     seed: int = 1
 
 
@@ -91,9 +97,18 @@ def _fc(x: fleet.Variable, width: int, act: str | None) -> fleet.Variable:
     return layers.fc(x, width, act=act, param_attr=fleet.ParamAttr(initializer=init))
 
 
+def _optimizer(name: str, learning_rate: float) -> fleet.optimizer.Optimizer:
+    if name == "adagrad":
+        return fleet.optimizer.Adagrad(learning_rate)
+    if name == "adam":
+        return fleet.optimizer.Adam(learning_rate, lazy_mode=True)
+    raise ValueError(f"optimizer must be adagrad or adam, got {name!r}")
+
+
 def build(cfg: ModelConfig, wrap_optimizer=None) -> WideDeep:  # noqa: ANN001
-    """The programs; ``wrap_optimizer(opt)`` (fleet.distributed_optimizer) wraps the optimizer
-    and the test program is then cloned from the rewritten main program."""
+    """The programs; ``wrap_optimizer(opt, table_optimizers)`` (fleet.distributed_optimizer
+    with the strategy's table_optimizers set) wraps the optimizer and the test program is then
+    cloned from the rewritten main program."""
     main, startup = fleet.Program(), fleet.Program()
     main.random_seed = startup.random_seed = cfg.seed
     width = NUM_SPARSE + len(cfg.crosses)
@@ -107,7 +122,7 @@ def build(cfg: ModelConfig, wrap_optimizer=None) -> WideDeep:  # noqa: ANN001
             [2 * cfg.sparse_dim, 1],
             is_sparse=True,
             param_attr=fleet.ParamAttr(
-                name="wide_weights", initializer=fleet.initializer.Constant(0.0)
+                name=WIDE_WEIGHTS, initializer=fleet.initializer.Constant(0.0)
             ),
         )
         wide_logit = layers.elementwise_add(
@@ -131,15 +146,18 @@ def build(cfg: ModelConfig, wrap_optimizer=None) -> WideDeep:  # noqa: ANN001
         predict = layers.concat([layers.scale(click, scale=-1.0, bias=1.0), click], axis=1)
         auc, _, _ = layers.auc(predict, label)
         test = main.clone(for_test=True) if wrap_optimizer is None else None
-        if cfg.optimizer == "adagrad":
-            opt = fleet.optimizer.Adagrad(cfg.learning_rate)
-        elif cfg.optimizer == "adam":
-            opt = fleet.optimizer.Adam(cfg.learning_rate, lazy_mode=True)
-        else:
-            raise ValueError(f"optimizer must be adagrad or adam, got {cfg.optimizer!r}")
+        opt = _optimizer(cfg.optimizer, cfg.learning_rate)
+        own = {}
+        if cfg.wide_optimizer != "same":
+            own[WIDE_WEIGHTS] = _optimizer(cfg.wide_optimizer, cfg.wide_learning_rate)
         if wrap_optimizer is not None:
-            opt = wrap_optimizer(opt)
-        opt.minimize(loss)
+            wrap_optimizer(opt, own).minimize(loss)
+        else:
+            params_grads = opt.backward(loss)
+            opt.apply_gradients([pg for pg in params_grads if pg[0].name not in own])
+            for param, grad in params_grads:
+                if param.name in own:
+                    own[param.name].apply_gradients([(param, grad)])
         if test is None:
             test = main.clone(for_test=True)
     return WideDeep(cfg, main, startup, test, loss, predict, auc)

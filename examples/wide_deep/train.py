@@ -35,10 +35,12 @@ import fleet  # noqa: E402
 MODES = ("single", "sync", "async", "half_async", "geo")
 
 
-def strategy_for(args: argparse.Namespace) -> fleet.DistributedStrategy:
-    return fleet.DistributedStrategyFactory.create(
+def strategy_for(args: argparse.Namespace, table_optimizers: dict) -> fleet.DistributedStrategy:
+    strategy = fleet.DistributedStrategyFactory.create(
         args.mode, args.update_frequency, send_queue_size=args.send_queue_size
     )
+    strategy.table_optimizers = table_optimizers
+    return strategy
 
 
 def evaluate(exe: fleet.Executor, net: model.WideDeep, data: criteo_reader.CriteoArrays) -> float:
@@ -99,10 +101,14 @@ def run(args: argparse.Namespace) -> int:
         crosses=crosses,
         optimizer=args.optimizer,
         learning_rate=args.learning_rate,
+        wide_optimizer=args.wide_optimizer,
+        wide_learning_rate=args.wide_learning_rate,
         seed=args.seed,
     )
     wrap = (
-        (lambda opt: fleet.distributed_optimizer(opt, strategy_for(args))) if distributed else None
+        (lambda opt, own: fleet.distributed_optimizer(opt, strategy_for(args, own)))
+        if distributed
+        else None
     )
     net = model.build(cfg, wrap)
     if distributed and fleet.is_server():
@@ -177,6 +183,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--optimizer", choices=("adagrad", "adam"), default="adagrad")
     parser.add_argument("--learning_rate", type=float, default=0.02)
+    parser.add_argument(
+        "--wide_optimizer",
+        choices=("adagrad", "adam", "same"),
+        default="adagrad",
+        help="the wide weights' own optimizer (a rule of their own on the servers); "
+        "same: --optimizer and --learning_rate",
+    )
+    parser.add_argument("--wide_learning_rate", type=float, default=0.02)
     parser.add_argument("--print_period", type=int, default=100, help="batches between logs")
     parser.add_argument("--plot", help="write the training curve to this PNG")
     parser.add_argument("--seed", type=int, default=1)

@@ -50,9 +50,15 @@ class DistributedOptimizer:
         (optimize_ops, params_grads) as Optimizer.minimize does."""
         main = loss.block.program
         startup = startup_program or default_startup_program()
-        optimize_ops, params_grads = self.user_optimizer.minimize(
-            loss, startup, parameter_list, no_grad_set
+        params_grads = self.user_optimizer.backward(loss, startup, parameter_list, no_grad_set)
+        own = _table_optimizers(self.strategy, params_grads)
+        optimize_ops = self.user_optimizer.apply_gradients(
+            [pg for pg in params_grads if pg[0].name not in own]
         )
+        for param, grad in params_grads:
+            if param.name in own:
+                own[param.name]._startup = startup  # where its state's initialisers go
+                optimize_ops += own[param.name].apply_gradients([(param, grad)])
         if self._fleet.is_collective():
             from fleet.collective import program_pass as collective_pass
 
@@ -67,6 +73,19 @@ class DistributedOptimizer:
             )
         self._fleet.main_program, self._fleet.startup_program = main, startup
         return optimize_ops, params_grads
+
+
+def _table_optimizers(strategy: DistributedStrategy, params_grads: list) -> dict[str, Optimizer]:
+    """strategy.table_optimizers, checked against the parameters that have gradients."""
+    own = strategy.table_optimizers
+    trained = {param.name for param, _ in params_grads}
+    unknown = sorted(set(own) - trained)
+    if unknown:
+        raise InvalidArgument(
+            f"DistributedStrategy.table_optimizers names {unknown}, which the loss has no "
+            f"gradient for; trained parameters: {', '.join(sorted(trained))}"
+        )
+    return own
 
 
 __all__ = ["DistributedOptimizer"]

@@ -22,6 +22,7 @@ import enum
 from typing import Any, Mapping
 
 from fleet.errors import InvalidArgument
+from fleet.optimizer import Optimizer
 
 
 class PsMode(enum.Enum):
@@ -105,6 +106,7 @@ class DistributedStrategy:
         "gradient_merge_configs",
         "nccl_comm_num",
         "sparse_table_configs",
+        "table_optimizers",
     )
 
     def __init__(self) -> None:
@@ -117,6 +119,7 @@ class DistributedStrategy:
         object.__setattr__(self, "_gradient_merge_configs", {"k_steps": 1, "avg": True})
         object.__setattr__(self, "_nccl_comm_num", 1)
         object.__setattr__(self, "_sparse_table_configs", {"count_filter": 0})
+        object.__setattr__(self, "_table_optimizers", {})
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name not in self._FIELDS:
@@ -267,6 +270,31 @@ class DistributedStrategy:
                 )
             merged[key] = value
         object.__setattr__(self, "_sparse_table_configs", merged)
+
+    # -- per-table optimizers ----------------------------------------------------------------
+    @property
+    def table_optimizers(self) -> dict[str, Any]:
+        """Parameter name -> optimizer that updates it instead of the one given to
+        ``distributed_optimizer`` (e.g. Wide & Deep's wide part with Adagrad, the deep part with
+        Adam). In a parameter-server job the named parameters must be sparse tables: each sparse
+        table has its own server-side rule, while the dense parameters share one table and one
+        rule. Names are checked against the program by ``minimize``."""
+        return dict(self._table_optimizers)
+
+    @table_optimizers.setter
+    def table_optimizers(self, values: Mapping[str, Any]) -> None:
+        where = "DistributedStrategy.table_optimizers"
+        if not isinstance(values, Mapping):
+            raise InvalidArgument(f"{where} must be a dict, got {type(values).__name__}")
+        for name, optimizer in values.items():
+            if not isinstance(name, str) or not name:
+                raise InvalidArgument(f"{where}: keys must be parameter names, got {name!r}")
+            if not isinstance(optimizer, Optimizer):
+                raise InvalidArgument(
+                    f"{where}[{name!r}] must be a fleet.optimizer optimizer, "
+                    f"got {type(optimizer).__name__}"
+                )
+        object.__setattr__(self, "_table_optimizers", dict(values))
 
     def __repr__(self) -> str:
         return (

@@ -30,7 +30,7 @@ What it does (`print(program)` shows every op it adds):
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from fleet._dtypes import FLOAT32, INT64
 from fleet.base.distributed_strategy import DistributedStrategy
@@ -73,7 +73,9 @@ def rewrite(
     block = main.global_block()
     _broadcast_parameters(main, startup)
     merge_k = strategy.gradient_merge_configs["k_steps"] if strategy.gradient_merge else 1
-    dense, sparse = _split_gradients(block, params_grads, optimizer, force_dense=merge_k > 1)
+    dense, sparse = _split_gradients(
+        block, params_grads, optimizer, strategy.table_optimizers, force_dense=merge_k > 1
+    )
     bucket_bytes = int(strategy.fuse_grad_size_in_MB * (1 << 20))
     fuse = strategy.fuse_all_reduce_ops
     if merge_k > 1:
@@ -119,17 +121,20 @@ def _split_gradients(
     block: Block,
     params_grads: Sequence[tuple[Any, Variable]],
     optimizer: Optimizer,
+    table_optimizers: Mapping[str, Optimizer],
     force_dense: bool,
 ) -> tuple[list[str], list[str]]:
     """(dense gradient names, gathered sparse gradient names), in params_grads order; makes the
-    gradients of small (or, with force_dense, all) sparse tables dense."""
-    lazy = isinstance(optimizer, Adam) and optimizer.lazy_mode
+    gradients of small (or, with force_dense, all) sparse tables dense, unless the table's
+    optimizer is a lazy Adam (it must see which rows the batch touched)."""
     sparse_writers = _sparse_grad_ops(block)
     dense, sparse = [], []
     for param, grad in params_grads:
         if grad.name not in sparse_writers:
             dense.append(grad.name)
             continue
+        own = table_optimizers.get(param.name, optimizer)
+        lazy = isinstance(own, Adam) and own.lazy_mode
         table_bytes = 4 * _numel(param.shape)
         if force_dense or (table_bytes <= SPARSE_DENSE_MAX_BYTES and not lazy):
             _make_dense(block, grad)

@@ -185,6 +185,7 @@ def rewrite(
     block = main.global_block()
     grad_of = {p.name: g.name for p, g in params_grads}
     rule = optimizer_config(optimizer, "distributed_optimizer")
+    own = strategy.table_optimizers
     update_ops = {}
     for op in block.ops:
         if op.type in _UPDATE_OPS and op.attrs.get(OP_ROLE_ATTR) == OP_ROLE_OPTIMIZE:
@@ -220,7 +221,10 @@ def rewrite(
             dim=dim,
             initializer=_initializer_config(startup, name, main.random_seed or 1),
         )
-        config.optimizer.CopyFrom(rule)
+        if name in own:
+            config.optimizer.CopyFrom(optimizer_config(own[name], f"sparse table '{name}'"))
+        else:
+            config.optimizer.CopyFrom(rule)
         config.count_filter.min_count = strategy.sparse_table_configs["count_filter"]
         sparse_plans.append(SparseTablePlan(index + 1, name, dim, config))
     table_of = {p.param: p for p in sparse_plans}
@@ -278,7 +282,14 @@ def rewrite(
         block._remove_var(name)
         _remove_startup_init(startup, name)
 
-    # Dense parameters: packed in one table.
+    # Dense parameters: packed in one table, with one rule (GEO's workers apply their own).
+    shared_rule = [p.name for p, _ in params_grads if p.name in own and p.name not in table_of]
+    if shared_rule and mode is not PsMode.GEO:
+        raise InvalidArgument(
+            f"DistributedStrategy.table_optimizers: {shared_rule} are dense parameters, which "
+            "share one table and one update rule on the servers; only sparse tables "
+            f"({', '.join(sparse_params) or 'none in this program'}) can have their own"
+        )
     dense_plans, offset = [], 0
     for param, _ in params_grads:
         if param.name in table_of or param.name not in update_ops:

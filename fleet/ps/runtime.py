@@ -92,7 +92,6 @@ class PsRuntime:
         plan = self._plan("init_worker")
         cfg = plan.strategy.async_config
         self.client = PsClient(role.server_endpoints(), connect_timeout=timeout)
-        rule = plan.optimizer_config.SerializeToString()
         dense_id = plan.dense_config.table_id if plan.dense_config is not None else None
         self.communicator = _core.distributed.Communicator(
             mode=plan.mode.value,
@@ -100,7 +99,10 @@ class PsRuntime:
             num_workers=role.worker_num(),
             dense_table_id=dense_id,
             dense=[(d.param, d.grad, d.offset, d.numel) for d in plan.dense],
-            sparse=[(s.table_id, s.dim, s.param, rule) for s in plan.sparse],
+            sparse=[
+                (s.table_id, s.dim, s.param, s.config.optimizer.SerializeToString())
+                for s in plan.sparse
+            ],
             send_queue_size=cfg.send_queue_size,
             max_merge_var_num=cfg.max_merge_var_num,
             send_wait_times=cfg.send_wait_times,

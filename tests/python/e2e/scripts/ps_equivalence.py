@@ -45,8 +45,16 @@ def build(optimizer: str):
         h = layers.concat([pooled, x], axis=1)
         prob = layers.fc(h, 2, act="softmax")
         loss = layers.mean(layers.cross_entropy(prob, y))
+    if optimizer == "mixed":  # the embedding with its own optimizer, as a wide part would be
+        return (
+            main,
+            startup,
+            loss,
+            fleet.optimizer.Adam(0.05),
+            {"emb": fleet.optimizer.Adagrad(0.2)},
+        )
     opt = {"sgd": fleet.optimizer.SGD(0.1), "adam": fleet.optimizer.Adam(0.05, lazy_mode=True)}
-    return main, startup, loss, opt[optimizer]
+    return main, startup, loss, opt[optimizer], {}
 
 
 def feed_of(parts: list[dict], raw_ids: bool = True) -> dict:
@@ -76,11 +84,15 @@ def main() -> int:
     )
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
-    main_prog, startup, loss, opt = build(args.optimizer)
+    main_prog, startup, loss, opt, table_optimizers = build(args.optimizer)
     exe = fleet.Executor(fleet.CPUPlace())
     if args.single:
         with fleet.program_guard(main_prog, startup):
-            opt.minimize(loss)
+            params_grads = opt.backward(loss)
+            opt.apply_gradients([pg for pg in params_grads if pg[0].name not in table_optimizers])
+            for param, grad in params_grads:
+                if param.name in table_optimizers:
+                    table_optimizers[param.name].apply_gradients([(param, grad)])
         exe.run(startup)
         for step in range(args.steps):
             parts = [batch(step, w, args.batch) for w in range(args.workers)]
@@ -97,6 +109,7 @@ def main() -> int:
         "half_async": fleet.DistributedStrategyFactory.create_half_async_strategy(),
         "geo": fleet.DistributedStrategyFactory.create_geo_strategy(2),
     }[args.mode]
+    strategy.table_optimizers = table_optimizers
     with fleet.program_guard(main_prog, startup):
         fleet.distributed_optimizer(opt, strategy).minimize(loss)
     if fleet.is_server():
