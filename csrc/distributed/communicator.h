@@ -76,6 +76,9 @@ struct CommunicatorConfig {
   // Gradients of its own a trainer thread's dense values may lack when a step starts; < 0: no
   // bound (see detail/async_communicator.h).
   int max_dense_staleness = 0;
+  // Dataset passes: pull the next batch's sparse rows while the current batch runs. They then
+  // lack the current batch's own pushes (see detail/sparse_prefetch.h for what it costs).
+  bool prefetch_sparse = true;
   // geo
   int64_t geo_steps = 100;
   // sync: how long a worker waits at a step barrier for the others (a dead worker is named

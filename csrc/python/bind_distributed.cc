@@ -35,7 +35,7 @@ std::shared_ptr<Communicator> Make(const std::string& mode, uint32_t worker_id,
                                    const std::vector<PySparseVar>& sparse, size_t send_queue_size,
                                    size_t max_merge_var_num, int send_wait_times,
                                    int thread_pool_size, bool independent_recv,
-                                   int max_dense_staleness, int64_t geo_steps,
+                                   int max_dense_staleness, bool prefetch_sparse, int64_t geo_steps,
                                    double step_timeout_s, std::shared_ptr<ps::PsClient> client,
                                    py::object root) {
   FLEET_ENFORCE(step_timeout_s > 0, InvalidArgument,
@@ -60,6 +60,7 @@ std::shared_ptr<Communicator> Make(const std::string& mode, uint32_t worker_id,
   config.thread_pool_size = thread_pool_size;
   config.independent_recv = independent_recv;
   config.max_dense_staleness = max_dense_staleness;
+  config.prefetch_sparse = prefetch_sparse;
   config.geo_steps = geo_steps;
   config.step_timeout = absl::Seconds(step_timeout_s);
   Scope* scope = root.cast<Scope*>();
@@ -76,8 +77,8 @@ void BindDistributed(py::module_& m) {
            py::arg("dense_table_id"), py::arg("dense"), py::arg("sparse"),
            py::arg("send_queue_size"), py::arg("max_merge_var_num"), py::arg("send_wait_times"),
            py::arg("thread_pool_size"), py::arg("independent_recv"), py::arg("max_dense_staleness"),
-           py::arg("geo_steps"), py::arg("step_timeout_s"), py::arg("client"),
-           py::arg("root_scope"), py::keep_alive<1, 17>())
+           py::arg("prefetch_sparse"), py::arg("geo_steps"), py::arg("step_timeout_s"),
+           py::arg("client"), py::arg("root_scope"), py::keep_alive<1, 18>())
       .def_property_readonly("mode",
                              [](const Communicator& c) { return PsModeName(c.config().mode); })
       .def_property_readonly("prefetched_pulls", &Communicator::prefetched_pulls,

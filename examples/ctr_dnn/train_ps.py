@@ -54,6 +54,8 @@ def strategy_for(args: argparse.Namespace) -> fleet.DistributedStrategy:
     configs = {"send_queue_size": args.send_queue_size}
     if args.max_dense_staleness is not None:
         configs["max_dense_staleness"] = args.max_dense_staleness
+    if args.no_prefetch:
+        configs["prefetch_sparse"] = False
     return fleet.DistributedStrategyFactory.create(args.mode, args.update_frequency, **configs)
 
 
@@ -286,6 +288,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=None,
         help="async: own steps the dense parameters may lag behind before training waits "
         "for their refresh (-1: no bound; default: the library's, 0)",
+    )
+    parser.add_argument(
+        "--no_prefetch",
+        action="store_true",
+        help="async/half-async --dataset: pull each batch's sparse rows at its step instead of "
+        "while the batch before runs (fresher rows, slower)",
     )
     parser.add_argument("--print_period", type=int, default=100, help="steps between logs")
     parser.add_argument("--max_batches", type=int, default=0, help="stop early (0 = no limit)")

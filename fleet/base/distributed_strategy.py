@@ -49,6 +49,10 @@ class AsyncConfig:
         -1: no bound, as Paddle's async: the dense values lag by whatever the queues and the
         network hold (0.01-0.02 test AUC lost on the same job). Sparse rows are never waited
         for: their staleness measured harmless.
+    prefetch_sparse: async and half-async dataset passes pull the next batch's sparse rows while
+        the current batch runs (True, default), so those rows lack the current batch's own
+        gradients; False pulls at the step, after them (CTR-DNN, 2 workers, dataset driver, six
+        runs: test AUC 0.0013 higher on average, about 3% fewer samples/s).
     k_steps: GEO's update frequency (0: not GEO).
     launch_barrier: workers wait for every server before training.
     """
@@ -59,6 +63,7 @@ class AsyncConfig:
     thread_pool_size: int = 1
     independent_recv_thread: bool = False
     max_dense_staleness: int = 0
+    prefetch_sparse: bool = True
     k_steps: int = 0
     launch_barrier: bool = True
 
@@ -77,7 +82,7 @@ class AsyncConfig:
                 raise InvalidArgument(
                     f"{where}: unknown key {key!r}; valid keys: {', '.join(sorted(valid))}"
                 )
-            if key in ("independent_recv_thread", "launch_barrier"):
+            if key in ("independent_recv_thread", "launch_barrier", "prefetch_sparse"):
                 if not isinstance(value, bool):
                     raise InvalidArgument(f"{where}[{key!r}] must be a bool, got {value!r}")
             else:

@@ -109,6 +109,7 @@ class PsRuntime:
             thread_pool_size=cfg.thread_pool_size,
             independent_recv=cfg.independent_recv_thread,
             max_dense_staleness=cfg.max_dense_staleness,
+            prefetch_sparse=cfg.prefetch_sparse,
             geo_steps=max(cfg.k_steps, 1),
             step_timeout_s=timeout,
             client=self.client._core,

@@ -104,7 +104,9 @@ void AsyncCommunicator::PushSparse(int thread, uint32_t table_id, absl::Span<con
 }
 
 void AsyncCommunicator::OnBatchAhead(const framework::StepInfo& next) {
-  if (next.scope != nullptr) prefetcher_.Announce(next.thread, *next.scope);
+  if (config_.prefetch_sparse && next.scope != nullptr) {
+    prefetcher_.Announce(next.thread, *next.scope);
+  }
 }
 
 void AsyncCommunicator::PullSparseOfStep(int thread, uint32_t table_id,

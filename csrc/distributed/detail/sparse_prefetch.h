@@ -8,8 +8,11 @@
 // first run), and gathers the keys the same way the op does (the Ids tensors joined in order);
 // a pull whose keys differ from every prefetched set (another program, is_test clones) is not
 // served and pulls as usual. Prefetched rows are read from the servers before the current
-// step's gradients reach them: one step more of sparse staleness, which measured harmless on
-// CTR-DNN (see async_communicator.h).
+// step's gradients reach them: one step more of sparse staleness. Measured on CTR-DNN (200k
+// rows, 2 workers, 1 server, one trainer thread each, six runs a side): test AUC 0.7669 on
+// average with the prefetch against 0.7682 without, at about 3% more samples/s; frequent ids
+// are in every batch, so their rows miss the worker's own last gradient. The strategy's
+// a_sync_configs["prefetch_sparse"] = False turns it off (CommunicatorConfig::prefetch_sparse).
 //
 // Threads: Announce and Take of one trainer thread run on that thread; SetInputs may come from
 // any. A pending prefetch is waited for before its buffer is dropped (the RPC writes into it).

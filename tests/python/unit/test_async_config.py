@@ -29,6 +29,15 @@ def test_a_bad_max_dense_staleness_names_the_key_and_the_bound(value):
         strategy.a_sync_configs = {"max_dense_staleness": value}
 
 
+def test_prefetch_sparse_is_on_by_default_and_takes_only_a_bool():
+    strategy = fleet.DistributedStrategy()
+    assert strategy.a_sync_configs["prefetch_sparse"] is True
+    strategy.a_sync_configs = {"prefetch_sparse": False}
+    assert strategy.async_config.prefetch_sparse is False
+    with pytest.raises(InvalidArgument, match=r"prefetch_sparse.*must be a bool"):
+        strategy.a_sync_configs = {"prefetch_sparse": 0}
+
+
 def test_an_unknown_async_key_lists_the_valid_ones():
     strategy = fleet.DistributedStrategy()
     with pytest.raises(InvalidArgument, match="max_dense_staleness.*send_queue_size"):

@@ -64,7 +64,7 @@ def _program(padding_idx: int = -1):
     return main
 
 
-def _executor(client, scope, mode="half_async", max_dense_staleness=0):
+def _executor(client, scope, mode="half_async", max_dense_staleness=0, prefetch_sparse=True):
     resources = _core.RuntimeResources()
     comm = _core.distributed.Communicator(
         mode=mode,
@@ -79,6 +79,7 @@ def _executor(client, scope, mode="half_async", max_dense_staleness=0):
         thread_pool_size=1,
         independent_recv=False,
         max_dense_staleness=max_dense_staleness,
+        prefetch_sparse=prefetch_sparse,
         geo_steps=1,
         step_timeout_s=10.0,
         client=client._core,
@@ -193,10 +194,13 @@ def test_an_executor_without_a_communicator_names_init_worker():
         )
 
 
-def test_an_async_dataset_pass_pulls_each_next_batch_while_the_current_one_runs(cluster, tmp_path):
+@pytest.mark.parametrize("prefetch", [True, False])
+def test_an_async_dataset_pass_pulls_each_next_batch_while_the_current_one_runs(
+    cluster, tmp_path, prefetch
+):
     """train_from_dataset announces a thread's next batch; the async communicator starts its
     pulls then, and the batch's pull_sparse takes those rows: the same rows a pull would get
-    (nothing is pushed here, so the rows never change)."""
+    (nothing is pushed here, so the rows never change). prefetch_sparse=False pulls at the step."""
     server, client = cluster
     rng = np.random.default_rng(3)
     ids = rng.integers(-(2**40), 2**40, size=(64, 2))
@@ -221,13 +225,16 @@ def test_an_async_dataset_pass_pulls_each_next_batch_while_the_current_one_runs(
     scope = _core.Scope()
     with fleet.scope_guard(scope):
         scope.var("w").get_tensor().set(np.zeros((2, 2), np.float32))
-        exe, comm = _executor(client, scope, mode="async")
+        exe, comm = _executor(client, scope, mode="async", prefetch_sparse=prefetch)
         comm.start()
         result = exe.train_from_dataset(main, dataset, thread=1, print_period=0, fetch_list=["out"])
         comm.stop()
     assert result.batches == 16
     # The first batch has no batch before it; the others are prefetched when the reader is
     # ahead of the trainer, as it is on all but a loaded machine.
-    assert 1 <= comm.prefetched_pulls <= 15
+    if prefetch:
+        assert 1 <= comm.prefetched_pulls <= 15
+    else:
+        assert comm.prefetched_pulls == 0
     expected = client.pull_sparse(1, ids.ravel()).sum()
     assert result.fetch_sums["out"] == pytest.approx(expected, rel=1e-5)
