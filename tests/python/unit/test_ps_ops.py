@@ -5,6 +5,8 @@ executor without a communicator names what is missing."""
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -64,7 +66,16 @@ def _program(padding_idx: int = -1):
     return main
 
 
-def _executor(client, scope, mode="half_async", max_dense_staleness=0, prefetch_sparse=True):
+def _executor(
+    client,
+    scope,
+    mode="half_async",
+    max_dense_staleness=0,
+    prefetch_sparse=True,
+    send_queue_size=4,
+    max_merge_var_num=1,
+    send_wait_times=0,
+):
     resources = _core.RuntimeResources()
     comm = _core.distributed.Communicator(
         mode=mode,
@@ -73,9 +84,9 @@ def _executor(client, scope, mode="half_async", max_dense_staleness=0, prefetch_
         dense_table_id=0,
         dense=[("w", "w@GRAD", 0, 4)],
         sparse=[(1, DIM, "emb", b"")],
-        send_queue_size=4,
-        max_merge_var_num=1,
-        send_wait_times=0,
+        send_queue_size=send_queue_size,
+        max_merge_var_num=max_merge_var_num,
+        send_wait_times=send_wait_times,
         thread_pool_size=1,
         independent_recv=False,
         max_dense_staleness=max_dense_staleness,
@@ -150,6 +161,40 @@ def test_async_steps_start_from_dense_values_at_most_the_bound_behind(cluster, s
         assert applied == int(applied), seen  # whole gradients only: no torn values
         assert step - staleness <= applied <= step, (step, seen)
     np.testing.assert_allclose(client.pull_dense(0), np.full(4, -30.0))
+
+
+def test_the_sender_never_waits_for_more_gradients_than_the_queue_holds(cluster):
+    """SGD tables merge up to max_merge_var_num gradients, waiting send_wait_times x 10 ms for
+    them; with a queue of one gradient the trainer is blocked while the queue is full, so such
+    a wait could only time out: here 1 s a step (10 steps took 10 s before the fix)."""
+    server, client = cluster
+    scope = _core.Scope()
+    ids = np.array([[3]], dtype=np.int64)
+    with fleet.scope_guard(scope):
+        scope.var("w").get_tensor().set(np.zeros((2, 2), np.float32))
+        exe, comm = _executor(
+            client,
+            scope,
+            mode="async",
+            send_queue_size=1,
+            max_merge_var_num=4,
+            send_wait_times=100,
+        )
+        comm.start()
+        start = time.monotonic()
+        for _ in range(10):
+            exe.run(
+                _program(),
+                feed={
+                    "ids": fleet.LoDTensor(ids, lengths=[[1]]),
+                    "grad": np.ones((1, DIM), np.float32),
+                    "w@GRAD": np.zeros((2, 2), np.float32),
+                },
+            )
+        comm.flush()
+        seconds = time.monotonic() - start
+        comm.stop()
+    assert seconds < 5.0, f"10 steps took {seconds:.1f}s: the sender waited for a full merge"
 
 
 def test_padding_rows_are_zero_and_get_no_gradient(cluster):
