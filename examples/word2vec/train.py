@@ -76,6 +76,24 @@ def ensure_prepared(args: argparse.Namespace) -> dict:
             return meta
 
 
+def training_files(args: argparse.Namespace, meta: dict) -> list[str]:
+    """The prepared parts, or --train_files: the same parts in another form (MultiSlot samples
+    drawn from them once, read with --pipe_command cat), one per part in the same order, so
+    that the words per file stay those of the parts."""
+    parts = [os.path.join(args.data, f) for f in meta["train_files"]]
+    if not args.train_files:
+        return parts
+    if len(args.train_files) != len(parts):
+        raise SystemExit(
+            f"--train_files: {len(args.train_files)} files for the {len(parts)} training parts "
+            f"of {args.data}; give one per part, in order"
+        )
+    missing = [f for f in args.train_files if not os.path.isfile(f)]
+    if missing:
+        raise SystemExit(f"--train_files: {missing[0]} does not exist")
+    return list(args.train_files)
+
+
 def strategy_for(args: argparse.Namespace) -> fleet.DistributedStrategy:
     return fleet.DistributedStrategyFactory.create(
         args.mode, args.update_frequency, send_queue_size=args.send_queue_size
@@ -87,7 +105,8 @@ def make_dataset(net: model.SkipGram, files: list[str], args: argparse.Namespace
     dataset = fleet.DatasetFactory().create_dataset("QueueDataset")
     dataset.set_use_var([block.var(name) for name in reader.SLOTS])
     dataset.set_pipe_command(
-        python_pipe_command(
+        args.pipe_command
+        or python_pipe_command(
             os.path.join(HERE, "reader.py"),
             "--vocab",
             os.path.join(args.data, "vocab.txt"),
@@ -107,22 +126,33 @@ def make_dataset(net: model.SkipGram, files: list[str], args: argparse.Namespace
     return dataset
 
 
+def heldout_pairs(
+    data: str, counts: np.ndarray, window: int, negatives: int, sample: float, pairs: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """(centre [N, 1], targets [N, 1 + negatives]) of `pairs` held-out (centre, context) pairs
+    of the prepared corpus in `data`, with their negatives; the same for every run."""
+    sampler = reader.Sampler(counts, window, negatives, sample, seed=12345)
+    held = corpus.read_ids(os.path.join(data, "heldout.txt"))
+    centre, context = sampler.pairs(sampler.subsample(held))
+    pick = np.random.default_rng(7).permutation(len(centre))[:pairs]
+    centre, context = centre[pick], context[pick]
+    targets = np.concatenate([context[:, None], sampler.draw_negatives(context)], axis=1)
+    return centre[:, None], targets
+
+
 def heldout_auc(
     exe: fleet.Executor, net: model.SkipGram, args: argparse.Namespace, counts: np.ndarray
 ) -> float:
     """AUC of held-out (centre, context) pairs against (centre, negative) pairs."""
-    sampler = reader.Sampler(counts, args.window, args.negatives, args.sample, seed=12345)
-    held = corpus.read_ids(os.path.join(args.data, "heldout.txt"))
-    centre, context = sampler.pairs(sampler.subsample(held))
-    pick = np.random.default_rng(7).permutation(len(centre))[: args.heldout_pairs]
-    centre, context = centre[pick], context[pick]
-    targets = np.concatenate([context[:, None], sampler.draw_negatives(context)], axis=1)
+    centre, targets = heldout_pairs(
+        args.data, counts, args.window, args.negatives, args.sample, args.heldout_pairs
+    )
     logits = []
     for start in range(0, len(centre), 4096):
         stop = start + 4096
         (out,) = exe.run(
             net.test,
-            feed={"centre": centre[start:stop, None], "targets": targets[start:stop]},
+            feed={"centre": centre[start:stop], "targets": targets[start:stop]},
             fetch_list=[net.logits],
         )
         logits.append(out)
@@ -223,7 +253,7 @@ def run(args: argparse.Namespace) -> int:
         fleet.run_server()
         return 0
     worker, workers = (fleet.worker_index(), fleet.worker_num()) if distributed else (0, 1)
-    files = [os.path.join(args.data, f) for f in meta["train_files"]][worker::workers]
+    files = training_files(args, meta)[worker::workers]
     if not files:
         raise SystemExit(
             f"worker {worker}: {len(meta['train_files'])} training parts for "
@@ -289,6 +319,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         choices=MODES,
         default="single",
         help="single: one process; else a fleetrun parameter-server mode",
+    )
+    parser.add_argument(
+        "--train_files",
+        nargs="+",
+        help="instead of the prepared parts: one file per part, in order, in the form "
+        "--pipe_command reads (e.g. reader.py's output saved once, with --pipe_command cat)",
+    )
+    parser.add_argument(
+        "--pipe_command",
+        help="the dataset's pipe_command (default: reader.py, drawing samples from the parts)",
     )
     parser.add_argument("--update_frequency", type=int, default=100, help="GEO: k steps")
     parser.add_argument(
