@@ -41,11 +41,9 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
-import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLE = os.path.join(ROOT, "examples", "ctr_dnn")
@@ -63,6 +61,7 @@ MAX_AUC_GAP = 0.005
 sys.path.insert(0, os.path.join(ROOT, "examples", "ctr_dnn"))
 import criteo_reader  # noqa: E402
 import numpy as np  # noqa: E402
+from job_runner import run_in_session, tail  # noqa: E402
 
 from fleet.data_generator import python_pipe_command  # noqa: E402
 
@@ -133,37 +132,6 @@ def _split_lines(path: str, parts: list[str]) -> None:
         os.replace(part + ".tmp", part)
 
 
-def _run(
-    command: list[str], log_path: str, env: dict, cwd: str, timeout: float = JOB_TIMEOUT_S
-) -> tuple[int, float]:
-    """Runs `command` in its own session, output to `log_path`; kills the whole session on
-    timeout and after the launcher exits (nothing may outlive a measurement). (rc, seconds)."""
-    start = time.perf_counter()
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen(
-            command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=cwd, start_new_session=True
-        )
-        try:
-            rc = proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            rc = 124
-        finally:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            proc.wait()
-    return rc, time.perf_counter() - start
-
-
-def _tail(path: str, chars: int = 600) -> str:
-    try:
-        with open(path, errors="replace") as f:
-            return f.read()[-chars:]
-    except OSError:
-        return ""
-
-
 def _fleet_env() -> dict:
     # One BLAS thread per process: the job's processes already share the cores.
     return dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
@@ -204,20 +172,20 @@ def measure_fleet_ps(mode: str, data: dict, scratch: str, driver: str, variant: 
     launcher_log = os.path.join(log_dir, "launcher.log")
     extra = ("--max_dense_staleness", "-1") if variant == "unbounded" else ()
     command = fleet_command(mode, data, log_dir, driver, extra)
-    rc, wall = _run(command, launcher_log, _fleet_env(), ROOT)
+    rc, wall = run_in_session(command, launcher_log, _fleet_env(), ROOT, JOB_TIMEOUT_S)
     worker0 = os.path.join(log_dir, "workerlog.0")
-    text = _tail(worker0, 10**7) + _tail(launcher_log, 10**7)
+    text = tail(worker0, 10**7) + tail(launcher_log, 10**7)
     total = re.findall(r"total_samples_per_sec=([0-9.]+)", text)
     auc = re.findall(r"test_auc=([0-9.]+)", text)
     if rc != 0 or not total or not auc:
         raise SystemExit(
             f"Fleet {name} job failed (exit {rc}); logs in {log_dir}:\n"
-            f"{_tail(launcher_log)}\n{_tail(worker0)}"
+            f"{tail(launcher_log)}\n{tail(worker0)}"
         )
     per_worker = {}
     for path in sorted(glob.glob(os.path.join(log_dir, "workerlog.*"))):
         found = re.findall(
-            r"worker (\d+): samples=(\d+) samples_per_sec=([0-9.]+)", _tail(path, 10**7)
+            r"worker (\d+): samples=(\d+) samples_per_sec=([0-9.]+)", tail(path, 10**7)
         )
         for index, samples, rate in found:
             per_worker[index] = {"samples": int(samples), "samples_per_sec": float(rate)}
@@ -243,10 +211,10 @@ def measure_fleet_single(data: dict, scratch: str) -> dict:
         str(BATCH),
         "--json",
     ]
-    rc, _ = _run(command, log, _fleet_env(), ROOT)
-    summary = [line for line in _tail(log, 10**7).splitlines() if line.startswith("{")]
+    rc, _ = run_in_session(command, log, _fleet_env(), ROOT, JOB_TIMEOUT_S)
+    summary = [line for line in tail(log, 10**7).splitlines() if line.startswith("{")]
     if rc != 0 or not summary:
-        raise SystemExit(f"Fleet single-process run failed (exit {rc}):\n{_tail(log)}")
+        raise SystemExit(f"Fleet single-process run failed (exit {rc}):\n{tail(log)}")
     result = json.loads(summary[-1])
     return {"samples_per_sec": result["samples_per_sec"], "test_auc": result["test_auc"]}
 
@@ -291,15 +259,15 @@ def measure_paddle(mode: str, data: dict, scratch: str) -> dict:
         expected = WORKERS
     launcher_log = os.path.join(out_dir, "launcher.log")
     # In the scratch folder: Paddle writes its train_desc prototxt files into the cwd.
-    rc, wall = _run(command, launcher_log, env, out_dir)
+    rc, wall = run_in_session(command, launcher_log, env, out_dir, JOB_TIMEOUT_S)
     results = []
     for path in sorted(glob.glob(os.path.join(out_dir, "worker*.json"))):
         with open(path) as f:
             results.append(json.load(f))
     # The launcher exits 0 even when its workers crash: count the workers' own reports.
     if len(results) != expected or rc != 0:
-        logs = "".join(_tail(p, 10**7) for p in glob.glob(os.path.join(out_dir, "log", "*")))
-        logs += _tail(launcher_log, 10**7)
+        logs = "".join(tail(p, 10**7) for p in glob.glob(os.path.join(out_dir, "log", "*")))
+        logs += tail(launcher_log, 10**7)
         why = f"exit {rc}, {len(results)} of {expected} workers reported"
         if "SendBarrierOp" in logs and "SIGSEGV" in logs:
             why = "SIGSEGV in SendBarrierOp (" + why + ")"

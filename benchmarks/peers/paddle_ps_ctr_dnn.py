@@ -28,41 +28,22 @@ program's lookups), and each worker writes one JSON line of its figures to --out
 
 from __future__ import annotations
 
+import argparse
+import json
+import math
 import os
+import sys
 
-# One thread everywhere, set before Paddle (and its OpenMP/MKL runtimes) are loaded. Not
-# CPU_NUM: train_from_dataset sizes its reader pool from it.
-for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-    os.environ[_var] = "1"
+# isort: off
+import paddle_ps_common as common  # first: it sets the thread counts before Paddle loads
+import numpy as np
+import paddle
 
-import argparse  # noqa: E402
-import importlib.util  # noqa: E402
-import json  # noqa: E402
-import math  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
+# isort: on
 
-import numpy as np  # noqa: E402
-import paddle  # noqa: E402
-
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-EXAMPLE_DIR = os.path.join(REPO_ROOT, "examples", "ctr_dnn")
 NUM_DENSE, NUM_SPARSE = 13, 26
-
-
-def _load_example(name: str):
-    # The examples folder is not a package and this venv does not install `fleet`: load by path.
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, os.path.join(EXAMPLE_DIR, f"{name}.py"))
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-criteo_reader = _load_example("criteo_reader")
-baselines = _load_example("baselines")
+criteo_reader = common.load_example("ctr_dnn", "criteo_reader")
+baselines = common.load_example("ctr_dnn", "baselines")
 
 
 def _fc(x, width: int, activation: str | None):
@@ -104,30 +85,6 @@ def build(args: argparse.Namespace):
     return main, startup, [dense, *slots, label], loss, predict, optimizer
 
 
-def strategy_for(args: argparse.Namespace):
-    from paddle.distributed import fleet
-
-    strategy = fleet.DistributedStrategy()
-    strategy.a_sync = args.mode != "sync"
-    if args.mode == "async":
-        strategy.a_sync_configs = {"k_steps": 0}
-    elif args.mode == "geo":
-        strategy.a_sync_configs = {"k_steps": args.k_steps}
-    return strategy
-
-
-def make_dataset(use_vars, files: list[str], args: argparse.Namespace):
-    dataset = paddle.distributed.QueueDataset()
-    dataset.init(
-        batch_size=args.batch_size,
-        thread_num=args.thread,
-        use_var=use_vars,
-        pipe_command=args.pipe_command,
-    )
-    dataset.set_filelist(files)
-    return dataset
-
-
 def _lod_feed(batch, place) -> dict:
     """The feed of one test batch: each slot one id per sample, as a LoD tensor."""
     n = len(batch)
@@ -149,31 +106,6 @@ def evaluate(exe, program, predict, test_file: str, sparse_dim: int) -> float:
     return float(baselines.roc_auc(data.label[:, 0], np.concatenate(probs)))
 
 
-def _count_rows(files: list[str]) -> int:
-    rows = 0
-    for path in files:
-        with open(path, "rb") as f:
-            rows += sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b""))
-    return rows
-
-
-def _train(exe, main, use_vars, loss, files: list[str], args: argparse.Namespace) -> dict:
-    dataset = make_dataset(use_vars, files, args)
-    start = time.perf_counter()
-    exe.train_from_dataset(
-        program=main,
-        dataset=dataset,
-        thread=args.thread,
-        debug=False,
-        fetch_list=[loss],
-        fetch_info=["loss"],
-        print_period=args.print_period,
-    )
-    seconds = time.perf_counter() - start
-    samples = _count_rows(files)
-    return {"samples": samples, "seconds": seconds, "samples_per_sec": samples / seconds}
-
-
 def run_single(args: argparse.Namespace) -> dict:
     main, startup, use_vars, loss, predict, optimizer = build(args)
     test = main.clone(for_test=True)
@@ -181,7 +113,7 @@ def run_single(args: argparse.Namespace) -> dict:
         optimizer.minimize(loss)
     exe = paddle.static.Executor(paddle.CPUPlace())
     exe.run(startup)
-    result = _train(exe, main, use_vars, loss, list(args.train_files), args)
+    result = common.train_pass(exe, main, use_vars, loss, list(args.train_files), args)
     result["test_auc"] = evaluate(exe, test, predict, args.test_file, args.sparse_dim)
     return result
 
@@ -192,7 +124,9 @@ def run_ps(args: argparse.Namespace) -> dict | None:
     fleet.init()
     main, startup, use_vars, loss, predict, optimizer = build(args)
     with paddle.static.program_guard(main, startup):
-        optimizer = fleet.distributed_optimizer(optimizer, strategy_for(args))
+        optimizer = fleet.distributed_optimizer(
+            optimizer, common.strategy_for(args.mode, args.k_steps)
+        )
         optimizer.minimize(loss)
         # minimize builds new programs for this role: the main one becomes the loss's program
         # and the startup one the default (until the guard ends).
@@ -208,7 +142,8 @@ def run_ps(args: argparse.Namespace) -> dict | None:
     exe = paddle.static.Executor(paddle.CPUPlace())
     exe.run(startup)
     fleet.init_worker()
-    result = _train(exe, main, use_vars, loss, list(args.train_files)[worker::workers], args)
+    files = list(args.train_files)[worker::workers]
+    result = common.train_pass(exe, main, use_vars, loss, files, args)
     fleet.barrier_worker()  # every worker's pushes are on the servers
     if worker == 0:
         if args.mode != "geo":  # GEO evaluates the worker's copy, synced every k steps
