@@ -76,8 +76,8 @@ struct CommunicatorConfig {
   // Gradients of its own a trainer thread's dense values may lack when a step starts; < 0: no
   // bound (see detail/async_communicator.h).
   int max_dense_staleness = 0;
-  // Dataset passes: pull the next batch's sparse rows while the current batch runs. They then
-  // lack the current batch's own pushes (see detail/sparse_prefetch.h for what it costs).
+  // Dataset passes: pull the next batch's sparse rows of a table as soon as the current batch's
+  // gradients of it are queued, while the rest of the step runs (detail/sparse_prefetch.h).
   bool prefetch_sparse = true;
   // geo
   int64_t geo_steps = 100;

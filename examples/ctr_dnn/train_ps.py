@@ -292,8 +292,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--no_prefetch",
         action="store_true",
-        help="async/half-async --dataset: pull each batch's sparse rows at its step instead of "
-        "while the batch before runs (fresher rows, slower)",
+        help="async --dataset: pull each batch's sparse rows at its step instead of "
+        "while the batch before ends (slower; the same AUC within the noise)",
     )
     parser.add_argument("--print_period", type=int, default=100, help="steps between logs")
     parser.add_argument("--max_batches", type=int, default=0, help="stop early (0 = no limit)")

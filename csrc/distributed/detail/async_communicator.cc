@@ -101,6 +101,7 @@ void AsyncCommunicator::PushSparse(int thread, uint32_t table_id, absl::Span<con
   size_t q = 0;
   while (q < config_.sparse.size() && config_.sparse[q].table_id != table_id) ++q;
   Enqueue(q, Item{{keys.begin(), keys.end()}, {grads.begin(), grads.end()}});
+  prefetcher_.Release(thread, table_id);  // the next batch's rows may now be pulled
 }
 
 void AsyncCommunicator::OnBatchAhead(const framework::StepInfo& next) {

@@ -67,10 +67,20 @@ void SparsePrefetcher::Announce(int thread, const Scope& scope) {
     }
     if (!usable) continue;
     pending->rows.resize(pending->keys.size() * inputs.dim);
-    pending->future = std::make_unique<ps::Future>(
-        client_->PullSparse(table_id, pending->keys, absl::MakeSpan(pending->rows)));
     queue.push_back(std::move(pending));
     while (queue.size() > kMaxPendingPerThread) queue.pop_front();
+  }
+}
+
+void SparsePrefetcher::StartPull(Pending& pending) {
+  pending.future = std::make_unique<ps::Future>(
+      client_->PullSparse(pending.table_id, pending.keys, absl::MakeSpan(pending.rows)));
+}
+
+void SparsePrefetcher::Release(int thread, uint32_t table_id) {
+  if (thread < 0 || static_cast<size_t>(thread) >= pending_.size()) return;
+  for (auto& pending : pending_[thread]) {
+    if (pending->table_id == table_id && pending->future == nullptr) StartPull(*pending);
   }
 }
 
@@ -92,6 +102,7 @@ bool SparsePrefetcher::Take(int thread, uint32_t table_id, absl::Span<const int6
       return q == nullptr || q->table_id == table_id;
     });
     queue.erase(end, std::next(it));
+    if (hit->future == nullptr) StartPull(*hit);  // the step pushed nothing of this table
     if (absl::Status s = hit->future->Wait(); !s.ok()) {
       ThrowIfError(s, absl::StrCat("pull_sparse of '", table_name, "'"));
     }
