@@ -61,7 +61,7 @@ MAX_AUC_GAP = 0.005
 sys.path.insert(0, os.path.join(ROOT, "examples", "ctr_dnn"))
 import criteo_reader  # noqa: E402
 import numpy as np  # noqa: E402
-from job_runner import run_in_session, tail  # noqa: E402
+from job_runner import paddle_ps_launch, run_in_session, tail  # noqa: E402
 
 from fleet.data_generator import python_pipe_command  # noqa: E402
 
@@ -246,16 +246,7 @@ def measure_paddle(mode: str, data: dict, scratch: str) -> dict:
     if mode == "single":
         command, expected = [PEER_PYTHON, *script_args], 1
     else:
-        command = [
-            PEER_PYTHON,
-            "-m",
-            "paddle.distributed.launch",
-            "--server_num=1",
-            f"--worker_num={WORKERS}",
-            "--log_dir",
-            os.path.join(out_dir, "log"),
-            *script_args,
-        ]
+        command = paddle_ps_launch(PEER_PYTHON, WORKERS, os.path.join(out_dir, "log"), script_args)
         expected = WORKERS
     launcher_log = os.path.join(out_dir, "launcher.log")
     # In the scratch folder: Paddle writes its train_desc prototxt files into the cwd.

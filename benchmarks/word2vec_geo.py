@@ -57,7 +57,7 @@ sys.path.insert(0, EXAMPLE)
 import corpus  # noqa: E402
 import numpy as np  # noqa: E402
 import train as w2v_train  # noqa: E402
-from job_runner import run_in_session, tail  # noqa: E402
+from job_runner import paddle_ps_launch, run_in_session, tail  # noqa: E402
 
 
 def _value(output: str, key: str) -> float:
@@ -143,18 +143,11 @@ def run_fleet(
 def run_paddle(
     mode: str, k: int, samples: list[str], heldout: str, meta: dict, scratch: str, timeout: float
 ) -> dict:
-    """Paddle 2.6.2's job (SGD 1.0); its words/s from the same corpus word counts as Fleet's.
+    """Paddle 2.6.2's job (SGD); its words/s from the same corpus word counts as Fleet's.
     A bounded timeout: Paddle's workers wait for a server that died without end."""
     out_dir = os.path.join(scratch, f"paddle_{mode}_{k}")
     os.makedirs(out_dir)
-    command = [
-        PEER_PYTHON,
-        "-m",
-        "paddle.distributed.launch",
-        "--server_num=1",
-        f"--worker_num={WORKERS}",
-        "--log_dir",
-        os.path.join(out_dir, "log"),
+    script_args = [
         PEER_SCRIPT,
         "--mode",
         mode,
@@ -173,6 +166,7 @@ def run_paddle(
         "--learning_rate",
         SGD[1],
     ]
+    command = paddle_ps_launch(PEER_PYTHON, WORKERS, os.path.join(out_dir, "log"), script_args)
     env = dict(os.environ, PADDLE_WITH_GLOO="1")
     env.pop("PYTHONPATH", None)
     launcher_log = os.path.join(out_dir, "launcher.log")

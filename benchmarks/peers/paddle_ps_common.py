@@ -82,3 +82,39 @@ def train_pass(exe, main, use_vars, loss, files: list[str], args) -> dict:  # no
     seconds = time.perf_counter() - start
     samples = count_rows(files)
     return {"samples": samples, "seconds": seconds, "samples_per_sec": samples / seconds}
+
+
+def run_ps_job(args, built, evaluate) -> dict | None:  # noqa: ANN001
+    """One process of a Paddle PS job: `built` is (main, startup, use_vars, loss, target,
+    optimizer) before minimize; a server serves until the job ends (None), a worker trains on
+    its share of args.train_files (worker i: files i, i+W, ...), and after every worker's pushes
+    are on the servers worker 0 adds `evaluate(exe, test_program, target)` (a dict) to its
+    figures."""
+    from paddle.distributed import fleet
+
+    main, startup, use_vars, loss, target, optimizer = built
+    with paddle.static.program_guard(main, startup):
+        strategy = strategy_for(args.mode, args.k_steps)
+        fleet.distributed_optimizer(optimizer, strategy).minimize(loss)
+        # minimize builds new programs for this role: the main one becomes the loss's program
+        # and the startup one the default (until the guard ends).
+        main, startup = loss.block.program, paddle.static.default_startup_program()
+    if fleet.is_server():
+        fleet.init_server()
+        fleet.run_server()
+        return None
+    worker, workers = fleet.worker_index(), fleet.worker_num()
+    # The rewritten forward part: lookups pull rows from the servers; no gradient is sent.
+    target = main.global_block().var(target.name)
+    test = main._prune(targets=[target])
+    exe = paddle.static.Executor(paddle.CPUPlace())
+    exe.run(startup)
+    fleet.init_worker()
+    result = train_pass(exe, main, use_vars, loss, list(args.train_files)[worker::workers], args)
+    fleet.barrier_worker()  # every worker's pushes are on the servers
+    if worker == 0:
+        result.update(evaluate(exe, test, target))
+    fleet.barrier_worker()
+    fleet.stop_worker()
+    result["worker"] = worker
+    return result

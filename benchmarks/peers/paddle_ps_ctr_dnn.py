@@ -122,37 +122,13 @@ def run_ps(args: argparse.Namespace) -> dict | None:
     from paddle.distributed import fleet
 
     fleet.init()
-    main, startup, use_vars, loss, predict, optimizer = build(args)
-    with paddle.static.program_guard(main, startup):
-        optimizer = fleet.distributed_optimizer(
-            optimizer, common.strategy_for(args.mode, args.k_steps)
-        )
-        optimizer.minimize(loss)
-        # minimize builds new programs for this role: the main one becomes the loss's program
-        # and the startup one the default (until the guard ends).
-        main, startup = loss.block.program, paddle.static.default_startup_program()
-    if fleet.is_server():
-        fleet.init_server()
-        fleet.run_server()
-        return None
-    worker, workers = fleet.worker_index(), fleet.worker_num()
-    # The rewritten forward part: lookups pull rows from the servers; no gradient is sent.
-    predict = main.global_block().var(predict.name)
-    test = main._prune(targets=[predict])
-    exe = paddle.static.Executor(paddle.CPUPlace())
-    exe.run(startup)
-    fleet.init_worker()
-    files = list(args.train_files)[worker::workers]
-    result = common.train_pass(exe, main, use_vars, loss, files, args)
-    fleet.barrier_worker()  # every worker's pushes are on the servers
-    if worker == 0:
+
+    def evaluate_test_file(exe, test, predict) -> dict:  # noqa: ANN001
         if args.mode != "geo":  # GEO evaluates the worker's copy, synced every k steps
             _pull_dense_parameters()
-        result["test_auc"] = evaluate(exe, test, predict, args.test_file, args.sparse_dim)
-    fleet.barrier_worker()
-    fleet.stop_worker()
-    result["worker"] = worker
-    return result
+        return {"test_auc": evaluate(exe, test, predict, args.test_file, args.sparse_dim)}
+
+    return common.run_ps_job(args, build(args), evaluate_test_file)
 
 
 def _pull_dense_parameters() -> None:

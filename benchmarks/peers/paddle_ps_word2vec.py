@@ -105,31 +105,11 @@ def run_ps(args: argparse.Namespace) -> dict | None:
     from paddle.distributed import fleet
 
     fleet.init()
-    main, startup, use_vars, loss, logits, optimizer = build(args)
-    with paddle.static.program_guard(main, startup):
-        strategy = common.strategy_for(args.mode, args.k_steps)
-        fleet.distributed_optimizer(optimizer, strategy).minimize(loss)
-        # minimize builds new programs for this role (see paddle_ps_ctr_dnn.py).
-        main, startup = loss.block.program, paddle.static.default_startup_program()
-    if fleet.is_server():
-        fleet.init_server()
-        fleet.run_server()
-        return None
-    worker, workers = fleet.worker_index(), fleet.worker_num()
-    logits = main.global_block().var(logits.name)
-    test = main._prune(targets=[logits])
-    exe = paddle.static.Executor(paddle.CPUPlace())
-    exe.run(startup)
-    fleet.init_worker()
-    files = list(args.train_files)[worker::workers]
-    result = common.train_pass(exe, main, use_vars, loss, files, args)
-    fleet.barrier_worker()  # every worker's pushes are on the servers
-    if worker == 0:
-        result["heldout_auc"] = heldout_auc(exe, test, logits, args.heldout)
-    fleet.barrier_worker()
-    fleet.stop_worker()
-    result["worker"] = worker
-    return result
+    return common.run_ps_job(
+        args,
+        build(args),
+        lambda exe, test, logits: {"heldout_auc": heldout_auc(exe, test, logits, args.heldout)},
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
