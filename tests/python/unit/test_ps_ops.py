@@ -239,13 +239,15 @@ def test_an_executor_without_a_communicator_names_init_worker():
         )
 
 
-@pytest.mark.parametrize("prefetch", [True, False])
+@pytest.mark.parametrize("prefetch,push", [(True, False), (True, True), (False, False)])
 def test_an_async_dataset_pass_pulls_each_next_batch_while_the_current_one_runs(
-    cluster, tmp_path, prefetch
+    cluster, tmp_path, prefetch, push
 ):
-    """train_from_dataset announces a thread's next batch; the async communicator starts its
-    pulls then, and the batch's pull_sparse takes those rows: the same rows a pull would get
-    (nothing is pushed here, so the rows never change). prefetch_sparse=False pulls at the step."""
+    """train_from_dataset announces a thread's next batch; the async communicator pulls its rows
+    once the current batch's gradients of the table are queued (with no push in the program: at
+    the pull), and the batch's pull_sparse takes those rows: the same rows a pull would get (the
+    pushed gradients are zeros, so the rows never change). prefetch_sparse=False pulls at the
+    step."""
     server, client = cluster
     rng = np.random.default_rng(3)
     ids = rng.integers(-(2**40), 2**40, size=(64, 2))
@@ -263,6 +265,16 @@ def test_an_async_dataset_pass_pulls_each_next_batch_while_the_current_one_runs(
         outputs={"Out": "out"},
         attrs={"table_id": 1, "dim": DIM, "padding_idx": -1, "is_test": False},
     )
+    if push:
+        block.create_var("zero_grad", shape=[-1, DIM])
+        block.append_op(
+            "scale", inputs={"X": "out"}, outputs={"Out": "zero_grad"}, attrs={"scale": 0.0}
+        )
+        block.append_op(
+            "push_sparse",
+            inputs={"Ids": slot, "Grad": "zero_grad"},
+            attrs={"table_id": 1, "dim": DIM, "padding_idx": -1},
+        )
     dataset = fleet.DatasetFactory().create_dataset("QueueDataset")
     dataset.set_use_var([slot])
     dataset.set_batch_size(4)
