@@ -7,7 +7,7 @@ scope beside the parameters and survives across runs.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from fleet._dtypes import FLOAT32
 from fleet.backward import append_backward
@@ -133,6 +133,23 @@ class Optimizer:
 
     def _append_update(self, main: Program, param: Parameter, grad: Variable) -> Operator:
         raise NotImplementedError(f"{type(self).__name__} must implement _append_update")
+
+
+def apply_per_parameter(
+    default: Optimizer,
+    params_grads: list[tuple[Parameter, Variable]],
+    own: Mapping[str, Optimizer],
+    startup_program: Program | None = None,
+) -> list[Operator]:
+    """Update ops for `params_grads` (from one backward): a parameter named in `own` is updated
+    by its own optimizer (its state initialised in `startup_program`), every other by
+    `default`. The single-process form of DistributedStrategy.table_optimizers."""
+    ops = default.apply_gradients([pg for pg in params_grads if pg[0].name not in own])
+    for param, grad in params_grads:
+        if param.name in own:
+            own[param.name]._startup = startup_program or default._startup
+            ops += own[param.name].apply_gradients([(param, grad)])
+    return ops
 
 
 class SGD(Optimizer):
@@ -264,4 +281,5 @@ __all__ = [
     "MomentumOptimizer",
     "AdagradOptimizer",
     "AdamOptimizer",
+    "apply_per_parameter",
 ]

@@ -153,11 +153,7 @@ def build(cfg: ModelConfig, wrap_optimizer=None) -> WideDeep:  # noqa: ANN001
         if wrap_optimizer is not None:
             wrap_optimizer(opt, own).minimize(loss)
         else:
-            params_grads = opt.backward(loss)
-            opt.apply_gradients([pg for pg in params_grads if pg[0].name not in own])
-            for param, grad in params_grads:
-                if param.name in own:
-                    own[param.name].apply_gradients([(param, grad)])
+            fleet.optimizer.apply_per_parameter(opt, opt.backward(loss), own)
         if test is None:
             test = main.clone(for_test=True)
     return WideDeep(cfg, main, startup, test, loss, predict, auc)

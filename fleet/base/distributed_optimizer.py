@@ -15,7 +15,7 @@ from typing import Any, Iterable, Sequence
 from fleet.base.distributed_strategy import DistributedStrategy
 from fleet.errors import InvalidArgument
 from fleet.framework import Program, Variable, default_startup_program
-from fleet.optimizer import Optimizer
+from fleet.optimizer import Optimizer, apply_per_parameter
 
 
 class DistributedOptimizer:
@@ -52,13 +52,7 @@ class DistributedOptimizer:
         startup = startup_program or default_startup_program()
         params_grads = self.user_optimizer.backward(loss, startup, parameter_list, no_grad_set)
         own = _table_optimizers(self.strategy, params_grads)
-        optimize_ops = self.user_optimizer.apply_gradients(
-            [pg for pg in params_grads if pg[0].name not in own]
-        )
-        for param, grad in params_grads:
-            if param.name in own:
-                own[param.name]._startup = startup  # where its state's initialisers go
-                optimize_ops += own[param.name].apply_gradients([(param, grad)])
+        optimize_ops = apply_per_parameter(self.user_optimizer, params_grads, own, startup)
         if self._fleet.is_collective():
             from fleet.collective import program_pass as collective_pass
 

@@ -88,11 +88,7 @@ def main() -> int:
     exe = fleet.Executor(fleet.CPUPlace())
     if args.single:
         with fleet.program_guard(main_prog, startup):
-            params_grads = opt.backward(loss)
-            opt.apply_gradients([pg for pg in params_grads if pg[0].name not in table_optimizers])
-            for param, grad in params_grads:
-                if param.name in table_optimizers:
-                    table_optimizers[param.name].apply_gradients([(param, grad)])
+            fleet.optimizer.apply_per_parameter(opt, opt.backward(loss), table_optimizers)
         exe.run(startup)
         for step in range(args.steps):
             parts = [batch(step, w, args.batch) for w in range(args.workers)]
