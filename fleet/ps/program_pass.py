@@ -55,8 +55,7 @@ class PsPlan:
     strategy: DistributedStrategy
     sparse: list[SparseTablePlan]
     dense: list[DensePlan]
-    dense_config: ps_pb2.TableConfig | None
-    optimizer_config: ps_pb2.OptimizerConfig
+    dense_config: ps_pb2.TableConfig | None  # each table config carries its update rule
 
     def table_configs(self) -> list[ps_pb2.TableConfig]:
         tables = [t.config for t in self.sparse]
@@ -321,7 +320,7 @@ def rewrite(
                     attrs={"table_id": DENSE_TABLE_ID},
                     infer_shape=False,
                 )
-    plan = PsPlan(mode, strategy, sparse_plans, dense_plans, dense_config, rule)
+    plan = PsPlan(mode, strategy, sparse_plans, dense_plans, dense_config)
     fleet._ps_plan = plan
     return plan
 
