@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_join.h"
+#include "core/huge_pages.h"
 
 namespace fleet {
 
@@ -22,10 +23,12 @@ std::string ShapeToString(const Shape& shape) {
 }
 
 Buffer::Buffer(size_t bytes) : size_(bytes) {
-  constexpr size_t kAlign = 64;
-  size_t rounded = (bytes + kAlign - 1) / kAlign * kAlign;
-  data_ = std::aligned_alloc(kAlign, rounded == 0 ? kAlign : rounded);
+  // Large buffers start on a 2 MB boundary so that all of them can be huge pages.
+  const size_t align = bytes >= kHugePageMinBytes ? kHugePageBytes : 64;
+  size_t rounded = (bytes + align - 1) / align * align;
+  data_ = std::aligned_alloc(align, rounded == 0 ? align : rounded);
   if (data_ == nullptr) throw Internal(absl::StrCat("out of memory allocating ", bytes, " bytes"));
+  if (bytes >= kHugePageMinBytes) AdviseHugePages(data_, rounded);
   release_ = [p = data_] { std::free(p); };
 }
 

@@ -27,7 +27,8 @@ std::string ShapeToString(const Shape& shape);
 // Memory owned by a deleter: Fleet's aligned allocator, or a foreign owner (a NumPy array).
 class Buffer {
  public:
-  // Allocates `bytes` bytes aligned to 64 for SIMD kernels.
+  // Allocates `bytes` bytes aligned to 64 for SIMD kernels; 4 MB or more on huge pages (see
+  // core/huge_pages.h).
   explicit Buffer(size_t bytes);
   // Wraps foreign memory; `release` runs when the last Tensor using it goes away.
   Buffer(void* data, size_t bytes, std::function<void()> release);
