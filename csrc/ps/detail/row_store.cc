@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <new>
 
+#include "core/huge_pages.h"
 #include "ps/sharding.h"
 
 namespace fleet::ps::detail {
@@ -29,6 +30,9 @@ PageArray<T>::PageArray(size_t size) : size_(size) {
     if (p == MAP_FAILED) throw std::bad_alloc();
     data_ = static_cast<T*>(p);  // anonymous pages read as zero
     mapped_ = true;
+    // Slab chunks of large shards and big indexes: 2 MB pages fault in 512x fewer times as a
+    // load fills them, and random row reads miss the TLB far less (see core/huge_pages.h).
+    if (bytes >= kHugePageMinBytes) AdviseHugePages(p, bytes);
   } else if (size > 0) {
     data_ = static_cast<T*>(std::calloc(size, sizeof(T)));
     if (data_ == nullptr) throw std::bad_alloc();
