@@ -311,8 +311,7 @@ absl::StatusOr<uint64_t> SparseTable::WritePart(const std::string& path, proto::
     std::lock_guard<std::mutex> lock(shard->mu);
     shard->rows.ForEach([&](int64_t key, uint32_t stamp, const float* data) {
       if (!status.ok() || stamp < since) return;
-      status = (*writer)->Append(&key, sizeof(key));
-      if (status.ok()) status = (*writer)->Append(data, floats * sizeof(float));
+      status = (*writer)->AppendRecord(key, data, floats);
       ++rows;
     });
     if (!status.ok()) return status;

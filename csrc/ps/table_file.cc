@@ -17,7 +17,8 @@ namespace fleet::ps {
 namespace {
 
 constexpr char kMagic[8] = {'F', 'L', 'E', 'E', 'T', 'P', 'S', '\0'};
-constexpr size_t kBufferBytes = size_t{1} << 20;
+constexpr size_t kBufferBytes = size_t{1} << 20;  // reads
+constexpr uint64_t kWritebackBytes = uint64_t{8} << 20;
 
 absl::Status IoError(const std::string& what, const std::string& path) {
   return absl::InternalError(absl::StrCat(what, " ", path, ": ", std::strerror(errno)));
@@ -81,7 +82,7 @@ TableFileWriter::TableFileWriter(std::string path, std::string temp_path, int fd
       fd_(fd),
       header_(header),
       crc_(Crc(0, nullptr, 0)) {
-  buffer_.reserve(kBufferBytes);
+  buffer_.reset(new char[kWriteBufferBytes]);
 }
 
 absl::StatusOr<std::unique_ptr<TableFileWriter>> TableFileWriter::Open(
@@ -112,20 +113,35 @@ TableFileWriter::~TableFileWriter() {
 }
 
 absl::Status TableFileWriter::Flush() {
-  crc_ = Crc(crc_, buffer_.data(), buffer_.size());
-  absl::Status s = WriteAll(fd_, buffer_.data(), buffer_.size(), temp_path_);
-  buffer_.clear();
+  crc_ = Crc(crc_, buffer_.get(), used_);
+  absl::Status s = WriteAll(fd_, buffer_.get(), used_, temp_path_);
+  written_ += used_;
+  used_ = 0;
+  if (s.ok()) StartWriteback();
   return s;
+}
+
+void TableFileWriter::StartWriteback() {
+  if (written_ - writeback_begin_ < kWritebackBytes) return;
+#ifdef SYNC_FILE_RANGE_WRITE
+  // Asynchronous: queues the range for writing and returns. Advice only, as the fsync in
+  // Finish is what makes the file durable; an error here would show there too.
+  const off_t offset = static_cast<off_t>(sizeof(TableFileHeader) + writeback_begin_);
+  ::sync_file_range(fd_, offset, static_cast<off_t>(written_ - writeback_begin_),
+                    SYNC_FILE_RANGE_WRITE);
+#endif
+  writeback_begin_ = written_;
 }
 
 absl::Status TableFileWriter::Append(const void* data, size_t bytes) {
   const char* p = static_cast<const char*>(data);
   while (bytes > 0) {
-    size_t n = std::min(bytes, kBufferBytes - buffer_.size());
-    buffer_.insert(buffer_.end(), p, p + n);
+    size_t n = std::min(bytes, kWriteBufferBytes - used_);
+    std::memcpy(buffer_.get() + used_, p, n);
+    used_ += n;
     p += n;
     bytes -= n;
-    if (buffer_.size() == kBufferBytes) {
+    if (used_ == kWriteBufferBytes) {
       if (auto s = Flush(); !s.ok()) return s;
     }
   }

@@ -16,6 +16,7 @@
 // save a unit, is checkpoint.h's business.
 
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -55,19 +56,39 @@ class TableFileWriter {
   ~TableFileWriter();  // removes the temporary file unless Finish succeeded
 
   absl::Status Append(const void* data, size_t bytes);
+  // One record, key then `floats` floats: Append's work without its loop, for the row-by-row
+  // writes of a table save (two Appends a row were a fifth of a 10M-row save).
+  absl::Status AppendRecord(int64_t key, const float* data, size_t floats) {
+    const size_t bytes = sizeof(key) + floats * sizeof(float);
+    if (used_ + bytes > kWriteBufferBytes) {
+      if (auto s = Flush(); !s.ok()) return s;
+    }
+    std::memcpy(buffer_.get() + used_, &key, sizeof(key));
+    std::memcpy(buffer_.get() + used_ + sizeof(key), data, bytes - sizeof(key));
+    used_ += bytes;
+    return absl::OkStatus();
+  }
   // Writes the final header, syncs, and renames the file to its final path.
   absl::Status Finish(uint64_t row_count);
 
  private:
   TableFileWriter(std::string path, std::string temp_path, int fd, const TableFileHeader& header);
   absl::Status Flush();
+  // Starts the disk write of what was written since the last call once it reaches
+  // kWritebackBytes, so that the disk works while the rows are still being packed and Finish's
+  // fsync waits only for the tail (a save was its packing time plus the whole flush).
+  void StartWriteback();
 
   std::string path_;
   std::string temp_path_;
   int fd_;
   TableFileHeader header_;
+  static constexpr size_t kWriteBufferBytes = size_t{1} << 20;  // records are far smaller
   uint32_t crc_;
-  std::vector<char> buffer_;
+  std::unique_ptr<char[]> buffer_;
+  size_t used_ = 0;               // bytes of buffer_ holding records not yet written
+  uint64_t written_ = 0;          // bytes of records written to fd_
+  uint64_t writeback_begin_ = 0;  // records from here on have no writeback started
   bool finished_ = false;
 };
 
