@@ -76,7 +76,9 @@ def build_info() -> dict:
         "version": __version__,
         "python": sys.version.split()[0],
         "cuda_compiled": bool(_core.compiled_with_cuda),
-        "nccl": "not compiled in (Fleet has no NCCL backend yet)",
+        "nccl": "compiled in"
+        if _core.nccl_compiled()
+        else "not compiled in (no CUDA or NCCL at build time)",
         "gpus_visible": gpus,
         "blas_library": _loaded_library("blas", skip=("numpy", "scipy")) or "unknown",
         "blas_threads": _core.blas_threads(),
