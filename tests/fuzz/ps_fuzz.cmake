@@ -22,6 +22,8 @@ set(PS_FUZZ_SRCS checkpoint.cc dense_table.cc initializer.cc sparse_table.cc tab
     update_rule.cc detail/barrier.cc detail/grad_accumulator.cc detail/memory.cc detail/overflow_guard.cc
     detail/row_store.cc detail/service.cc detail/table_set.cc)
 list(TRANSFORM PS_FUZZ_SRCS PREPEND "${PS_FUZZ_ROOT}/csrc/ps/")
+# The one core source the engine reaches (huge-page advice for its row slabs).
+list(APPEND PS_FUZZ_SRCS "${PS_FUZZ_ROOT}/csrc/core/huge_pages.cc")
 add_library(ps_fuzz_engine STATIC ${PS_FUZZ_SRCS} "${PS_FUZZ_PROTO_OUT}/ps.pb.cc"
             "${PS_FUZZ_PROTO_OUT}/ps.grpc.pb.cc")
 target_include_directories(ps_fuzz_engine PUBLIC "${PS_FUZZ_ROOT}/csrc"
