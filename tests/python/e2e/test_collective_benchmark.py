@@ -4,34 +4,14 @@ PyTorch peer is skipped (and said so) here, since it lives in its own peer envir
 
 from __future__ import annotations
 
-import json
-import os
-import pathlib
-import subprocess
-import sys
-
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[3]
+from tests.python.e2e.benchmark_runs import run_benchmark
 
 
 @pytest.mark.slow
 def test_quick_run_reports_overlap_and_allreduce_against_raw_gloo():
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "benchmarks" / "collective_train.py"),
-            "--quick",
-            "--skip_peer",
-        ],
-        cwd=ROOT,
-        env=dict(os.environ, PYTHONPATH=str(ROOT)),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    result = run_benchmark("collective_train.py", "--quick", "--skip_peer")
     assert result["fleet_steps_per_s"] > 0
     assert result["ratio_vs_torch_ddp"] is None
     assert any("PyTorch DDP peer skipped" in note for note in result["notes"])

@@ -5,13 +5,12 @@ comparison logic substitutes Paddle's single-process run for its crashing sync m
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
 import sys
 
 import pytest
 
 from tests.python.conftest import REPO_ROOT
+from tests.python.e2e.benchmark_runs import run_benchmark
 
 sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
 import ps_train  # noqa: E402
@@ -37,22 +36,9 @@ REQUIRED_KEYS = (
 
 @pytest.mark.slow
 def test_quick_run_without_the_peer_reports_every_fleet_mode(tmp_path):
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(REPO_ROOT / "benchmarks" / "ps_train.py"),
-            "--quick",
-            "--skip_peer",
-            "--data_dir",
-            str(tmp_path),
-        ],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=400,
+    result = run_benchmark(
+        "ps_train.py", "--quick", "--skip_peer", "--data_dir", str(tmp_path), timeout=400
     )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
     for key in REQUIRED_KEYS:
         assert key in result, key
     assert result["async_ratio_vs_paddle"] is None

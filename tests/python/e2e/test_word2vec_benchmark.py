@@ -5,13 +5,11 @@ when ../shared/data is absent."""
 
 from __future__ import annotations
 
-import json
-import os
 import pathlib
-import subprocess
-import sys
 
 import pytest
+
+from tests.python.e2e.benchmark_runs import run_benchmark
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 CORPUS = ROOT.parent / "shared" / "data" / "text_corpus"
@@ -20,22 +18,7 @@ CORPUS = ROOT.parent / "shared" / "data" / "text_corpus"
 @pytest.mark.slow
 @pytest.mark.skipif(not CORPUS.is_dir(), reason=f"the text corpus is absent ({CORPUS})")
 def test_small_run_reports_geo_against_async_and_says_the_peer_was_skipped():
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "benchmarks" / "word2vec_geo.py"),
-            "--max_words",
-            "100000",
-            "--skip_peer",
-        ],
-        cwd=ROOT,
-        env=dict(os.environ, PYTHONPATH=str(ROOT)),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    result = run_benchmark("word2vec_geo.py", "--max_words", "100000", "--skip_peer")
     assert set(result["runs"]) == {"async", "geo_100", "geo_400"}
     for run in result["runs"].values():
         assert run["words_per_sec"] > 0 and 0 < run["heldout_auc"] < 1
