@@ -13,6 +13,10 @@ from tests.python.e2e.benchmark_runs import run_benchmark
 def test_quick_run_reports_overlap_and_allreduce_against_raw_gloo():
     result = run_benchmark("collective_train.py", "--quick", "--skip_peer")
     assert result["fleet_steps_per_s"] > 0
+    # --quick: one round; each side's figure is its median round, here the only one.
+    assert result["rounds"] == 1
+    assert result["fleet_steps_per_s_rounds"] == [result["fleet_steps_per_s"]]
+    assert result["torch_ddp_steps_per_s_rounds"] == []
     assert result["ratio_vs_torch_ddp"] is None
     assert any("PyTorch DDP peer skipped" in note for note in result["notes"])
     assert 0 <= result["overlap_fraction"] <= 1
