@@ -349,19 +349,23 @@ absl::Status SparseTable::LoadRecords(TableFileReader* part, uint32_t stamp,
   // Records are read a block at a time and grouped by shard, so that each shard is locked once
   // a block rather than once a row (a lock per row was most of a 10M-row load). CheckPart allowed
   // width_ floats a record, or dim_ (values only: the state starts afresh).
-  constexpr uint64_t kBlockRows = 8192;
   const size_t floats = part->header().row_floats;
   const size_t record_floats = 2 + floats;  // int64 key as two floats' bytes, then the row
   const size_t record_bytes = record_floats * sizeof(float);
+  // 8192 records a block, or fewer of wide rows: at most 8 MB (with 8192 rows of 140k floats
+  // the block alone was 9 GB, zeroed before the first read). Never more than the part holds.
+  constexpr uint64_t kMaxBlockBytes = uint64_t{8} << 20;
+  const uint64_t block_rows = std::max<uint64_t>(
+      1, std::min<uint64_t>({8192, kMaxBlockBytes / record_bytes, part->header().row_count}));
   std::vector<float> fresh_state(width_ - dim_);
   if (floats < width_) rule_->InitState(dim_, fresh_state.data());
-  std::vector<float> block(kBlockRows * record_floats);
-  std::vector<uint64_t> hashes(kBlockRows);
-  std::vector<uint32_t> order(kBlockRows);
+  std::vector<float> block(block_rows * record_floats);
+  std::vector<uint64_t> hashes(block_rows);
+  std::vector<uint32_t> order(block_rows);
   std::vector<uint32_t> starts(shards_.size() + 1);
   const uint64_t total = part->header().row_count;
   for (uint64_t done = 0; done < total;) {
-    const uint64_t n = std::min(kBlockRows, total - done);
+    const uint64_t n = std::min(block_rows, total - done);
     if (auto s = part->Read(block.data(), n * record_bytes); !s.ok()) return s;
     done += n;
     // Counting sort of the block's records by shard.

@@ -62,6 +62,10 @@ class TableFileWriter {
     const size_t bytes = sizeof(key) + floats * sizeof(float);
     if (used_ + bytes > kWriteBufferBytes) {
       if (auto s = Flush(); !s.ok()) return s;
+      if (bytes > kWriteBufferBytes) {  // a row wider than the buffer: Append splits it
+        if (auto s = Append(&key, sizeof(key)); !s.ok()) return s;
+        return Append(data, bytes - sizeof(key));
+      }
     }
     std::memcpy(buffer_.get() + used_, &key, sizeof(key));
     std::memcpy(buffer_.get() + used_ + sizeof(key), data, bytes - sizeof(key));

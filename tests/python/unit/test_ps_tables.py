@@ -214,6 +214,20 @@ def test_save_and_load_on_other_server_counts(tmp_path):
     np.testing.assert_array_equal(whole.pull(keys), table.pull(keys))
 
 
+def test_rows_wider_than_the_write_buffer_save_and_load_whole(tmp_path):
+    # 300k floats a row with Adagrad's state: 2.4 MB records against the writer's 1 MB buffer,
+    # written between records that fit.
+    dim = 300_000
+    table = sparse_table(dim=dim, optimizer="adagrad", shards=1)
+    keys = np.array([7, -3, 1 << 40], dtype=np.int64)
+    table.push(keys, np.full((3, dim), 0.25, np.float32))
+    path = str(tmp_path / "wide")
+    assert table.save(path) == 3
+    restored = sparse_table(dim=dim, optimizer="adagrad", shards=1)
+    assert restored.load([path]) == 3
+    np.testing.assert_array_equal(restored.pull(keys), table.pull(keys))
+
+
 def test_delta_save_holds_only_changed_rows(tmp_path):
     table, keys = filled_table()
     table.save(str(tmp_path / "base"))
