@@ -162,9 +162,11 @@ float* RowStore::Insert(int64_t key, uint64_t hash, uint32_t stamp) {
   }
   const size_t row = size_;
   if (row == capacity_rows_) {
-    const size_t rows = ChunkRows(chunks_.size());
-    chunks_.emplace_back(rows * stride_);
-    capacity_rows_ += rows;
+    // Past the first 16 small chunks (65536 rows), 16 at a time: 5 MB at 8 floats a row, so the
+    // mapping gets 2 MB pages, for at most 15 chunks of slack in a shard that already holds 16.
+    const size_t c = chunks_.size();
+    const size_t group = c >= 16 && c < kSmallChunks ? std::min<size_t>(16, kSmallChunks - c) : 1;
+    AddChunks(capacity_rows_ + group * ChunkRows(c));
   }
   float* base = RowBase(row);
   std::memcpy(base, &key, sizeof(key));
@@ -175,7 +177,28 @@ float* RowStore::Insert(int64_t key, uint64_t hash, uint32_t stamp) {
   return data;
 }
 
+void RowStore::AddChunks(size_t rows) {
+  const size_t first = chunks_.size();
+  size_t words = 0, chunk_rows = capacity_rows_;
+  for (size_t c = first; chunk_rows < rows; ++c) {
+    words += ChunkRows(c) * stride_;
+    chunk_rows += ChunkRows(c);
+  }
+  if (words == 0) return;
+  PageArray<float> mapping(words);
+  float* at = mapping.data();
+  for (size_t c = first; capacity_rows_ < rows; ++c) {
+    chunks_.push_back(at);
+    at += ChunkRows(c) * stride_;
+    capacity_rows_ += ChunkRows(c);
+  }
+  mappings_.push_back(std::move(mapping));
+  mapping_first_chunk_.push_back(first);
+}
+
 void RowStore::Reserve(size_t rows) {
+  // The slab too: a load of a known row count maps its chunks at once.
+  if (rows > capacity_rows_) AddChunks(rows);
   size_t capacity = kMinCapacity;
   while (rows * 5 > capacity * 4) capacity = capacity * 3 / 2;
   if (capacity <= slots_.size() || capacity > kMaxCapacity) return;
@@ -183,7 +206,13 @@ void RowStore::Reserve(size_t rows) {
 }
 
 size_t RowStore::MemoryBytes() const {
-  return capacity_rows_ * stride_ * sizeof(float) + chunks_.capacity() * sizeof(chunks_[0]) +
+  // The chunks up to the one holding the last row. Spare chunks mapped ahead (a group, or a
+  // load's reservation) are never touched until rows reach them, so they hold no memory; with
+  // 2 MB pages at most the page holding the last row's chunk boundary is resident beyond it.
+  size_t slab_rows = 0;
+  for (size_t c = 0; c < ChunksFor(size_); ++c) slab_rows += ChunkRows(c);
+  return slab_rows * stride_ * sizeof(float) + chunks_.capacity() * sizeof(chunks_[0]) +
+         mappings_.capacity() * (sizeof(mappings_[0]) + sizeof(mapping_first_chunk_[0])) +
          slots_.size() * sizeof(uint32_t);
 }
 
@@ -204,7 +233,13 @@ size_t RowStore::RemoveIf(absl::FunctionRef<bool(int64_t, uint32_t, const float*
   }
   const size_t removed = size_ - kept;
   size_ = kept;
-  chunks_.resize(ChunksFor(size_));
+  // Return the mappings that hold no kept row; the last kept one may keep spare chunks.
+  const size_t needed = ChunksFor(size_);
+  while (!mappings_.empty() && mapping_first_chunk_.back() >= needed) {
+    chunks_.resize(mapping_first_chunk_.back());
+    mappings_.pop_back();
+    mapping_first_chunk_.pop_back();
+  }
   capacity_rows_ = 0;
   for (size_t c = 0; c < chunks_.size(); ++c) capacity_rows_ += ChunkRows(c);
   size_t capacity = kMinCapacity;
@@ -217,6 +252,10 @@ void RowStore::Clear() {
   size_ = 0;
   chunks_.clear();
   chunks_.shrink_to_fit();
+  mappings_.clear();
+  mappings_.shrink_to_fit();
+  mapping_first_chunk_.clear();
+  mapping_first_chunk_.shrink_to_fit();
   capacity_rows_ = 0;
   slots_ = PageArray<uint32_t>();
   row_bits_ = 0;
