@@ -142,8 +142,11 @@ class SparseTable {
                  detail::OverflowGuard* guard);
   // A new initialised row, or nullptr when the shard is full. Caller holds shard.mu.
   float* CreateRow(Shard& shard, int64_t key, uint64_t hash, uint32_t stamp);
-  absl::Status LoadRecords(TableFileReader* part, uint32_t stamp,
-                           absl::FunctionRef<bool(int64_t)> keep, uint64_t* loaded);
+  // Loads records [begin, end) of `part`; stops early (OK) once `*stop` is set. Threads may
+  // load ranges of one part at once: shards lock as usual.
+  absl::Status LoadRecords(const TableFileReader& part, uint64_t begin, uint64_t end,
+                           uint32_t stamp, absl::FunctionRef<bool(int64_t)> keep,
+                           const std::atomic<bool>* stop, uint64_t* loaded);
   absl::Status CheckPart(const TableFileReader& part) const;
   std::string Name() const;
 

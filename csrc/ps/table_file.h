@@ -110,6 +110,9 @@ class TableFileReader {
   uint64_t body_bytes() const { return body_bytes_; }
   // Reads exactly `bytes` of the body; DataLoss naming the file when it ends first.
   absl::Status Read(void* out, size_t bytes);
+  // Reads exactly `bytes` of the body from `offset` (bytes after the header), leaving Read's
+  // position alone. Safe to call from several threads at once (no other member may run then).
+  absl::Status ReadAt(uint64_t offset, void* out, size_t bytes) const;
 
  private:
   TableFileReader(std::string path, int fd, const TableFileHeader& header);

@@ -258,6 +258,31 @@ def test_load_rejects_damaged_or_foreign_files(tmp_path):
     assert fresh.stats()["rows"] == 0
 
 
+def test_a_large_part_is_checked_in_halves_and_loaded_by_two_threads(tmp_path):
+    # 70 MB: the checksum runs over two halves at once (64 MB and up), and 1.2M rows load in
+    # two ranges at once (1M rows and up). A flipped byte in either half is caught.
+    table = sparse_table(dim=16, shards=8)
+    n = 1_200_000
+    keys = (np.arange(n, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)).view(np.int64)
+    values = table.pull(keys)
+    path = tmp_path / "part"
+    table.save(str(path))
+    assert path.stat().st_size > 64 << 20
+    loaded = sparse_table(dim=16, shards=8)
+    assert loaded.load([str(path)]) == n
+    np.testing.assert_array_equal(loaded.pull(keys), values)
+    assert loaded.stats()["rows"] == n
+    clean = path.read_bytes()
+    for at in (len(clean) // 4, len(clean) * 3 // 4):
+        data = bytearray(clean)
+        data[at] ^= 0x01
+        path.write_bytes(bytes(data))
+        fresh = sparse_table(dim=16, shards=8)
+        with pytest.raises(InvalidArgument, match="checksum"):
+            fresh.load([str(path)])
+        assert fresh.stats()["rows"] == 0
+
+
 def test_shrink_drops_rows_untouched_since_the_last_saves(tmp_path):
     table = sparse_table()
     table.pull(np.array([1, 2, 3]))
@@ -268,6 +293,36 @@ def test_shrink_drops_rows_untouched_since_the_last_saves(tmp_path):
     assert table.shrink(1) == 2  # keys 2 and 3: untouched for two saves
     assert table.stats()["rows"] == 1
     np.testing.assert_array_equal(table.pull(np.array([1])).shape, (1, 4))
+
+
+def test_rows_keep_their_values_across_grouped_slab_chunks_shrink_and_load(tmp_path):
+    # One shard of 150k rows: past its first 16 chunks of 4096 rows the slab maps 16 chunks at a
+    # time. A shrink to 10k rows returns the mappings beyond them; rows then grow again, and a
+    # load maps all of its chunks at once.
+    table = sparse_table(shards=1)
+    n, kept = 150_000, 10_000
+    keys = np.arange(n, dtype=np.int64) * 7919 - 10**12
+    before = table.pull(keys)
+    table.save(str(tmp_path / "a"))
+    table.push(keys[:kept], np.ones((kept, 4), np.float32))
+    touched = table.pull(keys[:kept])
+    table.save(str(tmp_path / "b"))
+    big = table.stats()["bytes"]
+    assert table.shrink(1) == n - kept
+    assert table.stats()["rows"] == kept
+    assert table.stats()["bytes"] < big / 4
+    np.testing.assert_array_equal(table.pull(keys[:kept]), touched)
+    more = np.arange(n, dtype=np.int64) * 7919 + 10**12
+    fresh = table.pull(more)
+    np.testing.assert_array_equal(table.pull(keys[:kept]), touched)
+    np.testing.assert_array_equal(table.pull(more), fresh)
+    table.save(str(tmp_path / "c"))
+    loaded = sparse_table(shards=1)
+    loaded.load([str(tmp_path / "c")])
+    assert loaded.stats()["rows"] == kept + n
+    np.testing.assert_array_equal(loaded.pull(keys[:kept]), touched)
+    np.testing.assert_array_equal(loaded.pull(more), fresh)
+    assert not np.array_equal(before[:kept], touched)
 
 
 def test_dense_blocks_are_spread_round_robin():
