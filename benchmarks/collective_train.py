@@ -18,9 +18,13 @@ Figures (the last line of output is one JSON object):
                       the buckets' time on the group's communication thread and exposed the time
                       the c_allreduce_wait ops blocked (rank 0, timed steps).
   allreduce_vs_gloo   Fleet's allreduce bus bandwidth (a program of one c_allreduce_sum op run by
-                      Executor.run, 16-64 MB float32) as a fraction of raw gloo::allreduce on the
-                      same connections (each the best block of every round, alternating with
-                      raw Gloo's; the worst over sizes; target >= 0.95).
+                      Executor.run, 16-64 MB float32) as a fraction of raw gloo::allreduce in
+                      the same processes: the two take turns call by call, and each Fleet call
+                      is compared with the raw call next to it; the median of those ratios over
+                      every round, the worst over sizes; target >= 0.95.
+  allreduce_control_gloo_vs_gloo  the same figure for raw Gloo against a second raw Gloo
+                      context, measured alongside: how far apart two identical paths measure on
+                      this machine at the time of the run.
 """
 
 from __future__ import annotations
@@ -89,18 +93,24 @@ def fleet_worker(out_dir: str, warmup: int, steps: int, bucket_mb: float, repeat
 
 
 def _allreduce_vs_gloo(exe, rank: int, repeats: int, out_dir: str) -> list:
-    """[bytes, fleet seconds per call, raw Gloo seconds per call] per size, each the best of
-    `repeats` blocks: the two sides alternate block by block, so that load from elsewhere hits
-    both alike, and the best block is the one it hit least (load only ever adds time)."""
+    """Per size: [bytes, Fleet's seconds per call, raw Gloo's, a second raw Gloo context's], one
+    list of calls each. Fleet runs a program of one c_allreduce_sum op through Executor.run; raw
+    Gloo runs gloo::allreduce on a NumPy buffer. The three take turns call by call (F R C, then
+    C R F), each call timed alone after a barrier that starts both ranks together, so that load
+    from elsewhere on this shared machine falls on neighbouring calls alike. The second raw
+    context (C) is the control: raw against raw shows how far apart two identical paths measure."""
     import numpy as np
 
     import fleet
     from fleet import _core, fleet_api
     from fleet_bench import RawGlooGroup  # benchmarks/native: Gloo with no Fleet code in the loop
 
-    store_dir = os.path.join(out_dir, "raw_gloo_store")
-    os.makedirs(store_dir, exist_ok=True)
-    raw = RawGlooGroup(store_dir, rank, fleet_api.worker_num())
+    raws = []
+    for name in ("raw_gloo_store", "control_gloo_store"):
+        store_dir = os.path.join(out_dir, name)
+        os.makedirs(store_dir, exist_ok=True)
+        raws.append(RawGlooGroup(store_dir, rank, fleet_api.worker_num()))
+    barrier = fleet_api.util.barrier
     rows = []
     for nbytes in ALLREDUCE_SIZES:
         program = fleet.Program()
@@ -109,20 +119,26 @@ def _allreduce_vs_gloo(exe, rank: int, repeats: int, out_dir: str) -> list:
         block.append_op("c_allreduce_sum", inputs={"X": "buf"}, outputs={"Out": "buf"})
         scope = _core.Scope()
         scope.var("buf").get_tensor().set(np.ones(nbytes // 4, np.float32))
-        raw_buffer = np.ones(nbytes // 4, np.float32)
-        exe.run(program, scope=scope)
-        raw.all_reduce_seconds(raw_buffer, 1)
-        iters = max(1, (256 << 20) // nbytes)  # blocks of ~0.2 s: one slow call weighs less
-        fleet_s, gloo_s = [], []
-        for _ in range(repeats):
-            fleet_api.util.barrier()
+        buffers = [np.ones(nbytes // 4, np.float32) for _ in raws]
+
+        def fleet_call() -> float:
+            barrier()
             start = time.perf_counter()
-            for _ in range(iters):
-                exe.run(program, scope=scope)
-            fleet_s.append((time.perf_counter() - start) / iters)
-            fleet_api.util.barrier()
-            gloo_s.append(raw.all_reduce_seconds(raw_buffer, iters))
-        rows.append([nbytes, min(fleet_s), min(gloo_s)])
+            exe.run(program, scope=scope)
+            return time.perf_counter() - start
+
+        def raw_call(i: int) -> float:
+            barrier()
+            return raws[i].all_reduce_seconds(buffers[i], 1)
+
+        calls = [fleet_call, lambda: raw_call(0), lambda: raw_call(1)]
+        for call in calls:  # warm: first touch of pages, connection buffers
+            call()
+        seconds = [[], [], []]
+        for i in range(4 * repeats):
+            for side in (0, 1, 2) if i % 2 == 0 else (2, 1, 0):
+                seconds[side].append(calls[side]())
+        rows.append([nbytes, *seconds])
     return rows
 
 
@@ -239,6 +255,8 @@ def _median_round(runs: list) -> dict:
 
 
 def main() -> None:
+    import numpy as np
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer steps and repeats")
     parser.add_argument(
@@ -283,26 +301,27 @@ def main() -> None:
     fleet_result = _median_round(fleet_runs)
     torch_result = _median_round(torch_runs) if torch_runs else None
     overlap = fleet_result["overlap"]
-    # Each size's best block over every round.
-    allreduce = [
-        [
-            b,
-            min(run["allreduce"][i][1] for run in fleet_runs),
-            min(run["allreduce"][i][2] for run in fleet_runs),
-        ]
-        for i, b in enumerate(ALLREDUCE_SIZES)
-    ]
-    rows = [
-        {
-            "bytes": b,
-            "fleet_ms": round(f * 1e3, 2),
-            "gloo_ms": round(g * 1e3, 2),
-            "fleet_busbw_GBps": round(b / f / 1e9, 3),
-            "gloo_busbw_GBps": round(b / g / 1e9, 3),
-            "ratio": round(g / f, 3),
-        }
-        for b, f, g in allreduce
-    ]
+    # Per size, every round's calls pooled. A pair is a Fleet call and the raw call next to it;
+    # the median of the pairs' ratios is the figure (robust to the calls a neighbour slowed).
+    rows = []
+    for i, nbytes in enumerate(ALLREDUCE_SIZES):
+        fleet_s, gloo_s, control_s = (
+            np.array([s for run in fleet_runs for s in run["allreduce"][i][k]]) for k in (1, 2, 3)
+        )
+        fleet_ms, gloo_ms = np.median(fleet_s) * 1e3, np.median(gloo_s) * 1e3
+        rows.append(
+            {
+                "bytes": nbytes,
+                "calls": int(fleet_s.size),
+                "fleet_ms": round(float(fleet_ms), 2),
+                "gloo_ms": round(float(gloo_ms), 2),
+                "fleet_busbw_GBps": round(nbytes / fleet_ms / 1e6, 3),
+                "gloo_busbw_GBps": round(nbytes / gloo_ms / 1e6, 3),
+                "ratio": round(float(np.median(gloo_s / fleet_s)), 3),
+                "control_ratio": round(float(np.median(gloo_s / control_s)), 3),
+                "fastest_call_ratio": round(float(gloo_s.min() / fleet_s.min()), 3),
+            }
+        )
     result = {
         "benchmark": "collective_train",
         "quick": args.quick,
@@ -321,6 +340,7 @@ def main() -> None:
         "fleet_steps_per_s_rounds": [round(r["steps_per_s"], 3) for r in fleet_runs],
         "torch_ddp_steps_per_s_rounds": [round(r["steps_per_s"], 3) for r in torch_runs],
         "allreduce_vs_gloo": min(r["ratio"] for r in rows),
+        "allreduce_control_gloo_vs_gloo": min(r["control_ratio"] for r in rows),
         "allreduce": rows,
         "targets": {"ratio_vs_torch_ddp": ">= 1.0", "allreduce_vs_gloo": ">= 0.95"},
         "notes": []

@@ -23,3 +23,12 @@ def test_quick_run_reports_overlap_and_allreduce_against_raw_gloo():
     sizes = [row["bytes"] for row in result["allreduce"]]
     assert sizes == [16 << 20, 32 << 20, 64 << 20]
     assert result["allreduce_vs_gloo"] == min(row["ratio"] for row in result["allreduce"]) > 0
+    # Quick: 3 repeats, 4 turns each; every Fleet call has a raw call beside it, and raw Gloo
+    # against a second raw context (the control) is reported the same way.
+    assert all(row["calls"] == 12 for row in result["allreduce"])
+    assert result["allreduce_control_gloo_vs_gloo"] == min(
+        row["control_ratio"] for row in result["allreduce"]
+    )
+    assert all(
+        row["control_ratio"] > 0 and row["fastest_call_ratio"] > 0 for row in result["allreduce"]
+    )
