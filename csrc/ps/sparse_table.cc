@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <new>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -431,14 +432,19 @@ absl::StatusOr<uint64_t> SparseTable::Load(absl::Span<TableFileReader* const> pa
       shard->pending.clear();
     }
   }
-  // Size each shard's index for its share of the rows in the files (keys spread evenly over
-  // shards by hash), plus slack, so the load rehashes once instead of at every growth step.
+  // Size each shard's index and slab for its share of the rows in the files (keys spread evenly
+  // over shards by hash), plus slack, so the load rehashes once instead of at every growth step.
   uint64_t file_rows = 0;
   for (TableFileReader* part : parts) file_rows += part->header().row_count;
   for (auto& shard : shards_) {
     std::lock_guard<std::mutex> lock(shard->mu);
     const uint64_t share = file_rows / shards_.size();
-    shard->rows.Reserve(shard->rows.size() + share + share / 16);
+    try {
+      shard->rows.Reserve(shard->rows.size() + share + share / 16);
+    } catch (const std::bad_alloc&) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat(Name(), ": out of memory reserving room for ", file_rows, " rows"));
+    }
   }
   const uint32_t start = epoch_.fetch_add(1);
   uint64_t loaded = 0;
@@ -452,15 +458,24 @@ absl::StatusOr<uint64_t> SparseTable::Load(absl::Span<TableFileReader* const> pa
     std::atomic<bool> stop{false};
     uint64_t helper_loaded = 0;
     absl::Status helper_status;
+    // Out of memory is a status here, never an exception: one escaping the helper thread would
+    // end the server, and one leaving this thread would skip the join.
+    auto load_range = [&](uint64_t begin, uint64_t end, uint64_t* count) {
+      absl::Status status;
+      try {
+        status = LoadRecords(*part, begin, end, start, keep, &stop, count);
+      } catch (const std::bad_alloc&) {
+        status = absl::ResourceExhaustedError(absl::StrCat(Name(), ": out of memory loading rows ",
+                                                           begin, "-", end, " of ", part->path()));
+      }
+      if (!status.ok()) stop = true;
+      return status;
+    };
     std::thread helper;
     if (middle < rows) {
-      helper = std::thread([&] {
-        helper_status = LoadRecords(*part, middle, rows, start, keep, &stop, &helper_loaded);
-        if (!helper_status.ok()) stop = true;
-      });
+      helper = std::thread([&] { helper_status = load_range(middle, rows, &helper_loaded); });
     }
-    absl::Status status = LoadRecords(*part, 0, middle, start, keep, &stop, &loaded);
-    if (!status.ok()) stop = true;
+    absl::Status status = load_range(0, middle, &loaded);
     if (helper.joinable()) helper.join();
     loaded += helper_loaded;
     if (!status.ok()) return status;
