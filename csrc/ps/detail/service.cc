@@ -1,6 +1,7 @@
 #include "ps/detail/service.h"
 
 #include <cstring>
+#include <new>
 
 #include "absl/strings/str_cat.h"
 #include "ps/detail/payload.h"
@@ -19,6 +20,23 @@ absl::Span<float> FloatBuffer(std::string* bytes, size_t floats) {
   return absl::Span<float>(reinterpret_cast<float*>(bytes->data()), floats);
 }
 
+// Runs a handler's body. A table that grows past the memory the process may have throws
+// std::bad_alloc (rows, index or slab); here that becomes this call's RESOURCE_EXHAUSTED
+// instead of an exception that would end the server. The table is left consistent (a store
+// allocates before it changes anything), but a push may have updated some of its rows.
+template <class Fn>
+auto Guarded(const char* rpc, Fn&& body) -> decltype(body()) {
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    return decltype(body())(absl::ResourceExhaustedError(absl::StrCat(
+        rpc,
+        ": the server ran out of memory (its tables hold as many rows as the process may "
+        "have: add servers, shrink the tables or raise the memory limit); a push may have "
+        "applied part of its rows")));
+  }
+}
+
 }  // namespace
 
 PsServiceImpl::PsServiceImpl(TableSet* tables, BarrierSet* barriers, std::function<void()> on_stop)
@@ -32,14 +50,14 @@ grpc::Status PsServiceImpl::PullSparse(grpc::ServerContext*,
                                        const proto::PullSparseRequest* request,
                                        proto::PullSparseReply* reply) {
   reply->set_table_id(request->table_id());
-  absl::Status status = [&]() -> absl::Status {
+  absl::Status status = Guarded("PullSparse", [&]() -> absl::Status {
     auto table = tables_->Sparse(request->table_id());
     if (!table.ok()) return table.status();
     auto keys = BytesAs<int64_t>(request->keys(), "keys");
     if (!keys.ok()) return keys.status();
     return (*table)->Pull(*keys,
                           FloatBuffer(reply->mutable_values(), keys->size() * (*table)->dim()));
-  }();
+  });
   if (!status.ok()) reply->clear_values();
   SetStatus(reply->mutable_status(), status);
   return grpc::Status::OK;
@@ -49,7 +67,7 @@ grpc::Status PsServiceImpl::PushSparse(grpc::ServerContext*,
                                        const proto::PushSparseRequest* request,
                                        proto::PushReply* reply) {
   reply->set_table_id(request->table_id());
-  absl::Status status = [&]() -> absl::Status {
+  absl::Status status = Guarded("PushSparse", [&]() -> absl::Status {
     auto table = tables_->Sparse(request->table_id());
     if (!table.ok()) return table.status();
     auto keys = BytesAs<int64_t>(request->keys(), "keys");
@@ -58,7 +76,7 @@ grpc::Status PsServiceImpl::PushSparse(grpc::ServerContext*,
     if (!grads.ok()) return grads.status();
     if (request->accumulate()) return accumulator_.AddSparse(request->table_id(), *keys, *grads);
     return (*table)->Push(*keys, *grads, request->is_delta());
-  }();
+  });
   SetStatus(reply->mutable_status(), status);
   return grpc::Status::OK;
 }
@@ -66,11 +84,11 @@ grpc::Status PsServiceImpl::PushSparse(grpc::ServerContext*,
 grpc::Status PsServiceImpl::PullDense(grpc::ServerContext*, const proto::PullDenseRequest* request,
                                       proto::PullDenseReply* reply) {
   reply->set_table_id(request->table_id());
-  absl::Status status = [&]() -> absl::Status {
+  absl::Status status = Guarded("PullDense", [&]() -> absl::Status {
     auto table = tables_->Dense(request->table_id());
     if (!table.ok()) return table.status();
     return (*table)->Pull(FloatBuffer(reply->mutable_values(), (*table)->local_size()));
-  }();
+  });
   if (!status.ok()) reply->clear_values();
   SetStatus(reply->mutable_status(), status);
   return grpc::Status::OK;
@@ -79,7 +97,7 @@ grpc::Status PsServiceImpl::PullDense(grpc::ServerContext*, const proto::PullDen
 grpc::Status PsServiceImpl::PushDense(grpc::ServerContext*, const proto::PushDenseRequest* request,
                                       proto::PushReply* reply) {
   reply->set_table_id(request->table_id());
-  absl::Status status = [&]() -> absl::Status {
+  absl::Status status = Guarded("PushDense", [&]() -> absl::Status {
     auto table = tables_->Dense(request->table_id());
     if (!table.ok()) return table.status();
     auto grads = BytesAs<float>(request->grads(), "grads");
@@ -87,7 +105,7 @@ grpc::Status PsServiceImpl::PushDense(grpc::ServerContext*, const proto::PushDen
     if (request->initialize()) return (*table)->Initialize(*grads).status();
     if (request->accumulate()) return accumulator_.AddDense(request->table_id(), *grads);
     return (*table)->Push(*grads, request->is_delta());
-  }();
+  });
   SetStatus(reply->mutable_status(), status);
   return grpc::Status::OK;
 }
@@ -119,8 +137,10 @@ grpc::Status PsServiceImpl::Barrier(grpc::ServerContext*, const proto::BarrierRe
 grpc::Status PsServiceImpl::Save(grpc::ServerContext*, const proto::SaveRequest* request,
                                  proto::SaveLoadReply* reply) {
   reply->set_table_id(request->table_id());
-  auto files = tables_->Save(request->dirname(), request->all_tables(), request->table_id(),
-                             request->mode(), request->save_id(), !request->keep_cycle());
+  auto files = Guarded("Save", [&] {
+    return tables_->Save(request->dirname(), request->all_tables(), request->table_id(),
+                         request->mode(), request->save_id(), !request->keep_cycle());
+  });
   if (files.ok()) {
     uint64_t rows = 0;
     for (auto& file : *files) {
@@ -143,7 +163,9 @@ grpc::Status PsServiceImpl::CommitSave(grpc::ServerContext*,
 grpc::Status PsServiceImpl::Load(grpc::ServerContext*, const proto::LoadRequest* request,
                                  proto::SaveLoadReply* reply) {
   reply->set_table_id(request->table_id());
-  auto rows = tables_->Load(request->dirname(), request->all_tables(), request->table_id());
+  auto rows = Guarded("Load", [&] {
+    return tables_->Load(request->dirname(), request->all_tables(), request->table_id());
+  });
   if (rows.ok()) reply->set_rows(*rows);
   SetStatus(reply->mutable_status(), rows.status());
   return grpc::Status::OK;
@@ -152,7 +174,8 @@ grpc::Status PsServiceImpl::Load(grpc::ServerContext*, const proto::LoadRequest*
 grpc::Status PsServiceImpl::Shrink(grpc::ServerContext*, const proto::ShrinkRequest* request,
                                    proto::ShrinkReply* reply) {
   reply->set_table_id(request->table_id());
-  auto removed = tables_->Shrink(request->table_id(), request->max_unseen_saves());
+  auto removed = Guarded(
+      "Shrink", [&] { return tables_->Shrink(request->table_id(), request->max_unseen_saves()); });
   if (removed.ok()) reply->set_rows_removed(*removed);
   SetStatus(reply->mutable_status(), removed.status());
   return grpc::Status::OK;
