@@ -2,6 +2,8 @@
 // derivative is a function of the output, so X need not be kept alive for backward.
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 
 #include "operators/op_helpers.h"
 #include "operators/register_ops.h"
@@ -51,7 +53,16 @@ void RegisterFromOut(OpRegistry* registry, const std::string& type) {
 }
 
 float Relu(float x) { return x > 0.f ? x : 0.f; }
-float ReluDerivative(float y) { return y > 0.f ? 1.f : 0.f; }
+// The factor 1 or 0 as the bits of 1.0f under a compare mask. Written `y > 0 ? 1 : 0`, GCC
+// folded dy * factor into `y > 0 ? dy : dy * 0` and, since a multiply may trap, kept a branch
+// per element, mispredicted on about half of them (3% of a 4x1024 MLP's step); this form
+// vectorises to compare, and, multiply. The results are the same, NaN gradients included.
+float ReluDerivative(float y) {
+  const uint32_t bits = (0u - static_cast<uint32_t>(y > 0.f)) & 0x3f800000u;  // 1.0f or 0.0f
+  float factor;
+  std::memcpy(&factor, &bits, sizeof(factor));
+  return factor;
+}
 float Sigmoid(float x) { return 1.f / (1.f + std::exp(-x)); }
 float SigmoidDerivative(float y) { return y * (1.f - y); }
 float Tanh(float x) { return std::tanh(x); }
