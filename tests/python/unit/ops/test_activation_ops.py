@@ -56,6 +56,26 @@ def test_activation_gradients():
     )
 
 
+def test_relu_grad_passes_dy_where_out_is_positive_and_dy_times_zero_elsewhere():
+    # Long enough for the vectorised loop and its scalar tail; NaN and infinite gradients where
+    # Out is 0 give NaN (dy * 0), as a multiply by the 0/1 derivative does.
+    n = 37
+    out = np.where(np.arange(n) % 3 == 0, 0.0, np.abs(RNG.standard_normal(n)) + 0.1)
+    dy = RNG.standard_normal(n)
+    dy[[0, 3, 4]] = [np.nan, np.inf, np.nan]  # Out is 0 at 0 and 3, positive at 4
+    dy[6] = -0.0
+    got = run_op(
+        "relu_grad",
+        {"Out": out.astype(np.float32), "Out@GRAD": dy.astype(np.float32)},
+        ["X@GRAD"],
+    )["X@GRAD"]
+    with np.errstate(invalid="ignore"):
+        want = (dy * (out > 0)).astype(np.float32)
+    np.testing.assert_array_equal(got, want)
+    assert np.isnan(got[[0, 3, 4]]).all()
+    assert np.signbit(got[6])  # -0 * 0 is -0
+
+
 def test_activation_keeps_lod():
     from fleet.testing.op_test import Seq
 
