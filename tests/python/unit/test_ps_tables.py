@@ -259,8 +259,9 @@ def test_load_rejects_damaged_or_foreign_files(tmp_path):
 
 
 def test_a_large_part_is_checked_in_halves_and_loaded_by_two_threads(tmp_path):
-    # 70 MB: the checksum runs over two halves at once (64 MB and up), and 1.2M rows load in
-    # two ranges at once (1M rows and up). A flipped byte in either half is caught.
+    # 86 MB: the checksum runs over two halves at once (64 MB and up), and 1.2M rows load in
+    # two ranges at once (1M rows and up), whole or split over two servers. A flipped byte in
+    # either half is caught.
     table = sparse_table(dim=16, shards=8)
     n = 1_200_000
     keys = (np.arange(n, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)).view(np.int64)
@@ -272,6 +273,14 @@ def test_a_large_part_is_checked_in_halves_and_loaded_by_two_threads(tmp_path):
     assert loaded.load([str(path)]) == n
     np.testing.assert_array_equal(loaded.pull(keys), values)
     assert loaded.stats()["rows"] == n
+    # Into two servers: each thread keeps only this server's keys, and the halves add up.
+    halves = [sparse_table(dim=16, shards=8) for _ in range(2)]
+    counts = [t.load([str(path)], server_index=i, num_servers=2) for i, t in enumerate(halves)]
+    assert sum(counts) == n and min(counts) > n // 3
+    owner = _core.ps.hash_key_shard(keys, 2)
+    for i, t in enumerate(halves):
+        assert counts[i] == int((owner == i).sum())
+        np.testing.assert_array_equal(t.pull(keys[owner == i]), values[owner == i])
     clean = path.read_bytes()
     for at in (len(clean) // 4, len(clean) * 3 // 4):
         data = bytearray(clean)
