@@ -432,8 +432,8 @@ absl::StatusOr<uint64_t> SparseTable::Load(absl::Span<TableFileReader* const> pa
       shard->pending.clear();
     }
   }
-  // Size each shard's index and slab for its share of the rows in the files (keys spread evenly
-  // over shards by hash), plus slack, so the load rehashes once instead of at every growth step.
+  // Size each shard's index for its share of the rows in the files (keys spread evenly over
+  // shards by hash), plus slack, so the load rehashes once instead of at every growth step.
   uint64_t file_rows = 0;
   for (TableFileReader* part : parts) file_rows += part->header().row_count;
   for (auto& shard : shards_) {

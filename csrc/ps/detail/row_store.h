@@ -97,8 +97,9 @@ class RowStore {
   // nullptr when the shard is full (about 1.7e9 rows).
   float* Insert(int64_t key, uint64_t hash, uint32_t stamp);
   // Sizes the index for `rows` rows in all, so that a load of a known row count rehashes once
-  // instead of at every 1.5x step (each rehash rereads every key from the slab), and maps the
-  // slab chunks for them in one mapping (2 MB pages: a 10M-row load faulted 4 KB at a time).
+  // instead of at every 1.5x step (each rehash rereads every key from the slab). The slab is
+  // not mapped ahead: a load onto fewer servers than saved passes every part's rows, most of
+  // which other servers keep, and mapping that much up front can fail where rows would fit.
   void Reserve(size_t rows);
 
   size_t size() const { return size_; }
