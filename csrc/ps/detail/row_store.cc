@@ -220,9 +220,9 @@ void RowStore::Reserve(size_t rows) {
 }
 
 size_t RowStore::MemoryBytes() const {
-  // The chunks up to the one holding the last row. Spare chunks mapped ahead (a group, or a
-  // load's reservation) are never touched until rows reach them, so they hold no memory; with
-  // 2 MB pages at most the page holding the last row's chunk boundary is resident beyond it.
+  // The chunks up to the one holding the last row. The spare chunks of a group are never
+  // touched until rows reach them, so they hold no memory; with 2 MB pages at most the page
+  // holding the last row's chunk boundary is resident beyond it.
   size_t slab_rows = 0;
   for (size_t c = 0; c < ChunksFor(size_); ++c) slab_rows += ChunkRows(c);
   return slab_rows * stride_ * sizeof(float) + chunks_.capacity() * sizeof(chunks_[0]) +

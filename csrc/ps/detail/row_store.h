@@ -153,13 +153,12 @@ class RowStore {
   uint32_t ProbeOne(uint64_t hash) const;
   void PlaceInIndex(size_t row, uint64_t hash);
   void Rehash(size_t capacity);
+  // Appends chunks (one mapping for all of them) until they hold at least `rows` rows.
+  void AddChunks(size_t rows);
 
   size_t width_;
   size_t stride_;  // words per row
   size_t size_ = 0;
-  // Appends chunks (one mapping for all of them) until they hold at least `rows` rows.
-  void AddChunks(size_t rows);
-
   // chunks_[c] is chunk c of the slab; the memory belongs to mappings_, each holding one or more
   // consecutive chunks (mapping_first_chunk_[m] is the first of mapping m). A mapping of several
   // small chunks reaches the 2 MB-page threshold that no small chunk does alone: a 10M-row table
