@@ -34,6 +34,13 @@ PREAMBLE = textwrap.dedent("""\
     def serve_until_stopped():
         while True:
             time.sleep(0.2)
+
+    def wait_for_records(name, count, timeout=30):
+        # A job ends when its workers do: a worker that needs the servers' records waits for
+        # them, or a server slow to start is stopped before it writes its own.
+        deadline = time.monotonic() + timeout
+        while len(list(JOB_DIR.glob(f"{name}.*.json"))) < count and time.monotonic() < deadline:
+            time.sleep(0.05)
     """)
 
 

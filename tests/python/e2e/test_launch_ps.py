@@ -21,6 +21,7 @@ record("role", dict(
 print(f"hello from {ME}", flush=True)
 if fleet.is_server():
     serve_until_stopped()
+wait_for_records("role", 4)
 """
 
 
@@ -93,11 +94,7 @@ def test_log_dir_holds_each_process_output(tmp_path):
     if fleet.is_server():
         record("printed", True)
         serve_until_stopped()
-    # The job ends when the workers do: wait until both servers have printed, or a slow server
-    # start would be stopped before its lines.
-    deadline = time.monotonic() + 30
-    while len(list(JOB_DIR.glob("printed.server.*.json"))) < 2 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_for_records("printed", 2)  # both servers printed their lines
     """
     result = lh.run_job(
         tmp_path, ["--server_num=2", "--worker_num=2", f"--log_dir={log_dir}"], body
