@@ -4,11 +4,11 @@
 #include <cmath>
 #include <cstring>
 #include <new>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "core/prefetch.h"
 #include "ps/detail/magnitude.h"
+#include "ps/detail/run_both.h"
 
 namespace fleet::ps {
 
@@ -453,13 +453,12 @@ absl::StatusOr<uint64_t> SparseTable::Load(absl::Span<TableFileReader* const> pa
     // halves mostly fill different shards and seldom wait for each other's shard locks.
     const uint64_t rows = part->header().row_count;
     constexpr uint64_t kSplitRows = uint64_t{1} << 20;
-    const uint64_t middle =
-        rows >= kSplitRows && std::thread::hardware_concurrency() >= 2 ? rows / 2 : rows;
+    const uint64_t middle = rows >= kSplitRows && detail::HaveSecondCore() ? rows / 2 : rows;
     std::atomic<bool> stop{false};
     uint64_t helper_loaded = 0;
-    absl::Status helper_status;
+    absl::Status status, helper_status;
     // Out of memory is a status here, never an exception: one escaping the helper thread would
-    // end the server, and one leaving this thread would skip the join.
+    // end the server.
     auto load_range = [&](uint64_t begin, uint64_t end, uint64_t* count) {
       absl::Status status;
       try {
@@ -471,12 +470,12 @@ absl::StatusOr<uint64_t> SparseTable::Load(absl::Span<TableFileReader* const> pa
       if (!status.ok()) stop = true;
       return status;
     };
-    std::thread helper;
     if (middle < rows) {
-      helper = std::thread([&] { helper_status = load_range(middle, rows, &helper_loaded); });
+      detail::RunBoth([&] { status = load_range(0, middle, &loaded); },
+                      [&] { helper_status = load_range(middle, rows, &helper_loaded); });
+    } else {
+      status = load_range(0, rows, &loaded);
     }
-    absl::Status status = load_range(0, middle, &loaded);
-    if (helper.joinable()) helper.join();
     loaded += helper_loaded;
     if (!status.ok()) return status;
     if (!helper_status.ok()) return helper_status;

@@ -10,10 +10,12 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <new>
 #include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "ps/detail/run_both.h"
 
 namespace fleet::ps {
 namespace {
@@ -92,14 +94,22 @@ absl::StatusOr<std::pair<uint32_t, uint64_t>> BodyCrc(int fd, const std::string&
   const uint64_t begin = sizeof(TableFileHeader);
   const uint64_t end = std::max<uint64_t>(begin, static_cast<uint64_t>(st.st_size));
   constexpr uint64_t kSplitBytes = uint64_t{64} << 20;
-  if (end - begin < kSplitBytes || std::thread::hardware_concurrency() < 2) {
+  if (end - begin < kSplitBytes || !detail::HaveSecondCore()) {
     return RangeCrc(fd, begin, end, path);
   }
   const uint64_t middle = begin + (end - begin) / 2;
-  absl::StatusOr<std::pair<uint32_t, uint64_t>> second;
-  std::thread helper([&] { second = RangeCrc(fd, middle, end, path); });
-  auto first = RangeCrc(fd, begin, middle, path);
-  helper.join();
+  absl::StatusOr<std::pair<uint32_t, uint64_t>> first, second;
+  // Out of memory for a read buffer is a status of its half, never an exception of its thread.
+  auto range_crc = [&](uint64_t from,
+                       uint64_t to) -> absl::StatusOr<std::pair<uint32_t, uint64_t>> {
+    try {
+      return RangeCrc(fd, from, to, path);
+    } catch (const std::bad_alloc&) {
+      return absl::ResourceExhaustedError(absl::StrCat("out of memory checking ", path));
+    }
+  };
+  detail::RunBoth([&] { first = range_crc(begin, middle); },
+                  [&] { second = range_crc(middle, end); });
   if (!first.ok()) return first.status();
   if (!second.ok()) return second.status();
   if (first->second != middle - begin) return first;  // shrank: a mismatch follows anyway

@@ -1,10 +1,10 @@
-// ps/detail/service.cc: a table that grows past the memory the server process may have makes
-// that call fail with RESOURCE_EXHAUSTED; the server goes on serving the rows it has.
+// A table that grows past the memory the server process may have fails that call with
+// RESOURCE_EXHAUSTED (ps/detail/service.cc), a load with ResourceExhausted naming the table and
+// file (ps/sparse_table.cc); the server goes on.
 //
 // The process runs out of memory for real: a forked child (a gtest death test) lowers its
-// address-space limit (RLIMIT_AS) a few hundred MB above what it uses, then pulls new keys, a
-// million at a time, straight through the service's handler until a call fails. Without the
-// handler's guard the std::bad_alloc of the table's slab or index would end the process.
+// address-space limit (RLIMIT_AS) a few MB above what it uses, then grows a table until a call
+// fails. Without the guards the std::bad_alloc of the table's slab or index would end it.
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -20,6 +20,8 @@
 #include "ps/detail/barrier.h"
 #include "ps/detail/service.h"
 #include "ps/detail/table_set.h"
+#include "ps/sparse_table.h"
+#include "ps/table_file.h"
 
 namespace fleet::ps::detail {
 namespace {
@@ -42,14 +44,15 @@ std::string KeyBytes(int64_t first, size_t n) {
 
 // Exit codes of the child, for the parent's message.
 enum ChildExit : int {
-  kGuarded = 0,      // a pull failed with RESOURCE_EXHAUSTED, and old rows still serve
-  kNoSetUp = 2,      // the tables or the limit could not be set up
-  kNeverFailed = 3,  // a billion keys fitted: the limit did not bite
+  kGuarded = 0,      // the call failed with RESOURCE_EXHAUSTED (and old rows still serve)
+  kNoSetUp = 2,      // the tables, the part file or the limit could not be set up
+  kNeverFailed = 3,  // everything fitted: the limit did not bite
   kOtherError = 4,   // a pull failed with another code
   kNotServing = 5,   // after the failure, rows created before could not be pulled
 };
 
-int PullUntilOutOfMemory() {
+// A server of one sparse table (id 1, dim 8, Adagrad: 16 floats a row), or nullptr.
+std::unique_ptr<TableSet> OneTableServer() {
   proto::ServerConfig config;
   config.set_server_index(0);
   config.set_num_servers(1);
@@ -61,13 +64,22 @@ int PullUntilOutOfMemory() {
   table->mutable_optimizer()->set_learning_rate(0.1f);
   table->mutable_optimizer()->mutable_adagrad();
   auto tables = TableSet::Create(config, Sharding{});
-  if (!tables.ok()) return kNoSetUp;
-  BarrierSet barriers;
-  PsServiceImpl service(tables->get(), &barriers, [] {});
+  return tables.ok() ? std::move(*tables) : nullptr;
+}
 
-  const rlim_t limit = MappedBytes() + (rlim_t{384} << 20);
-  const rlimit as{limit, limit};
-  if (MappedBytes() == 0 || ::setrlimit(RLIMIT_AS, &as) != 0) return kNoSetUp;
+// Lowers this process's address-space limit to `headroom` bytes above what it maps now.
+bool LimitMemoryTo(size_t headroom) {
+  const size_t mapped = MappedBytes();
+  const rlimit as{mapped + headroom, mapped + headroom};
+  return mapped > 0 && ::setrlimit(RLIMIT_AS, &as) == 0;
+}
+
+int PullUntilOutOfMemory() {
+  std::unique_ptr<TableSet> tables = OneTableServer();
+  if (tables == nullptr) return kNoSetUp;
+  BarrierSet barriers;
+  PsServiceImpl service(tables.get(), &barriers, [] {});
+  if (!LimitMemoryTo(size_t{384} << 20)) return kNoSetUp;
 
   constexpr size_t kBatch = size_t{1} << 20;  // 76 MB of rows and 32 MB of reply a batch
   for (int64_t first = 0; first < (int64_t{1} << 30); first += kBatch) {
@@ -96,6 +108,38 @@ int PullUntilOutOfMemory() {
   return kNeverFailed;
 }
 
+// Saves 1.2M rows (86 MB, so the checksum and the rows each take two threads), then loads them
+// into a fresh table with 32 MB of room: too little for the rows' slab.
+int LoadUntilOutOfMemory() {
+  const std::string path = testing::TempDir() + "ps_load_memory_part";
+  {
+    std::unique_ptr<TableSet> tables = OneTableServer();
+    if (tables == nullptr) return kNoSetUp;
+    SparseTable* table = *(*tables).Sparse(1);
+    std::vector<int64_t> keys(size_t{1200} << 10);
+    std::iota(keys.begin(), keys.end(), int64_t{-600000});
+    std::vector<float> values(keys.size() * 8);
+    if (!table->Pull(keys, absl::MakeSpan(values)).ok()) return kNoSetUp;
+    if (!table->Save(path, proto::BASE).ok()) return kNoSetUp;
+  }
+  std::unique_ptr<TableSet> fresh = OneTableServer();
+  if (fresh == nullptr) return kNoSetUp;
+  auto part = TableFileReader::Open(path);
+  if (!part.ok()) return kNoSetUp;
+  if (!LimitMemoryTo(size_t{32} << 20)) return kNoSetUp;
+  TableFileReader* parts[] = {part->get()};
+  auto loaded = (*fresh->Sparse(1))->Load(parts, [](int64_t) { return true; });
+  if (loaded.ok()) return kNeverFailed;
+  const std::string message(loaded.status().message());
+  if (loaded.status().code() != absl::StatusCode::kResourceExhausted ||
+      message.find("out of memory") == std::string::npos ||
+      message.find("'emb'") == std::string::npos) {
+    std::fprintf(stderr, "load failed with: %s\n", loaded.status().ToString().c_str());
+    return kOtherError;
+  }
+  return kGuarded;
+}
+
 #if defined(__SANITIZE_ADDRESS__)
 constexpr bool kUnderAddressSanitizer = true;
 #elif defined(__has_feature)
@@ -114,8 +158,22 @@ TEST(PsServiceMemoryTest, RunningOutOfMemoryFailsTheCallNotTheServer) {
                     "allocation instead of throwing std::bad_alloc";
   }
   GTEST_FLAG_SET(death_test_style, "threadsafe");
-  EXPECT_EXIT(std::exit(PullUntilOutOfMemory()), testing::ExitedWithCode(kGuarded), "")
+  // _exit: the child ends without exit handlers, one of which (OpenBLAS's) joins a worker thread
+  // that keeps retrying an allocation under the lowered limit.
+  EXPECT_EXIT(::_exit(PullUntilOutOfMemory()), testing::ExitedWithCode(kGuarded), "")
       << "exit codes: 2 no set-up, 3 the limit never bit, 4 another error, 5 not serving after";
+}
+
+TEST(PsServiceMemoryTest, RunningOutOfMemoryInALoadIsAStatusNamingTheTable) {
+  if (kUnderAddressSanitizer) {
+    GTEST_SKIP() << "AddressSanitizer maps terabytes of shadow memory and aborts on a failed "
+                    "allocation instead of throwing std::bad_alloc";
+  }
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  // _exit: the child ends without exit handlers, one of which (OpenBLAS's) joins a worker thread
+  // that keeps retrying an allocation under the lowered limit.
+  EXPECT_EXIT(::_exit(LoadUntilOutOfMemory()), testing::ExitedWithCode(kGuarded), "")
+      << "exit codes: 2 no set-up, 3 the load fitted, 4 another error";
 }
 
 }  // namespace
