@@ -1,13 +1,12 @@
 // ps/detail/run_both.h: two pieces of work at once, and both done even when no thread can be had.
 #include <gtest/gtest.h>
-#include <sys/resource.h>
-#include <unistd.h>
+#include <unistd.h>  // _exit
 
-#include <cstdio>
-#include <cstdlib>
+#include <cstddef>
 #include <stdexcept>
 #include <thread>
 
+#include "memory_limit.h"
 #include "ps/detail/run_both.h"
 
 namespace fleet::ps::detail {
@@ -30,28 +29,10 @@ TEST(RunBothTest, AnErrorHereComesAfterTheOtherPieceIsDone) {
   EXPECT_TRUE(beside_done);
 }
 
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kUnderAddressSanitizer = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kUnderAddressSanitizer = true;
-#else
-constexpr bool kUnderAddressSanitizer = false;
-#endif
-#else
-constexpr bool kUnderAddressSanitizer = false;
-#endif
-
 // In a child with 1 MB of address space to spare, less than a thread's stack: exit 0 when both
 // pieces ran here, 3 when a thread was created after all, 2 when the limit could not be set.
 int RunBothWithoutRoomForAThread() {
-  FILE* f = std::fopen("/proc/self/statm", "r");
-  unsigned long pages = 0;
-  const bool read = f != nullptr && std::fscanf(f, "%lu", &pages) == 1;
-  if (f != nullptr) std::fclose(f);
-  const rlim_t limit = pages * static_cast<rlim_t>(::sysconf(_SC_PAGESIZE)) + (rlim_t{1} << 20);
-  const rlimit as{limit, limit};
-  if (!read || ::setrlimit(RLIMIT_AS, &as) != 0) return 2;
+  if (!testing_memory::LimitMemoryTo(size_t{1} << 20)) return 2;
   std::thread::id here_on, beside_on;
   RunBoth([&] { here_on = std::this_thread::get_id(); },
           [&] { beside_on = std::this_thread::get_id(); });
@@ -59,9 +40,8 @@ int RunBothWithoutRoomForAThread() {
 }
 
 TEST(RunBothTest, WithNoThreadToBeHadBothPiecesRunHere) {
-  if (kUnderAddressSanitizer) {
-    GTEST_SKIP() << "AddressSanitizer maps terabytes of shadow memory and aborts on a failed "
-                    "allocation";
+  if (testing_memory::kUnderAddressSanitizer) {
+    GTEST_SKIP() << testing_memory::kSkipUnderAddressSanitizer;
   }
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   // _exit: the child ends without exit handlers, one of which (OpenBLAS's) joins a worker thread

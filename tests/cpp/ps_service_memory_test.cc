@@ -6,8 +6,7 @@
 // address-space limit (RLIMIT_AS) a few MB above what it uses, then grows a table until a call
 // fails. Without the guards the std::bad_alloc of the table's slab or index would end it.
 #include <gtest/gtest.h>
-#include <sys/resource.h>
-#include <unistd.h>
+#include <unistd.h>  // _exit
 
 #include <cstdint>
 #include <cstdio>
@@ -17,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "memory_limit.h"
 #include "ps/detail/barrier.h"
 #include "ps/detail/service.h"
 #include "ps/detail/table_set.h"
@@ -26,15 +26,9 @@
 namespace fleet::ps::detail {
 namespace {
 
-// Bytes of address space this process has mapped (/proc/self/statm, first field, in pages).
-size_t MappedBytes() {
-  FILE* f = std::fopen("/proc/self/statm", "r");
-  if (f == nullptr) return 0;
-  unsigned long pages = 0;
-  const int read = std::fscanf(f, "%lu", &pages);
-  std::fclose(f);
-  return read == 1 ? pages * static_cast<size_t>(::sysconf(_SC_PAGESIZE)) : 0;
-}
+using testing_memory::kSkipUnderAddressSanitizer;
+using testing_memory::kUnderAddressSanitizer;
+using testing_memory::LimitMemoryTo;
 
 std::string KeyBytes(int64_t first, size_t n) {
   std::vector<int64_t> keys(n);
@@ -65,13 +59,6 @@ std::unique_ptr<TableSet> OneTableServer() {
   table->mutable_optimizer()->mutable_adagrad();
   auto tables = TableSet::Create(config, Sharding{});
   return tables.ok() ? std::move(*tables) : nullptr;
-}
-
-// Lowers this process's address-space limit to `headroom` bytes above what it maps now.
-bool LimitMemoryTo(size_t headroom) {
-  const size_t mapped = MappedBytes();
-  const rlimit as{mapped + headroom, mapped + headroom};
-  return mapped > 0 && ::setrlimit(RLIMIT_AS, &as) == 0;
 }
 
 int PullUntilOutOfMemory() {
@@ -140,22 +127,9 @@ int LoadUntilOutOfMemory() {
   return kGuarded;
 }
 
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kUnderAddressSanitizer = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kUnderAddressSanitizer = true;
-#else
-constexpr bool kUnderAddressSanitizer = false;
-#endif
-#else
-constexpr bool kUnderAddressSanitizer = false;
-#endif
-
 TEST(PsServiceMemoryTest, RunningOutOfMemoryFailsTheCallNotTheServer) {
   if (kUnderAddressSanitizer) {
-    GTEST_SKIP() << "AddressSanitizer maps terabytes of shadow memory and aborts on a failed "
-                    "allocation instead of throwing std::bad_alloc";
+    GTEST_SKIP() << kSkipUnderAddressSanitizer;
   }
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   // _exit: the child ends without exit handlers, one of which (OpenBLAS's) joins a worker thread
@@ -166,8 +140,7 @@ TEST(PsServiceMemoryTest, RunningOutOfMemoryFailsTheCallNotTheServer) {
 
 TEST(PsServiceMemoryTest, RunningOutOfMemoryInALoadIsAStatusNamingTheTable) {
   if (kUnderAddressSanitizer) {
-    GTEST_SKIP() << "AddressSanitizer maps terabytes of shadow memory and aborts on a failed "
-                    "allocation instead of throwing std::bad_alloc";
+    GTEST_SKIP() << kSkipUnderAddressSanitizer;
   }
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   // _exit: the child ends without exit handlers, one of which (OpenBLAS's) joins a worker thread
