@@ -347,8 +347,9 @@ absl::Status SparseTable::CheckPart(const TableFileReader& part) const {
 }
 
 absl::Status SparseTable::LoadRecords(const TableFileReader& part, uint64_t begin, uint64_t end,
-                                      uint32_t stamp, absl::FunctionRef<bool(int64_t)> keep,
-                                      const std::atomic<bool>* stop, uint64_t* loaded) {
+                                      uint32_t stamp, const absl::FunctionRef<bool(int64_t)>* keep,
+                                      const std::atomic<bool>* stop, uint64_t* loaded,
+                                      uint32_t* crc) {
   // Records are read a block at a time and grouped by shard, so that each shard is locked once
   // a block rather than once a row (a lock per row was most of a 10M-row load). CheckPart allowed
   // width_ floats a record, or dim_ (values only: the state starts afresh).
@@ -366,13 +367,13 @@ absl::Status SparseTable::LoadRecords(const TableFileReader& part, uint64_t begi
   std::vector<uint64_t> hashes(block_rows);
   std::vector<uint32_t> order(block_rows);
   std::vector<uint32_t> starts(shards_.size() + 1);
-  std::vector<uint64_t> group_hashes(block_rows);
-  std::vector<uint32_t> candidates(block_rows);
   for (uint64_t done = begin; done < end && !stop->load(std::memory_order_relaxed);) {
     const uint64_t n = std::min(block_rows, end - done);
     if (auto s = part.ReadAt(done * record_bytes, block.data(), n * record_bytes); !s.ok()) {
       return s;
     }
+    // The check while the block is in cache, instead of a pass of its own over the file.
+    if (crc != nullptr) *crc = ExtendCrc(*crc, block.data(), n * record_bytes);
     done += n;
     // Counting sort of the block's records by shard.
     std::fill(starts.begin(), starts.end(), 0u);
@@ -389,21 +390,18 @@ absl::Status SparseTable::LoadRecords(const TableFileReader& part, uint64_t begi
       if (starts[sh] == starts[sh + 1]) continue;
       Shard& shard = *shards_[sh];
       std::lock_guard<std::mutex> lock(shard.mu);
-      // The index slots of the whole group first, prefetched ahead, so that their cache misses
-      // overlap; a Find per record waited for each miss in turn (40% of a 4M-row load).
-      const uint32_t first = starts[sh], group = starts[sh + 1] - first;
-      for (uint32_t i = 0; i < group; ++i) group_hashes[i] = hashes[order[first + i]];
-      shard.rows.ProbeCandidates(group_hashes.data(), group, candidates.data());
-      for (uint32_t i = first; i < starts[sh + 1]; ++i) {
+      // Each record's index slot is prefetched a few records ahead, so that the cache misses
+      // of the probes overlap: one probe after another was 40% of a 4M-row load.
+      constexpr uint32_t kSlotAhead = 16;
+      for (uint32_t i = starts[sh]; i < starts[sh + 1]; ++i) {
+        if (i + kSlotAhead < starts[sh + 1]) shard.rows.PrefetchSlot(hashes[order[i + kSlotAhead]]);
         const uint32_t r = order[i];
         const float* record = block.data() + r * record_floats;
         int64_t key;
         std::memcpy(&key, record, sizeof(key));
-        if (!keep(key)) continue;
-        // Confirm falls back to a Find (its slots now cached) when the candidate is none or
-        // another key, so a key inserted earlier in this group is still found.
-        float* row = shard.rows.Confirm(key, hashes[r], candidates[i - first]);
-        if (row == nullptr) row = shard.rows.Insert(key, hashes[r], stamp);
+        if (keep != nullptr && !(*keep)(key)) continue;
+        bool inserted;
+        float* row = shard.rows.FindOrInsert(key, hashes[r], stamp, &inserted);
         if (row == nullptr) return absl::ResourceExhaustedError(absl::StrCat(Name(), " is full"));
         std::memcpy(row, record + 2, floats * sizeof(float));
         if (floats < width_) {
@@ -420,18 +418,56 @@ absl::Status SparseTable::LoadRecords(const TableFileReader& part, uint64_t begi
 
 absl::StatusOr<uint64_t> SparseTable::Load(absl::Span<TableFileReader* const> parts,
                                            absl::FunctionRef<bool(int64_t)> keep) {
-  bool has_base = false;
+  return LoadParts(parts, &keep);
+}
+
+absl::StatusOr<uint64_t> SparseTable::Load(absl::Span<TableFileReader* const> parts) {
+  return LoadParts(parts, nullptr);
+}
+
+uint64_t SparseTable::RowCount() const {
+  uint64_t rows = 0;
+  for (const auto& shard : shards_) {
+    std::lock_guard<std::mutex> lock(shard->mu);
+    rows += shard->rows.size();
+  }
+  return rows;
+}
+
+void SparseTable::Clear() {
+  for (auto& shard : shards_) {
+    std::lock_guard<std::mutex> lock(shard->mu);
+    shard->rows.Clear();
+    shard->pending.clear();
+  }
+}
+
+absl::StatusOr<uint64_t> SparseTable::LoadParts(absl::Span<TableFileReader* const> parts,
+                                                const absl::FunctionRef<bool(int64_t)>* keep) {
   for (TableFileReader* part : parts) {
     if (auto s = CheckPart(*part); !s.ok()) return s;
-    has_base |= part->header().save_mode != proto::DELTA;  // base or values-only
   }
-  if (has_base) {
-    for (auto& shard : shards_) {
-      std::lock_guard<std::mutex> lock(shard->mu);
-      shard->rows.Clear();
-      shard->pending.clear();
+  // Parts not yet checked are checked as they load only into an empty table, which a failure
+  // empties again; a table holding rows must keep them when a part is damaged.
+  bool check_while_loading = false;
+  for (TableFileReader* part : parts) {
+    if (part->checked()) continue;
+    if (RowCount() > 0) {
+      if (auto s = part->CheckNow(); !s.ok()) return s;
+    } else {
+      check_while_loading = true;
     }
   }
+  auto loaded = LoadChecked(parts, keep);
+  if (!loaded.ok() && check_while_loading) Clear();
+  return loaded;
+}
+
+absl::StatusOr<uint64_t> SparseTable::LoadChecked(absl::Span<TableFileReader* const> parts,
+                                                  const absl::FunctionRef<bool(int64_t)>* keep) {
+  bool has_base = false;  // base or values-only: the table starts again from the files
+  for (TableFileReader* part : parts) has_base |= part->header().save_mode != proto::DELTA;
+  if (has_base) Clear();
   // Size each shard's index for its share of the rows in the files (keys spread evenly over
   // shards by hash), plus slack, so the load rehashes once instead of at every growth step.
   uint64_t file_rows = 0;
@@ -457,12 +493,16 @@ absl::StatusOr<uint64_t> SparseTable::Load(absl::Span<TableFileReader* const> pa
     std::atomic<bool> stop{false};
     uint64_t helper_loaded = 0;
     absl::Status status, helper_status;
+    // CRCs of the two ranges when the part is checked as it loads.
+    uint32_t crc = 0, helper_crc = 0;
+    uint32_t* want_crc = part->checked() ? nullptr : &crc;
+    uint32_t* want_helper_crc = part->checked() ? nullptr : &helper_crc;
     // Out of memory is a status here, never an exception: one escaping the helper thread would
     // end the server.
-    auto load_range = [&](uint64_t begin, uint64_t end, uint64_t* count) {
+    auto load_range = [&](uint64_t begin, uint64_t end, uint64_t* count, uint32_t* range_crc) {
       absl::Status status;
       try {
-        status = LoadRecords(*part, begin, end, start, keep, &stop, count);
+        status = LoadRecords(*part, begin, end, start, keep, &stop, count, range_crc);
       } catch (const std::bad_alloc&) {
         status = absl::ResourceExhaustedError(absl::StrCat(Name(), ": out of memory loading rows ",
                                                            begin, "-", end, " of ", part->path()));
@@ -471,14 +511,21 @@ absl::StatusOr<uint64_t> SparseTable::Load(absl::Span<TableFileReader* const> pa
       return status;
     };
     if (middle < rows) {
-      detail::RunBoth([&] { status = load_range(0, middle, &loaded); },
-                      [&] { helper_status = load_range(middle, rows, &helper_loaded); });
+      detail::RunBoth(
+          [&] { status = load_range(0, middle, &loaded, want_crc); },
+          [&] { helper_status = load_range(middle, rows, &helper_loaded, want_helper_crc); });
     } else {
-      status = load_range(0, rows, &loaded);
+      status = load_range(0, rows, &loaded, want_crc);
     }
     loaded += helper_loaded;
     if (!status.ok()) return status;
     if (!helper_status.ok()) return helper_status;
+    if (!part->checked()) {
+      const uint64_t record = sizeof(int64_t) + part->header().row_floats * sizeof(float);
+      const uint32_t body_crc =
+          middle < rows ? CombineCrc(crc, helper_crc, (rows - middle) * record) : crc;
+      if (auto s = part->CheckContent(body_crc); !s.ok()) return s;
+    }
   }
   delta_since_.store(start + 1);
   return loaded;

@@ -71,10 +71,19 @@ class SparseTable {
   // Loads parts written by Save (on any number of servers): checks that every part belongs to
   // this table (id, dim, update rule) before changing anything, clears the table when a base
   // part is present, then applies the parts in order, keeping the keys for which keep(key) is
-  // true. Returns the rows loaded. Ends the current save cycle, so that the next delta save holds
-  // only what changed after the load. Not meant to run beside pushes.
+  // true (all keys without it). Returns the rows loaded. Ends the current save cycle, so that
+  // the next delta save holds only what changed after the load. Not meant to run beside pushes.
+  // Parts opened with TableFileReader::Check::kWhileReading are checked as their records load,
+  // saving a pass over each, when the table is empty; the table is emptied again when the load
+  // fails, so a failed load leaves it as it was either way. Into a table that holds rows they
+  // are checked whole before anything changes.
   absl::StatusOr<uint64_t> Load(absl::Span<TableFileReader* const> parts,
                                 absl::FunctionRef<bool(int64_t)> keep);
+  absl::StatusOr<uint64_t> Load(absl::Span<TableFileReader* const> parts);
+  // Rows in all shards. Thread-safe.
+  uint64_t RowCount() const;
+  // Drops every row (the state of a fresh table). Not meant to run beside pushes.
+  void Clear();
 
   // Drops the rows last created or changed more than `max_unseen_saves` saves ago (0 drops
   // every row untouched since the previous save). Returns how many. Thread-safe.
@@ -142,11 +151,18 @@ class SparseTable {
                  detail::OverflowGuard* guard);
   // A new initialised row, or nullptr when the shard is full. Caller holds shard.mu.
   float* CreateRow(Shard& shard, int64_t key, uint64_t hash, uint32_t stamp);
+  // Load with keep == nullptr for all keys (no call per key).
+  absl::StatusOr<uint64_t> LoadParts(absl::Span<TableFileReader* const> parts,
+                                     const absl::FunctionRef<bool(int64_t)>* keep);
+  // LoadParts once every part is either checked or to be checked as it loads.
+  absl::StatusOr<uint64_t> LoadChecked(absl::Span<TableFileReader* const> parts,
+                                       const absl::FunctionRef<bool(int64_t)>* keep);
   // Loads records [begin, end) of `part`; stops early (OK) once `*stop` is set. Threads may
-  // load ranges of one part at once: shards lock as usual.
+  // load ranges of one part at once: shards lock as usual. With `crc`, sets *crc to the CRC of
+  // the range's bytes.
   absl::Status LoadRecords(const TableFileReader& part, uint64_t begin, uint64_t end,
-                           uint32_t stamp, absl::FunctionRef<bool(int64_t)> keep,
-                           const std::atomic<bool>* stop, uint64_t* loaded);
+                           uint32_t stamp, const absl::FunctionRef<bool(int64_t)>* keep,
+                           const std::atomic<bool>* stop, uint64_t* loaded, uint32_t* crc);
   absl::Status CheckPart(const TableFileReader& part) const;
   std::string Name() const;
 

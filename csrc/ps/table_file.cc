@@ -1,6 +1,7 @@
 #include "ps/table_file.h"
 
 #include <fcntl.h>
+#include <libdeflate.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -28,9 +29,10 @@ absl::Status IoError(const std::string& what, const std::string& path) {
   return absl::InternalError(absl::StrCat(what, " ", path, ": ", std::strerror(errno)));
 }
 
+// The CRC-32 zlib computes (the format's checksum), by libdeflate's carry-less-multiply folding:
+// 12 GB/s a core here against zlib's 3.3, where the check was a sixth of a 10M-row load.
 uint32_t Crc(uint32_t crc, const char* data, size_t bytes) {
-  return static_cast<uint32_t>(
-      crc32_z(crc, reinterpret_cast<const Bytef*>(data), static_cast<z_size_t>(bytes)));
+  return libdeflate_crc32(crc, data, bytes);
 }
 
 absl::Status WriteAll(int fd, const char* data, size_t bytes, const std::string& path) {
@@ -113,13 +115,20 @@ absl::StatusOr<std::pair<uint32_t, uint64_t>> BodyCrc(int fd, const std::string&
   if (!first.ok()) return first.status();
   if (!second.ok()) return second.status();
   if (first->second != middle - begin) return first;  // shrank: a mismatch follows anyway
-  static_assert(sizeof(z_off_t) >= 8, "part files pass 2 GB");
-  const uint32_t crc = static_cast<uint32_t>(
-      crc32_combine(first->first, second->first, static_cast<z_off_t>(second->second)));
-  return std::make_pair(crc, first->second + second->second);
+  return std::make_pair(CombineCrc(first->first, second->first, second->second),
+                        first->second + second->second);
 }
 
 }  // namespace
+
+uint32_t ExtendCrc(uint32_t crc, const void* data, size_t bytes) {
+  return Crc(crc, static_cast<const char*>(data), bytes);
+}
+
+uint32_t CombineCrc(uint32_t first, uint32_t second, uint64_t second_bytes) {
+  static_assert(sizeof(z_off_t) >= 8, "part files pass 2 GB");
+  return static_cast<uint32_t>(crc32_combine(first, second, static_cast<z_off_t>(second_bytes)));
+}
 
 TableFileHeader NewTableFileHeader() {
   TableFileHeader header;
@@ -233,7 +242,8 @@ TableFileReader::~TableFileReader() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-absl::StatusOr<std::unique_ptr<TableFileReader>> TableFileReader::Open(const std::string& path) {
+absl::StatusOr<std::unique_ptr<TableFileReader>> TableFileReader::Open(const std::string& path,
+                                                                       Check check) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     if (errno == ENOENT) return absl::NotFoundError(absl::StrCat(path, " is missing"));
@@ -243,18 +253,35 @@ absl::StatusOr<std::unique_ptr<TableFileReader>> TableFileReader::Open(const std
   auto reader = std::unique_ptr<TableFileReader>(new TableFileReader(path, fd, header));
   if (auto s = ReadHeader(fd, path, &header); !s.ok()) return s;
   reader->header_ = header;
-  // Checksum pass, then rewind to the first record. The read buffer comes with the first read
-  // of records, so that a load can hold every part open (verified) at little cost.
-  auto body = BodyCrc(fd, path);
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return IoError("cannot stat", path);
+  reader->body_bytes_ = static_cast<uint64_t>(st.st_size) - sizeof(header);
+  // The read buffer comes with the first read of records, so that a load can hold every part
+  // open (checked) at little cost.
+  if (check == Check::kNow) {
+    if (auto s = reader->CheckNow(); !s.ok()) return s;
+  }
+  return reader;
+}
+
+absl::Status TableFileReader::CheckNow() {
+  if (checked_) return absl::OkStatus();
+  // Checksum pass, then rewind to the first record.
+  auto body = BodyCrc(fd_, path_);
   if (!body.ok()) return body.status();
-  const uint32_t crc = body->first;
-  reader->body_bytes_ = body->second;
-  if (crc != header.checksum) {
-    return absl::DataLossError(absl::StrCat(path, ": checksum mismatch (file ", header.checksum,
+  body_bytes_ = body->second;
+  if (auto s = CheckContent(body->first); !s.ok()) return s;
+  if (::lseek(fd_, sizeof(header_), SEEK_SET) < 0) return IoError("cannot seek in", path_);
+  return absl::OkStatus();
+}
+
+absl::Status TableFileReader::CheckContent(uint32_t crc) {
+  if (crc != header_.checksum) {
+    return absl::DataLossError(absl::StrCat(path_, ": checksum mismatch (file ", header_.checksum,
                                             ", content ", crc, "); the file is damaged"));
   }
-  if (::lseek(fd, sizeof(header), SEEK_SET) < 0) return IoError("cannot seek in", path);
-  return reader;
+  checked_ = true;
+  return absl::OkStatus();
 }
 
 absl::Status TableFileReader::Fill() {

@@ -96,16 +96,34 @@ class TableFileWriter {
   bool finished_ = false;
 };
 
+// The CRC-32 of the format: `crc` (0 to start) extended by `bytes` bytes of `data`.
+uint32_t ExtendCrc(uint32_t crc, const void* data, size_t bytes);
+// The CRC of two consecutive byte ranges from their CRCs and the second one's length.
+uint32_t CombineCrc(uint32_t first, uint32_t second, uint64_t second_bytes);
+
 // Reads a part file front to back. Not thread-safe.
 class TableFileReader {
  public:
-  // Opens `path` and checks magic, version and that the CRC of the body matches the header
-  // (one pass over the file), so that a caller can validate every file before changing a table.
-  static absl::StatusOr<std::unique_ptr<TableFileReader>> Open(const std::string& path);
+  enum class Check {
+    kNow,           // Open reads the whole body and compares its CRC with the header's
+    kWhileReading,  // the caller computes the CRC of the records as it reads them and calls
+                    // CheckContent (or CheckNow) before it relies on them
+  };
+  // Opens `path` and checks magic and version and, with Check::kNow, that the CRC of the body
+  // matches the header (one pass over the file), so that a caller can validate every file
+  // before changing a table.
+  static absl::StatusOr<std::unique_ptr<TableFileReader>> Open(const std::string& path,
+                                                               Check check = Check::kNow);
   ~TableFileReader();
 
   const TableFileHeader& header() const { return header_; }
   const std::string& path() const { return path_; }
+  // True once the body's CRC was found to match the header's.
+  bool checked() const { return checked_; }
+  // The pass Open makes with Check::kNow.
+  absl::Status CheckNow();
+  // DataLoss naming the file unless `crc`, the CRC of the whole body, is the header's.
+  absl::Status CheckContent(uint32_t crc);
   // Bytes after the header.
   uint64_t body_bytes() const { return body_bytes_; }
   // Reads exactly `bytes` of the body; DataLoss naming the file when it ends first.
@@ -122,6 +140,7 @@ class TableFileReader {
   int fd_;
   TableFileHeader header_;
   uint64_t body_bytes_ = 0;
+  bool checked_ = false;
   std::vector<char> buffer_;
   size_t begin_ = 0;
   size_t end_ = 0;

@@ -396,13 +396,20 @@ void BindTables(py::module_& m) {
           "load",
           [](ps::SparseTable& t, const std::vector<std::string>& paths, uint32_t server_index,
              uint32_t num_servers) {
+            FLEET_ENFORCE(num_servers >= 1 && server_index < num_servers, InvalidArgument,
+                          "server_index must be in [0, num_servers), got ", server_index, " of ",
+                          num_servers);
             py::gil_scoped_release release;
             std::vector<std::unique_ptr<ps::TableFileReader>> readers;
             std::vector<ps::TableFileReader*> parts;
+            // Checked as they load into an empty table, whole first into one holding rows
+            // (SparseTable::Load decides), as a server's restore does.
             for (const auto& path : paths) {
-              readers.push_back(ValueOrThrow(ps::TableFileReader::Open(path)));
+              readers.push_back(ValueOrThrow(
+                  ps::TableFileReader::Open(path, ps::TableFileReader::Check::kWhileReading)));
               parts.push_back(readers.back().get());
             }
+            if (num_servers == 1) return ValueOrThrow(t.Load(parts));
             return ValueOrThrow(t.Load(parts, [&](int64_t key) {
               return ps::HashKeyShard(key, num_servers) == server_index;
             }));

@@ -1,7 +1,9 @@
 // libFuzzer target: the checkpoint readers. Input byte 0 picks what the rest is:
 //   even: a part file (table_file.h), opened and loaded into a sparse and a dense table; with
 //         bit 1 set the harness first writes the body's CRC into the header, so that mutations
-//         reach the record parser instead of stopping at the checksum;
+//         reach the record parser instead of stopping at the checksum; with bit 2 set the
+//         sparse table is emptied first and the part is checked as its records load (a
+//         restore's path), so that unchecked records reach the table;
 //   odd:  a manifest (checkpoint.h), read and checked against a real checkpoint made at start-up
 //         in a scratch directory (save id "seed", whose parts the seed manifests name).
 // Any error is fine; a crash, a sanitizer report, a hang or an allocation sized by the input is
@@ -76,7 +78,7 @@ void MakeCheckpoint(const std::string& dir) {
   if (!(*tables)->CommitSave(commit).ok()) std::abort();
 }
 
-void FuzzPart(const uint8_t* data, size_t size, bool fix_crc) {
+void FuzzPart(const uint8_t* data, size_t size, bool fix_crc, bool check_while_reading) {
   std::vector<uint8_t> bytes(data, data + size);
   if (fix_crc && bytes.size() >= sizeof(TableFileHeader)) {
     const uint32_t crc = static_cast<uint32_t>(crc32_z(crc32_z(0, nullptr, 0),
@@ -87,10 +89,18 @@ void FuzzPart(const uint8_t* data, size_t size, bool fix_crc) {
   const std::string path = *scratch + "/part";
   WriteFile(path, bytes.data(), bytes.size());
   for (uint32_t table_id : {1u, 2u}) {
-    auto reader = TableFileReader::Open(path);
+    const bool while_reading = check_while_reading && table_id == 1;
+    auto reader = TableFileReader::Open(
+        path, while_reading ? TableFileReader::Check::kWhileReading : TableFileReader::Check::kNow);
     if (!reader.ok()) return;
     TableFileReader* part = reader->get();
-    if (table_id == 1) {
+    if (while_reading) {
+      SparseTable* sparse = *(*tables)->Sparse(1);
+      sparse->Clear();
+      // A failed load leaves the table as it found it: empty.
+      auto loaded = sparse->Load({&part, 1});
+      if (!loaded.ok() && sparse->RowCount() != 0) std::abort();
+    } else if (table_id == 1) {
       (void)(*(*tables)->Sparse(1))->Load({&part, 1}, [](int64_t) { return true; });
     } else {
       (void)(*(*tables)->Dense(2))->Load({&part, 1});
@@ -121,7 +131,8 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   tables = new std::unique_ptr<detail::TableSet>(*detail::TableSet::Create(Config(), Sharding()));
   MakeCheckpoint(*scratch + "/ckpt");
   if (const char* seeds = std::getenv("FLEET_FUZZ_WRITE_SEEDS")) {
-    // Manifest seeds start with an odd byte, part seeds with 2 (CRC fixed up) or 0 (as is).
+    // Manifest seeds start with an odd byte, part seeds with 2 (CRC fixed up), 4 (checked as it
+    // loads into an empty table) or 0 (as is).
     auto copy = [&](const fs::path& from, const std::string& name, char first) {
       std::ifstream in(from, std::ios::binary);
       std::string bytes(1, first);
@@ -131,6 +142,8 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
     };
     copy(fs::path(*scratch) / "ckpt" / kManifestName, "manifest", 1);
     copy(fs::path(*scratch) / "ckpt" / PartPath("seed", 1, 0, 1, false), "sparse_part", 2);
+    // The same part loaded into an empty table, its CRC checked as the records load.
+    copy(fs::path(*scratch) / "ckpt" / PartPath("seed", 1, 0, 1, false), "sparse_part_restore", 4);
     copy(fs::path(*scratch) / "ckpt" / PartPath("seed", 2, 0, 1, false), "dense_part", 0);
   }
   return 0;
@@ -141,7 +154,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (data[0] & 1) {
     FuzzManifest(data + 1, size - 1);
   } else {
-    FuzzPart(data + 1, size - 1, (data[0] & 2) != 0);
+    FuzzPart(data + 1, size - 1, (data[0] & 2) != 0, (data[0] & 4) != 0);
   }
   return 0;
 }

@@ -7,6 +7,8 @@ find_package(Protobuf REQUIRED)
 find_package(gRPC CONFIG REQUIRED)
 find_package(absl REQUIRED)
 find_package(ZLIB REQUIRED)
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(LIBDEFLATE REQUIRED IMPORTED_TARGET libdeflate)
 find_program(GRPC_CPP_PLUGIN grpc_cpp_plugin REQUIRED)
 
 set(PS_FUZZ_PROTO_OUT "${CMAKE_CURRENT_BINARY_DIR}/proto/fleet/ps")
@@ -29,7 +31,7 @@ add_library(ps_fuzz_engine STATIC ${PS_FUZZ_SRCS} "${PS_FUZZ_PROTO_OUT}/ps.pb.cc
 target_include_directories(ps_fuzz_engine PUBLIC "${PS_FUZZ_ROOT}/csrc"
                            "${CMAKE_CURRENT_BINARY_DIR}/proto")
 target_link_libraries(ps_fuzz_engine PUBLIC gRPC::grpc++ protobuf::libprotobuf ZLIB::ZLIB
-  absl::flat_hash_map absl::synchronization absl::status absl::statusor absl::strings
+  PkgConfig::LIBDEFLATE absl::flat_hash_map absl::synchronization absl::status absl::statusor absl::strings
   absl::str_format absl::time absl::span)
 
 foreach(target ps_service_fuzz ps_checkpoint_fuzz)

@@ -20,11 +20,16 @@ namespace {
 constexpr size_t kMinCapacity = 16;
 // Slots may hold row + 1 < 2^31, leaving at least one tag bit.
 constexpr size_t kMaxCapacity = size_t{1} << 31;
+#ifdef MADV_POPULATE_WRITE
+constexpr int kMadvisePopulateWrite = MADV_POPULATE_WRITE;
+#else
+constexpr int kMadvisePopulateWrite = 23;  // Linux 5.14; older C libraries lack the name
+#endif
 
 }  // namespace
 
 template <class T>
-PageArray<T>::PageArray(size_t size) : size_(size) {
+PageArray<T>::PageArray(size_t size, bool populate) : size_(size) {
   const size_t bytes = size * sizeof(T);
   if (bytes >= (size_t{64} << 10)) {
     // Slab chunks of large shards, chunk groups and big indexes: 2 MB pages fault in 512x fewer
@@ -49,6 +54,8 @@ PageArray<T>::PageArray(size_t size) : size_(size) {
     }
     data_ = reinterpret_cast<T*>(begin);  // anonymous pages read as zero
     mapped_ = true;
+    // Best effort: a kernel without MADV_POPULATE_WRITE (before 5.14) faults pages in on use.
+    if (populate) ::madvise(begin, bytes, kMadvisePopulateWrite);
   } else if (size > 0) {
     data_ = static_cast<T*>(std::calloc(size, sizeof(T)));
     if (data_ == nullptr) throw std::bad_alloc();
@@ -164,18 +171,22 @@ void RowStore::PlaceInIndex(size_t row, uint64_t hash) {
 }
 
 void RowStore::Rehash(size_t capacity) {
-  slots_ = PageArray<uint32_t>(capacity);
+  slots_ = PageArray<uint32_t>(capacity, /*populate=*/true);
   row_bits_ = capacity == 0 ? 0 : static_cast<uint32_t>(64 - __builtin_clzll(capacity));
   for (size_t row = 0; row < size_; ++row) PlaceInIndex(row, Hash(KeyOf(RowBase(row))));
 }
 
-float* RowStore::Insert(int64_t key, uint64_t hash, uint32_t stamp) {
+bool RowStore::MakeRoomForOne() {
   // Grow before the load passes 0.8: (size + 1) / capacity > 4 / 5.
   if ((size_ + 1) * 5 > slots_.size() * 4) {
     size_t capacity = slots_.size() < kMinCapacity ? kMinCapacity : slots_.size() * 3 / 2;
-    if (capacity > kMaxCapacity) return nullptr;
+    if (capacity > kMaxCapacity) return false;
     Rehash(capacity);
   }
+  return true;
+}
+
+float* RowStore::AppendRow(int64_t key, uint32_t stamp) {
   const size_t row = size_;
   if (row == capacity_rows_) {
     // Past the first 16 small chunks (65536 rows), 16 at a time: 5 MB at 8 floats a row, so the
@@ -187,9 +198,36 @@ float* RowStore::Insert(int64_t key, uint64_t hash, uint32_t stamp) {
   float* base = RowBase(row);
   std::memcpy(base, &key, sizeof(key));
   ++size_;
-  PlaceInIndex(row, hash);
   float* data = base + kHeaderWords;
   SetStamp(data, stamp);
+  return data;
+}
+
+float* RowStore::Insert(int64_t key, uint64_t hash, uint32_t stamp) {
+  if (!MakeRoomForOne()) return nullptr;
+  float* data = AppendRow(key, stamp);
+  PlaceInIndex(size_ - 1, hash);
+  return data;
+}
+
+float* RowStore::FindOrInsert(int64_t key, uint64_t hash, uint32_t stamp, bool* inserted) {
+  *inserted = false;
+  // Room first, so that the empty slot the probe ends on is still the key's slot afterwards.
+  if (!MakeRoomForOne()) return Find(key, hash);
+  const size_t capacity = slots_.size();
+  const uint32_t tag = Tag(hash);
+  const uint32_t row_mask = (uint32_t{1} << row_bits_) - 1;
+  size_t i = Bucket(hash);
+  for (;; i = (i + 1 == capacity) ? 0 : i + 1) {
+    const uint32_t slot = slots_[i];
+    if (slot == 0) break;
+    if ((slot >> row_bits_) != tag) continue;
+    float* base = RowBase((slot & row_mask) - 1);
+    if (KeyOf(base) == key) return base + kHeaderWords;
+  }
+  *inserted = true;
+  float* data = AppendRow(key, stamp);
+  slots_[i] = (tag << row_bits_) | static_cast<uint32_t>(size_);  // row + 1 of the new row
   return data;
 }
 

@@ -30,7 +30,11 @@ template <class T>
 class PageArray {
  public:
   PageArray() = default;
-  explicit PageArray(size_t size);  // std::bad_alloc when the memory cannot be had
+  // std::bad_alloc when the memory cannot be had. `populate` faults every page in now, in one
+  // call, for an array about to be written all over (an index): its first touch was otherwise a
+  // read fault mapping the shared zero page, then a write fault copying it and flushing the
+  // TLB on every core, a tenth of a 10M-row load.
+  explicit PageArray(size_t size, bool populate = false);
   ~PageArray() { Release(); }
   PageArray(PageArray&& other) noexcept { *this = std::move(other); }
   PageArray& operator=(PageArray&& other) noexcept {
@@ -93,6 +97,13 @@ class RowStore {
 
   // The data (width floats) of `key`'s row, or nullptr when absent.
   float* Find(int64_t key, uint64_t hash) const;
+  // Find, or else Insert, in one probe (a load's path: most of its keys are new). *inserted says
+  // which; nullptr when the shard is full.
+  float* FindOrInsert(int64_t key, uint64_t hash, uint32_t stamp, bool* inserted);
+  // Prefetches the first index slot of `hash`, for a FindOrInsert a few keys later.
+  void PrefetchSlot(uint64_t hash) const {
+    if (!slots_.empty()) PrefetchForRead(slots_.data() + Bucket(hash));
+  }
   // Adds `key` (which must be absent) and returns its data, uninitialised, stamped `stamp`;
   // nullptr when the shard is full (about 1.7e9 rows).
   float* Insert(int64_t key, uint64_t hash, uint32_t stamp);
@@ -151,6 +162,10 @@ class RowStore {
   uint32_t Tag(uint64_t hash) const { return static_cast<uint32_t>(hash) >> row_bits_; }
   // Pass 1 for one key: see ProbeCandidates.
   uint32_t ProbeOne(uint64_t hash) const;
+  // Grows the index when one more row would pass load 0.8; false when it cannot grow.
+  bool MakeRoomForOne();
+  // Appends `key`'s row to the slab (not to the index) and returns its data, stamped.
+  float* AppendRow(int64_t key, uint32_t stamp);
   void PlaceInIndex(size_t row, uint64_t hash);
   void Rehash(size_t capacity);
   // Appends chunks (one mapping for all of them) until they hold at least `rows` rows.

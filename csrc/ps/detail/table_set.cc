@@ -172,6 +172,7 @@ absl::StatusOr<uint64_t> TableSet::LoadTable(uint32_t table_id,
     const uint32_t index = config_.server_index();
     const uint32_t servers = config_.num_servers();
     const KeyShardFn& owner = sharding_.key_to_server;
+    if (servers == 1) return it->second->Load(parts);  // every key is this server's
     return it->second->Load(parts, [&](int64_t key) { return owner(key, servers) == index; });
   }
   if (auto it = dense_.find(table_id); it != dense_.end()) return it->second->Load(parts);
@@ -183,25 +184,40 @@ absl::StatusOr<uint64_t> TableSet::Load(const std::string& dirname, bool all, ui
   std::lock_guard<std::mutex> lock(admin_mu_);
   auto manifest = ReadManifest(dirname);
   if (!manifest.ok()) return manifest.status();
+  const std::vector<uint32_t> selected = Selected(all, table_id);
   // Every part of every selected table is checked (manifest entry, then the whole body's
-  // checksum as the reader opens it) before any table changes.
+  // checksum) before any table changes. When every selected sparse table is empty (a job
+  // restoring at start) their parts are checked as they load instead, a pass over the files
+  // less: a damaged part then empties them all again, the state they had. Sparse tables load
+  // first, so that no dense table has changed by then.
+  bool sparse_empty = true;
+  for (uint32_t id : selected) {
+    if (auto it = sparse_.find(id); it != sparse_.end())
+      sparse_empty &= it->second->RowCount() == 0;
+  }
   std::vector<std::pair<uint32_t, std::vector<std::unique_ptr<TableFileReader>>>> tables;
-  for (uint32_t id : Selected(all, table_id)) {
-    const proto::TableConfig* config = nullptr;
-    for (const auto& table : config_.tables()) {
-      if (table.table_id() == id) config = &table;
-    }
-    if (config == nullptr) {
-      return absl::NotFoundError(
-          absl::StrCat("load: no table ", id, " on server ", config_.server_index()));
-    }
-    auto paths = CheckedParts(dirname, *manifest, *config);
-    if (!paths.ok()) return paths.status();
-    auto& readers = tables.emplace_back(id, std::vector<std::unique_ptr<TableFileReader>>()).second;
-    for (const std::string& path : *paths) {
-      auto reader = TableFileReader::Open(path);
-      if (!reader.ok()) return reader.status();
-      readers.push_back(std::move(*reader));
+  for (bool sparse : {true, false}) {
+    for (uint32_t id : selected) {
+      if ((sparse_.count(id) != 0) != sparse) continue;
+      const proto::TableConfig* config = nullptr;
+      for (const auto& table : config_.tables()) {
+        if (table.table_id() == id) config = &table;
+      }
+      if (config == nullptr) {
+        return absl::NotFoundError(
+            absl::StrCat("load: no table ", id, " on server ", config_.server_index()));
+      }
+      auto paths = CheckedParts(dirname, *manifest, *config);
+      if (!paths.ok()) return paths.status();
+      auto& readers =
+          tables.emplace_back(id, std::vector<std::unique_ptr<TableFileReader>>()).second;
+      const auto check = sparse && sparse_empty ? TableFileReader::Check::kWhileReading
+                                                : TableFileReader::Check::kNow;
+      for (const std::string& path : *paths) {
+        auto reader = TableFileReader::Open(path, check);
+        if (!reader.ok()) return reader.status();
+        readers.push_back(std::move(*reader));
+      }
     }
   }
   uint64_t rows = 0;
@@ -209,7 +225,14 @@ absl::StatusOr<uint64_t> TableSet::Load(const std::string& dirname, bool all, ui
     std::vector<TableFileReader*> parts;
     for (auto& reader : readers) parts.push_back(reader.get());
     auto loaded = LoadTable(id, parts);
-    if (!loaded.ok()) return loaded.status();
+    if (!loaded.ok()) {
+      if (sparse_empty) {
+        for (uint32_t other : selected) {
+          if (auto it = sparse_.find(other); it != sparse_.end()) it->second->Clear();
+        }
+      }
+      return loaded.status();
+    }
     rows += *loaded;
   }
   return rows;

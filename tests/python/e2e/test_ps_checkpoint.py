@@ -92,6 +92,39 @@ def test_truncated_or_replaced_part_is_refused(ps_servers, tmp_path):
         client.load(tmp_path / "a")
 
 
+def test_damaged_record_empties_every_sparse_table_a_fresh_server_was_restoring(
+    ps_servers, tmp_path
+):
+    # Fresh servers check sparse parts as their records load (a pass over the files less); a
+    # flipped byte deep in a later table's part still ends the load with the file named, with
+    # every sparse table empty again (the earlier one had loaded whole) and no dense table
+    # changed (they load last).
+    tables = TABLES + [dict(TABLES[0], table_id=3, name="emb2", dim=4)]
+    source = ps_servers(tables, 2, tag="src").client()
+    train(source)
+    source.push_sparse(3, KEYS, np.ones((KEYS.size, 4), np.float32))
+    source.save(tmp_path / "ckpt")
+    damaged = part_paths(tmp_path / "ckpt", 3)[1]
+    with open(damaged, "r+b") as f:
+        f.seek(os.path.getsize(damaged) - 100)
+        byte = f.read(1)
+        f.seek(-1, os.SEEK_CUR)
+        f.write(bytes([byte[0] ^ 0x04]))
+    target = ps_servers(tables, 1, tag="dst").client()
+    fresh_dense = target.pull_dense(DENSE)
+    with pytest.raises(InvalidArgument, match=f"{damaged}: checksum mismatch"):
+        target.load(tmp_path / "ckpt")
+    rows = {t["table_id"]: t["rows"] for t in target.stats()[0] if t["table_id"] != DENSE}
+    assert rows == {SPARSE: 0, 3: 0}
+    np.testing.assert_array_equal(target.pull_dense(DENSE), fresh_dense)
+    # A server whose tables hold rows checks every part before it changes any: rows stay.
+    train(target)
+    held = snapshot(target)
+    with pytest.raises(InvalidArgument, match=f"{damaged}: checksum mismatch"):
+        target.load(tmp_path / "ckpt")
+    assert_same(snapshot(target), held)
+
+
 def test_load_refuses_a_table_saved_with_another_dim(ps_servers, tmp_path):
     client = ps_servers(TABLES, 1, tag="eight").client()
     train(client)

@@ -258,6 +258,40 @@ def test_load_rejects_damaged_or_foreign_files(tmp_path):
     assert fresh.stats()["rows"] == 0
 
 
+def test_a_damaged_part_leaves_a_table_as_it_was(tmp_path):
+    # Into an empty table a part is checked as its records load, and a damaged one empties the
+    # table again; into a table holding rows it is checked whole first and nothing changes.
+    table, keys = filled_table(n=300)
+    base, delta = tmp_path / "base", tmp_path / "delta"
+    table.save(str(base))
+    table.push(keys[:20], np.ones((20, 4), np.float32))
+    table.save(str(delta), delta=True)
+    data = bytearray(delta.read_bytes())
+    data[len(data) // 2] ^= 0x10
+    delta.write_bytes(bytes(data))
+    empty = sparse_table(optimizer="adagrad")
+    with pytest.raises(InvalidArgument, match=f"{delta}: checksum mismatch"):
+        empty.load([str(base), str(delta)])  # the base loads whole before the delta fails
+    assert empty.stats()["rows"] == 0
+    holding = sparse_table(optimizer="adagrad")
+    holding.push(keys[:5], np.ones((5, 4), np.float32))
+    before = holding.pull(keys[:5])
+    with pytest.raises(InvalidArgument, match=f"{delta}: checksum mismatch"):
+        holding.load([str(base), str(delta)])
+    assert holding.stats()["rows"] == 5
+    np.testing.assert_array_equal(holding.pull(keys[:5]), before)
+
+
+def test_load_rejects_a_server_index_outside_the_server_count(tmp_path):
+    table, _ = filled_table(n=10)
+    table.save(str(tmp_path / "part"))
+    for index, count in ((0, 0), (2, 2)):
+        with pytest.raises(
+            InvalidArgument, match=f"server_index must be in .*got {index} of {count}"
+        ):
+            sparse_table().load([str(tmp_path / "part")], server_index=index, num_servers=count)
+
+
 def test_a_large_part_is_checked_in_halves_and_loaded_by_two_threads(tmp_path):
     # 86 MB: the checksum runs over two halves at once (64 MB and up), and 1.2M rows load in
     # two ranges at once (1M rows and up), whole or split over two servers. A flipped byte in
