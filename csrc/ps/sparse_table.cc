@@ -449,25 +449,32 @@ absl::StatusOr<uint64_t> SparseTable::LoadParts(absl::Span<TableFileReader* cons
   }
   // Parts not yet checked are checked as they load only into an empty table, which a failure
   // empties again; a table holding rows must keep them when a part is damaged.
-  bool check_while_loading = false;
-  for (TableFileReader* part : parts) {
-    if (part->checked()) continue;
-    if (RowCount() > 0) {
-      if (auto s = part->CheckNow(); !s.ok()) return s;
-    } else {
-      check_while_loading = true;
+  if (RowCount() > 0) {
+    for (TableFileReader* part : parts) {
+      if (auto s = part->CheckNow(); !s.ok()) return s;  // no pass for a part checked before
     }
   }
-  auto loaded = LoadChecked(parts, keep);
-  if (!loaded.ok() && check_while_loading) Clear();
+  bool changed = false;
+  auto loaded = LoadChecked(parts, keep, &changed);
+  if (!loaded.ok() && changed) {
+    // Never a partial table: a part found damaged as it loaded, or a load out of memory half
+    // way, leaves the table empty, and the error says so.
+    Clear();
+    return absl::Status(loaded.status().code(),
+                        absl::StrCat(loaded.status().message(), "; ", Name(), " is left empty"));
+  }
   return loaded;
 }
 
 absl::StatusOr<uint64_t> SparseTable::LoadChecked(absl::Span<TableFileReader* const> parts,
-                                                  const absl::FunctionRef<bool(int64_t)>* keep) {
+                                                  const absl::FunctionRef<bool(int64_t)>* keep,
+                                                  bool* changed) {
   bool has_base = false;  // base or values-only: the table starts again from the files
   for (TableFileReader* part : parts) has_base |= part->header().save_mode != proto::DELTA;
-  if (has_base) Clear();
+  if (has_base) {
+    *changed = true;
+    Clear();
+  }
   // Size each shard's index for its share of the rows in the files (keys spread evenly over
   // shards by hash), plus slack, so the load rehashes once instead of at every growth step.
   uint64_t file_rows = 0;
@@ -484,6 +491,7 @@ absl::StatusOr<uint64_t> SparseTable::LoadChecked(absl::Span<TableFileReader* co
   }
   const uint32_t start = epoch_.fetch_add(1);
   uint64_t loaded = 0;
+  *changed = true;  // rows from here on
   for (TableFileReader* part : parts) {
     // A large part in two halves at once. A saved part holds its rows shard by shard, so the
     // halves mostly fill different shards and seldom wait for each other's shard locks.

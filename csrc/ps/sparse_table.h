@@ -74,9 +74,10 @@ class SparseTable {
   // true (all keys without it). Returns the rows loaded. Ends the current save cycle, so that
   // the next delta save holds only what changed after the load. Not meant to run beside pushes.
   // Parts opened with TableFileReader::Check::kWhileReading are checked as their records load,
-  // saving a pass over each, when the table is empty; the table is emptied again when the load
-  // fails, so a failed load leaves it as it was either way. Into a table that holds rows they
-  // are checked whole before anything changes.
+  // saving a pass over each, when the table is empty; into a table that holds rows they are
+  // checked whole before anything changes, so a damaged part leaves the table as it was either
+  // way. A load that fails once rows changed (a part found damaged as it loaded, no memory left)
+  // empties the table, never leaving it partly loaded, and its error says so.
   absl::StatusOr<uint64_t> Load(absl::Span<TableFileReader* const> parts,
                                 absl::FunctionRef<bool(int64_t)> keep);
   absl::StatusOr<uint64_t> Load(absl::Span<TableFileReader* const> parts);
@@ -154,9 +155,10 @@ class SparseTable {
   // Load with keep == nullptr for all keys (no call per key).
   absl::StatusOr<uint64_t> LoadParts(absl::Span<TableFileReader* const> parts,
                                      const absl::FunctionRef<bool(int64_t)>* keep);
-  // LoadParts once every part is either checked or to be checked as it loads.
+  // LoadParts once every part is either checked or to be checked as it loads. Sets *changed
+  // once it has cleared the table or applied a row.
   absl::StatusOr<uint64_t> LoadChecked(absl::Span<TableFileReader* const> parts,
-                                       const absl::FunctionRef<bool(int64_t)>* keep);
+                                       const absl::FunctionRef<bool(int64_t)>* keep, bool* changed);
   // Loads records [begin, end) of `part`; stops early (OK) once `*stop` is set. Threads may
   // load ranges of one part at once: shards lock as usual. With `crc`, sets *crc to the CRC of
   // the range's bytes.

@@ -96,7 +96,8 @@ int PullUntilOutOfMemory() {
 }
 
 // Saves 1.2M rows (86 MB, so the checksum and the rows each take two threads), then loads them
-// into a fresh table with 32 MB of room: too little for the rows' slab.
+// into a table holding a few rows with 32 MB of room: too little for the rows' slab. The table
+// is left empty, not partly loaded.
 int LoadUntilOutOfMemory() {
   const std::string path = testing::TempDir() + "ps_load_memory_part";
   {
@@ -111,16 +112,20 @@ int LoadUntilOutOfMemory() {
   }
   std::unique_ptr<TableSet> fresh = OneTableServer();
   if (fresh == nullptr) return kNoSetUp;
+  SparseTable* table = *fresh->Sparse(1);
+  const std::vector<int64_t> held = {1, 2, 3};
+  std::vector<float> held_values(held.size() * 8);
+  if (!table->Pull(held, absl::MakeSpan(held_values)).ok()) return kNoSetUp;
   auto part = TableFileReader::Open(path);
   if (!part.ok()) return kNoSetUp;
   if (!LimitMemoryTo(size_t{32} << 20)) return kNoSetUp;
   TableFileReader* parts[] = {part->get()};
-  auto loaded = (*fresh->Sparse(1))->Load(parts, [](int64_t) { return true; });
+  auto loaded = table->Load(parts, [](int64_t) { return true; });
   if (loaded.ok()) return kNeverFailed;
   const std::string message(loaded.status().message());
   if (loaded.status().code() != absl::StatusCode::kResourceExhausted ||
       message.find("out of memory") == std::string::npos ||
-      message.find("'emb'") == std::string::npos) {
+      message.find("'emb' is left empty") == std::string::npos || table->RowCount() != 0) {
     std::fprintf(stderr, "load failed with: %s\n", loaded.status().ToString().c_str());
     return kOtherError;
   }

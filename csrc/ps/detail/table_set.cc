@@ -226,12 +226,20 @@ absl::StatusOr<uint64_t> TableSet::Load(const std::string& dirname, bool all, ui
     for (auto& reader : readers) parts.push_back(reader.get());
     auto loaded = LoadTable(id, parts);
     if (!loaded.ok()) {
-      if (sparse_empty) {
-        for (uint32_t other : selected) {
-          if (auto it = sparse_.find(other); it != sparse_.end()) it->second->Clear();
-        }
+      if (!sparse_empty) return loaded.status();
+      int emptied = 0;
+      for (uint32_t other : selected) {
+        auto it = sparse_.find(other);
+        if (it == sparse_.end() || other == id || it->second->RowCount() == 0) continue;
+        it->second->Clear();
+        ++emptied;
       }
-      return loaded.status();
+      if (emptied == 0) return loaded.status();
+      const std::string others = emptied == 1
+                                     ? "so is the other sparse table"
+                                     : absl::StrCat("so are the ", emptied, " other sparse tables");
+      return absl::Status(loaded.status().code(), absl::StrCat(loaded.status().message(), "; ",
+                                                               others, " this load had filled"));
     }
     rows += *loaded;
   }
