@@ -479,16 +479,33 @@ absl::StatusOr<uint64_t> SparseTable::LoadChecked(absl::Span<TableFileReader* co
   // shards by hash), plus slack, so the load rehashes once instead of at every growth step.
   uint64_t file_rows = 0;
   for (TableFileReader* part : parts) file_rows += part->header().row_count;
-  for (auto& shard : shards_) {
-    std::lock_guard<std::mutex> lock(shard->mu);
-    const uint64_t share = file_rows / shards_.size();
-    try {
-      shard->rows.Reserve(shard->rows.size() + share + share / 16);
-    } catch (const std::bad_alloc&) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat(Name(), ": out of memory reserving room for ", file_rows, " rows"));
+  const uint64_t share = file_rows / shards_.size();
+  auto reserve = [&](size_t first, size_t last) {
+    for (size_t i = first; i < last; ++i) {
+      Shard& shard = *shards_[i];
+      std::lock_guard<std::mutex> lock(shard.mu);
+      try {
+        shard.rows.Reserve(shard.rows.size() + share + share / 16);
+      } catch (const std::bad_alloc&) {
+        return absl::ResourceExhaustedError(
+            absl::StrCat(Name(), ": out of memory reserving room for ", file_rows, " rows"));
+      }
     }
+    return absl::OkStatus();
+  };
+  // A large load's indexes (50 MB at 10M rows, every page faulted in) are sized by two threads,
+  // half the shards each.
+  constexpr uint64_t kSplitRows = uint64_t{1} << 20;
+  const size_t half = file_rows >= kSplitRows && detail::HaveSecondCore() ? shards_.size() / 2 : 0;
+  absl::Status reserved, helper_reserved;
+  if (half > 0) {
+    detail::RunBoth([&] { reserved = reserve(half, shards_.size()); },
+                    [&] { helper_reserved = reserve(0, half); });
+  } else {
+    reserved = reserve(0, shards_.size());
   }
+  if (!reserved.ok()) return reserved;
+  if (!helper_reserved.ok()) return helper_reserved;
   const uint32_t start = epoch_.fetch_add(1);
   uint64_t loaded = 0;
   *changed = true;  // rows from here on
@@ -496,7 +513,6 @@ absl::StatusOr<uint64_t> SparseTable::LoadChecked(absl::Span<TableFileReader* co
     // A large part in two halves at once. A saved part holds its rows shard by shard, so the
     // halves mostly fill different shards and seldom wait for each other's shard locks.
     const uint64_t rows = part->header().row_count;
-    constexpr uint64_t kSplitRows = uint64_t{1} << 20;
     const uint64_t middle = rows >= kSplitRows && detail::HaveSecondCore() ? rows / 2 : rows;
     std::atomic<bool> stop{false};
     uint64_t helper_loaded = 0;
