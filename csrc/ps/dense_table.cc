@@ -211,6 +211,11 @@ absl::StatusOr<uint64_t> DenseTable::Load(absl::Span<TableFileReader* const> par
           ", block ", layout_.block_size, ", rule ", config_.optimizer().rule_case()));
     }
   }
+  // A dense part is small: one opened to be checked while reading is checked whole here, before
+  // any block changes (no-op for a part already checked).
+  for (TableFileReader* part : parts) {
+    if (auto s = part->CheckNow(); !s.ok()) return s;
+  }
   pristine_.store(false);  // loaded values are never replaced by a worker's start-up values
   std::vector<bool> seen(blocks_.size(), false);
   uint64_t loaded = 0;

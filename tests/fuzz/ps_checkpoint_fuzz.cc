@@ -2,8 +2,9 @@
 //   even: a part file (table_file.h), opened and loaded into a sparse and a dense table; with
 //         bit 1 set the harness first writes the body's CRC into the header, so that mutations
 //         reach the record parser instead of stopping at the checksum; with bit 2 set the
-//         sparse table is emptied first and the part is checked as its records load (a
-//         restore's path), so that unchecked records reach the table;
+//         part is opened to be checked while reading (a restore's path): the sparse table is
+//         emptied first, so that unchecked records reach it, and the dense table checks the
+//         part whole before it reads a block;
 //   odd:  a manifest (checkpoint.h), read and checked against a real checkpoint made at start-up
 //         in a scratch directory (save id "seed", whose parts the seed manifests name).
 // Any error is fine; a crash, a sanitizer report, a hang or an allocation sized by the input is
@@ -89,12 +90,12 @@ void FuzzPart(const uint8_t* data, size_t size, bool fix_crc, bool check_while_r
   const std::string path = *scratch + "/part";
   WriteFile(path, bytes.data(), bytes.size());
   for (uint32_t table_id : {1u, 2u}) {
-    const bool while_reading = check_while_reading && table_id == 1;
-    auto reader = TableFileReader::Open(
-        path, while_reading ? TableFileReader::Check::kWhileReading : TableFileReader::Check::kNow);
+    auto reader =
+        TableFileReader::Open(path, check_while_reading ? TableFileReader::Check::kWhileReading
+                                                        : TableFileReader::Check::kNow);
     if (!reader.ok()) return;
     TableFileReader* part = reader->get();
-    if (while_reading) {
+    if (check_while_reading && table_id == 1) {
       SparseTable* sparse = *(*tables)->Sparse(1);
       sparse->Clear();
       // A failed load leaves the table as it found it: empty.
