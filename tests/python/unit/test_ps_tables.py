@@ -294,7 +294,7 @@ def test_load_rejects_a_server_index_outside_the_server_count(tmp_path):
 
 def test_a_large_part_is_checked_in_halves_and_loaded_by_two_threads(tmp_path):
     # 86 MB: the checksum runs over two halves at once (64 MB and up), and 1.2M rows load in
-    # two ranges at once (1M rows and up), whole or split over two servers. A flipped byte in
+    # two ranges at once (128k rows and up), whole or split over two servers. A flipped byte in
     # either half is caught.
     table = sparse_table(dim=16, shards=8)
     n = 1_200_000
