@@ -17,6 +17,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "ps/detail/run_both.h"
+#include "ps/detail/write_behind.h"
 
 namespace fleet::ps {
 namespace {
@@ -173,15 +174,31 @@ absl::StatusOr<std::unique_ptr<TableFileWriter>> TableFileWriter::Open(
 }
 
 TableFileWriter::~TableFileWriter() {
+  write_behind_.reset();  // no write in flight once fd_ closes
   if (fd_ >= 0) ::close(fd_);
   if (!finished_) ::unlink(temp_path_.c_str());
 }
 
-absl::Status TableFileWriter::Flush() {
+absl::Status TableFileWriter::Flush(bool last) {
+  // The checksum here, the write there: a save's packing and CRC (user time) then overlap the
+  // kernel's copy into the page cache (system time), a 10M-row save 0.43 s -> 0.33 s.
   crc_ = Crc(crc_, buffer_.get(), used_);
-  absl::Status s = WriteAll(fd_, buffer_.get(), used_, temp_path_);
-  written_ += used_;
+  const size_t bytes = used_;
   used_ = 0;
+  if (write_behind_ == nullptr) {
+    if (last || !detail::HaveSecondCore()) return WriteOut(buffer_.get(), bytes);
+    write_behind_ = std::make_unique<detail::WriteBehind>(
+        kWriteBufferBytes, [this](const char* data, size_t n) { return WriteOut(data, n); });
+  }
+  if (bytes > 0) {
+    if (auto s = write_behind_->Submit(&buffer_, bytes); !s.ok()) return s;
+  }
+  return last ? write_behind_->Drain() : absl::OkStatus();
+}
+
+absl::Status TableFileWriter::WriteOut(const char* data, size_t bytes) {
+  absl::Status s = WriteAll(fd_, data, bytes, temp_path_);
+  written_ += bytes;
   if (s.ok()) StartWriteback();
   return s;
 }
@@ -214,7 +231,8 @@ absl::Status TableFileWriter::Append(const void* data, size_t bytes) {
 }
 
 absl::Status TableFileWriter::Finish(uint64_t row_count) {
-  if (auto s = Flush(); !s.ok()) return s;
+  if (auto s = Flush(/*last=*/true); !s.ok()) return s;
+  write_behind_.reset();
   header_.row_count = row_count;
   header_.checksum = crc_;
   if (::pwrite(fd_, &header_, sizeof(header_), 0) != static_cast<ssize_t>(sizeof(header_))) {

@@ -47,7 +47,12 @@ inline constexpr uint32_t kTableFileVersion = 1;
 // A header with magic and version set and every other field zero.
 TableFileHeader NewTableFileHeader();
 
-// Streams records into `path` through a temporary file. Not thread-safe.
+namespace detail {
+class WriteBehind;
+}  // namespace detail
+
+// Streams records into `path` through a temporary file. Not thread-safe. A file of more than one
+// buffer is written by a thread of its own while the caller packs the next buffer.
 class TableFileWriter {
  public:
   // Creates the temporary file. `header.row_count` and `checksum` are filled in by Finish.
@@ -77,7 +82,11 @@ class TableFileWriter {
 
  private:
   TableFileWriter(std::string path, std::string temp_path, int fd, const TableFileHeader& header);
-  absl::Status Flush();
+  // Checksums the buffer and hands it to the writer thread (started by the first full buffer);
+  // `last` writes here when no thread was needed and waits until everything is written.
+  absl::Status Flush(bool last = false);
+  // write(2) of records, then StartWriteback; on the writer thread when there is one.
+  absl::Status WriteOut(const char* data, size_t bytes);
   // Starts the disk write of what was written since the last call once it reaches
   // kWritebackBytes, so that the disk works while the rows are still being packed and Finish's
   // fsync waits only for the tail (a save was its packing time plus the whole flush).
@@ -94,6 +103,7 @@ class TableFileWriter {
   uint64_t written_ = 0;          // bytes of records written to fd_
   uint64_t writeback_begin_ = 0;  // records from here on have no writeback started
   bool finished_ = false;
+  std::unique_ptr<detail::WriteBehind> write_behind_;  // before fd_ closes, it is gone
 };
 
 // The CRC-32 of the format: `crc` (0 to start) extended by `bytes` bytes of `data`.

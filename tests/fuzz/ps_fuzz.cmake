@@ -22,7 +22,8 @@ add_custom_command(
 
 set(PS_FUZZ_SRCS checkpoint.cc dense_table.cc initializer.cc sparse_table.cc table_file.cc
     update_rule.cc detail/barrier.cc detail/grad_accumulator.cc detail/memory.cc detail/overflow_guard.cc
-    detail/row_store.cc detail/run_both.cc detail/service.cc detail/table_set.cc)
+    detail/row_store.cc detail/run_both.cc detail/service.cc detail/table_set.cc
+    detail/write_behind.cc)
 list(TRANSFORM PS_FUZZ_SRCS PREPEND "${PS_FUZZ_ROOT}/csrc/ps/")
 # The one core source the engine reaches (huge-page advice for its row slabs).
 list(APPEND PS_FUZZ_SRCS "${PS_FUZZ_ROOT}/csrc/core/huge_pages.cc")
