@@ -11,6 +11,18 @@
 #include "ps/detail/run_both.h"
 
 namespace fleet::ps {
+namespace {
+
+// memcpy of a row of n floats in constant-size 32-byte pieces, which the compiler turns into
+// vector moves: a row's length is known only at run time, and a call to the C library's memcpy
+// for each 64-byte row of a load cost more than the copy.
+inline void CopyFloats(float* dst, const float* src, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) std::memcpy(dst + i, src + i, 8 * sizeof(float));
+  if (i < n) std::memcpy(dst + i, src + i, (n - i) * sizeof(float));
+}
+
+}  // namespace
 
 bool AllFinite(absl::Span<const float> values) {
   return detail::MaxMagnitudeBits(values.data(), values.size()) < detail::kInfinityBits;
@@ -393,6 +405,7 @@ absl::Status SparseTable::LoadRecords(const TableFileReader& part, uint64_t begi
       // Each record's index slot is prefetched a few records ahead, so that the cache misses
       // of the probes overlap: one probe after another was 40% of a 4M-row load.
       constexpr uint32_t kSlotAhead = 16;
+      uint64_t loaded_here = 0;  // in a register, not through `loaded` once a row
       for (uint32_t i = starts[sh]; i < starts[sh + 1]; ++i) {
         if (i + kSlotAhead < starts[sh + 1]) shard.rows.PrefetchSlot(hashes[order[i + kSlotAhead]]);
         const uint32_t r = order[i];
@@ -403,14 +416,15 @@ absl::Status SparseTable::LoadRecords(const TableFileReader& part, uint64_t begi
         bool inserted;
         float* row = shard.rows.FindOrInsert(key, hashes[r], stamp, &inserted);
         if (row == nullptr) return absl::ResourceExhaustedError(absl::StrCat(Name(), " is full"));
-        std::memcpy(row, record + 2, floats * sizeof(float));
+        CopyFloats(row, record + 2, floats);
         if (floats < width_) {
           std::memcpy(row + dim_, fresh_state.data(), fresh_state.size() * sizeof(float));
         }
-        detail::RowStore::SetStamp(row, stamp);
+        if (!inserted) detail::RowStore::SetStamp(row, stamp);  // a new row has it already
         if (!shard.pending.empty()) shard.pending.erase(key);
-        ++*loaded;
+        ++loaded_here;
       }
+      *loaded += loaded_here;
     }
   }
   return absl::OkStatus();

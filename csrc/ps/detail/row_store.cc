@@ -90,16 +90,6 @@ uint64_t RowStore::Hash(int64_t key) {
   return Mix64(static_cast<uint64_t>(key) ^ 0x632BE59BD9B4E019ULL);
 }
 
-uint32_t RowStore::GetStamp(const float* data) {
-  uint32_t stamp;
-  std::memcpy(&stamp, data - 1, sizeof(stamp));
-  return stamp;
-}
-
-void RowStore::SetStamp(float* data, uint32_t stamp) {
-  std::memcpy(data - 1, &stamp, sizeof(stamp));
-}
-
 float* RowStore::Find(int64_t key, uint64_t hash) const {
   if (size_ == 0) return nullptr;
   const size_t capacity = slots_.size();

@@ -119,9 +119,16 @@ class RowStore {
   // never touched are not counted: they hold no pages).
   size_t MemoryBytes() const;
 
-  // Stamp of a row returned by Find or Insert.
-  static uint32_t GetStamp(const float* data);
-  static void SetStamp(float* data, uint32_t stamp);
+  // Stamp of a row returned by Find or Insert (the word before its data). Inline: a load, a
+  // save and every push touch it once a row.
+  static uint32_t GetStamp(const float* data) {
+    uint32_t stamp;
+    std::memcpy(&stamp, data - 1, sizeof(stamp));
+    return stamp;
+  }
+  static void SetStamp(float* data, uint32_t stamp) {
+    std::memcpy(data - 1, &stamp, sizeof(stamp));
+  }
 
   // Calls fn(key, stamp, data) for every row, in slab order.
   void ForEach(absl::FunctionRef<void(int64_t, uint32_t, const float*)> fn) const;
