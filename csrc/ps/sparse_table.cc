@@ -22,6 +22,11 @@ inline void CopyFloats(float* dst, const float* src, size_t n) {
   if (i < n) std::memcpy(dst + i, src + i, (n - i) * sizeof(float));
 }
 
+// Bytes of one record of a sparse part: its int64 key, then row_floats floats.
+uint64_t RecordBytes(const TableFileHeader& header) {
+  return sizeof(int64_t) + uint64_t{header.row_floats} * sizeof(float);
+}
+
 }  // namespace
 
 bool AllFinite(absl::Span<const float> values) {
@@ -349,7 +354,7 @@ absl::Status SparseTable::CheckPart(const TableFileReader& part) const {
         h.row_floats, " floats a row, rule ", h.rule, "); ", Name(), " expects dim ", dim_, ", ",
         width_, " floats a row, rule ", config_.optimizer().rule_case()));
   }
-  const uint64_t record = sizeof(int64_t) + h.row_floats * sizeof(float);
+  const uint64_t record = RecordBytes(h);
   if (part.body_bytes() % record != 0 || part.body_bytes() / record != h.row_count) {
     return absl::DataLossError(absl::StrCat(part.path(), " holds ", part.body_bytes(),
                                             " bytes of records, its header says ", h.row_count,
@@ -367,7 +372,7 @@ absl::Status SparseTable::LoadRecords(const TableFileReader& part, uint64_t begi
   // width_ floats a record, or dim_ (values only: the state starts afresh).
   const size_t floats = part.header().row_floats;
   const size_t record_floats = 2 + floats;  // int64 key as two floats' bytes, then the row
-  const size_t record_bytes = record_floats * sizeof(float);
+  const size_t record_bytes = RecordBytes(part.header());
   // 8192 records a block, or fewer of wide rows: at most 8 MB (with 8192 rows of 140k floats
   // the block alone was 9 GB, zeroed before the first read). Never more than the part holds.
   constexpr uint64_t kMaxBlockBytes = uint64_t{8} << 20;
@@ -561,9 +566,9 @@ absl::StatusOr<uint64_t> SparseTable::LoadChecked(absl::Span<TableFileReader* co
     if (!status.ok()) return status;
     if (!helper_status.ok()) return helper_status;
     if (!part->checked()) {
-      const uint64_t record = sizeof(int64_t) + part->header().row_floats * sizeof(float);
       const uint32_t body_crc =
-          middle < rows ? CombineCrc(crc, helper_crc, (rows - middle) * record) : crc;
+          middle < rows ? CombineCrc(crc, helper_crc, (rows - middle) * RecordBytes(part->header()))
+                        : crc;
       if (auto s = part->CheckContent(body_crc); !s.ok()) return s;
     }
   }

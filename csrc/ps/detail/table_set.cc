@@ -1,5 +1,6 @@
 #include "ps/detail/table_set.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "absl/strings/match.h"
@@ -184,7 +185,10 @@ absl::StatusOr<uint64_t> TableSet::Load(const std::string& dirname, bool all, ui
   std::lock_guard<std::mutex> lock(admin_mu_);
   auto manifest = ReadManifest(dirname);
   if (!manifest.ok()) return manifest.status();
-  const std::vector<uint32_t> selected = Selected(all, table_id);
+  // Sparse tables first (see below).
+  std::vector<uint32_t> selected = Selected(all, table_id);
+  std::stable_partition(selected.begin(), selected.end(),
+                        [&](uint32_t id) { return sparse_.count(id) != 0; });
   // Every part of every selected table is checked (manifest entry, then the whole body's
   // checksum) before any table changes. When every selected sparse table is empty (a job
   // restoring at start) their parts are checked as they load instead, a pass over the files
@@ -196,28 +200,25 @@ absl::StatusOr<uint64_t> TableSet::Load(const std::string& dirname, bool all, ui
       sparse_empty &= it->second->RowCount() == 0;
   }
   std::vector<std::pair<uint32_t, std::vector<std::unique_ptr<TableFileReader>>>> tables;
-  for (bool sparse : {true, false}) {
-    for (uint32_t id : selected) {
-      if ((sparse_.count(id) != 0) != sparse) continue;
-      const proto::TableConfig* config = nullptr;
-      for (const auto& table : config_.tables()) {
-        if (table.table_id() == id) config = &table;
-      }
-      if (config == nullptr) {
-        return absl::NotFoundError(
-            absl::StrCat("load: no table ", id, " on server ", config_.server_index()));
-      }
-      auto paths = CheckedParts(dirname, *manifest, *config);
-      if (!paths.ok()) return paths.status();
-      auto& readers =
-          tables.emplace_back(id, std::vector<std::unique_ptr<TableFileReader>>()).second;
-      const auto check = sparse && sparse_empty ? TableFileReader::Check::kWhileReading
-                                                : TableFileReader::Check::kNow;
-      for (const std::string& path : *paths) {
-        auto reader = TableFileReader::Open(path, check);
-        if (!reader.ok()) return reader.status();
-        readers.push_back(std::move(*reader));
-      }
+  for (uint32_t id : selected) {
+    const proto::TableConfig* config = nullptr;
+    for (const auto& table : config_.tables()) {
+      if (table.table_id() == id) config = &table;
+    }
+    if (config == nullptr) {
+      return absl::NotFoundError(
+          absl::StrCat("load: no table ", id, " on server ", config_.server_index()));
+    }
+    auto paths = CheckedParts(dirname, *manifest, *config);
+    if (!paths.ok()) return paths.status();
+    auto& readers = tables.emplace_back(id, std::vector<std::unique_ptr<TableFileReader>>()).second;
+    const auto check = sparse_.count(id) != 0 && sparse_empty
+                           ? TableFileReader::Check::kWhileReading
+                           : TableFileReader::Check::kNow;
+    for (const std::string& path : *paths) {
+      auto reader = TableFileReader::Open(path, check);
+      if (!reader.ok()) return reader.status();
+      readers.push_back(std::move(*reader));
     }
   }
   uint64_t rows = 0;
