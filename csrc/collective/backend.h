@@ -71,7 +71,7 @@ class CollectiveBackend {
   virtual const std::string& name() const = 0;
 
   // out[i] = op over ranks of in[i], for `count` elements of `dtype` (float32, float64, int32,
-  // int64). `in` and `out` may be the same buffer.
+  // int64). `in` and `out` may be the same buffer; otherwise they must not overlap.
   virtual void AllReduce(const void* in, void* out, size_t count, DType dtype,
                          const AllReduceOptions& options) = 0;
   // out holds size() * bytes_per_rank bytes: rank r's `in` lands at offset r * bytes_per_rank.

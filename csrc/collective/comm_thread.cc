@@ -57,6 +57,35 @@ std::shared_ptr<Work> CommThread::Submit(std::function<void()> task) {
   return work;
 }
 
+bool CommThread::RunIfIdle(const std::function<void()>& task) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_ || busy_ || !queue_.empty()) return false;
+    if (broken_) std::rethrow_exception(broken_);
+    busy_ = true;
+  }
+  std::exception_ptr error = RunTask(task);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    busy_ = false;
+    if (error && !broken_) broken_ = error;
+  }
+  cv_.notify_all();  // a task queued meanwhile waits for busy_ to clear
+  if (error) std::rethrow_exception(error);
+  return true;
+}
+
+std::exception_ptr CommThread::RunTask(const std::function<void()>& task) {
+  try {
+    task();
+  } catch (const Error&) {
+    return std::current_exception();
+  } catch (const std::exception& e) {
+    return std::make_exception_ptr(Internal(absl::StrCat(name_, ": ", e.what())));
+  }
+  return nullptr;
+}
+
 void CommThread::Loop() {
   for (;;) {
     std::function<void()> task;
@@ -64,8 +93,9 @@ void CommThread::Loop() {
     std::exception_ptr broken;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+      cv_.wait(lock, [this] { return !busy_ && (stop_ || !queue_.empty()); });
       if (queue_.empty()) return;  // stopping, nothing left
+      busy_ = true;
       task = std::move(queue_.front().first);
       work = std::move(queue_.front().second);
       queue_.pop_front();
@@ -73,25 +103,15 @@ void CommThread::Loop() {
                            "the communication thread of ", name_, " stopped before this call")))
                      : broken_;
     }
-    if (broken) {
-      work->Finish(broken, 0);
-      continue;
-    }
     const auto start = std::chrono::steady_clock::now();
-    std::exception_ptr error;
-    try {
-      task();
-    } catch (const Error&) {
-      error = std::current_exception();
-    } catch (const std::exception& e) {
-      error = std::make_exception_ptr(Internal(absl::StrCat(name_, ": ", e.what())));
-    }
-    if (error) {
+    std::exception_ptr error = broken ? broken : RunTask(task);
+    {
       std::lock_guard<std::mutex> lock(mu_);
-      if (!broken_) broken_ = error;
+      busy_ = false;
+      if (error && !broken_) broken_ = error;
     }
     const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
-    work->Finish(error, elapsed.count());
+    work->Finish(error, broken ? 0 : elapsed.count());
   }
 }
 

@@ -59,14 +59,25 @@ class CommThread {
   // fleet errors (others are wrapped as Internal).
   std::shared_ptr<Work> Submit(std::function<void()> task);
 
+  // Runs `task` on the calling thread and returns true when no task is queued or running (then
+  // it is the only collective in flight, and program order holds); returns false, running
+  // nothing, otherwise. The task's error is rethrown here and breaks the thread like a queued
+  // task's; on a broken thread the first error is rethrown without running `task`.
+  // Why: a synchronous collective (c_allreduce_sum, broadcast) waits for its result anyway, and
+  // handing it to this thread costs two wake-ups that a loaded machine can make slow.
+  bool RunIfIdle(const std::function<void()>& task);
+
  private:
   void Loop();
+  // Runs `task`, returning its error (non-fleet exceptions wrapped as Internal).
+  std::exception_ptr RunTask(const std::function<void()>& task);
 
   std::string name_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::pair<std::function<void()>, std::shared_ptr<Work>>> queue_;
   bool stop_ = false;
+  bool busy_ = false;          // a task runs, here or on a caller's thread
   std::exception_ptr broken_;  // the first task error: later tasks fail with it
   std::thread thread_;
 };

@@ -11,7 +11,6 @@
 #include "collective/detail/ring_allreduce.h"
 #include "core/errors.h"
 #include "gloo/allgather.h"
-#include "gloo/allreduce.h"
 #include "gloo/barrier.h"
 #include "gloo/broadcast.h"
 #include "gloo/common/error.h"
@@ -90,7 +89,12 @@ std::unique_ptr<GlooBackend> GlooBackend::Connect(Store* store, int rank, int si
 
 GlooBackend::GlooBackend(int rank, int size, std::string name,
                          std::shared_ptr<gloo::Context> context)
-    : rank_(rank), size_(size), name_(std::move(name)), context_(std::move(context)) {}
+    : rank_(rank),
+      size_(size),
+      name_(std::move(name)),
+      context_(std::move(context)),
+      where_(absl::StrCat("group '", name_, "' (rank ", rank_, " of ", size_, ")")),
+      checker_(context_) {}
 
 GlooBackend::~GlooBackend() = default;
 
@@ -100,10 +104,9 @@ void GlooBackend::Run(const detail::CallSignature& call, Duration timeout, Fn&& 
   const uint32_t tag = next_tag_++;
   detail::CallSignature numbered = call;
   numbered.sequence = tag;
-  const std::string where = absl::StrCat("group '", name_, "' (rank ", rank_, " of ", size_, ")");
   const auto start = std::chrono::steady_clock::now();
   try {
-    detail::CheckCall(context_, numbered, tag, timeout, where);
+    checker_.Check(numbered, tag, timeout, where_);
     // The check used part of the time; the data movement gets the rest.
     const auto used =
         std::chrono::duration_cast<Duration>(std::chrono::steady_clock::now() - start);
@@ -112,7 +115,7 @@ void GlooBackend::Run(const detail::CallSignature& call, Duration timeout, Fn&& 
     throw;
   } catch (const std::exception& e) {
     const std::string message = absl::StrCat(detail::DescribeCall(numbered), " #", tag, " in ",
-                                             where, " failed: ", e.what());
+                                             where_, " failed: ", e.what());
     if (std::strstr(e.what(), "Timed out") != nullptr) throw Timeout(message);
     throw Unavailable(message);
   }
@@ -122,28 +125,23 @@ void GlooBackend::AllReduce(const void* in, void* out, size_t count, DType dtype
                             const AllReduceOptions& options) {
   FLEET_ENFORCE(dtype != DType::kBool, InvalidArgument, "all-reduce in group '", name_,
                 "': dtype bool is not supported (use float32, float64, int32 or int64)");
+  const size_t bytes = count * SizeOf(dtype);
+  const auto* in_begin = static_cast<const char*>(in);
+  const auto* out_begin = static_cast<const char*>(out);
+  FLEET_ENFORCE(in == out || in_begin + bytes <= out_begin || out_begin + bytes <= in_begin,
+                InvalidArgument, "all-reduce in group '", name_,
+                "': the input and output buffers overlap without being the same buffer");
   const std::vector<int64_t> shape =
       options.shape.empty() ? std::vector<int64_t>{static_cast<int64_t>(count)} : options.shape;
-  const auto call =
-      detail::MakeSignature(detail::kAllReduce, DTypeName(dtype), shape, count * SizeOf(dtype),
-                            static_cast<int>(options.op), -1, 0);
+  const auto call = detail::MakeSignature(detail::kAllReduce, DTypeName(dtype), shape, bytes,
+                                          static_cast<int>(options.op), -1, 0);
   Run(call, options.timeout, [&](uint32_t tag, Duration timeout) {
     if (count == 0) return;
     VisitDType(dtype, [&](auto t) {
       using T = decltype(t);
       if constexpr (!std::is_same_v<T, bool>) {
-        auto reduce = ReduceFunction<T>(options.op);
-        if (in != out) {
-          // Fleet's ring reduces straight from the input (see detail/ring_allreduce.h).
-          detail::RingAllReduce(context_, in, out, count, sizeof(T), reduce, tag, timeout);
-          return;
-        }
-        gloo::AllreduceOptions opts(context_);
-        opts.setOutput(static_cast<T*>(out), count);
-        opts.setReduceFunction(reduce);
-        opts.setTag(tag);
-        opts.setTimeout(timeout);
-        gloo::allreduce(opts);
+        detail::RingAllReduce(context_, in, out, count, sizeof(T), ReduceFunction<T>(options.op),
+                              tag, timeout, &ring_scratch_);
       }
     });
   });

@@ -68,6 +68,9 @@ class GlooBackend : public CollectiveBackend {
   std::mutex mu_;  // one collective at a time; guards next_tag_ and the context's slots
   uint32_t next_tag_ = 0;
   std::shared_ptr<gloo::Context> context_;
+  std::string where_;               // "group 'worker' (rank 0 of 2)", for messages
+  detail::CallChecker checker_;     // after context_: built from it
+  std::vector<char> ring_scratch_;  // RingAllReduce's segments, kept between calls
 };
 
 }  // namespace fleet::collective

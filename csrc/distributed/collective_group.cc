@@ -66,7 +66,15 @@ void CollectiveGroup::Wait(collective::Work* work, const std::string& what) {
 void CollectiveGroup::Run(const std::string& what,
                           std::function<void(collective::CollectiveBackend&)> fn) {
   auto backend = backend_;
-  auto work = comm_->Submit([backend, fn = std::move(fn)] { fn(*backend); });
+  std::function<void()> task = [backend, fn = std::move(fn)] { fn(*backend); };
+  try {
+    if (comm_->RunIfIdle(task)) return;  // nothing in flight: no hand-over to the thread
+  } catch (const Timeout&) {
+    RethrowNamingDeadRanks(what);
+  } catch (const Unavailable&) {
+    RethrowNamingDeadRanks(what);
+  }
+  auto work = comm_->Submit(std::move(task));
   Wait(work.get(), what);
 }
 

@@ -62,8 +62,9 @@ class CollectiveGroup {
   const std::string& name() const { return backend_->name(); }
   collective::Duration timeout() const { return options_.timeout; }
 
-  // Runs `fn` on the communication thread after everything submitted before and waits for it.
-  // `what` names the call in errors ("c_allreduce_sum of fc_0.w_0@GRAD").
+  // Runs `fn` after everything submitted before and waits for it: on this thread when nothing
+  // is in flight, else on the communication thread. `what` names the call in errors
+  // ("c_allreduce_sum of fc_0.w_0@GRAD").
   void Run(const std::string& what, std::function<void(collective::CollectiveBackend&)> fn);
 
   // Starts an in-place sum all-reduce of `count` elements at `data`, registered under `key` (the

@@ -85,29 +85,47 @@ std::string DescribeCall(const CallSignature& call) {
   return absl::StrCat(KindName(call.kind), "(", absl::StrJoin(parts, ", "), ")");
 }
 
-void CheckCall(const std::shared_ptr<gloo::Context>& context, const CallSignature& mine,
-               uint32_t tag, Duration timeout, const std::string& where) {
-  const int rank = context->rank, size = context->size;
+CallChecker::CallChecker(std::shared_ptr<gloo::Context> context) : context_(std::move(context)) {
+  send_ = context_->createUnboundBuffer(&outgoing_, sizeof(CallSignature));
+}
+
+// The receives still posted ahead are dropped with their buffers: Gloo holds them by weak
+// pointer, and a peer sends a next description only if this rank takes part in a next call.
+CallChecker::~CallChecker() = default;
+
+void CallChecker::PostReceives(uint32_t tag) {
+  const int rank = context_->rank, size = context_->size;
+  const uint64_t slot = gloo::Slot::build(kCheckSlotPrefix, tag);
+  // After a failed check a receive may still be pending: its buffer stays allocated.
+  if (incoming_ != nullptr && !received_all_) retired_.push_back(std::move(incoming_));
+  receives_.clear();
+  receives_.resize(size);
+  incoming_ = std::make_unique<std::vector<CallSignature>>(size);
+  received_all_ = false;
+  for (int peer = 0; peer < size; ++peer) {
+    if (peer == rank) continue;
+    receives_[peer] = context_->createUnboundBuffer(&(*incoming_)[peer], sizeof(CallSignature));
+    receives_[peer]->recv(peer, slot);
+  }
+  posted_ = true;
+  posted_tag_ = tag;
+}
+
+void CallChecker::Check(const CallSignature& mine, uint32_t tag, Duration timeout,
+                        const std::string& where) {
+  const int rank = context_->rank, size = context_->size;
   if (size == 1) return;
   const auto deadline = Clock::now() + timeout;
   auto remaining = [&] {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     return std::max(left, std::chrono::milliseconds(1));
   };
+  if (!posted_ || posted_tag_ != tag) PostReceives(tag);
+  posted_ = false;  // until this check passes
   const uint64_t slot = gloo::Slot::build(kCheckSlotPrefix, tag);
-  std::vector<CallSignature> calls(size);
-  calls[rank] = mine;
-  CallSignature outgoing = mine;
-  std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> sends, recvs(size);
+  outgoing_ = mine;
   for (int peer = 0; peer < size; ++peer) {
-    if (peer == rank) continue;
-    recvs[peer] = context->createUnboundBuffer(&calls[peer], sizeof(CallSignature));
-    recvs[peer]->recv(peer, slot);
-  }
-  for (int peer = 0; peer < size; ++peer) {
-    if (peer == rank) continue;
-    sends.push_back(context->createUnboundBuffer(&outgoing, sizeof(CallSignature)));
-    sends.back()->send(peer, slot);
+    if (peer != rank) send_->send(peer, slot);
   }
   std::vector<int> missing, arrived;
   std::vector<std::string> closed;
@@ -117,7 +135,7 @@ void CheckCall(const std::shared_ptr<gloo::Context>& context, const CallSignatur
     try {
       // A description that already arrived is returned even after a timeout; Gloo's timeout
       // closes every connection of the context, so any later failure means "did not arrive".
-      recvs[peer]->waitRecv(remaining());
+      receives_[peer]->waitRecv(remaining());
       arrived.push_back(peer);
     } catch (const std::exception& e) {
       if (timed_out || IsTimeout(e)) {
@@ -128,7 +146,9 @@ void CheckCall(const std::shared_ptr<gloo::Context>& context, const CallSignatur
       }
     }
   }
-  const std::string call = absl::StrCat(DescribeCall(mine), " #", mine.sequence);
+  received_all_ = closed.empty() && missing.empty();
+  const std::string call =
+      received_all_ ? "" : absl::StrCat(DescribeCall(mine), " #", mine.sequence);
   if (!closed.empty()) {
     throw Unavailable(absl::StrCat(
         call, " in ", where, ": the connection to ", absl::StrJoin(closed, ", "),
@@ -142,12 +162,14 @@ void CheckCall(const std::shared_ptr<gloo::Context>& context, const CallSignatur
                                absl::StrJoin(arrived, ", "), ")"));
   }
   try {
-    for (auto& send : sends) send->waitSend(remaining());
+    for (int peer = 1; peer < size; ++peer) send_->waitSend(remaining());
   } catch (const std::exception& e) {
-    throw Unavailable(
-        absl::StrCat(call, " in ", where, ": sending the call check failed: ", e.what()));
+    throw Unavailable(absl::StrCat(DescribeCall(mine), " #", mine.sequence, " in ", where,
+                                   ": sending the call check failed: ", e.what()));
   }
   // Everyone now holds the same list of calls; compare each with rank 0's.
+  std::vector<CallSignature>& calls = *incoming_;
+  calls[rank] = mine;
   const std::string reference = Key(calls[0]);
   std::vector<std::string> differing;
   for (int r = 1; r < size; ++r) {
@@ -162,6 +184,7 @@ void CheckCall(const std::shared_ptr<gloo::Context>& context, const CallSignatur
         ". Every rank must issue the same collectives (operation, dtype, shape, mode, root) in "
         "the same order"));
   }
+  PostReceives(tag + 1);
 }
 
 }  // namespace fleet::collective::detail

@@ -9,7 +9,7 @@
 // descriptions peer by peer (not through a ring) tells each rank exactly which peers arrived,
 // which one closed its connection, and which call each peer makes; every rank receives every
 // description, so all of them raise the same error. The cost is one message of 112 bytes to
-// and from each peer per collective.
+// and from each peer per collective (see CallChecker for how its latency is kept to one trip).
 
 #include <cstdint>
 #include <memory>
@@ -20,6 +20,9 @@
 
 namespace gloo {
 class Context;
+namespace transport {
+class UnboundBuffer;
+}  // namespace transport
 }  // namespace gloo
 
 namespace fleet::collective::detail {
@@ -49,14 +52,50 @@ CallSignature MakeSignature(CallKind kind, const std::string& type,
 // "all-reduce(float32 [2, 3], sum)", for messages.
 std::string DescribeCall(const CallSignature& call);
 
-// Exchanges `mine` with every peer of `context` (slot from `tag`) and compares. Throws:
-// - InvalidArgument when a rank's call differs from rank 0's, naming each such rank and both
-//   calls (every rank throws the same);
-// - Timeout when peers did not arrive within `timeout`, naming them;
-// - Unavailable when a peer's connection closed before it arrived (its process exited or it
-//   closed the group), naming that rank.
-// `where` names the group and this rank ("group 'worker' (rank 0 of 2)").
-void CheckCall(const std::shared_ptr<gloo::Context>& context, const CallSignature& mine,
-               uint32_t tag, Duration timeout, const std::string& where);
+// The check of every collective of one Gloo context, in call order. Not thread-safe: the
+// backend runs one collective at a time.
+//
+// Each check sends this rank's description to every peer and waits for theirs. Gloo moves an
+// unbound buffer only after the receiver has posted it, which costs a notice from receiver to
+// sender before the description travels; so once a check passes, the receives of the next
+// call's descriptions are posted at once, and the next check's descriptions travel as soon as
+// they are sent: one one-way trip per check instead of two. Measured on 2 ranks of this 2-core
+// machine, 16 MB float32 all-reduces through a c_allreduce_sum program, 250 calls each, as a
+// fraction of raw gloo::allreduce's bandwidth: 0.87-0.89 before; 0.95-0.98 with the check
+// switched off; 0.97-1.00 with this and CommThread::RunIfIdle (the call on the caller's thread).
+class CallChecker {
+ public:
+  explicit CallChecker(std::shared_ptr<gloo::Context> context);
+  ~CallChecker();
+  CallChecker(const CallChecker&) = delete;
+  CallChecker& operator=(const CallChecker&) = delete;
+
+  // Exchanges `mine` with every peer (slot from `tag`; each check's tag is the previous one's
+  // plus one) and compares. Throws:
+  // - InvalidArgument when a rank's call differs from rank 0's, naming each such rank and both
+  //   calls (every rank throws the same);
+  // - Timeout when peers did not arrive within `timeout`, naming them;
+  // - Unavailable when a peer's connection closed before it arrived (its process exited or it
+  //   closed the group), naming that rank.
+  // `where` names the group and this rank ("group 'worker' (rank 0 of 2)").
+  void Check(const CallSignature& mine, uint32_t tag, Duration timeout, const std::string& where);
+
+ private:
+  // Posts a receive of each peer's description for the call with `tag`, into fresh buffers.
+  void PostReceives(uint32_t tag);
+
+  std::shared_ptr<gloo::Context> context_;
+  // The receives posted ahead, valid while `posted_`; a check that fails leaves them unposted,
+  // and the next check (if any) posts fresh buffers, so that a late description of the failed
+  // call lands in memory no check reads.
+  bool posted_ = false;
+  uint32_t posted_tag_ = 0;
+  std::unique_ptr<std::vector<CallSignature>> incoming_;  // one per rank; this rank's unused
+  bool received_all_ = false;                             // every receive into incoming_ completed
+  std::vector<std::unique_ptr<std::vector<CallSignature>>> retired_;  // see PostReceives
+  std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> receives_;
+  CallSignature outgoing_;
+  std::unique_ptr<gloo::transport::UnboundBuffer> send_;
+};
 
 }  // namespace fleet::collective::detail

@@ -22,7 +22,8 @@ using Buffer = std::unique_ptr<gloo::transport::UnboundBuffer>;
 class Ring {
  public:
   Ring(const std::shared_ptr<gloo::Context>& context, const void* in, void* out, size_t count,
-       size_t element_size, ReduceFn reduce, uint32_t tag, Duration timeout)
+       size_t element_size, ReduceFn reduce, uint32_t tag, Duration timeout,
+       std::vector<char>* scratch)
       : rank_(context->rank),
         size_(context->size),
         left_((rank_ + size_ - 1) % size_),
@@ -42,8 +43,9 @@ class Ring {
     const size_t largest_elements = (count_ + size_ - 1) / size_;
     const size_t half = (largest_elements + 1) / 2 * element_size_;
     segment_bytes_ = std::min(kMaxSegmentBytes / element_size_ * element_size_, half);
-    tmp_storage_.resize(2 * segment_bytes_);
-    tmp_ = context->createUnboundBuffer(tmp_storage_.data(), tmp_storage_.size());
+    if (scratch->size() < 2 * segment_bytes_) scratch->resize(2 * segment_bytes_);
+    tmp_ptr_ = scratch->data();
+    tmp_ = context->createUnboundBuffer(tmp_ptr_, 2 * segment_bytes_);
   }
 
   void Run() {
@@ -86,7 +88,7 @@ class Ring {
       tmp_->waitRecv(Remaining());
       const size_t off = ChunkBegin(recv) + j * segment_bytes_;
       const size_t len = std::min(segment_bytes_, ChunkBytes(recv) - j * segment_bytes_);
-      reduce_(out_ptr_ + off, in_ptr_ + off, tmp_storage_.data() + (j % 2) * segment_bytes_,
+      reduce_(out_ptr_ + off, in_ptr_ + off, tmp_ptr_ + (j % 2) * segment_bytes_,
               len / element_size_);
       if (j + 2 < recv_segments) post(j + 2);
     }
@@ -109,7 +111,7 @@ class Ring {
   Buffer in_, out_;
   const uint64_t scatter_slot_, gather_slot_;
   size_t segment_bytes_ = 0;
-  std::vector<char> tmp_storage_;
+  char* tmp_ptr_ = nullptr;  // two segments of the caller's scratch
   Buffer tmp_;
 };
 
@@ -117,13 +119,13 @@ class Ring {
 
 void RingAllReduce(const std::shared_ptr<gloo::Context>& context, const void* in, void* out,
                    size_t count, size_t element_size, ReduceFn reduce, uint32_t tag,
-                   Duration timeout) {
+                   Duration timeout, std::vector<char>* scratch) {
   if (count == 0) return;
   if (context->size == 1) {
-    std::memcpy(out, in, count * element_size);
+    if (in != out) std::memcpy(out, in, count * element_size);
     return;
   }
-  Ring(context, in, out, count, element_size, reduce, tag, timeout).Run();
+  Ring(context, in, out, count, element_size, reduce, tag, timeout, scratch).Run();
 }
 
 }  // namespace fleet::collective::detail

@@ -116,14 +116,21 @@ def test_all_reduce_modes_and_dtypes(size, dtype):
 @pytest.mark.parametrize("count", [1, 3, 5, 262_147, 1_300_003])
 def test_ring_all_reduce_any_length_on_four_ranks(count):
     """Lengths below the rank count (empty chunks), uneven chunks, several 1 MB segments; the
-    out-of-place ring and Gloo's in-place all-reduce must agree with NumPy."""
+    ring out of place and in place must agree with NumPy. The in-place calls alternate with
+    out-of-place ones of other sizes, which share the group's scratch segments."""
 
     def fn(group):
         rng = np.random.default_rng(group.rank)
         x = rng.integers(-1000, 1000, size=count).astype(np.int64)
         inplace = x.copy()
         group.all_reduce_inplace(inplace, "max")
-        return x, group.all_reduce(x, "sum"), group.all_reduce(x, "min"), inplace
+        total = group.all_reduce(x, "sum")
+        group.all_reduce(np.ones(count * 3 + 1, np.float32))  # larger segments in between
+        low = group.all_reduce(x, "min")
+        twice = x.copy()
+        group.all_reduce_inplace(twice, "sum")
+        group.all_reduce_inplace(twice, "sum")
+        return x, total, low, inplace, twice
 
     results = run_ranks(4, fn)
     inputs = np.stack(
@@ -131,7 +138,8 @@ def test_ring_all_reduce_any_length_on_four_ranks(count):
     )
     # The out-of-place calls left every rank's input as it was.
     np.testing.assert_array_equal(np.stack([r[0] for r in results]), inputs)
-    for _, total, low, high in results:
+    for _, total, low, high, twice in results:
+        np.testing.assert_array_equal(twice, 4 * inputs.sum(axis=0))
         np.testing.assert_array_equal(total, inputs.sum(axis=0))
         np.testing.assert_array_equal(low, inputs.min(axis=0))
         np.testing.assert_array_equal(high, inputs.max(axis=0))
@@ -280,6 +288,46 @@ def test_mismatched_collectives_raise_on_every_rank_naming_the_rank(case, patter
         assert re.search(pattern, message), message
         assert f"(rank {rank} of 2)" in message
         assert after == [3, 3]
+
+
+@pytest.mark.parametrize("size", [2, 3])
+def test_a_mismatch_after_many_matching_calls_is_still_caught(size):
+    """Each check posts the receives of the next call's descriptions ahead: every later call is
+    still compared, whatever kind of collective came before it, and a mismatch deep in the
+    sequence names the call's number and the rank that differs."""
+
+    def fn(group):
+        r = group.rank
+        for i in range(40):
+            kind = i % 4
+            if kind == 0:
+                assert (
+                    group.all_reduce(np.full(3, r + 1, np.float32)).tolist()
+                    == [size * (size + 1) / 2] * 3
+                )
+            elif kind == 1:
+                group.barrier()
+            elif kind == 2:
+                data = np.full(2, r, np.int64)
+                group.broadcast(data, root=i % size)
+                assert data.tolist() == [i % size] * 2
+            else:
+                assert group.all_gather(np.array([r], np.int32)).ravel().tolist() == list(
+                    range(size)
+                )
+        try:
+            group.all_reduce(np.ones(5 if r == size - 1 else 4, np.float32))
+        except InvalidArgument as e:
+            return str(e), group.all_reduce(np.ones(2, np.int64)).tolist()
+        return None, None
+
+    results, errors = run_ranks_all_errors(size, fn)
+    assert errors == [None] * size
+    for message, after in results:
+        assert message is not None
+        assert f"mismatched collective #41 in group 'check'" in message, message
+        assert f"but rank {size - 1} calls all-reduce(float32 [5], sum)" in message, message
+        assert after == [size, size]
 
 
 def test_three_ranks_name_only_the_one_that_differs():
