@@ -262,8 +262,11 @@ def main() -> None:
     parser.add_argument(
         "--bucket_mb",
         type=float,
-        default=4.0,
-        help="Fleet's fuse_grad_size_in_MB (DDP keeps its default 25 MB)",
+        default=8.0,
+        help="Fleet's fuse_grad_size_in_MB (DDP keeps its default 25 MB). 8 MB: the 16.8 MB of "
+        "gradients in 3 buckets. In a sweep on this machine 8 and 16 MB ran 3-5%% more steps/s "
+        "than 2 and 4 MB (fewer collectives, each a synchronisation); 16 MB hid 0.3-0.4 of the "
+        "all-reduce time behind backward, 8 MB 0.7",
     )
     parser.add_argument("--skip_peer", action="store_true", help="do not run PyTorch DDP")
     parser.add_argument("--role", default="driver", choices=["driver", "fleet", "torch"])
