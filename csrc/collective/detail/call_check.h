@@ -92,8 +92,11 @@ class CallChecker {
   uint32_t posted_tag_ = 0;
   std::unique_ptr<std::vector<CallSignature>> incoming_;  // one per rank; this rank's unused
   bool received_all_ = false;                             // every receive into incoming_ completed
-  std::vector<std::unique_ptr<std::vector<CallSignature>>> retired_;  // see PostReceives
-  std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> receives_;
+  std::vector<std::unique_ptr<std::vector<CallSignature>>> retired_;       // see PostReceives
+  std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> receives_;  // null where lost
+  // Per rank, why its connection is known closed (Gloo's message), or empty: found when a
+  // receive could not be posted or a send not started.
+  std::vector<std::string> lost_;
   CallSignature outgoing_;
   std::unique_ptr<gloo::transport::UnboundBuffer> send_;
 };

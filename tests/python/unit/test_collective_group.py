@@ -187,6 +187,31 @@ def test_rendezvous_timeout_names_the_missing_ranks():
         assert "group 'partial' timed out after 0.5 s: rank(s) [1, 3] of 4 did not join" in message
 
 
+def test_peers_that_leave_after_the_last_call_fail_only_a_later_call_naming_them():
+    """A check that passes posts the receives of the next call's descriptions at once. Peers
+    that leave right after their last call must not turn that finished call into an error on
+    a slower rank (found in CI); a call made after they left names them."""
+
+    def fn(group):
+        if group.rank != 1:
+            group.barrier()
+            return None  # leaves: the group is dropped with this thread
+        time.sleep(0.05)  # arrives last, so the others leave as it finishes
+        group.barrier()
+        time.sleep(0.3)  # the others have closed their connections by now
+        try:
+            group.all_reduce(np.ones(2, np.float32))
+        except Unavailable as e:
+            return str(e)
+        return "no error"
+
+    for _ in range(10):
+        results, errors = run_ranks_all_errors(3, fn)
+        assert errors == [None] * 3, errors
+        assert "closed before it called this collective" in results[1], results[1]
+        assert re.search(r"the connection to rank [02] \(", results[1]), results[1]
+
+
 def test_collective_timeout_when_a_peer_does_not_take_part():
     go_on = threading.Event()
 
