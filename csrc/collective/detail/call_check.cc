@@ -89,23 +89,22 @@ CallChecker::CallChecker(std::shared_ptr<gloo::Context> context) : context_(std:
   send_ = context_->createUnboundBuffer(&outgoing_, sizeof(CallSignature));
 }
 
-// The receives still posted ahead are dropped with their buffers: Gloo holds them by weak
-// pointer, and a peer sends a next description only if this rank takes part in a next call.
+// The receives still posted ahead are dropped with their buffers (see PostReceives).
 CallChecker::~CallChecker() = default;
 
 void CallChecker::PostReceives(uint32_t tag) {
   const int rank = context_->rank, size = context_->size;
   const uint64_t slot = gloo::Slot::build(kCheckSlotPrefix, tag);
-  // After a failed check a receive may still be pending: its buffer stays allocated.
-  if (incoming_ != nullptr && !received_all_) retired_.push_back(std::move(incoming_));
+  // Buffers before their memory: destroying a Gloo buffer waits for a read into it that is
+  // under way, and a description that arrives for it later is dropped (its connection fails).
+  // So a receive a failed check left pending never writes into reused memory.
   receives_.clear();
   receives_.resize(size);
-  incoming_ = std::make_unique<std::vector<CallSignature>>(size);
-  received_all_ = false;
+  incoming_.assign(size, CallSignature{});
   lost_.assign(size, "");
   for (int peer = 0; peer < size; ++peer) {
     if (peer == rank) continue;
-    receives_[peer] = context_->createUnboundBuffer(&(*incoming_)[peer], sizeof(CallSignature));
+    receives_[peer] = context_->createUnboundBuffer(&incoming_[peer], sizeof(CallSignature));
     try {
       receives_[peer]->recv(peer, slot);
     } catch (const std::exception& e) {
@@ -115,7 +114,6 @@ void CallChecker::PostReceives(uint32_t tag) {
       receives_[peer].reset();
     }
   }
-  posted_ = true;
   posted_tag_ = tag;
 }
 
@@ -128,8 +126,8 @@ void CallChecker::Check(const CallSignature& mine, uint32_t tag, Duration timeou
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     return std::max(left, std::chrono::milliseconds(1));
   };
-  if (!posted_ || posted_tag_ != tag) PostReceives(tag);
-  posted_ = false;  // until this check passes
+  if (posted_tag_ != tag) PostReceives(tag);
+  posted_tag_.reset();  // until this check passes
   const uint64_t slot = gloo::Slot::build(kCheckSlotPrefix, tag);
   outgoing_ = mine;
   int sent = 0;
@@ -165,17 +163,16 @@ void CallChecker::Check(const CallSignature& mine, uint32_t tag, Duration timeou
       }
     }
   }
-  received_all_ = closed.empty() && missing.empty();
-  const std::string call =
-      received_all_ ? "" : absl::StrCat(DescribeCall(mine), " #", mine.sequence);
+  // Messages only: built when a check fails.
+  auto call = [&] { return absl::StrCat(DescribeCall(mine), " #", mine.sequence); };
   if (!closed.empty()) {
     throw Unavailable(absl::StrCat(
-        call, " in ", where, ": the connection to ", absl::StrJoin(closed, ", "),
+        call(), " in ", where, ": the connection to ", absl::StrJoin(closed, ", "),
         " closed before it called this collective: its process exited or closed the group "
         "without taking part"));
   }
   if (!missing.empty()) {
-    throw Timeout(absl::StrCat(call, " in ", where, ": rank(s) [", absl::StrJoin(missing, ", "),
+    throw Timeout(absl::StrCat(call(), " in ", where, ": rank(s) [", absl::StrJoin(missing, ", "),
                                "] did not arrive within ", timeout.count() / 1000.0,
                                " s (arrived: this rank", arrived.empty() ? "" : ", ",
                                absl::StrJoin(arrived, ", "), ")"));
@@ -183,11 +180,11 @@ void CallChecker::Check(const CallSignature& mine, uint32_t tag, Duration timeou
   try {
     for (int i = 0; i < sent; ++i) send_->waitSend(remaining());
   } catch (const std::exception& e) {
-    throw Unavailable(absl::StrCat(DescribeCall(mine), " #", mine.sequence, " in ", where,
-                                   ": sending the call check failed: ", e.what()));
+    throw Unavailable(
+        absl::StrCat(call(), " in ", where, ": sending the call check failed: ", e.what()));
   }
   // Everyone now holds the same list of calls; compare each with rank 0's.
-  std::vector<CallSignature>& calls = *incoming_;
+  std::vector<CallSignature>& calls = incoming_;
   calls[rank] = mine;
   const std::string reference = Key(calls[0]);
   std::vector<std::string> differing;

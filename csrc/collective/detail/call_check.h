@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -85,15 +86,11 @@ class CallChecker {
   void PostReceives(uint32_t tag);
 
   std::shared_ptr<gloo::Context> context_;
-  // The receives posted ahead, valid while `posted_`; a check that fails leaves them unposted,
-  // and the next check (if any) posts fresh buffers, so that a late description of the failed
-  // call lands in memory no check reads.
-  bool posted_ = false;
-  uint32_t posted_tag_ = 0;
-  std::unique_ptr<std::vector<CallSignature>> incoming_;  // one per rank; this rank's unused
-  bool received_all_ = false;                             // every receive into incoming_ completed
-  std::vector<std::unique_ptr<std::vector<CallSignature>>> retired_;       // see PostReceives
+  // The tag whose receives are posted; none after a check that failed, so that the next check
+  // (if any) posts fresh buffers.
+  std::optional<uint32_t> posted_tag_;
   std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> receives_;  // null where lost
+  std::vector<CallSignature> incoming_;  // one per rank, received into; this rank's unused
   // Per rank, why its connection is known closed (Gloo's message), or empty: found when a
   // receive could not be posted or a send not started.
   std::vector<std::string> lost_;
