@@ -1,0 +1,142 @@
+"""Train a PaddleRec model folder as a parameter-server job (PaddleRec's
+tools/static_ps_trainer.py), launched by fleetrun:
+
+    fleetrun --server_num=1 --worker_num=2 --module fleet.rec.static_ps_trainer \\
+        -m models/rank/dnn/config.yaml
+
+`runner.sync_mode` picks the mode (sync, async, geo with `geo_step`), `reader_type` the reader
+(DataLoader: the Executor.run loop; QueueDataset / InmemoryDataset: train_from_dataset with
+`thread_num` threads), `split_file_list` gives each worker its share of the files. After each
+epoch the job saves fleet.save_persistables' checkpoint to `model_save_path/<epoch>` (and the
+inference model with `use_inference`); `model_init_path` names a checkpoint to start from.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Sequence
+
+import fleet
+from fleet.errors import FleetError
+from fleet.rec import data, saving
+from fleet.rec.config import Config, ConfigError
+from fleet.rec.entry import metrics_of, prepare
+from fleet.rec.model_loader import load_model, seed_programs
+from fleet.rec.progress import Progress
+from fleet.rec.train_loop import dataset_epoch, loader_epoch, reset_auc_states
+
+
+def strategy_of(config: Config) -> fleet.DistributedStrategy:
+    """runner.sync_mode (and geo_step) as PaddleRec's get_strategy sets them."""
+    mode = config.get("runner.sync_mode") or "async"
+    strategy = fleet.DistributedStrategy()
+    if mode == "sync":
+        strategy.a_sync = False
+    elif mode == "async":
+        strategy.a_sync = True
+    elif mode == "geo":
+        steps = config.get("runner.geo_step")
+        if not steps or int(steps) < 1:
+            raise ConfigError(
+                f"{config.where('runner.sync_mode')}: runner.geo_step: sync_mode geo needs "
+                "geo_step >= 1 (the steps between exchanges)"
+            )
+        strategy.a_sync = True
+        strategy.a_sync_configs = {"k_steps": int(steps)}
+    return strategy
+
+
+def run(config: Config) -> dict[str, float]:
+    fleet.init()
+    seed_programs(config)
+    model = load_model(config)
+    feeds = model.create_feeds()
+    metrics = metrics_of(model.net(feeds), config, "net")
+    model.create_optimizer(strategy_of(config))
+    init_path = config.get("runner.model_init_path") or config.get("runner.warmup_model_path")
+    if fleet.is_server():
+        fleet.init_server(init_path or None)
+        fleet.run_server()
+        return {}
+    worker, workers = fleet.worker_index(), fleet.worker_num()
+    program = fleet.default_main_program()
+    exe = fleet.Executor(fleet.CPUPlace())
+    exe.run(fleet.default_startup_program())
+    fleet.init_worker()
+    if init_path:
+        fleet.load_model(init_path, mode=1)  # the servers loaded the tables at start
+
+    files = data.data_files(config, "runner.train_data_dir")
+    if config.get("runner.split_file_list"):
+        files = data.file_shard(files, worker, workers)
+        if not files:
+            raise ConfigError(
+                f"{config.where('runner.split_file_list')}: worker {worker} of {workers} gets "
+                f"no file of {config.get('runner.train_data_dir')}; give one file per worker"
+            )
+    reader_type = config.get("runner.reader_type") or "DataLoader"
+    batch_size = int(config.get("runner.train_batch_size"))
+    epochs = int(config.get("runner.epochs"))
+    print_interval = int(config.get("runner.print_interval") or 0)
+    progress = Progress(f"worker {worker}: ", epochs, data.count_samples(files))
+    dataset = None
+    if reader_type != "DataLoader":
+        dataset = data.make_dataset(config, reader_type, feeds, files)
+    last: dict[str, float] = {}
+    for epoch in range(epochs):
+        reset_auc_states(program)
+        if dataset is None:
+            batches = data.batches(config, "runner.train_reader_path", files, feeds, batch_size)
+            last, samples, seconds = loader_epoch(
+                exe, program, batches, metrics, progress, epoch, print_interval
+            )
+        else:
+            if reader_type != "QueueDataset":
+                dataset.local_shuffle()
+            last, samples, seconds = dataset_epoch(
+                exe,
+                program,
+                dataset,
+                metrics,
+                progress,
+                epoch,
+                print_interval,
+                int(config.get("runner.thread_num") or 1),
+                batch_size,
+                bool(config.get("runner.dataset_debug")),
+            )
+        print(progress.epoch_line(epoch, last, samples, seconds), flush=True)
+        _save(config, exe, program, epoch, worker)
+    fleet.stop_worker()
+    return last
+
+
+def _save(config: Config, exe: fleet.Executor, program: fleet.Program, epoch: int, worker: int):
+    """Every worker takes part in the job's saves (worker 0 writes)."""
+    folder = saving.epoch_dir(config, epoch)
+    fleet.save_persistables(exe, folder, program)
+    if config.get("runner.use_inference"):
+        feed_names, fetch_vars = saving.inference_vars(config, program)
+        fleet.save_inference_model(
+            exe, os.path.join(folder, saving.INFERENCE_DIR), feed_names, fetch_vars, program
+        )
+    if worker == 0:
+        print(f"worker 0: saved epoch {epoch} to {folder}", flush=True)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    start = time.perf_counter()
+    try:
+        config = prepare(argv, __doc__)
+        run(config)
+    except FleetError as e:
+        print(f"static_ps_trainer: error: {e}", file=sys.stderr, flush=True)
+        return 2
+    print(f"done in {time.perf_counter() - start:.1f} s", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

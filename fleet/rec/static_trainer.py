@@ -1,0 +1,118 @@
+"""Train a PaddleRec model folder in one process, or data parallel under `fleetrun --collective`
+with `runner.use_fleet: True` (PaddleRec's tools/static_trainer.py):
+
+    python -m fleet.rec.static_trainer -m models/rank/dnn/config.yaml
+    fleetrun --collective --nproc_per_node=2 --module fleet.rec.static_trainer \\
+        -m models/rank/dnn/config.yaml -o runner.use_fleet=True
+
+Each epoch prints the model's metrics with samples/s and the run's ETA, and saves to
+`model_save_path/<epoch>` (see fleet/rec/saving.py); `model_init_path` resumes.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Callable, Sequence
+
+import numpy as np
+
+import fleet
+from fleet.errors import FleetError
+from fleet.rec import data, saving
+from fleet.rec.config import Config
+from fleet.rec.entry import metrics_of, prepare
+from fleet.rec.model_loader import load_model, seed_programs
+from fleet.rec.progress import Progress
+from fleet.rec.train_loop import dataset_epoch, loader_epoch, reset_auc_states
+
+
+def _collective_admit() -> Callable[[bool], bool]:
+    """Every rank steps only while all still have a batch (an all-reduce of 'I have one')."""
+
+    def admit(has_batch: bool) -> bool:
+        flag = np.array([1.0 if has_batch else 0.0])
+        return bool(fleet.util.all_reduce(flag, "min")[0] > 0)
+
+    return admit
+
+
+def run(config: Config) -> dict[str, float]:
+    """Trains as the config says; returns the last epoch's metrics."""
+    use_fleet = bool(config.get("runner.use_fleet"))
+    seed_programs(config)
+    model = load_model(config)
+    feeds = model.create_feeds()
+    metrics = metrics_of(model.net(feeds), config, "net")
+    if use_fleet:
+        fleet.init(is_collective=True)
+        model.create_optimizer(fleet.DistributedStrategy())
+        rank, ranks = fleet.worker_index(), fleet.worker_num()
+    else:
+        model.create_optimizer()
+        rank, ranks = 0, 1
+    program = fleet.default_main_program()
+    exe = fleet.Executor(fleet.CPUPlace())
+    exe.run(fleet.default_startup_program())
+    init_path = config.get("runner.model_init_path")
+    if init_path:
+        loaded = saving.load_local(program, init_path)
+        print(f"resumed {len(loaded)} variables from {init_path}", flush=True)
+
+    files = data.data_files(config, "runner.train_data_dir")
+    if use_fleet and config.get("runner.split_file_list"):
+        files = data.file_shard(files, rank, ranks)
+    reader_type = config.get("runner.reader_type") or "DataLoader"
+    batch_size = int(config.get("runner.train_batch_size"))
+    epochs = int(config.get("runner.epochs"))
+    print_interval = int(config.get("runner.print_interval") or 0)
+    prefix = f"rank {rank}: " if use_fleet else ""
+    progress = Progress(prefix, epochs, data.count_samples(files))
+    dataset = None
+    if reader_type != "DataLoader":
+        dataset = data.make_dataset(config, reader_type, feeds, files)
+    last: dict[str, float] = {}
+    for epoch in range(epochs):
+        reset_auc_states(program)
+        if dataset is None:
+            batches = data.batches(config, "runner.train_reader_path", files, feeds, batch_size)
+            admit = _collective_admit() if use_fleet and ranks > 1 else None
+            last, samples, seconds = loader_epoch(
+                exe, program, batches, metrics, progress, epoch, print_interval, admit
+            )
+        else:
+            if reader_type != "QueueDataset":
+                dataset.local_shuffle()
+            last, samples, seconds = dataset_epoch(
+                exe,
+                program,
+                dataset,
+                metrics,
+                progress,
+                epoch,
+                print_interval,
+                int(config.get("runner.thread_num") or 1),
+                batch_size,
+                bool(config.get("runner.dataset_debug")),
+            )
+        print(progress.epoch_line(epoch, last, samples, seconds), flush=True)
+        if rank == 0:
+            folder = saving.save_local(config, exe, program, epoch)
+            print(f"{prefix}saved epoch {epoch} to {folder}", flush=True)
+    return last
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    start = time.perf_counter()
+    try:
+        config = prepare(argv, __doc__)
+        run(config)
+    except FleetError as e:
+        print(f"static_trainer: error: {e}", file=sys.stderr, flush=True)
+        return 2
+    print(f"training done in {time.perf_counter() - start:.1f} s", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
