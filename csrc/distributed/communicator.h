@@ -37,7 +37,7 @@
 #include "core/scope.h"
 #include "fleet/ps/ps.pb.h"
 #include "framework/runtime.h"
-#include "ps/client.h"
+#include "ps/client/client.h"
 
 namespace fleet::distributed {
 

@@ -18,12 +18,12 @@
 #include "core/errors.h"
 #include "core/status.h"
 #include "core/timeout.h"
-#include "ps/client.h"
-#include "ps/dense_table.h"
-#include "ps/raw_call.h"
-#include "ps/server.h"
-#include "ps/serving_allocator.h"
-#include "ps/sparse_table.h"
+#include "ps/client/client.h"
+#include "ps/client/raw_call.h"
+#include "ps/server/server.h"
+#include "ps/server/serving_allocator.h"
+#include "ps/table/dense_table.h"
+#include "ps/table/sparse_table.h"
 #include "python/bindings.h"
 
 namespace fleet::python {

@@ -1,6 +1,6 @@
 // ps/detail/magnitude.h: the integer reading of float magnitudes that the tables' finiteness and
 // overflow checks rely on.
-#include "ps/detail/magnitude.h"
+#include "ps/table/detail/magnitude.h"
 
 #include <gtest/gtest.h>
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "core/huge_pages.h"
-#include "ps/detail/row_store.h"
+#include "ps/table/detail/row_store.h"
 
 namespace fleet::ps::detail {
 namespace {

@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "memory_limit.h"
-#include "ps/detail/run_both.h"
+#include "ps/table/detail/run_both.h"
 
 namespace fleet::ps::detail {
 namespace {

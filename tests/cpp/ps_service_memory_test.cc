@@ -17,11 +17,11 @@
 #include <vector>
 
 #include "memory_limit.h"
-#include "ps/detail/barrier.h"
-#include "ps/detail/service.h"
-#include "ps/detail/table_set.h"
-#include "ps/sparse_table.h"
-#include "ps/table_file.h"
+#include "ps/server/detail/barrier.h"
+#include "ps/server/detail/service.h"
+#include "ps/server/detail/table_set.h"
+#include "ps/table/sparse_table.h"
+#include "ps/table/table_file.h"
 
 namespace fleet::ps::detail {
 namespace {

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "memory_limit.h"
-#include "ps/detail/write_behind.h"
+#include "ps/table/detail/write_behind.h"
 
 namespace fleet::ps::detail {
 namespace {

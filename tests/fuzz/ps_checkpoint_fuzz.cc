@@ -24,9 +24,9 @@
 #include <string>
 #include <vector>
 
-#include "ps/checkpoint.h"
-#include "ps/detail/table_set.h"
-#include "ps/table_file.h"
+#include "ps/server/detail/table_set.h"
+#include "ps/table/checkpoint.h"
+#include "ps/table/table_file.h"
 
 namespace {
 

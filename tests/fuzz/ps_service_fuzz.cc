@@ -15,9 +15,9 @@
 #include <memory>
 #include <string>
 
-#include "ps/detail/barrier.h"
-#include "ps/detail/service.h"
-#include "ps/detail/table_set.h"
+#include "ps/server/detail/barrier.h"
+#include "ps/server/detail/service.h"
+#include "ps/server/detail/table_set.h"
 
 namespace {
 

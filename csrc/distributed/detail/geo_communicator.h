@@ -21,7 +21,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "distributed/detail/communicator_base.h"
-#include "ps/update_rule.h"
+#include "ps/table/update_rule.h"
 
 namespace fleet::distributed::detail {
 

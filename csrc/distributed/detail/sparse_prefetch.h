@@ -31,7 +31,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "core/scope.h"
-#include "ps/client.h"
+#include "ps/client/client.h"
 
 namespace fleet::distributed::detail {
 

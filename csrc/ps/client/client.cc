@@ -1,0 +1,606 @@
+#include "ps/client/client.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <functional>
+
+#include "absl/strings/str_cat.h"
+#include "ps/client/detail/client_call.h"
+#include "ps/client/detail/key_dedup.h"
+#include "ps/detail/endpoint.h"
+
+namespace fleet::ps {
+namespace detail {
+
+// gRPC and absl share their status code numbering (google.rpc.Code).
+absl::Status CallStatus(const grpc::Status& transport, const proto::RpcStatus& reply,
+                        const std::string& where) {
+  if (!transport.ok()) {
+    return absl::Status(static_cast<absl::StatusCode>(transport.error_code()),
+                        absl::StrCat(where, ": ", transport.error_message()));
+  }
+  if (reply.code() != 0) {
+    return absl::Status(static_cast<absl::StatusCode>(reply.code()),
+                        absl::StrCat(where, ": ", reply.message()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace detail
+
+namespace {
+
+using PullSparseCall = detail::Call<proto::PullSparseRequest, proto::PullSparseReply>;
+using PushSparseCall = detail::Call<proto::PushSparseRequest, proto::PushReply>;
+using PullDenseCall = detail::Call<proto::PullDenseRequest, proto::PullDenseReply>;
+using PushDenseCall = detail::Call<proto::PushDenseRequest, proto::PushReply>;
+using BarrierCall = detail::Call<proto::BarrierRequest, proto::BarrierReply>;
+using HeartbeatCall = detail::Call<proto::HeartbeatRequest, proto::HeartbeatReply>;
+
+// How many keys ahead the dedup table is prefetched.
+constexpr uint32_t kDedupAhead = 64;
+
+// Requests to each server, filled key by key in the caller's order and sent as soon as one
+// holds max_keys keys, so that routing the remaining keys overlaps with the servers' work.
+// `Pending` holds `call` and raw pointers into its payload, sized by `open` for max_keys keys;
+// `send(server, pending, count, positions)` trims the payload to `count` keys and launches it.
+template <class Pending>
+class RequestStream {
+ public:
+  using OpenFn = std::function<Pending()>;
+  using SendFn = std::function<void(uint32_t, Pending&, size_t, std::vector<uint32_t>)>;
+
+  RequestStream(size_t num_servers, size_t max_keys, OpenFn open, SendFn send)
+      : max_keys_(max_keys), open_(std::move(open)), send_(std::move(send)), slots_(num_servers) {}
+  ~RequestStream() {
+    for (auto& slot : slots_) delete slot.pending.call;  // unsent after an error
+  }
+
+  // The request of `server` with room for one more key, and that key's index in it.
+  Pending& Next(uint32_t server, size_t* index) {
+    Slot& slot = slots_[server];
+    if (slot.pending.call == nullptr) {
+      slot.pending = open_();
+      slot.positions.reserve(max_keys_);
+    }
+    *index = slot.positions.size();
+    return slot.pending;
+  }
+  // The key at caller position `position` now fills that index; sends the request when full.
+  void Commit(uint32_t server, uint32_t position) {
+    Slot& slot = slots_[server];
+    slot.positions.push_back(position);
+    if (slot.positions.size() == max_keys_) Send(server);
+  }
+  // Sends the requests that are partly filled.
+  void Flush() {
+    for (uint32_t s = 0; s < slots_.size(); ++s) {
+      if (slots_[s].pending.call != nullptr) Send(s);
+    }
+  }
+
+ private:
+  struct Slot {
+    Pending pending;
+    std::vector<uint32_t> positions;
+  };
+  void Send(uint32_t server) {
+    Slot& slot = slots_[server];
+    const size_t count = slot.positions.size();
+    send_(server, slot.pending, count, std::move(slot.positions));
+    slot = Slot();
+  }
+
+  size_t max_keys_;
+  OpenFn open_;
+  SendFn send_;
+  std::vector<Slot> slots_;
+};
+
+// Copies the rows of a pull reply to their caller positions.
+absl::Status ScatterRows(const std::string& values, absl::Span<const uint32_t> positions,
+                         size_t dim, absl::Span<float> out) {
+  if (values.size() != positions.size() * dim * sizeof(float)) {
+    return absl::InternalError(absl::StrCat("reply holds ", values.size(), " bytes, expected ",
+                                            positions.size() * dim * sizeof(float)));
+  }
+  const float* v = reinterpret_cast<const float*>(values.data());
+  for (size_t j = 0; j < positions.size(); ++j) {
+    std::memcpy(out.data() + size_t{positions[j]} * dim, v + j * dim, dim * sizeof(float));
+  }
+  return absl::OkStatus();
+}
+
+// The gradients of keys that occur more than once in a push, summed under the first occurrence.
+class MergedRepeats {
+ public:
+  MergedRepeats(absl::Span<const int64_t> keys, absl::Span<const float> grads, size_t dim,
+                detail::KeyDedup* dedup)
+      : grads_(grads), dim_(dim) {
+    dedup->Reset(keys);
+    for (uint32_t i = 0; i < keys.size(); ++i) {
+      if (i + kDedupAhead < keys.size()) dedup->Prefetch(i + kDedupAhead);
+      const uint32_t head = dedup->FirstOccurrence(i);
+      if (head != i) Add(i, head, keys.size());
+    }
+  }
+  // True for every occurrence of a key but its first.
+  bool IsRepeat(uint32_t i) const { return !repeat_.empty() && repeat_[i]; }
+  // The gradient to send for the key first occurring at position i.
+  const float* Row(uint32_t i) const {
+    if (!at_.empty()) {
+      if (auto it = at_.find(i); it != at_.end()) return sums_.data() + it->second;
+    }
+    return grads_.data() + size_t{i} * dim_;
+  }
+
+ private:
+  void Add(uint32_t i, uint32_t head, size_t n) {
+    if (repeat_.empty()) repeat_.assign(n, 0);
+    repeat_[i] = 1;
+    auto [it, added] = at_.try_emplace(head, sums_.size());
+    if (added) {
+      const float* g = grads_.data() + size_t{head} * dim_;
+      sums_.insert(sums_.end(), g, g + dim_);
+    }
+    const float* g = grads_.data() + size_t{i} * dim_;
+    for (size_t k = 0; k < dim_; ++k) sums_[it->second + k] += g[k];
+  }
+
+  absl::Span<const float> grads_;
+  size_t dim_;
+  std::vector<uint8_t> repeat_;               // per position, once a repeat is seen
+  absl::flat_hash_map<uint32_t, size_t> at_;  // first position -> offset in sums_
+  std::vector<float> sums_;
+};
+
+struct PendingPull {
+  PullSparseCall* call = nullptr;
+  char* keys = nullptr;
+};
+struct PendingPush {
+  PushSparseCall* call = nullptr;
+  char* keys = nullptr;
+  char* grads = nullptr;
+};
+
+}  // namespace
+
+PsClient::PsClient(ClientOptions options) : options_(std::move(options)) {}
+
+absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(ClientOptions options) {
+  if (options.endpoints.empty()) return absl::InvalidArgumentError("PsClient: no endpoints");
+  for (size_t s = 0; s < options.endpoints.size(); ++s) {
+    auto status = detail::CheckEndpoint(options.endpoints[s], false,
+                                        absl::StrCat("PsClient: endpoint of server ", s));
+    if (!status.ok()) return status;
+  }
+  const std::pair<const char*, absl::Duration> timeouts[] = {
+      {"connect_timeout", options.connect_timeout},
+      {"rpc_timeout", options.rpc_timeout},
+      {"admin_timeout", options.admin_timeout}};
+  for (const auto& [name, timeout] : timeouts) {
+    if (timeout <= absl::ZeroDuration() || timeout == absl::InfiniteDuration()) {
+      return absl::InvalidArgumentError(absl::StrCat("PsClient: ", name,
+                                                     " must be positive and "
+                                                     "finite, got ",
+                                                     absl::FormatDuration(timeout)));
+    }
+  }
+  if (options.max_keys_per_request == 0) {
+    return absl::InvalidArgumentError("PsClient: max_keys_per_request must be at least 1");
+  }
+  std::unique_ptr<PsClient> client(new PsClient(std::move(options)));
+  client->inflight_ = std::make_shared<detail::Inflight>();
+  client->dedup_pool_ = std::make_unique<detail::KeyDedupPool>();
+  if (auto s = client->Handshake(); !s.ok()) return s;
+  return client;
+}
+
+PsClient::~PsClient() { WaitForInflight(); }
+
+void PsClient::WaitForInflight() {
+  if (!inflight_) return;
+  absl::MutexLock lock(&inflight_->mu);
+  inflight_->mu.Await(absl::Condition(
+      +[](int* count) { return *count == 0; }, &inflight_->count));
+}
+
+void PsClient::Close() {
+  state_.store(kClosed);
+  WaitForInflight();
+}
+
+absl::Status PsClient::CheckUsable(const char* what) const {
+  switch (state_.load()) {
+    case kOpen:
+      return absl::OkStatus();
+    case kStopped:
+      return absl::UnavailableError(
+          absl::StrCat(what, ": the parameter servers were stopped by this client (stop_servers)"));
+    case kClosed:
+      break;
+  }
+  return absl::UnavailableError(absl::StrCat(what, ": the client is closed"));
+}
+
+absl::Status PsClient::Handshake() {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(-1);
+  args.SetMaxSendMessageSize(-1);
+  // Reconnect soon after a server comes (back) up rather than after gRPC's default backoff.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  const absl::Time deadline = absl::Now() + options_.connect_timeout;
+  for (const std::string& endpoint : options_.endpoints) {
+    channels_.push_back(
+        grpc::CreateCustomChannel(endpoint, grpc::InsecureChannelCredentials(), args));
+    stubs_.push_back(proto::PsService::NewStub(channels_.back()));
+  }
+  for (size_t s = 0; s < channels_.size(); ++s) {
+    if (!channels_[s]->WaitForConnected(absl::ToChronoTime(deadline))) {
+      return absl::UnavailableError(absl::StrCat("cannot connect to parameter server ", s, " at ",
+                                                 options_.endpoints[s], " within ",
+                                                 absl::FormatDuration(options_.connect_timeout)));
+    }
+  }
+  std::vector<proto::ServerConfig> configs(stubs_.size());
+  auto status = CallAll<HeartbeatCall>(
+      "Heartbeat", options_.rpc_timeout, FLEET_PS_STARTER(Heartbeat), [](HeartbeatCall*) {},
+      [&](size_t s, const proto::HeartbeatReply& reply) {
+        configs[s] = reply.config();
+        return absl::OkStatus();
+      });
+  if (!status.ok()) return status;
+  return AdoptConfigs(configs);
+}
+
+absl::Status PsClient::AdoptConfigs(const std::vector<proto::ServerConfig>& configs) {
+  const uint32_t n = static_cast<uint32_t>(configs.size());
+  for (uint32_t s = 0; s < n; ++s) {
+    const auto& config = configs[s];
+    if (config.server_index() != s || config.num_servers() != n) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "parameter server at ", options_.endpoints[s], " is server ", config.server_index(),
+          " of ", config.num_servers(), ", but the client lists it as server ", s, " of ", n));
+    }
+    if (config.tables_size() != configs[0].tables_size()) {
+      return absl::InvalidArgumentError(absl::StrCat("parameter server at ", options_.endpoints[s],
+                                                     " holds other tables than server 0"));
+    }
+    for (int t = 0; t < config.tables_size(); ++t) {
+      if (config.tables(t).SerializeAsString() != configs[0].tables(t).SerializeAsString()) {
+        return absl::InvalidArgumentError(absl::StrCat("table ", config.tables(t).table_id(),
+                                                       " differs between server 0 and server ", s,
+                                                       " at ", options_.endpoints[s]));
+      }
+    }
+  }
+  for (const auto& table : configs[0].tables()) {
+    tables_[table.table_id()] = table;
+    if (table.type() != proto::DENSE) continue;
+    DenseRoute& route = dense_[table.table_id()];
+    route.layout.dim = table.dim();
+    route.layout.block_size =
+        table.dense_block_size() == 0 ? kDefaultDenseBlockSize : table.dense_block_size();
+    route.blocks.resize(n);
+    route.local_size.assign(n, 0);
+    for (uint64_t b = 0; b < route.layout.num_blocks(); ++b) {
+      const uint32_t s = options_.sharding.block_to_server(b, n);
+      if (s >= n) return absl::InvalidArgumentError("block sharding returned a server >= n");
+      route.blocks[s].push_back(b);
+      route.local_size[s] += route.layout.BlockLength(b);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<proto::TableConfig> PsClient::Table(uint32_t table_id) const {
+  auto it = tables_.find(table_id);
+  if (it == tables_.end()) {
+    return absl::NotFoundError(absl::StrCat("the parameter servers have no table ", table_id));
+  }
+  return it->second;
+}
+
+uint32_t PsClient::ServerOf(int64_t key) const {
+  const uint32_t n = static_cast<uint32_t>(stubs_.size());
+  return n == 1 ? 0 : options_.sharding.key_to_server(key, n);
+}
+
+Future PsClient::FailSharding(const std::shared_ptr<detail::CallState>& state) const {
+  // Requests already sent finish on their own; the call reports the broken sharding function.
+  state->Done(absl::InvalidArgumentError(
+      absl::StrCat("the key sharding function returned a server index >= ", stubs_.size())));
+  return Future(state);
+}
+
+absl::StatusOr<size_t> PsClient::SparseDim(uint32_t table_id) const {
+  auto it = tables_.find(table_id);
+  if (it == tables_.end() || it->second.type() != proto::SPARSE) {
+    return absl::NotFoundError(
+        absl::StrCat("the parameter servers have no sparse table ", table_id));
+  }
+  return it->second.dim();
+}
+
+absl::StatusOr<const PsClient::DenseRoute*> PsClient::Dense(uint32_t table_id) const {
+  auto it = dense_.find(table_id);
+  if (it == dense_.end()) {
+    return absl::NotFoundError(
+        absl::StrCat("the parameter servers have no dense table ", table_id));
+  }
+  return &it->second;
+}
+
+Future PsClient::PullSparse(uint32_t table_id, absl::Span<const int64_t> keys,
+                            absl::Span<float> out) {
+  if (auto s = CheckUsable("PullSparse"); !s.ok()) return Future::Failed(s);
+  auto dim_or = SparseDim(table_id);
+  if (!dim_or.ok()) return Future::Failed(dim_or.status());
+  const size_t dim = *dim_or;
+  if (out.size() != keys.size() * dim) {
+    return Future::Failed(absl::InvalidArgumentError(
+        absl::StrCat("PullSparse of table ", table_id, ": ", keys.size(), " keys of dim ", dim,
+                     " need ", keys.size() * dim, " output floats, got ", out.size())));
+  }
+  // The initial count of 1 keeps the call open until every request is sent.
+  auto state = std::make_shared<detail::CallState>(1);
+  const std::string what = absl::StrCat("PullSparse of table ", table_id);
+  const size_t max_keys = std::min(options_.max_keys_per_request, keys.size());
+  RequestStream<PendingPull> stream(
+      stubs_.size(), max_keys,
+      [&] {
+        PendingPull p{new PullSparseCall};
+        p.call->request.set_table_id(table_id);
+        p.call->request.mutable_keys()->resize(max_keys * sizeof(int64_t));
+        p.keys = p.call->request.mutable_keys()->data();
+        return p;
+      },
+      [&](uint32_t s, PendingPull& p, size_t count, std::vector<uint32_t> positions) {
+        p.call->request.mutable_keys()->resize(count * sizeof(int64_t));
+        state->AddPending(1);
+        Launch(s, what, options_.rpc_timeout, p.call, FLEET_PS_STARTER(PullSparse), state,
+               [out, dim, positions = std::move(positions)](const proto::PullSparseReply& r) {
+                 return ScatterRows(r.values(), positions, dim, out);
+               });
+        p.call = nullptr;
+      });
+  std::unique_ptr<detail::KeyDedup> dedup = dedup_pool_->Acquire();
+  dedup->Reset(keys);
+  std::vector<std::pair<uint32_t, uint32_t>> repeats;  // (caller position, first position)
+  for (uint32_t i = 0; i < keys.size(); ++i) {
+    if (i + kDedupAhead < keys.size()) dedup->Prefetch(i + kDedupAhead);
+    const uint32_t head = dedup->FirstOccurrence(i);
+    if (head != i) {
+      repeats.emplace_back(i, head);
+      continue;
+    }
+    const uint32_t s = ServerOf(keys[i]);
+    if (s >= stubs_.size()) return FailSharding(state);
+    size_t index;
+    PendingPull& p = stream.Next(s, &index);
+    std::memcpy(p.keys + index * sizeof(int64_t), &keys[i], sizeof(int64_t));
+    stream.Commit(s, i);
+  }
+  dedup_pool_->Release(std::move(dedup));
+  stream.Flush();
+  if (!repeats.empty()) {
+    state->SetFinisher([out, dim, repeats = std::move(repeats)] {
+      for (auto [pos, src] : repeats) {
+        std::memcpy(out.data() + size_t{pos} * dim, out.data() + size_t{src} * dim,
+                    dim * sizeof(float));
+      }
+    });
+  }
+  state->Done(absl::OkStatus());
+  return Future(state);
+}
+
+namespace {
+
+const char* PushName(PushKind kind, const char* base) {
+  switch (kind) {
+    case PushKind::kDelta:
+      return base[4] == 'S' ? "PushSparse (delta)" : "PushDense (delta)";
+    case PushKind::kAccumulate:
+      return base[4] == 'S' ? "PushSparse (accumulate)" : "PushDense (accumulate)";
+    case PushKind::kInitialize:
+      return base[4] == 'S' ? "PushSparse (initialize)" : "PushDense (initialize)";
+    case PushKind::kGradient:
+      break;
+  }
+  return base;
+}
+
+}  // namespace
+
+Future PsClient::PushSparse(uint32_t table_id, absl::Span<const int64_t> keys,
+                            absl::Span<const float> grads, PushKind kind) {
+  if (auto s = CheckUsable("PushSparse"); !s.ok()) return Future::Failed(s);
+  if (kind == PushKind::kInitialize) {
+    return Future::Failed(
+        absl::InvalidArgumentError(absl::StrCat("PushSparse of table ", table_id,
+                                                ": sparse rows are initialised by the "
+                                                "table's initializer, not by an initialize push")));
+  }
+  const bool is_delta = kind == PushKind::kDelta;
+  auto dim_or = SparseDim(table_id);
+  if (!dim_or.ok()) return Future::Failed(dim_or.status());
+  const size_t dim = *dim_or;
+  const size_t row_bytes = dim * sizeof(float);
+  if (grads.size() != keys.size() * dim) {
+    return Future::Failed(absl::InvalidArgumentError(
+        absl::StrCat("PushSparse of table ", table_id, ": ", keys.size(), " keys of dim ", dim,
+                     " need ", keys.size() * dim, " floats, got ", grads.size())));
+  }
+  std::unique_ptr<detail::KeyDedup> dedup = dedup_pool_->Acquire();
+  const MergedRepeats merged(keys, grads, dim, dedup.get());
+  dedup_pool_->Release(std::move(dedup));
+  auto state = std::make_shared<detail::CallState>(1);
+  const std::string what = absl::StrCat(PushName(kind, "PushSparse"), " of table ", table_id);
+  const size_t max_keys = std::min(options_.max_keys_per_request, keys.size());
+  RequestStream<PendingPush> stream(
+      stubs_.size(), max_keys,
+      [&] {
+        PendingPush p{new PushSparseCall};
+        p.call->request.set_table_id(table_id);
+        p.call->request.set_is_delta(is_delta);
+        p.call->request.set_accumulate(kind == PushKind::kAccumulate);
+        p.call->request.mutable_keys()->resize(max_keys * sizeof(int64_t));
+        p.call->request.mutable_grads()->resize(max_keys * row_bytes);
+        p.keys = p.call->request.mutable_keys()->data();
+        p.grads = p.call->request.mutable_grads()->data();
+        return p;
+      },
+      [&](uint32_t s, PendingPush& p, size_t count, std::vector<uint32_t>) {
+        p.call->request.mutable_keys()->resize(count * sizeof(int64_t));
+        p.call->request.mutable_grads()->resize(count * row_bytes);
+        state->AddPending(1);
+        Launch(s, what, options_.rpc_timeout, p.call, FLEET_PS_STARTER(PushSparse), state,
+               [](const proto::PushReply&) { return absl::OkStatus(); });
+        p.call = nullptr;
+      });
+  for (uint32_t i = 0; i < keys.size(); ++i) {
+    if (merged.IsRepeat(i)) continue;
+    const uint32_t s = ServerOf(keys[i]);
+    if (s >= stubs_.size()) return FailSharding(state);
+    size_t index;
+    PendingPush& p = stream.Next(s, &index);
+    std::memcpy(p.keys + index * sizeof(int64_t), &keys[i], sizeof(int64_t));
+    std::memcpy(p.grads + index * row_bytes, merged.Row(i), row_bytes);
+    stream.Commit(s, i);
+  }
+  stream.Flush();
+  state->Done(absl::OkStatus());
+  return Future(state);
+}
+
+Future PsClient::PullDense(uint32_t table_id, absl::Span<float> out) {
+  if (auto s = CheckUsable("PullDense"); !s.ok()) return Future::Failed(s);
+  auto route_or = Dense(table_id);
+  if (!route_or.ok()) return Future::Failed(route_or.status());
+  const DenseRoute* route = *route_or;
+  if (out.size() != route->layout.dim) {
+    return Future::Failed(absl::InvalidArgumentError(
+        absl::StrCat("PullDense of table ", table_id, ": the table has ", route->layout.dim,
+                     " floats, the output ", out.size())));
+  }
+  std::vector<size_t> servers;
+  for (size_t s = 0; s < route->blocks.size(); ++s) {
+    if (!route->blocks[s].empty()) servers.push_back(s);
+  }
+  auto state = std::make_shared<detail::CallState>(static_cast<int>(servers.size()));
+  const std::string what = absl::StrCat("PullDense of table ", table_id);
+  for (size_t s : servers) {
+    auto* call = new PullDenseCall;
+    call->request.set_table_id(table_id);
+    Launch(s, what, options_.rpc_timeout, call, FLEET_PS_STARTER(PullDense), state,
+           [out, route, s](const proto::PullDenseReply& reply) {
+             const std::string& values = reply.values();
+             if (values.size() != route->local_size[s] * sizeof(float)) {
+               return absl::InternalError(absl::StrCat(
+                   "reply holds ", values.size(), " bytes, expected ", route->local_size[s] * 4));
+             }
+             const float* v = reinterpret_cast<const float*>(values.data());
+             for (uint64_t b : route->blocks[s]) {
+               const size_t length = route->layout.BlockLength(b);
+               std::memcpy(out.data() + route->layout.BlockBegin(b), v, length * sizeof(float));
+               v += length;
+             }
+             return absl::OkStatus();
+           });
+  }
+  return Future(state);
+}
+
+Future PsClient::PushDense(uint32_t table_id, absl::Span<const float> grads, PushKind kind) {
+  if (auto s = CheckUsable("PushDense"); !s.ok()) return Future::Failed(s);
+  const bool is_delta = kind == PushKind::kDelta;
+  auto route_or = Dense(table_id);
+  if (!route_or.ok()) return Future::Failed(route_or.status());
+  const DenseRoute* route = *route_or;
+  if (grads.size() != route->layout.dim) {
+    return Future::Failed(absl::InvalidArgumentError(
+        absl::StrCat("PushDense of table ", table_id, ": the table has ", route->layout.dim,
+                     " floats, the push ", grads.size())));
+  }
+  std::vector<size_t> servers;
+  for (size_t s = 0; s < route->blocks.size(); ++s) {
+    if (!route->blocks[s].empty()) servers.push_back(s);
+  }
+  auto state = std::make_shared<detail::CallState>(static_cast<int>(servers.size()));
+  const std::string what = absl::StrCat(PushName(kind, "PushDense"), " of table ", table_id);
+  for (size_t s : servers) {
+    auto* call = new PushDenseCall;
+    call->request.set_table_id(table_id);
+    call->request.set_is_delta(is_delta);
+    call->request.set_accumulate(kind == PushKind::kAccumulate);
+    call->request.set_initialize(kind == PushKind::kInitialize);
+    std::string* bytes = call->request.mutable_grads();
+    bytes->reserve(route->local_size[s] * sizeof(float));
+    for (uint64_t b : route->blocks[s]) {
+      bytes->append(reinterpret_cast<const char*>(grads.data() + route->layout.BlockBegin(b)),
+                    route->layout.BlockLength(b) * sizeof(float));
+    }
+    Launch(s, what, options_.rpc_timeout, call, FLEET_PS_STARTER(PushDense), state,
+           [](const proto::PushReply&) { return absl::OkStatus(); });
+  }
+  return Future(state);
+}
+
+Future PsClient::Barrier(const std::string& name, uint32_t num_workers, uint32_t worker_id,
+                         absl::Duration timeout) {
+  if (auto s = CheckUsable("Barrier"); !s.ok()) return Future::Failed(s);
+  if (num_workers == 0 || worker_id >= num_workers) {
+    return Future::Failed(absl::InvalidArgumentError(absl::StrCat(
+        "Barrier '", name, "': worker id ", worker_id, " is not in [0, ", num_workers, ")")));
+  }
+  if (timeout <= absl::ZeroDuration() || timeout > absl::Hours(24 * 24)) {
+    // The request carries milliseconds in 32 bits: 24 days at most.
+    return Future::Failed(absl::InvalidArgumentError(
+        absl::StrCat("Barrier '", name, "': timeout must be in (0, 24 days], got ",
+                     absl::FormatDuration(timeout))));
+  }
+  auto state = std::make_shared<detail::CallState>(1);
+  auto* call = new BarrierCall;
+  call->request.set_name(name);
+  call->request.set_num_workers(num_workers);
+  call->request.set_worker_id(worker_id);
+  call->request.set_timeout_ms(static_cast<uint32_t>(absl::ToInt64Milliseconds(timeout)));
+  Launch(0, absl::StrCat("Barrier '", name, "' (worker ", worker_id, ")"),
+         timeout + options_.rpc_timeout, call, FLEET_PS_STARTER(Barrier), state,
+         [](const proto::BarrierReply&) { return absl::OkStatus(); });
+  return Future(state);
+}
+
+absl::StatusOr<uint32_t> PsClient::SyncStep(uint32_t num_workers, uint32_t worker_id, bool done,
+                                            absl::Duration timeout) {
+  auto state = std::make_shared<detail::CallState>(static_cast<int>(stubs_.size()));
+  // Every server reports the same count (each saw the same arrivals); keep the smallest.
+  auto done_workers = std::make_shared<std::atomic<uint32_t>>(num_workers);
+  for (size_t s = 0; s < stubs_.size(); ++s) {
+    auto* call = new BarrierCall;
+    call->request.set_name("__sync_step__");
+    call->request.set_num_workers(num_workers);
+    call->request.set_worker_id(worker_id);
+    call->request.set_timeout_ms(static_cast<uint32_t>(absl::ToInt64Milliseconds(timeout)));
+    call->request.set_apply_accumulated(true);
+    call->request.set_done(done);
+    Launch(s, absl::StrCat("sync step (worker ", worker_id, ")"), timeout + options_.rpc_timeout,
+           call, FLEET_PS_STARTER(Barrier), state,
+           [done_workers](const proto::BarrierReply& reply) {
+             uint32_t seen = done_workers->load();
+             while (reply.done_workers() < seen &&
+                    !done_workers->compare_exchange_weak(seen, reply.done_workers())) {
+             }
+             return absl::OkStatus();
+           });
+  }
+  absl::Status status = Future(state).Wait();
+  if (!status.ok()) return status;
+  return done_workers->load();
+}
+
+}  // namespace fleet::ps

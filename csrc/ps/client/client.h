@@ -1,0 +1,173 @@
+#pragma once
+// PsClient: a worker's connection to every parameter server.
+//
+// It routes sparse keys and dense blocks to their servers (sharding.h), deduplicates keys, splits
+// large requests, sends to all servers in parallel and assembles the replies in the caller's
+// order. Pulls and pushes return a Future at once, so a communicator can overlap them; admin
+// calls (save, load, shrink, stats, stop) block. Every RPC carries a deadline, and a dead or
+// hung server turns into an error naming its endpoint within that deadline, never a hang.
+// All methods are thread-safe.
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "fleet/ps/ps.grpc.pb.h"
+#include "ps/client/future.h"
+#include "ps/sharding.h"
+
+namespace fleet::ps {
+namespace detail {
+struct Inflight;
+class KeyDedupPool;
+}  // namespace detail
+
+// What a push does on the servers (see ps.proto's push requests).
+enum class PushKind {
+  kGradient,    // through the table's update rule
+  kDelta,       // added to the values as they are (GEO)
+  kAccumulate,  // summed into the servers' pending gradients until the next SyncStep (sync)
+  kInitialize,  // dense only: the values, set once while the table is pristine (init_worker)
+};
+
+struct ClientOptions {
+  std::vector<std::string> endpoints;  // server i listens on endpoints[i]
+  absl::Duration connect_timeout = absl::Seconds(10);
+  absl::Duration rpc_timeout = absl::Seconds(30);    // deadline of pulls, pushes, stats
+  absl::Duration admin_timeout = absl::Minutes(10);  // deadline of save, load and shrink
+  Sharding sharding;
+  // Sparse requests to one server are split into pieces of at most this many keys, which the
+  // server works on in parallel and the transport pipelines.
+  size_t max_keys_per_request = 32768;
+};
+
+class PsClient {
+ public:
+  // Connects to every endpoint, waiting up to connect_timeout, and checks that server i reports
+  // index i of endpoints.size() and that all servers hold the same tables. InvalidArgument,
+  // before connecting, for a malformed endpoint, a timeout that is not positive or a zero
+  // max_keys_per_request; Unavailable naming the endpoint that cannot be reached;
+  // InvalidArgument for inconsistent servers.
+  static absl::StatusOr<std::unique_ptr<PsClient>> Connect(ClientOptions options);
+  // Waits for the RPCs in flight (bounded by their deadlines).
+  ~PsClient();
+
+  // Refuses every later call (Unavailable: "the client is closed") and waits for the RPCs in
+  // flight. Idempotent; thread-safe.
+  void Close();
+
+  const std::vector<std::string>& endpoints() const { return options_.endpoints; }
+  // The config of table `table_id` as the servers reported it; NotFound when there is none.
+  absl::StatusOr<proto::TableConfig> Table(uint32_t table_id) const;
+
+  // Pulls the rows of `keys` into out[i * dim, (i + 1) * dim), creating missing rows on the
+  // servers. Repeated keys are fetched once. `keys` may be reused when this returns; `out` must
+  // stay valid and untouched until the future completes.
+  Future PullSparse(uint32_t table_id, absl::Span<const int64_t> keys, absl::Span<float> out);
+  // Pushes gradients through the servers' update rule, or with is_delta (GEO) adds deltas to
+  // the rows. Gradients of repeated keys are summed first. Both buffers are copied before this
+  // returns.
+  Future PushSparse(uint32_t table_id, absl::Span<const int64_t> keys,
+                    absl::Span<const float> grads, bool is_delta = false) {
+    return PushSparse(table_id, keys, grads, is_delta ? PushKind::kDelta : PushKind::kGradient);
+  }
+  Future PushSparse(uint32_t table_id, absl::Span<const int64_t> keys,
+                    absl::Span<const float> grads, PushKind kind);
+  // Pulls the whole dense table (dim floats) into `out`, which must stay valid until the future
+  // completes.
+  Future PullDense(uint32_t table_id, absl::Span<float> out);
+  // Pushes gradients (or deltas) for the whole dense table; copied before this returns.
+  Future PushDense(uint32_t table_id, absl::Span<const float> grads, bool is_delta = false) {
+    return PushDense(table_id, grads, is_delta ? PushKind::kDelta : PushKind::kGradient);
+  }
+  Future PushDense(uint32_t table_id, absl::Span<const float> grads, PushKind kind);
+  // Waits with `num_workers` workers at barrier `name` (served by server 0). The future fails
+  // with DeadlineExceeded when not all arrive within `timeout`.
+  Future Barrier(const std::string& name, uint32_t num_workers, uint32_t worker_id,
+                 absl::Duration timeout);
+  // Sync training's step: waits on every server until all `num_workers` workers arrived, the
+  // last arrival applying the gradients accumulated since the previous step (PushKind
+  // kAccumulate) averaged over the workers not `done`. A worker whose pass ended arrives with
+  // `done` until this returns num_workers (every worker is done). Blocks; DeadlineExceeded
+  // naming the count that arrived when `timeout` passes first.
+  absl::StatusOr<uint32_t> SyncStep(uint32_t num_workers, uint32_t worker_id, bool done,
+                                    absl::Duration timeout);
+
+  // Saves one table (or all, when table_id is empty) on every server into the checkpoint
+  // directory `dirname` (checkpoint.h) and returns the rows written. Two phases: every server
+  // writes its parts, then server 0 commits the manifest; the save becomes visible only when
+  // every server succeeded, and a failure (naming the server, its endpoint and the directory)
+  // leaves the previous checkpoint there loadable. InvalidArgument for an empty dirname.
+  // Without `end_save_cycle` (an export of the values) the save does not count as one for the
+  // next delta save or for shrink (SaveRequest.keep_cycle).
+  absl::StatusOr<uint64_t> Save(const std::string& dirname, std::optional<uint32_t> table_id,
+                                proto::SaveMode mode, bool end_save_cycle = true);
+  // Loads one table (or all) on every server from the checkpoint in `dirname`, whatever number
+  // of servers saved it; returns the rows loaded. Refuses (naming the file, table and what is
+  // wrong) a checkpoint without a committed manifest, with a missing or damaged part, or with a
+  // table of another type or dim.
+  absl::StatusOr<uint64_t> Load(const std::string& dirname, std::optional<uint32_t> table_id);
+  // Drops stale sparse rows on every server (see ShrinkRequest); returns the rows removed.
+  absl::StatusOr<uint64_t> Shrink(uint32_t table_id, uint32_t max_unseen_saves);
+  // Statistics of every table on every server, indexed by server.
+  absl::StatusOr<std::vector<std::vector<proto::TableStats>>> Stats();
+  // OK when every server answers within rpc_timeout.
+  absl::Status Heartbeat();
+  // Asks every server to stop (each finishes the RPCs in flight first). Later calls of this
+  // client, but Close and StopServers, fail at once with Unavailable.
+  absl::Status StopServers();
+
+ private:
+  struct DenseRoute {
+    DenseLayout layout;
+    std::vector<std::vector<uint64_t>> blocks;  // per server, its blocks in increasing order
+    std::vector<size_t> local_size;             // per server
+  };
+
+  enum State { kOpen, kStopped, kClosed };
+
+  explicit PsClient(ClientOptions options);
+  // OK while the client is open; Unavailable naming `what` once closed or stopped.
+  absl::Status CheckUsable(const char* what) const;
+  void WaitForInflight();
+  absl::Status Handshake();
+  absl::Status AdoptConfigs(const std::vector<proto::ServerConfig>& configs);
+  absl::StatusOr<size_t> SparseDim(uint32_t table_id) const;
+  // The server of a key under the sharding function (checked by the caller against the count).
+  uint32_t ServerOf(int64_t key) const;
+  Future FailSharding(const std::shared_ptr<detail::CallState>& state) const;
+  absl::StatusOr<const DenseRoute*> Dense(uint32_t table_id) const;
+  // Starts one RPC to `server` with a deadline of `timeout`; when it completes, on_reply(reply)
+  // runs if it succeeded and the outcome goes to `state`. Takes ownership of `call`.
+  template <class Call, class Start, class OnReply>
+  void Launch(size_t server, std::string what, absl::Duration timeout, Call* call, Start start,
+              std::shared_ptr<detail::CallState> state, OnReply on_reply);
+  // One RPC to every server in parallel, on_reply(server, reply) for each; blocks until all end.
+  template <class Call, class Start, class OnReply>
+  absl::Status CallAll(const std::string& what, absl::Duration timeout, Start start,
+                       const std::function<void(Call*)>& fill, OnReply on_reply);
+  // The same to `servers` only.
+  template <class Call, class Start, class OnReply>
+  absl::Status CallServers(const std::string& what, absl::Duration timeout,
+                           const std::vector<size_t>& servers, Start start,
+                           const std::function<void(Call*)>& fill, OnReply on_reply);
+
+  ClientOptions options_;
+  std::vector<std::shared_ptr<grpc::Channel>> channels_;
+  std::vector<std::unique_ptr<proto::PsService::Stub>> stubs_;
+  absl::flat_hash_map<uint32_t, proto::TableConfig> tables_;
+  absl::flat_hash_map<uint32_t, DenseRoute> dense_;
+  std::shared_ptr<detail::Inflight> inflight_;  // RPCs in flight, shared with their callbacks
+  std::unique_ptr<detail::KeyDedupPool> dedup_pool_;
+  std::atomic<State> state_{kOpen};
+};
+
+}  // namespace fleet::ps

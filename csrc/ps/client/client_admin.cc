@@ -1,0 +1,145 @@
+// PsClient's blocking administrative calls: one RPC to every server, in parallel.
+
+#include <atomic>
+
+#include "ps/client/client.h"
+#include "ps/client/detail/client_call.h"
+#include "ps/save_names.h"
+
+namespace fleet::ps {
+namespace {
+
+using SaveCall = detail::Call<proto::SaveRequest, proto::SaveLoadReply>;
+using CommitCall = detail::Call<proto::CommitSaveRequest, proto::CommitSaveReply>;
+using LoadCall = detail::Call<proto::LoadRequest, proto::SaveLoadReply>;
+using ShrinkCall = detail::Call<proto::ShrinkRequest, proto::ShrinkReply>;
+using StatsCall = detail::Call<proto::StatsRequest, proto::StatsReply>;
+using HeartbeatCall = detail::Call<proto::HeartbeatRequest, proto::HeartbeatReply>;
+using StopCall = detail::Call<proto::StopRequest, proto::StopReply>;
+
+}  // namespace
+
+absl::StatusOr<uint64_t> PsClient::Save(const std::string& dirname,
+                                        std::optional<uint32_t> table_id, proto::SaveMode mode,
+                                        bool end_save_cycle) {
+  if (auto s = CheckUsable("Save"); !s.ok()) return s;
+  if (auto s = CheckDirname(dirname, "Save"); !s.ok()) return s;
+  const std::string save_id = NewSaveId();
+  const std::string what = absl::StrCat("Save to ", dirname);
+  // Phase one: every server writes its parts under the save id.
+  std::vector<std::vector<proto::CheckpointFile>> files(stubs_.size());
+  uint64_t rows = 0;
+  absl::Mutex mu;
+  auto status = CallAll<SaveCall>(
+      what, options_.admin_timeout, FLEET_PS_STARTER(Save),
+      [&](SaveCall* call) {
+        call->request.set_dirname(dirname);
+        call->request.set_all_tables(!table_id.has_value());
+        call->request.set_table_id(table_id.value_or(0));
+        call->request.set_mode(mode);
+        call->request.set_keep_cycle(!end_save_cycle);
+        call->request.set_save_id(save_id);
+      },
+      [&](size_t s, const proto::SaveLoadReply& reply) {
+        absl::MutexLock lock(&mu);
+        rows += reply.rows();
+        files[s].assign(reply.files().begin(), reply.files().end());
+        return absl::OkStatus();
+      });
+  if (!status.ok()) return status;
+  // Phase two: server 0 commits the manifest; only then do the others count the save as done
+  // for their next delta save (so a failed commit leaves every server's delta intact).
+  proto::CommitSaveRequest commit;
+  commit.set_dirname(dirname);
+  commit.set_save_id(save_id);
+  commit.set_num_servers(static_cast<uint32_t>(stubs_.size()));
+  for (auto& server_files : files) {
+    for (auto& file : server_files) *commit.add_files() = std::move(file);
+  }
+  std::vector<size_t> others;
+  for (size_t s = 1; s < stubs_.size(); ++s) others.push_back(s);
+  for (const std::vector<size_t>& servers : {std::vector<size_t>{0}, others}) {
+    status = CallServers<CommitCall>(
+        absl::StrCat("Commit of the save to ", dirname), options_.admin_timeout, servers,
+        FLEET_PS_STARTER(CommitSave),
+        [&](CommitCall* call) {
+          call->request = commit;
+          call->request.set_write_manifest(servers.front() == 0);
+        },
+        [](size_t, const proto::CommitSaveReply&) { return absl::OkStatus(); });
+    if (!status.ok()) return status;
+  }
+  return rows;
+}
+
+absl::StatusOr<uint64_t> PsClient::Load(const std::string& dirname,
+                                        std::optional<uint32_t> table_id) {
+  if (auto s = CheckUsable("Load"); !s.ok()) return s;
+  if (auto s = CheckDirname(dirname, "Load"); !s.ok()) return s;
+  std::atomic<uint64_t> rows{0};
+  auto status = CallAll<LoadCall>(
+      absl::StrCat("Load from ", dirname), options_.admin_timeout, FLEET_PS_STARTER(Load),
+      [&](LoadCall* call) {
+        call->request.set_dirname(dirname);
+        call->request.set_all_tables(!table_id.has_value());
+        call->request.set_table_id(table_id.value_or(0));
+      },
+      [&](size_t, const proto::SaveLoadReply& reply) {
+        rows += reply.rows();
+        return absl::OkStatus();
+      });
+  if (!status.ok()) return status;
+  return rows.load();
+}
+
+absl::StatusOr<uint64_t> PsClient::Shrink(uint32_t table_id, uint32_t max_unseen_saves) {
+  if (auto s = CheckUsable("Shrink"); !s.ok()) return s;
+  std::atomic<uint64_t> removed{0};
+  auto status = CallAll<ShrinkCall>(
+      "Shrink", options_.admin_timeout, FLEET_PS_STARTER(Shrink),
+      [&](ShrinkCall* call) {
+        call->request.set_table_id(table_id);
+        call->request.set_max_unseen_saves(max_unseen_saves);
+      },
+      [&](size_t, const proto::ShrinkReply& reply) {
+        removed += reply.rows_removed();
+        return absl::OkStatus();
+      });
+  if (!status.ok()) return status;
+  return removed.load();
+}
+
+absl::StatusOr<std::vector<std::vector<proto::TableStats>>> PsClient::Stats() {
+  if (auto s = CheckUsable("Stats"); !s.ok()) return s;
+  std::vector<std::vector<proto::TableStats>> stats(stubs_.size());
+  auto status = CallAll<StatsCall>(
+      "Stats", options_.rpc_timeout, FLEET_PS_STARTER(Stats), [](StatsCall*) {},
+      [&](size_t s, const proto::StatsReply& reply) {
+        stats[s].assign(reply.tables().begin(), reply.tables().end());
+        return absl::OkStatus();
+      });
+  if (!status.ok()) return status;
+  return stats;
+}
+
+absl::Status PsClient::Heartbeat() {
+  if (auto s = CheckUsable("Heartbeat"); !s.ok()) return s;
+  return CallAll<HeartbeatCall>(
+      "Heartbeat", options_.rpc_timeout, FLEET_PS_STARTER(Heartbeat), [](HeartbeatCall*) {},
+      [](size_t, const proto::HeartbeatReply&) { return absl::OkStatus(); });
+}
+
+absl::Status PsClient::StopServers() {
+  if (state_.load() == kStopped) return absl::OkStatus();
+  if (auto s = CheckUsable("StopServers"); !s.ok()) return s;
+  auto status = CallAll<StopCall>(
+      "Stop", options_.rpc_timeout, FLEET_PS_STARTER(Stop), [](StopCall*) {},
+      [](size_t, const proto::StopReply&) { return absl::OkStatus(); });
+  if (status.ok()) {
+    State open = kOpen;
+    state_.compare_exchange_strong(open, kStopped);
+  }
+  return status;
+}
+
+}  // namespace fleet::ps

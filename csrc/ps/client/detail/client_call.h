@@ -1,0 +1,99 @@
+#pragma once
+// Internals of PsClient shared by client.cc and client_admin.cc: the state of one RPC, the RPCs
+// in flight, the conversion of RPC outcomes to absl::Status, and the Launch / CallAll member
+// templates that every call goes through.
+
+#include <grpcpp/grpcpp.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "ps/client/client.h"
+
+namespace fleet::ps::detail {
+
+// One RPC: owned by Launch from the start of the call until its callback ends.
+template <class Request, class Reply>
+struct Call {
+  grpc::ClientContext context;
+  Request request;
+  Reply reply;
+};
+
+// Counts the RPCs in flight; each callback holds a reference, so the count outlives the client
+// for as long as a callback still touches it.
+struct Inflight {
+  absl::Mutex mu;
+  int count ABSL_GUARDED_BY(mu) = 0;
+};
+
+// The one place where a gRPC status (transport) and a reply's RpcStatus (application) become an
+// absl::Status; `where` names the call, the server and its endpoint.
+absl::Status CallStatus(const grpc::Status& transport, const proto::RpcStatus& reply,
+                        const std::string& where);
+
+}  // namespace fleet::ps::detail
+
+// Each starts one RPC through the stub's callback interface.
+#define FLEET_PS_STARTER(Method)                                          \
+  [](auto* async, auto* context, auto* request, auto* reply, auto done) { \
+    async->Method(context, request, reply, std::move(done));              \
+  }
+
+namespace fleet::ps {
+
+template <class CallT, class Start, class OnReply>
+void PsClient::Launch(size_t server, std::string what, absl::Duration timeout, CallT* call,
+                      Start start, std::shared_ptr<detail::CallState> state, OnReply on_reply) {
+  call->context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  {
+    absl::MutexLock lock(&inflight_->mu);
+    ++inflight_->count;
+  }
+  std::string where =
+      absl::StrCat(what, " on parameter server ", server, " at ", options_.endpoints[server]);
+  start(stubs_[server]->async(), &call->context, &call->request, &call->reply,
+        [call, where = std::move(where), state = std::move(state), inflight = inflight_,
+         on_reply = std::move(on_reply)](grpc::Status transport) {
+          absl::Status status = detail::CallStatus(transport, call->reply.status(), where);
+          if (status.ok()) {
+            status = on_reply(call->reply);
+            if (!status.ok())
+              status = absl::Status(status.code(), absl::StrCat(where, ": ", status.message()));
+          }
+          delete call;
+          state->Done(std::move(status));
+          absl::MutexLock lock(&inflight->mu);
+          --inflight->count;
+        });
+}
+
+template <class CallT, class Start, class OnReply>
+absl::Status PsClient::CallAll(const std::string& what, absl::Duration timeout, Start start,
+                               const std::function<void(CallT*)>& fill, OnReply on_reply) {
+  std::vector<size_t> servers(stubs_.size());
+  for (size_t s = 0; s < servers.size(); ++s) servers[s] = s;
+  return CallServers<CallT>(what, timeout, servers, start, fill, on_reply);
+}
+
+template <class CallT, class Start, class OnReply>
+absl::Status PsClient::CallServers(const std::string& what, absl::Duration timeout,
+                                   const std::vector<size_t>& servers, Start start,
+                                   const std::function<void(CallT*)>& fill, OnReply on_reply) {
+  if (servers.empty()) return absl::OkStatus();
+  auto state = std::make_shared<detail::CallState>(static_cast<int>(servers.size()));
+  for (size_t s : servers) {
+    auto* call = new CallT;
+    fill(call);
+    Launch(s, what, timeout, call, start, state,
+           [s, &on_reply](const auto& reply) { return on_reply(s, reply); });
+  }
+  // The callbacks reference on_reply: wait for all of them before returning.
+  return state->Wait();
+}
+
+}  // namespace fleet::ps

@@ -1,0 +1,101 @@
+#include "ps/server/detail/grad_accumulator.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace fleet::ps::detail {
+
+GradAccumulator::Sparse& GradAccumulator::SparseOf(uint32_t table_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& slot = sparse_[table_id];
+  if (!slot) slot = std::make_unique<Sparse>();
+  return *slot;
+}
+
+GradAccumulator::Dense& GradAccumulator::DenseOf(uint32_t table_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& slot = dense_[table_id];
+  if (!slot) slot = std::make_unique<Dense>();
+  return *slot;
+}
+
+absl::Status GradAccumulator::AddSparse(uint32_t table_id, absl::Span<const int64_t> keys,
+                                        absl::Span<const float> grads) {
+  auto table = tables_->Sparse(table_id);
+  if (!table.ok()) return table.status();
+  const size_t dim = (*table)->dim();
+  if (grads.size() != keys.size() * dim) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sparse table ", table_id, ": ", keys.size(), " keys of dim ", dim, " need ",
+                     keys.size() * dim, " gradients, got ", grads.size()));
+  }
+  if (!AllFinite(grads)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "sparse table ", table_id, ": gradients contain NaN or infinity; push rejected"));
+  }
+  Sparse& acc = SparseOf(table_id);
+  std::lock_guard<std::mutex> lock(acc.mu);
+  acc.dim = dim;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    auto [it, inserted] = acc.row_of.try_emplace(keys[i], static_cast<uint32_t>(acc.keys.size()));
+    if (inserted) {
+      acc.keys.push_back(keys[i]);
+      acc.sums.insert(acc.sums.end(), grads.begin() + i * dim, grads.begin() + (i + 1) * dim);
+    } else {
+      float* sum = acc.sums.data() + static_cast<size_t>(it->second) * dim;
+      const float* g = grads.data() + i * dim;
+      for (size_t j = 0; j < dim; ++j) sum[j] += g[j];
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GradAccumulator::AddDense(uint32_t table_id, absl::Span<const float> grads) {
+  auto table = tables_->Dense(table_id);
+  if (!table.ok()) return table.status();
+  if (grads.size() != (*table)->local_size()) {
+    return absl::InvalidArgumentError(absl::StrCat("dense table ", table_id, ": this server holds ",
+                                                   (*table)->local_size(),
+                                                   " floats, the push sent ", grads.size()));
+  }
+  if (!AllFinite(grads)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "dense table ", table_id, ": gradients contain NaN or infinity; push rejected"));
+  }
+  Dense& acc = DenseOf(table_id);
+  std::lock_guard<std::mutex> lock(acc.mu);
+  if (!acc.any) {
+    acc.sums.assign(grads.begin(), grads.end());
+    acc.any = true;
+  } else {
+    for (size_t i = 0; i < grads.size(); ++i) acc.sums[i] += grads[i];
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GradAccumulator::ApplyAll(float scale) {
+  std::lock_guard<std::mutex> lock(mu_);
+  absl::Status first;
+  for (auto& [table_id, acc] : sparse_) {
+    std::lock_guard<std::mutex> entry_lock(acc->mu);
+    if (acc->keys.empty()) continue;
+    for (float& g : acc->sums) g *= scale;
+    auto table = tables_->Sparse(table_id);
+    absl::Status s = table.ok() ? (*table)->Push(acc->keys, acc->sums, false) : table.status();
+    if (first.ok() && !s.ok()) first = s;
+    acc->keys.clear();
+    acc->sums.clear();
+    acc->row_of.clear();
+  }
+  for (auto& [table_id, acc] : dense_) {
+    std::lock_guard<std::mutex> entry_lock(acc->mu);
+    if (!acc->any) continue;
+    for (float& g : acc->sums) g *= scale;
+    auto table = tables_->Dense(table_id);
+    absl::Status s = table.ok() ? (*table)->Push(acc->sums, false) : table.status();
+    if (first.ok() && !s.ok()) first = s;
+    acc->any = false;
+  }
+  return first;
+}
+
+}  // namespace fleet::ps::detail

@@ -1,0 +1,206 @@
+#include "ps/server/detail/service.h"
+
+#include <cstring>
+#include <new>
+
+#include "absl/strings/str_cat.h"
+#include "ps/server/detail/payload.h"
+
+namespace fleet::ps::detail {
+namespace {
+
+void SetStatus(proto::RpcStatus* out, const absl::Status& status) {
+  out->set_code(static_cast<int32_t>(status.code()));
+  out->set_message(std::string(status.message()));
+}
+
+// Resizes `bytes` to `floats` floats and returns them as a writable span.
+absl::Span<float> FloatBuffer(std::string* bytes, size_t floats) {
+  bytes->resize(floats * sizeof(float));
+  return absl::Span<float>(reinterpret_cast<float*>(bytes->data()), floats);
+}
+
+// Runs a handler's body. A table that grows past the memory the process may have throws
+// std::bad_alloc (rows, index or slab); here that becomes this call's RESOURCE_EXHAUSTED
+// instead of an exception that would end the server. The table is left consistent (a store
+// allocates before it changes anything), but a push may have updated some of its rows.
+template <class Fn>
+auto Guarded(const char* rpc, Fn&& body) -> decltype(body()) {
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    return decltype(body())(absl::ResourceExhaustedError(absl::StrCat(
+        rpc,
+        ": the server ran out of memory (its tables hold as many rows as the process may "
+        "have: add servers, shrink the tables or raise the memory limit); a push may have "
+        "applied part of its rows")));
+  }
+}
+
+}  // namespace
+
+PsServiceImpl::PsServiceImpl(TableSet* tables, BarrierSet* barriers, std::function<void()> on_stop)
+    : tables_(tables),
+      barriers_(barriers),
+      accumulator_(tables),
+      on_stop_(std::move(on_stop)),
+      started_(absl::Now()) {}
+
+grpc::Status PsServiceImpl::PullSparse(grpc::ServerContext*,
+                                       const proto::PullSparseRequest* request,
+                                       proto::PullSparseReply* reply) {
+  reply->set_table_id(request->table_id());
+  absl::Status status = Guarded("PullSparse", [&]() -> absl::Status {
+    auto table = tables_->Sparse(request->table_id());
+    if (!table.ok()) return table.status();
+    auto keys = BytesAs<int64_t>(request->keys(), "keys");
+    if (!keys.ok()) return keys.status();
+    return (*table)->Pull(*keys,
+                          FloatBuffer(reply->mutable_values(), keys->size() * (*table)->dim()));
+  });
+  if (!status.ok()) reply->clear_values();
+  SetStatus(reply->mutable_status(), status);
+  return grpc::Status::OK;
+}
+
+grpc::Status PsServiceImpl::PushSparse(grpc::ServerContext*,
+                                       const proto::PushSparseRequest* request,
+                                       proto::PushReply* reply) {
+  reply->set_table_id(request->table_id());
+  absl::Status status = Guarded("PushSparse", [&]() -> absl::Status {
+    auto table = tables_->Sparse(request->table_id());
+    if (!table.ok()) return table.status();
+    auto keys = BytesAs<int64_t>(request->keys(), "keys");
+    if (!keys.ok()) return keys.status();
+    auto grads = BytesAs<float>(request->grads(), "grads");
+    if (!grads.ok()) return grads.status();
+    if (request->accumulate()) return accumulator_.AddSparse(request->table_id(), *keys, *grads);
+    return (*table)->Push(*keys, *grads, request->is_delta());
+  });
+  SetStatus(reply->mutable_status(), status);
+  return grpc::Status::OK;
+}
+
+grpc::Status PsServiceImpl::PullDense(grpc::ServerContext*, const proto::PullDenseRequest* request,
+                                      proto::PullDenseReply* reply) {
+  reply->set_table_id(request->table_id());
+  absl::Status status = Guarded("PullDense", [&]() -> absl::Status {
+    auto table = tables_->Dense(request->table_id());
+    if (!table.ok()) return table.status();
+    return (*table)->Pull(FloatBuffer(reply->mutable_values(), (*table)->local_size()));
+  });
+  if (!status.ok()) reply->clear_values();
+  SetStatus(reply->mutable_status(), status);
+  return grpc::Status::OK;
+}
+
+grpc::Status PsServiceImpl::PushDense(grpc::ServerContext*, const proto::PushDenseRequest* request,
+                                      proto::PushReply* reply) {
+  reply->set_table_id(request->table_id());
+  absl::Status status = Guarded("PushDense", [&]() -> absl::Status {
+    auto table = tables_->Dense(request->table_id());
+    if (!table.ok()) return table.status();
+    auto grads = BytesAs<float>(request->grads(), "grads");
+    if (!grads.ok()) return grads.status();
+    if (request->initialize()) return (*table)->Initialize(*grads).status();
+    if (request->accumulate()) return accumulator_.AddDense(request->table_id(), *grads);
+    return (*table)->Push(*grads, request->is_delta());
+  });
+  SetStatus(reply->mutable_status(), status);
+  return grpc::Status::OK;
+}
+
+grpc::Status PsServiceImpl::Barrier(grpc::ServerContext*, const proto::BarrierRequest* request,
+                                    proto::BarrierReply* reply) {
+  const absl::Duration timeout = absl::Milliseconds(request->timeout_ms());
+  if (!request->apply_accumulated()) {
+    SetStatus(reply->mutable_status(), barriers_->Arrive(request->name(), request->num_workers(),
+                                                         request->worker_id(), timeout));
+    return grpc::Status::OK;
+  }
+  const uint32_t num_workers = request->num_workers();
+  uint32_t done_workers = 0;
+  absl::Status status = barriers_->ArriveAndRun(
+      request->name(), num_workers, request->worker_id(), timeout, request->done(),
+      [this, num_workers](uint32_t done) {
+        // The workers still training contributed this step; finished ones sent nothing.
+        const uint32_t contributors = num_workers - done;
+        if (contributors == 0) return absl::OkStatus();
+        return accumulator_.ApplyAll(1.0f / static_cast<float>(contributors));
+      },
+      &done_workers);
+  reply->set_done_workers(done_workers);
+  SetStatus(reply->mutable_status(), status);
+  return grpc::Status::OK;
+}
+
+grpc::Status PsServiceImpl::Save(grpc::ServerContext*, const proto::SaveRequest* request,
+                                 proto::SaveLoadReply* reply) {
+  reply->set_table_id(request->table_id());
+  auto files = Guarded("Save", [&] {
+    return tables_->Save(request->dirname(), request->all_tables(), request->table_id(),
+                         request->mode(), request->save_id(), !request->keep_cycle());
+  });
+  if (files.ok()) {
+    uint64_t rows = 0;
+    for (auto& file : *files) {
+      rows += file.rows();
+      *reply->add_files() = std::move(file);
+    }
+    reply->set_rows(rows);
+  }
+  SetStatus(reply->mutable_status(), files.status());
+  return grpc::Status::OK;
+}
+
+grpc::Status PsServiceImpl::CommitSave(grpc::ServerContext*,
+                                       const proto::CommitSaveRequest* request,
+                                       proto::CommitSaveReply* reply) {
+  SetStatus(reply->mutable_status(), tables_->CommitSave(*request));
+  return grpc::Status::OK;
+}
+
+grpc::Status PsServiceImpl::Load(grpc::ServerContext*, const proto::LoadRequest* request,
+                                 proto::SaveLoadReply* reply) {
+  reply->set_table_id(request->table_id());
+  auto rows = Guarded("Load", [&] {
+    return tables_->Load(request->dirname(), request->all_tables(), request->table_id());
+  });
+  if (rows.ok()) reply->set_rows(*rows);
+  SetStatus(reply->mutable_status(), rows.status());
+  return grpc::Status::OK;
+}
+
+grpc::Status PsServiceImpl::Shrink(grpc::ServerContext*, const proto::ShrinkRequest* request,
+                                   proto::ShrinkReply* reply) {
+  reply->set_table_id(request->table_id());
+  auto removed = Guarded(
+      "Shrink", [&] { return tables_->Shrink(request->table_id(), request->max_unseen_saves()); });
+  if (removed.ok()) reply->set_rows_removed(*removed);
+  SetStatus(reply->mutable_status(), removed.status());
+  return grpc::Status::OK;
+}
+
+grpc::Status PsServiceImpl::Stats(grpc::ServerContext*, const proto::StatsRequest*,
+                                  proto::StatsReply* reply) {
+  for (auto& stats : tables_->Stats()) *reply->add_tables() = std::move(stats);
+  SetStatus(reply->mutable_status(), absl::OkStatus());
+  return grpc::Status::OK;
+}
+
+grpc::Status PsServiceImpl::Heartbeat(grpc::ServerContext*, const proto::HeartbeatRequest*,
+                                      proto::HeartbeatReply* reply) {
+  *reply->mutable_config() = tables_->config();
+  reply->set_uptime_ms(absl::ToInt64Milliseconds(absl::Now() - started_));
+  SetStatus(reply->mutable_status(), absl::OkStatus());
+  return grpc::Status::OK;
+}
+
+grpc::Status PsServiceImpl::Stop(grpc::ServerContext*, const proto::StopRequest*,
+                                 proto::StopReply* reply) {
+  on_stop_();
+  SetStatus(reply->mutable_status(), absl::OkStatus());
+  return grpc::Status::OK;
+}
+
+}  // namespace fleet::ps::detail

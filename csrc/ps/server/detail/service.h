@@ -1,0 +1,53 @@
+#pragma once
+// The gRPC face of a server: decodes payload bytes, calls the tables, and reports the outcome
+// in each reply's RpcStatus (the gRPC status stays OK unless the transport fails).
+
+#include <functional>
+
+#include "absl/time/time.h"
+#include "fleet/ps/ps.grpc.pb.h"
+#include "ps/server/detail/barrier.h"
+#include "ps/server/detail/grad_accumulator.h"
+#include "ps/server/detail/table_set.h"
+
+namespace fleet::ps::detail {
+
+class PsServiceImpl final : public proto::PsService::Service {
+ public:
+  // `on_stop` runs on a Stop RPC (it must not block on the RPCs in flight).
+  PsServiceImpl(TableSet* tables, BarrierSet* barriers, std::function<void()> on_stop);
+
+  grpc::Status PullSparse(grpc::ServerContext*, const proto::PullSparseRequest* request,
+                          proto::PullSparseReply* reply) override;
+  grpc::Status PushSparse(grpc::ServerContext*, const proto::PushSparseRequest* request,
+                          proto::PushReply* reply) override;
+  grpc::Status PullDense(grpc::ServerContext*, const proto::PullDenseRequest* request,
+                         proto::PullDenseReply* reply) override;
+  grpc::Status PushDense(grpc::ServerContext*, const proto::PushDenseRequest* request,
+                         proto::PushReply* reply) override;
+  grpc::Status Barrier(grpc::ServerContext*, const proto::BarrierRequest* request,
+                       proto::BarrierReply* reply) override;
+  grpc::Status Save(grpc::ServerContext*, const proto::SaveRequest* request,
+                    proto::SaveLoadReply* reply) override;
+  grpc::Status CommitSave(grpc::ServerContext*, const proto::CommitSaveRequest* request,
+                          proto::CommitSaveReply* reply) override;
+  grpc::Status Load(grpc::ServerContext*, const proto::LoadRequest* request,
+                    proto::SaveLoadReply* reply) override;
+  grpc::Status Shrink(grpc::ServerContext*, const proto::ShrinkRequest* request,
+                      proto::ShrinkReply* reply) override;
+  grpc::Status Stats(grpc::ServerContext*, const proto::StatsRequest* request,
+                     proto::StatsReply* reply) override;
+  grpc::Status Heartbeat(grpc::ServerContext*, const proto::HeartbeatRequest* request,
+                         proto::HeartbeatReply* reply) override;
+  grpc::Status Stop(grpc::ServerContext*, const proto::StopRequest* request,
+                    proto::StopReply* reply) override;
+
+ private:
+  TableSet* tables_;
+  BarrierSet* barriers_;
+  GradAccumulator accumulator_;  // sync training's pending gradients
+  std::function<void()> on_stop_;
+  absl::Time started_;
+};
+
+}  // namespace fleet::ps::detail

@@ -1,0 +1,245 @@
+#include "ps/table/dense_table.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "ps/table/detail/memory.h"
+#include "ps/table/detail/overflow_guard.h"
+#include "ps/table/sparse_table.h"
+
+namespace fleet::ps {
+
+uint64_t DenseTable::EstimateBytes(const proto::TableConfig& config, uint32_t num_servers) {
+  auto rule = MakeUpdateRule(config.optimizer());
+  if (!rule.ok() || num_servers == 0) return UINT64_MAX;
+  DenseLayout layout;
+  layout.dim = config.dim();
+  layout.block_size =
+      config.dense_block_size() == 0 ? kDefaultDenseBlockSize : config.dense_block_size();
+  const uint64_t blocks = layout.num_blocks();
+  const uint64_t local_blocks = (blocks + num_servers - 1) / num_servers;
+  const uint64_t block_floats = layout.block_size + (*rule)->StateDim(layout.block_size);
+  // Per local block: its floats and the Block with its heap overhead; per block: local_of_.
+  const long double bytes =
+      static_cast<long double>(local_blocks) * (block_floats * sizeof(float) + sizeof(Block) + 64) +
+      static_cast<long double>(blocks) * sizeof(int64_t);
+  return bytes >= 1.8e19L ? UINT64_MAX : static_cast<uint64_t>(bytes);
+}
+
+absl::StatusOr<std::unique_ptr<DenseTable>> DenseTable::Create(
+    const proto::TableConfig& config, uint32_t server_index, uint32_t num_servers,
+    const BlockShardFn& block_to_server) {
+  const std::string name =
+      absl::StrCat("dense table ", config.table_id(), " '", config.name(), "'");
+  if (config.type() != proto::DENSE) {
+    return absl::InvalidArgumentError(absl::StrCat(name, ": config type is not DENSE"));
+  }
+  if (config.dim() == 0) return absl::InvalidArgumentError(absl::StrCat(name, ": dim is 0"));
+  if (num_servers == 0 || server_index >= num_servers) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, ": server ", server_index, " of ", num_servers, " does not exist"));
+  }
+  auto rule = MakeUpdateRule(config.optimizer());
+  if (!rule.ok())
+    return absl::InvalidArgumentError(absl::StrCat(name, ": ", rule.status().message()));
+  auto init = Initializer::Create(config.initializer());
+  if (!init.ok())
+    return absl::InvalidArgumentError(absl::StrCat(name, ": ", init.status().message()));
+  if (auto s = detail::CheckOverflowConfig(config, name); !s.ok()) return s;
+  if (auto s = detail::CheckMemory(EstimateBytes(config, num_servers),
+                                   absl::StrCat(name, " (dim ", config.dim(), ")"));
+      !s.ok()) {
+    return s;
+  }
+
+  std::unique_ptr<DenseTable> table(new DenseTable(config, std::move(*rule)));
+  const DenseLayout& layout = table->layout_;
+  table->local_of_.assign(layout.num_blocks(), -1);
+  for (uint64_t b = 0; b < layout.num_blocks(); ++b) {
+    if (block_to_server(b, num_servers) != server_index) continue;
+    auto block = std::make_unique<Block>();
+    block->index = b;
+    block->offset = table->local_size_;
+    block->length = layout.BlockLength(b);
+    block->data.resize(block->length + table->rule_->StateDim(block->length));
+    init->Fill(0, layout.BlockBegin(b), block->length, block->data.data());
+    table->rule_->InitState(block->length, block->data.data() + block->length);
+    table->local_size_ += block->length;
+    table->local_of_[b] = static_cast<int64_t>(table->blocks_.size());
+    table->blocks_.push_back(std::move(block));
+  }
+  return table;
+}
+
+DenseTable::DenseTable(const proto::TableConfig& config, std::unique_ptr<UpdateRule> rule)
+    : config_(config), rule_(std::move(rule)) {
+  layout_.dim = config.dim();
+  layout_.block_size =
+      config.dense_block_size() == 0 ? kDefaultDenseBlockSize : config.dense_block_size();
+}
+
+std::string DenseTable::Name() const {
+  return absl::StrCat("dense table ", config_.table_id(), " '", config_.name(), "'");
+}
+
+absl::Status DenseTable::Pull(absl::Span<float> out) const {
+  if (out.size() != local_size_) {
+    return absl::InvalidArgumentError(absl::StrCat(Name(), ": this server holds ", local_size_,
+                                                   " floats, the pull asked for ", out.size()));
+  }
+  for (const auto& block : blocks_) {
+    std::lock_guard<std::mutex> lock(block->mu);
+    std::memcpy(out.data() + block->offset, block->data.data(), block->length * sizeof(float));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DenseTable::Push(absl::Span<const float> grads, bool is_delta) {
+  const char* what = is_delta ? "deltas" : "gradients";
+  if (grads.size() != local_size_) {
+    return absl::InvalidArgumentError(absl::StrCat(Name(), ": this server holds ", local_size_,
+                                                   " floats, the push sent ", grads.size(), " ",
+                                                   what));
+  }
+  if (!AllFinite(grads)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(Name(), ": ", what, " contain NaN or infinity; push rejected"));
+  }
+  pristine_.store(false);
+  detail::OverflowGuard guard(config_.overflow());
+  uint64_t refused = 0;
+  uint64_t first_block = 0;
+  for (auto& block : blocks_) {
+    std::lock_guard<std::mutex> lock(block->mu);
+    float* w = block->data.data();
+    const float* g = grads.data() + block->offset;
+    guard.Keep(w, block->data.size());
+    if (is_delta) {
+      for (size_t i = 0; i < block->length; ++i) w[i] += g[i];
+    } else {
+      rule_->Update(block->length, w, w + block->length, g);
+    }
+    if (!guard.Check(w, block->data.size()) && refused++ == 0) first_block = block->index;
+  }
+  if (refused == 0) return absl::OkStatus();
+  return absl::OutOfRangeError(
+      absl::StrCat(Name(), ": the update of block ", first_block, " (elements from ",
+                   layout_.BlockBegin(first_block), ")",
+                   refused > 1 ? absl::StrCat(" and ", refused - 1, " other blocks") : "",
+                   " would take a weight or optimizer state past ", guard.bound(),
+                   " (float overflow from finite ", what,
+                   "); those blocks were left as they were, the rest "
+                   "of the push was applied"));
+}
+
+absl::StatusOr<bool> DenseTable::Initialize(absl::Span<const float> values) {
+  if (values.size() != local_size_) {
+    return absl::InvalidArgumentError(absl::StrCat(Name(), ": this server holds ", local_size_,
+                                                   " floats, the initial values have ",
+                                                   values.size()));
+  }
+  if (!AllFinite(values)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(Name(), ": initial values contain NaN or infinity; rejected"));
+  }
+  if (!pristine_.exchange(false)) return false;
+  for (auto& block : blocks_) {
+    std::lock_guard<std::mutex> lock(block->mu);
+    std::memcpy(block->data.data(), values.data() + block->offset, block->length * sizeof(float));
+  }
+  return true;
+}
+
+absl::StatusOr<uint64_t> DenseTable::Save(const std::string& path) const {
+  TableFileHeader header = NewTableFileHeader();
+  header.table_id = id();
+  header.table_type = proto::DENSE;
+  header.save_mode = proto::BASE;
+  header.rule = config_.optimizer().rule_case();
+  header.block_size = static_cast<uint32_t>(layout_.block_size);
+  header.dim = layout_.dim;
+  auto writer = TableFileWriter::Open(path, header);
+  if (!writer.ok()) return writer.status();
+  for (const auto& block : blocks_) {
+    std::lock_guard<std::mutex> lock(block->mu);
+    const int64_t key = static_cast<int64_t>(block->index);
+    if (auto s = (*writer)->Append(&key, sizeof(key)); !s.ok()) return s;
+    if (auto s = (*writer)->Append(block->data.data(), block->data.size() * sizeof(float));
+        !s.ok()) {
+      return s;
+    }
+  }
+  if (auto s = (*writer)->Finish(blocks_.size()); !s.ok()) return s;
+  return blocks_.size();
+}
+
+absl::Status DenseTable::ReadPart(TableFileReader* part, std::vector<bool>* seen,
+                                  uint64_t* loaded) {
+  std::vector<float> skip;
+  for (uint64_t r = 0; r < part->header().row_count; ++r) {
+    int64_t key;
+    if (auto s = part->Read(&key, sizeof(key)); !s.ok()) return s;
+    if (key < 0 || static_cast<uint64_t>(key) >= layout_.num_blocks()) {
+      return absl::DataLossError(absl::StrCat(part->path(), ": block ", key, " out of range"));
+    }
+    const size_t length = layout_.BlockLength(key);
+    const size_t floats = length + rule_->StateDim(length);
+    const int64_t local = local_of_[key];
+    if (local < 0) {
+      skip.resize(floats);
+      if (auto s = part->Read(skip.data(), floats * sizeof(float)); !s.ok()) return s;
+      continue;
+    }
+    Block& block = *blocks_[local];
+    std::lock_guard<std::mutex> lock(block.mu);
+    if (auto s = part->Read(block.data.data(), floats * sizeof(float)); !s.ok()) return s;
+    (*seen)[local] = true;
+    ++*loaded;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> DenseTable::Load(absl::Span<TableFileReader* const> parts) {
+  for (TableFileReader* part : parts) {
+    const TableFileHeader& h = part->header();
+    if (h.table_id != id() || h.table_type != proto::DENSE || h.dim != layout_.dim ||
+        h.block_size != layout_.block_size ||
+        h.rule != static_cast<uint32_t>(config_.optimizer().rule_case())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          part->path(), " holds table ", h.table_id, " (type ", h.table_type, ", dim ", h.dim,
+          ", block ", h.block_size, ", rule ", h.rule, "); ", Name(), " expects dim ", layout_.dim,
+          ", block ", layout_.block_size, ", rule ", config_.optimizer().rule_case()));
+    }
+  }
+  // A dense part is small: one opened to be checked while reading is checked whole here, before
+  // any block changes (no-op for a part already checked).
+  for (TableFileReader* part : parts) {
+    if (auto s = part->CheckNow(); !s.ok()) return s;
+  }
+  pristine_.store(false);  // loaded values are never replaced by a worker's start-up values
+  std::vector<bool> seen(blocks_.size(), false);
+  uint64_t loaded = 0;
+  for (TableFileReader* part : parts) {
+    if (auto s = ReadPart(part, &seen, &loaded); !s.ok()) return s;
+  }
+  for (size_t i = 0; i < blocks_.size(); ++i) {
+    if (!seen[i]) {
+      return absl::NotFoundError(
+          absl::StrCat(Name(), ": block ", blocks_[i]->index, " is in none of the loaded parts"));
+    }
+  }
+  return loaded;
+}
+
+proto::TableStats DenseTable::Stats() const {
+  proto::TableStats stats;
+  stats.set_table_id(id());
+  stats.set_type(proto::DENSE);
+  stats.set_rows(blocks_.size());
+  uint64_t bytes = local_of_.capacity() * sizeof(int64_t);
+  for (const auto& block : blocks_) bytes += sizeof(Block) + block->data.capacity() * sizeof(float);
+  stats.set_bytes(bytes);
+  return stats;
+}
+
+}  // namespace fleet::ps

@@ -1,0 +1,87 @@
+#pragma once
+// A dense table: `dim` floats cut into blocks of `dense_block_size`, each block living on one
+// server (sharding.h; round robin by default). This object holds one server's blocks, each as
+// [values | update-rule state] under its own lock, and exchanges them as one flat vector: the
+// server's blocks concatenated in increasing block order ("local order").
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "fleet/ps/ps.pb.h"
+#include "ps/sharding.h"
+#include "ps/table/initializer.h"
+#include "ps/table/table_file.h"
+#include "ps/table/update_rule.h"
+
+namespace fleet::ps {
+
+class DenseTable {
+ public:
+  // The blocks of server `server_index` of `num_servers` under `block_to_server`, initialised
+  // with the initializer (element i of the table is element i of key 0). InvalidArgument naming
+  // the table for a wrong type, a zero dim or a bad optimizer/initializer; ResourceExhausted
+  // when its blocks need more memory than is available (checked before allocating).
+  static absl::StatusOr<std::unique_ptr<DenseTable>> Create(const proto::TableConfig& config,
+                                                            uint32_t server_index,
+                                                            uint32_t num_servers,
+                                                            const BlockShardFn& block_to_server);
+
+  // Bytes the blocks of server `server_index` of `num_servers` would take (for block sharding
+  // that spreads blocks evenly, as round robin does), without allocating. UINT64_MAX when the
+  // config is too large to count or invalid.
+  static uint64_t EstimateBytes(const proto::TableConfig& config, uint32_t num_servers);
+
+  uint32_t id() const { return config_.table_id(); }
+  const proto::TableConfig& config() const { return config_; }
+  const DenseLayout& layout() const { return layout_; }
+  // Floats this server holds (the sum of its block lengths).
+  size_t local_size() const { return local_size_; }
+
+  // Copies this server's values, in local order, to out (local_size floats). Thread-safe.
+  absl::Status Pull(absl::Span<float> out) const;
+  // Applies gradients (or adds deltas) given in local order. Thread-safe. InvalidArgument, with
+  // the table unchanged, for a size mismatch or a NaN or infinite value.
+  absl::Status Push(absl::Span<const float> grads, bool is_delta);
+  // Sets the values (local order) while the table still holds its initial ones (never pushed to,
+  // initialised or loaded); afterwards does nothing. Returns whether it set them. Thread-safe.
+  absl::StatusOr<bool> Initialize(absl::Span<const float> values);
+
+  // Writes this server's blocks (values and state) to `path` as a base part: dense tables always
+  // save every block. Returns the blocks written.
+  absl::StatusOr<uint64_t> Save(const std::string& path) const;
+  // Reads the blocks this server owns from parts written on any number of servers (same dim,
+  // block size and update rule, checked before anything changes). NotFound when one of its
+  // blocks is in no part. Returns the blocks loaded.
+  absl::StatusOr<uint64_t> Load(absl::Span<TableFileReader* const> parts);
+
+  proto::TableStats Stats() const;
+
+ private:
+  struct Block {
+    uint64_t index;  // global block index
+    size_t offset;   // of its values in local order
+    size_t length;   // values (the state follows them in `data`)
+    mutable std::mutex mu;
+    std::vector<float> data;
+  };
+
+  DenseTable(const proto::TableConfig& config, std::unique_ptr<UpdateRule> rule);
+  std::string Name() const;
+  absl::Status ReadPart(TableFileReader* part, std::vector<bool>* seen, uint64_t* loaded);
+
+  proto::TableConfig config_;
+  std::unique_ptr<UpdateRule> rule_;
+  DenseLayout layout_;
+  size_t local_size_ = 0;
+  std::atomic<bool> pristine_{true};            // see Initialize
+  std::vector<std::unique_ptr<Block>> blocks_;  // increasing index
+  std::vector<int64_t> local_of_;               // global block -> position in blocks_, or -1
+};
+
+}  // namespace fleet::ps

@@ -1,0 +1,189 @@
+#pragma once
+// A sparse table: rows of `dim` floats addressed by int64 keys (the whole range, negatives
+// included), created on first pull with the table's initializer, updated by its update rule.
+//
+// Rows are spread over shards (by a hash of the key independent of the server sharding), each
+// with its own lock, so that many RPC threads pull and push in parallel; a request locks each
+// shard it touches once. A row stores its value and its update-rule state contiguously
+// (detail::RowStore), plus a save-cycle stamp used by delta saves and shrink.
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "fleet/ps/ps.pb.h"
+#include "ps/table/detail/overflow_guard.h"
+#include "ps/table/detail/row_store.h"
+#include "ps/table/initializer.h"
+#include "ps/table/table_file.h"
+#include "ps/table/update_rule.h"
+
+namespace fleet::ps {
+
+class SparseTable {
+ public:
+  // InvalidArgument naming the table for a wrong type, a zero dim or a bad optimizer/initializer.
+  static absl::StatusOr<std::unique_ptr<SparseTable>> Create(const proto::TableConfig& config);
+
+  uint32_t id() const { return config_.table_id(); }
+  size_t dim() const { return dim_; }
+  // Floats per row: value then update-rule state.
+  size_t row_width() const { return width_; }
+  const proto::TableConfig& config() const { return config_; }
+  // The current save cycle (stamped on rows changed now); each save or load ends one.
+  uint32_t epoch() const { return epoch_.load(); }
+
+  // Copies the value of keys[i] to out[i * dim, (i + 1) * dim). Missing rows are created with
+  // the initializer; while the count filter holds a key back, its value reads as zeros. Keys may
+  // repeat. Thread-safe. InvalidArgument when out has the wrong size.
+  absl::Status Pull(absl::Span<const int64_t> keys, absl::Span<float> out);
+
+  // Applies grads[i * dim, (i + 1) * dim) to keys[i] through the update rule, or, with is_delta
+  // (GEO), adds them to the value. Missing rows are created first, unless the count filter holds
+  // them back (then the gradient is dropped). Repeated keys are applied in order. Thread-safe.
+  // InvalidArgument, with the table unchanged, for a size mismatch or a NaN or infinite value.
+  // A row whose update would leave a value or state out of range (TableConfig.overflow) is left
+  // as it was (or clipped, as configured); the other rows are applied and the push returns
+  // OutOfRange naming the table and the first such key.
+  absl::Status Push(absl::Span<const int64_t> keys, absl::Span<const float> grads, bool is_delta);
+
+  // Writes every row (BASE) or the rows created or changed since the previous successful save
+  // (DELTA) to `path` (see table_file.h) and returns how many. Ends the current save cycle.
+  // Pushes may run meanwhile; a row pushed during the save is also in the next delta.
+  absl::StatusOr<uint64_t> Save(const std::string& path, proto::SaveMode mode);
+  // Save in two steps, for a checkpoint that counts only once every server wrote its part
+  // (checkpoint.h): WritePart writes like Save and sets *cycle to the save cycle it ended; the
+  // next delta save starts after that cycle only once CommitCycle(*cycle) is called, so a
+  // delta save after an uncommitted one still holds the rows of both.
+  // Without `end_cycle` (an export) the save cycle goes on: rows keep their stamps, the next
+  // delta save and shrink do not see this write (and *cycle is left alone).
+  absl::StatusOr<uint64_t> WritePart(const std::string& path, proto::SaveMode mode, uint32_t* cycle,
+                                     bool end_cycle = true);
+  void CommitCycle(uint32_t cycle);
+
+  // Loads parts written by Save (on any number of servers): checks that every part belongs to
+  // this table (id, dim, update rule) before changing anything, clears the table when a base
+  // part is present, then applies the parts in order, keeping the keys for which keep(key) is
+  // true (all keys without it). Returns the rows loaded. Ends the current save cycle, so that
+  // the next delta save holds only what changed after the load. Not meant to run beside pushes.
+  // Parts opened with TableFileReader::Check::kWhileReading are checked as their records load,
+  // saving a pass over each, when the table is empty; into a table that holds rows they are
+  // checked whole before anything changes, so a damaged part leaves the table as it was either
+  // way. A load that fails once rows changed (a part found damaged as it loaded, no memory left)
+  // empties the table, never leaving it partly loaded, and its error says so.
+  absl::StatusOr<uint64_t> Load(absl::Span<TableFileReader* const> parts,
+                                absl::FunctionRef<bool(int64_t)> keep);
+  absl::StatusOr<uint64_t> Load(absl::Span<TableFileReader* const> parts);
+  // Rows in all shards. Thread-safe.
+  uint64_t RowCount() const;
+  // Drops every row (the state of a fresh table). Not meant to run beside pushes.
+  void Clear();
+
+  // Drops the rows last created or changed more than `max_unseen_saves` saves ago (0 drops
+  // every row untouched since the previous save). Returns how many. Thread-safe.
+  uint64_t Shrink(uint32_t max_unseen_saves);
+
+  // Row count, memory held and keys pending in the count filter. Thread-safe.
+  proto::TableStats Stats() const;
+
+ private:
+  struct alignas(64) Shard {
+    explicit Shard(size_t width) : rows(width) {}
+    mutable std::mutex mu;
+    detail::RowStore rows;
+    absl::flat_hash_map<int64_t, uint32_t> pending;  // count filter: pulls seen so far
+  };
+  // A request's keys sorted by shard and, within a shard, by the top bits of their hash (stable,
+  // so repeats of a key keep their order), with their hashes and request positions, so that
+  // each shard is locked once and its keys are read sequentially. Reused across requests
+  // (see AcquireGroups) so that large requests do not fault in fresh pages each time.
+  struct Groups {
+    std::vector<int64_t> keys;
+    std::vector<uint64_t> hashes;
+    std::vector<uint32_t> order;         // position of keys[j] in the request
+    std::vector<uint32_t> begin;         // shard s holds [begin[s], begin[s + 1])
+    std::vector<uint64_t> hash_of;       // scratch: per request position
+    std::vector<uint32_t> bucket_of;     // scratch: per request position
+    std::vector<uint32_t> bucket_begin;  // scratch: counting sort by (shard, index position)
+    std::vector<uint32_t> candidates;    // scratch: RowStore::ProbeCandidates, per keys[j]
+    std::vector<uint32_t> missing;       // scratch: the j of one shard's absent keys
+  };
+
+  SparseTable(const proto::TableConfig& config, std::unique_ptr<UpdateRule> rule,
+              Initializer initializer);
+  // The shard of a row: the low 32 bits of its RowStore hash modulo the shard count (the index
+  // uses the high bits), computed without a division (Lemire, Kaser and Kurz, "Faster remainder
+  // by direct computation", 2019): two divisions a key were a tenth of a pull.
+  size_t ShardOf(uint64_t hash) const {
+    const uint64_t low_bits = shard_magic_ * static_cast<uint32_t>(hash);
+    return static_cast<size_t>((static_cast<unsigned __int128>(low_bits) * shards_.size()) >> 64);
+  }
+  std::unique_ptr<Groups> GroupByShard(absl::Span<const int64_t> keys);
+  void ReleaseGroups(std::unique_ptr<Groups> groups);
+  // Pull and Push on keys already grouped (the requests were validated).
+  absl::Status PullGrouped(Groups& g, absl::Span<float> out);
+  absl::Status PushGrouped(Groups& g, absl::Span<const float> grads, bool is_delta);
+  // A batched lookup of one shard's keys (see RowStore::ProbeCandidates), in two steps:
+  // ProbeShard probes the index for all of them into g.candidates and prefetches the first
+  // rows; ConfirmAt(j) returns the row of g.keys[j] (nullptr when absent) and prefetches the
+  // row kRowAhead keys on. `floats` is how much of each row the caller reads: the value for a
+  // pull, value and state for a push.
+  // 64 keys ahead: a confirm and copy take a few ns when the row is cached and a DRAM miss
+  // (through a virtualised TLB) over 100; 16 and 32 measured slower at a million rows, 128 no
+  // faster.
+  static constexpr uint32_t kRowAhead = 64;
+  // Each shard holds a RowStore and a lock; more shards than this only cost memory.
+  static constexpr uint32_t kMaxShards = 1 << 16;
+  static void ProbeShard(const detail::RowStore& rows, Groups& g, size_t s, size_t floats);
+  static float* ConfirmAt(const detail::RowStore& rows, const Groups& g, uint32_t j, uint32_t end,
+                          size_t floats);
+  // Sorts positions j of g by their place in the request.
+  static void SortByRequestOrder(const Groups& g, std::vector<uint32_t>* positions);
+  // Applies one pushed gradient (or GEO delta) to a row and stamps it; false, with the row as it
+  // was, when the guard refuses the result. Caller holds the lock.
+  bool ApplyPush(float* row, const float* grad, bool is_delta, uint32_t stamp,
+                 detail::OverflowGuard* guard);
+  // A new initialised row, or nullptr when the shard is full. Caller holds shard.mu.
+  float* CreateRow(Shard& shard, int64_t key, uint64_t hash, uint32_t stamp);
+  // Load with keep == nullptr for all keys (no call per key).
+  absl::StatusOr<uint64_t> LoadParts(absl::Span<TableFileReader* const> parts,
+                                     const absl::FunctionRef<bool(int64_t)>* keep);
+  // LoadParts once every part is either checked or to be checked as it loads. Sets *changed
+  // once it has cleared the table or applied a row.
+  absl::StatusOr<uint64_t> LoadChecked(absl::Span<TableFileReader* const> parts,
+                                       const absl::FunctionRef<bool(int64_t)>* keep, bool* changed);
+  // Loads records [begin, end) of `part`; stops early (OK) once `*stop` is set. Threads may
+  // load ranges of one part at once: shards lock as usual. With `crc`, sets *crc to the CRC of
+  // the range's bytes.
+  absl::Status LoadRecords(const TableFileReader& part, uint64_t begin, uint64_t end,
+                           uint32_t stamp, const absl::FunctionRef<bool(int64_t)>* keep,
+                           const std::atomic<bool>* stop, uint64_t* loaded, uint32_t* crc);
+  absl::Status CheckPart(const TableFileReader& part) const;
+  std::string Name() const;
+
+  proto::TableConfig config_;
+  std::unique_ptr<UpdateRule> rule_;
+  Initializer initializer_;
+  size_t dim_;
+  size_t width_;
+  uint32_t min_count_;  // count filter; <= 1 admits every key at once
+  std::vector<std::unique_ptr<Shard>> shards_;
+  uint64_t shard_magic_;  // 2^64 / shards_.size(), rounded up (see ShardOf)
+  std::mutex groups_mu_;
+  std::vector<std::unique_ptr<Groups>> idle_groups_;  // at most a few, for reuse
+  // Save cycles: rows are stamped with epoch_ when created or changed; a save advances it.
+  std::atomic<uint32_t> epoch_{1};
+  std::atomic<uint32_t> delta_since_{0};  // a delta save writes rows stamped >= this
+};
+
+// True when every value is finite (no NaN or infinity).
+bool AllFinite(absl::Span<const float> values);
+
+}  // namespace fleet::ps
