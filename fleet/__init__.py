@@ -8,16 +8,15 @@ explicit list.
 from fleet import (
     data_generator,
     errors,
+    fleet_api,
     initializer,
     layers,
-    metrics,
     optimizer,
     regularizer,
-    utils,
 )
 from fleet.backward import append_backward, gradients
-from fleet.base.distributed_strategy import DistributedStrategy, DistributedStrategyFactory
 from fleet.dataset import DatasetFactory, InMemoryDataset, QueueDataset
+from fleet.distributed_strategy import DistributedStrategy, DistributedStrategyFactory
 from fleet.executor import (
     CPUPlace,
     CUDAPlace,
@@ -131,7 +130,15 @@ __all__ = [
 def __getattr__(name: str):  # noqa: ANN202
     # fleet.main_program / fleet.startup_program: the programs distributed_optimizer rewrote.
     if name in ("main_program", "startup_program"):
-        from fleet import fleet_api
-
         return getattr(fleet_api.instance, name)
+    # fleet.metrics and fleet.utils are tools built on this facade (scripts/check_layering.py):
+    # loaded on first use, so that importing the facade never imports a tool.
+    if name == "metrics":
+        import fleet.metrics
+
+        return fleet.metrics
+    if name == "utils":
+        import fleet.utils
+
+        return fleet.utils
     raise AttributeError(f"module 'fleet' has no attribute {name!r}")

@@ -6,8 +6,7 @@ result is cached per program version and feed/fetch names), and runs it with the
 
 from __future__ import annotations
 
-import contextlib
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -23,6 +22,8 @@ from fleet.framework import (
     default_main_program,
 )
 from fleet.proto import framework_pb2 as pb
+from fleet.scope import default_resources, global_scope, scope_guard
+from fleet.trainer import DatasetRunResult, PassRequest, check_pass, pass_result
 
 FEED_HOLDER, FETCH_HOLDER = "feed", "fetch"
 
@@ -38,25 +39,6 @@ class CUDAPlace:
 
     def __repr__(self) -> str:
         return f"CUDAPlace({self.device_id})"
-
-
-class _GlobalScope:
-    """The fluid API's global scope (switched by scope_guard)."""
-
-    scope = _core.Scope()
-
-
-def global_scope() -> Any:
-    return _GlobalScope.scope
-
-
-@contextlib.contextmanager
-def scope_guard(scope: Any) -> Iterator[None]:
-    saved, _GlobalScope.scope = _GlobalScope.scope, scope
-    try:
-        yield
-    finally:
-        _GlobalScope.scope = saved
 
 
 def LoDTensor(
@@ -127,12 +109,51 @@ def _to_tensor(name: str, value: Any, var: Variable) -> Any:
     return tensor
 
 
+def _dataset_pass(infer: bool, doc: str) -> Callable[..., DatasetRunResult]:
+    """Executor.train_from_dataset and infer_from_dataset: Paddle's signature, written once."""
+
+    def dataset_pass(
+        self: "Executor",
+        program: Program | None = None,
+        dataset: Any = None,
+        scope: Any = None,
+        thread: int = 0,
+        debug: bool = False,
+        fetch_list: Sequence[Any] | None = None,
+        fetch_info: Sequence[str] | None = None,
+        print_period: int = 100,
+        fetch_handler: Any = None,
+        print_fn: Callable[[str], None] | None = None,
+    ) -> DatasetRunResult:
+        request = PassRequest(
+            infer,
+            program,
+            dataset,
+            scope,
+            thread,
+            debug,
+            fetch_list,
+            fetch_info,
+            print_period,
+            fetch_handler,
+            print_fn,
+        )
+        return self._run_pass(request)
+
+    dataset_pass.__name__ = dataset_pass.__qualname__ = (
+        "infer_from_dataset" if infer else "train_from_dataset"
+    )
+    dataset_pass.__doc__ = doc
+    return dataset_pass
+
+
 class Executor:
     """Runs programs on a scope. `place` is CPUPlace(); CUDAPlace needs a GPU build and device.
 
     `resources`: the distributed resources its kernels see (PS communicator, collective group);
-    by default those of the `fleet` facade, which `fleet.init_worker()` fills, so that an
-    Executor made before or after init_worker runs distributed ops the same way."""
+    by default the process's (`fleet.scope.default_resources()`), which `fleet.init_worker()`
+    fills, so that an Executor made before or after init_worker runs distributed ops the same
+    way."""
 
     def __init__(self, place: Any = None, seed: int = 0x5EED, resources: Any = None) -> None:
         if isinstance(place, CUDAPlace):
@@ -143,11 +164,7 @@ class Executor:
             )
         self.place = place or CPUPlace()
         self._core = _core.Executor(seed=seed)
-        if resources is None:
-            from fleet import fleet_api  # the facade imports this module
-
-            resources = fleet_api.instance.runtime_resources
-        self._core.resources = resources
+        self._core.resources = resources if resources is not None else default_resources()
         self._cache: dict[tuple, Any] = {}
 
     @property
@@ -197,66 +214,41 @@ class Executor:
             return list(fetched)
         return [t.numpy() for t in fetched]
 
-    def train_from_dataset(
-        self,
-        program: Program | None = None,
-        dataset: Any = None,
-        scope: Any = None,
-        thread: int = 0,
-        debug: bool = False,
-        fetch_list: Sequence[Any] | None = None,
-        fetch_info: Sequence[str] | None = None,
-        print_period: int = 100,
-        fetch_handler: Any = None,
-        print_fn: Callable[[str], None] | None = None,
-    ) -> Any:
-        """One pass of `dataset` through `program` in `thread` C++ trainer threads (0: the
-        dataset's thread count); see `fleet.trainer.train_from_dataset`."""
-        from fleet import trainer  # trainer imports this module
+    train_from_dataset = _dataset_pass(
+        infer=False,
+        doc="""Trains `program` (default: the default main program) over one pass of `dataset` in
+        `thread` C++ trainer threads; returns a fleet.trainer.DatasetRunResult.
 
-        return trainer.train_from_dataset(
-            self,
-            program,
-            dataset,
-            scope,
-            thread,
-            debug,
-            fetch_list,
-            fetch_info,
-            print_period,
-            fetch_handler,
-            print_fn,
+        thread: trainer threads; 0 takes the dataset's set_thread value. debug: also report the
+        time spent per op role. fetch_list/fetch_info: variables (and their printed names) shown
+        every print_period batches (0 = never). print_fn: called with each progress line instead of
+        print (e.g. to record a training curve), on a trainer thread, one call at a time.
+        fetch_handler: not supported (Unavailable names the alternative).""",
+    )
+    infer_from_dataset = _dataset_pass(
+        infer=True,
+        doc="""Like train_from_dataset, but runs the program's forward part only (a for_test clone:
+        no backward or optimizer op runs, so parameters do not change).""",
+    )
+
+    def _run_pass(self, request: PassRequest) -> DatasetRunResult:
+        """The driver of train_from_dataset / infer_from_dataset: one pass of the dataset in
+        C++ trainer threads, on this executor's prepared program, seed and resources."""
+        checked = check_pass(request)
+        prepared = self._prepare(checked.program, [], [], use_cache=True, holders=False)
+        raw = self._core.run_from_dataset(
+            prepared,
+            checked.scope,
+            checked.dataset._pass_dataset(),
+            checked.threads,
+            checked.fetch_names,
+            checked.fetch_labels,
+            checked.print_period,
+            checked.debug,
+            checked.program.random_seed or self.seed,
+            checked.print_fn,
         )
-
-    def infer_from_dataset(
-        self,
-        program: Program | None = None,
-        dataset: Any = None,
-        scope: Any = None,
-        thread: int = 0,
-        debug: bool = False,
-        fetch_list: Sequence[Any] | None = None,
-        fetch_info: Sequence[str] | None = None,
-        print_period: int = 100,
-        fetch_handler: Any = None,
-        print_fn: Callable[[str], None] | None = None,
-    ) -> Any:
-        """Like train_from_dataset, running only the forward part (parameters do not change)."""
-        from fleet import trainer
-
-        return trainer.infer_from_dataset(
-            self,
-            program,
-            dataset,
-            scope,
-            thread,
-            debug,
-            fetch_list,
-            fetch_info,
-            print_period,
-            fetch_handler,
-            print_fn,
-        )
+        return pass_result(raw, checked.fetch_names)
 
     def _prepare(
         self,

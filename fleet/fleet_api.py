@@ -4,8 +4,9 @@
                                  role_maker, server_endpoints, server_index, server_num, util,
                                  worker_endpoints, worker_index, worker_num)
 
-`instance` is the Fleet object itself, for the parts of Fleet built on top of it (the parameter
-server's init_server / run_server, distributed optimizers) to read `instance.role_maker`.
+`instance` is the Fleet object itself (for tools and tests that need the object: its
+role_maker, util, collective_runtime). Its runtime resources are the process's default ones
+(fleet.scope.default_resources()), which every fleet.Executor made without `resources=` sees.
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ from __future__ import annotations
 from fleet import role_maker
 from fleet.base.fleet_base import Fleet
 from fleet.ps.inference import load_inference_model
+from fleet.scope import default_resources
 
-instance = Fleet()
+instance = Fleet(default_resources())
 
 init = instance.init
 is_server = instance.is_server

@@ -19,23 +19,19 @@ from typing import Any
 
 import numpy as np
 
+from fleet import fleet_api
 from fleet.errors import InvalidArgument
+from fleet.scope import global_scope
 
 
 def _util(util: Any) -> Any:
-    if util is not None:
-        return util
-    from fleet import fleet_api
-
-    return fleet_api.instance.util
+    return util if util is not None else fleet_api.instance.util
 
 
 def _value(x: Any, scope: Any) -> np.ndarray:
     name = x if isinstance(x, str) else getattr(x, "name", None)
     if name is None:
         return np.asarray(x)
-    from fleet.executor import global_scope
-
     var = (scope if scope is not None else global_scope()).find_var(name)
     if var is None or not var.is_initialized():
         raise InvalidArgument(f"fleet.metrics: variable '{name}' has no value in the scope")

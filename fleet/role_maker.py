@@ -26,7 +26,7 @@ import enum
 import os
 from typing import Mapping, Optional, Sequence
 
-from fleet.base.endpoints import parse_endpoint, parse_endpoint_list
+from fleet._endpoints import parse_endpoint, parse_endpoint_list
 from fleet.errors import InvalidArgument
 
 # Variable names shared with the launcher (fleet/launch), which sets them.

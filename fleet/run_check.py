@@ -18,6 +18,7 @@ Each part is one function in ``CHECKS`` returning what it saw (or raising).
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
 import os
@@ -30,6 +31,10 @@ from pathlib import Path
 from typing import List, Optional, Sequence, TextIO
 
 import numpy as np
+
+import fleet
+from fleet import _core, layers
+from fleet.version import __version__
 
 JOB_TIMEOUT_S = 120.0  # one fleetrun job, start to finish
 RPC_TIMEOUT_S = 30.0  # connecting to the server, each RPC, each rendezvous
@@ -65,9 +70,6 @@ class CheckResult:
 
 def build_info() -> dict:
     """Version and build: CUDA compiled in, NCCL, visible GPUs, BLAS library and threads."""
-    from fleet import _core
-    from fleet.version import __version__
-
     try:
         gpus = _core.cuda_device_count()
     except Exception as e:  # a broken driver is worth reporting, not worth stopping for
@@ -109,9 +111,6 @@ def _loaded_library(fragment: str, skip: Sequence[str] = ()) -> Optional[str]:
 
 def check_single_process() -> str:
     """A tiny fc classifier, 10 Executor.run steps in this process, in a scope of its own."""
-    import fleet
-    from fleet import _core, layers
-
     main, startup = fleet.Program(), fleet.Program()
     with fleet.program_guard(main, startup):
         x = layers.data("x", [4], dtype="float32")
@@ -282,65 +281,60 @@ def _ps_train_job(workdir: str, mode: str) -> int:
     """A parameter-server training job, in a process fleetrun started: an embedding on the
     server and an fc layer; each worker runs 20 steps on its own batches, then (after flushing)
     records the loss of a fixed batch before and after, and the dense parameters it reads."""
-    import fleet as F
-    from fleet import layers
-
-    F.init()
-    main, startup = F.Program(), F.Program()
+    fleet.init()
+    main, startup = fleet.Program(), fleet.Program()
     main.random_seed = startup.random_seed = 3
-    with F.program_guard(main, startup):
+    with fleet.program_guard(main, startup):
         ids = layers.data("ids", [1], dtype="int64", lod_level=1)
         label = layers.data("label", [1], dtype="int64")
         emb = layers.embedding(ids, size=[100, 4], is_sparse=True)
         prob = layers.fc(layers.sequence_pool(emb, "sum"), 2, act="softmax")
         loss = layers.mean(layers.cross_entropy(prob, label))
-        factory = F.DistributedStrategyFactory
+        factory = fleet.DistributedStrategyFactory
         strategy = (
             factory.create_sync_strategy() if mode == "sync" else factory.create_async_strategy()
         )
-        F.distributed_optimizer(F.optimizer.SGD(0.5), strategy).minimize(loss)
+        fleet.distributed_optimizer(fleet.optimizer.SGD(0.5), strategy).minimize(loss)
         test = main.clone(for_test=True)
-    if F.is_server():
-        F.init_server()
-        F.run_server()
+    if fleet.is_server():
+        fleet.init_server()
+        fleet.run_server()
         return 0
-    rank = F.worker_index()
+    rank = fleet.worker_index()
 
     def batch(seed: int) -> dict:
         rng = np.random.default_rng(seed)
         label_ = rng.integers(0, 2, size=(32, 1))
         # Learnable: the id says the label (ids 0-49 for label 0, 50-99 for label 1).
         ids_ = (rng.integers(0, 50, size=(32, 1)) + 50 * label_).astype(np.int64)
-        return {"ids": F.LoDTensor(ids_, lengths=[[1] * 32]), "label": label_}
+        return {"ids": fleet.LoDTensor(ids_, lengths=[[1] * 32]), "label": label_}
 
-    exe = F.Executor(F.CPUPlace())
-    exe.run(F.startup_program)
-    F.init_worker(timeout=RPC_TIMEOUT_S)
+    exe = fleet.Executor(fleet.CPUPlace())
+    exe.run(fleet.startup_program)
+    fleet.init_worker(timeout=RPC_TIMEOUT_S)
     fixed = batch(12345)
     (before,) = exe.run(test, feed=fixed, fetch_list=[loss])
     for step in range(20):
-        exe.run(F.main_program, feed=batch(1000 * rank + step), fetch_list=[loss])
-    F.flush_worker()
-    F.barrier_worker()
-    F.flush_worker()  # the other worker's last gradients are in: refresh the dense values
+        exe.run(fleet.main_program, feed=batch(1000 * rank + step), fetch_list=[loss])
+    fleet.flush_worker()
+    fleet.barrier_worker()
+    fleet.flush_worker()  # the other worker's last gradients are in: refresh the dense values
     (after,) = exe.run(test, feed=fixed, fetch_list=[loss])
     dense = [
-        F.global_scope().find_var(p.name).get_tensor().numpy().ravel().tolist()
-        for p in F.main_program.all_parameters()
+        fleet.global_scope().find_var(p.name).get_tensor().numpy().ravel().tolist()
+        for p in fleet.main_program.all_parameters()
     ]
     _record(
         workdir,
         rank,
         {"loss_before": float(before[0]), "loss_after": float(after[0]), "dense": sum(dense, [])},
     )
-    F.stop_worker(timeout=RPC_TIMEOUT_S)
+    fleet.stop_worker(timeout=RPC_TIMEOUT_S)
     return 0
 
 
 def _collective_job(workdir: str) -> int:
     """The collective job: each rank all-reduces [rank + 1] * 4 and records the sum."""
-    from fleet import fleet_api as fleet
-
     fleet.init(is_collective=True)
     rank = fleet.worker_index()
     total = fleet.util.all_reduce(np.full(4, rank + 1.0, np.float32), "sum")
@@ -422,8 +416,6 @@ def run_check(stream: Optional[TextIO] = None, checks: Sequence[tuple] = CHECKS)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    import argparse
-
     parser = argparse.ArgumentParser(
         prog="python -m fleet.run_check", description=__doc__.split("\n\n")[0]
     )

@@ -1,14 +1,13 @@
-"""train_from_dataset / infer_from_dataset: multi-threaded passes over a dataset in C++.
+"""One pass of a dataset through a program in C++ trainer threads: the checks of the pass's
+arguments and the result it returns. `Executor.train_from_dataset` / `infer_from_dataset` (in
+fleet/executor.py) drive the pass on the executor's own prepared program, seed, profile,
+distributed resources and step hooks, exactly as `Executor.run` does.
 
 `thread` trainer threads each run the program on batches from the dataset's reader threads, in
 a child scope of their own under `scope` (the parameters there are shared: Hogwild updates).
 Python waits with the GIL released; every `print_period` batches a progress line with the
 fetched values and the samples/s is printed. When the call returns, every thread and child
 process of the pass has ended.
-
-`fleet.Executor.train_from_dataset(...)` delegates here with the executor as first argument; the
-pass runs on that executor (its seed, program cache, profile, distributed resources and step
-hooks), exactly as `Executor.run` does.
 """
 
 from __future__ import annotations
@@ -20,8 +19,8 @@ import numpy as np
 
 from fleet.dataset import DatasetBase
 from fleet.errors import InvalidArgument, NotFound, Unavailable
-from fleet.executor import global_scope
 from fleet.framework import Program, Variable, default_main_program
+from fleet.scope import global_scope
 
 
 @dataclasses.dataclass
@@ -50,133 +49,94 @@ class DatasetRunResult:
         return self.fetch_sums[name] / self.batches if self.batches else float("nan")
 
 
-def train_from_dataset(
-    executor: Any,
-    program: Program | None = None,
-    dataset: DatasetBase | None = None,
-    scope: Any = None,
-    thread: int = 0,
-    debug: bool = False,
-    fetch_list: Sequence[Any] | None = None,
-    fetch_info: Sequence[str] | None = None,
-    print_period: int = 100,
-    fetch_handler: Any = None,
-    print_fn: Callable[[str], None] | None = None,
-) -> DatasetRunResult:
-    """Trains `program` (default: the default main program) over one pass of `dataset`.
+@dataclasses.dataclass
+class PassRequest:
+    """The arguments of one train_from_dataset / infer_from_dataset call, as the user gave them
+    (see Executor.train_from_dataset)."""
 
-    thread: trainer threads; 0 takes the dataset's set_thread value. debug: also report the
-    time spent per op role. fetch_list/fetch_info: variables (and their printed names) shown
-    every print_period batches (0 = never). print_fn: called with each progress line instead of
-    print (e.g. to record a training curve), on a trainer thread, one call at a time.
-    """
-    return _run(
-        executor,
-        program,
-        dataset,
-        scope,
-        thread,
-        debug,
-        fetch_list,
-        fetch_info,
-        print_period,
-        fetch_handler,
-        infer=False,
-        print_fn=print_fn,
-    )
+    infer: bool
+    program: Program | None
+    dataset: DatasetBase | None
+    scope: Any
+    thread: int
+    debug: bool
+    fetch_list: Sequence[Any] | None
+    fetch_info: Sequence[str] | None
+    print_period: int
+    fetch_handler: Any
+    print_fn: Callable[[str], None] | None
+
+    @property
+    def what(self) -> str:
+        return "infer_from_dataset" if self.infer else "train_from_dataset"
 
 
-def infer_from_dataset(
-    executor: Any,
-    program: Program | None = None,
-    dataset: DatasetBase | None = None,
-    scope: Any = None,
-    thread: int = 0,
-    debug: bool = False,
-    fetch_list: Sequence[Any] | None = None,
-    fetch_info: Sequence[str] | None = None,
-    print_period: int = 100,
-    fetch_handler: Any = None,
-    print_fn: Callable[[str], None] | None = None,
-) -> DatasetRunResult:
-    """Like train_from_dataset, but runs the program's forward part only (a for_test clone:
-    no backward or optimizer op runs, so parameters do not change)."""
-    return _run(
-        executor,
-        program,
-        dataset,
-        scope,
-        thread,
-        debug,
-        fetch_list,
-        fetch_info,
-        print_period,
-        fetch_handler,
-        infer=True,
-        print_fn=print_fn,
-    )
+@dataclasses.dataclass
+class CheckedPass:
+    """A pass ready for the C++ trainer: the program to run (a for_test clone when inferring),
+    the scope, the thread count and the fetched names with their printed labels."""
+
+    program: Program
+    dataset: DatasetBase
+    scope: Any
+    threads: int
+    fetch_names: list[str]
+    fetch_labels: list[str]
+    print_period: int
+    debug: bool
+    print_fn: Callable[[str], None]
 
 
-def _run(
-    executor: Any,
-    program: Program | None,
-    dataset: DatasetBase | None,
-    scope: Any,
-    thread: int,
-    debug: bool,
-    fetch_list: Sequence[Any] | None,
-    fetch_info: Sequence[str] | None,
-    print_period: int,
-    fetch_handler: Any,
-    infer: bool,
-    print_fn: Callable[[str], None] | None = None,
-) -> DatasetRunResult:
-    what = "infer_from_dataset" if infer else "train_from_dataset"
+def check_pass(request: PassRequest) -> CheckedPass:
+    """Checks the request against its program and dataset, naming the argument at fault, and
+    fills in the defaults (default main program, global scope, the dataset's thread count)."""
+    what, dataset = request.what, request.dataset
     if dataset is None or not isinstance(dataset, DatasetBase):
         raise InvalidArgument(
             f"{what}: dataset must be a fleet dataset "
             f"(DatasetFactory().create_dataset(...)), got {dataset!r}"
         )
-    if fetch_handler is not None:
+    if request.fetch_handler is not None:
         raise Unavailable(
             f"{what}: fetch_handler is not supported; use fetch_list/fetch_info "
             "and print_period (the result holds the last values and sums)"
         )
-    program = program if program is not None else default_main_program()
+    program = request.program if request.program is not None else default_main_program()
     program = getattr(program, "program", program)  # a CompiledProgram-like wrapper
-    if infer:
+    if request.infer:
         program = _for_inference(
             program,
             [v.name for v in dataset.use_vars]
-            + [f.name if isinstance(f, Variable) else str(f) for f in (fetch_list or [])],
+            + [f.name if isinstance(f, Variable) else str(f) for f in (request.fetch_list or [])],
         )
-    scope = scope if scope is not None else global_scope()
+    thread, print_period = request.thread, request.print_period
     threads = dataset.thread_num if not thread or thread <= 0 else int(thread)
     if isinstance(print_period, bool) or not isinstance(print_period, int) or print_period < 0:
         raise InvalidArgument(
             f"{what}: print_period must be a non-negative integer, got {print_period!r}"
         )
     _check_use_vars(what, program, dataset)
-    names = _fetch_names(what, program, fetch_list)
-    labels = list(fetch_info) if fetch_info is not None else list(names)
+    names = _fetch_names(what, program, request.fetch_list)
+    labels = list(request.fetch_info) if request.fetch_info is not None else list(names)
     if len(labels) != len(names):
         raise InvalidArgument(
             f"{what}: fetch_info has {len(labels)} names for {len(names)} fetch_list variables"
         )
-    seed = program.random_seed or executor.seed
-    prepared = executor._prepare(program, [], [], use_cache=True, holders=False)
-    raw = executor._core.run_from_dataset(
-        prepared,
-        scope,
-        dataset._pass_dataset(),
-        threads,
-        names,
-        labels,
-        print_period,
-        bool(debug),
-        seed,
-        print_fn or _print_line,
+    return CheckedPass(
+        program=program,
+        dataset=dataset,
+        scope=request.scope if request.scope is not None else global_scope(),
+        threads=threads,
+        fetch_names=names,
+        fetch_labels=labels,
+        print_period=print_period,
+        debug=bool(request.debug),
+        print_fn=request.print_fn or _print_line,
     )
+
+
+def pass_result(raw: dict, fetch_names: list[str]) -> DatasetRunResult:
+    """The result of a pass from what the C++ trainer returned."""
     read = raw["read"]
     return DatasetRunResult(
         batches=raw["batches"],
@@ -185,11 +145,11 @@ def _run(
         lines=read["lines"],
         skipped_lines=read["bad_lines"],
         skipped_examples=list(read["bad_line_examples"]),
-        fetch=dict(zip(names, raw["last_fetch"])),
+        fetch=dict(zip(fetch_names, raw["last_fetch"])),
         fetch_lod={
-            n: [list(level) for level in lod] for n, lod in zip(names, raw["last_fetch_lod"])
+            n: [list(level) for level in lod] for n, lod in zip(fetch_names, raw["last_fetch_lod"])
         },
-        fetch_sums=dict(zip(names, raw["fetch_sums"])),
+        fetch_sums=dict(zip(fetch_names, raw["fetch_sums"])),
         profile=dict(raw["profile"]),
     )
 
@@ -243,4 +203,4 @@ def _fetch_names(what: str, program: Program, fetch_list: Sequence[Any] | None) 
     return names
 
 
-__all__ = ["DatasetRunResult", "infer_from_dataset", "train_from_dataset"]
+__all__ = ["CheckedPass", "DatasetRunResult", "PassRequest", "check_pass", "pass_result"]

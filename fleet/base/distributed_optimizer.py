@@ -5,20 +5,23 @@ ops as in one process, then rewrites the main and startup programs in place:
 * parameter-server jobs (`fleet.init()` with a PS role): `fleet.ps.program_pass`;
 * collective jobs (`fleet.init(is_collective=True)`): `fleet.collective.program_pass`.
 
-The rewritten programs are also `fleet.main_program` / `fleet.startup_program` (the 1.x API).
+The facade (`Fleet.rewrite_for_job`) picks the pass and keeps its plan. The rewritten programs
+are also `fleet.main_program` / `fleet.startup_program` (the 1.x API).
 """
 
 from __future__ import annotations
 
 from typing import Any, Iterable, Sequence
 
-from fleet.base.distributed_strategy import DistributedStrategy
+from fleet.distributed_strategy import DistributedStrategy
 from fleet.errors import InvalidArgument
 from fleet.framework import Program, Variable, default_startup_program
 from fleet.optimizer import Optimizer, apply_per_parameter
 
 
 class DistributedOptimizer:
+    """`fleet`: the facade (a fleet.base.fleet_base.Fleet) whose job the programs are for."""
+
     def __init__(
         self, fleet: Any, optimizer: Optimizer, strategy: DistributedStrategy | None
     ) -> None:
@@ -53,19 +56,7 @@ class DistributedOptimizer:
         params_grads = self.user_optimizer.backward(loss, startup, parameter_list, no_grad_set)
         own = _table_optimizers(self.strategy, params_grads)
         optimize_ops = apply_per_parameter(self.user_optimizer, params_grads, own, startup)
-        if self._fleet.is_collective():
-            from fleet.collective import program_pass as collective_pass
-
-            collective_pass.rewrite(
-                self._fleet, main, startup, self.user_optimizer, params_grads, self.strategy
-            )
-        else:
-            from fleet.ps import program_pass as ps_pass
-
-            ps_pass.rewrite(
-                self._fleet, main, startup, self.user_optimizer, params_grads, self.strategy
-            )
-        self._fleet.main_program, self._fleet.startup_program = main, startup
+        self._fleet.rewrite_for_job(main, startup, self.user_optimizer, params_grads, self.strategy)
         return optimize_ops, params_grads
 
 

@@ -21,7 +21,8 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from fleet.base.endpoints import parse_endpoint
+from fleet import _core
+from fleet._endpoints import parse_endpoint
 from fleet.errors import InvalidArgument, Timeout
 from fleet.role_maker import GLOO_STORE_ENDPOINT, GLOO_STORE_PATH, RoleMakerBase
 
@@ -34,8 +35,6 @@ class WorkerGroup:
     built from. Owned by one UtilBase; closing it drops the connections."""
 
     def __init__(self, role: RoleMakerBase) -> None:
-        from fleet import _core  # the compiled core is only needed once a group is made
-
         cfg = role.gloo
         rank, size = role.worker_index(), role.worker_num()
         self.server = None
@@ -44,7 +43,7 @@ class WorkerGroup:
         elif cfg.store_path:
             self.store = _core.FileStore(cfg.store_path)
         elif cfg.store_endpoint:
-            self.store = self._tcp_store(_core, cfg.store_endpoint, rank, size, cfg.timeout_s)
+            self.store = self._tcp_store(cfg.store_endpoint, rank, size, cfg.timeout_s)
         else:
             raise InvalidArgument(
                 f"the worker group ({size} workers) needs a rendezvous store: set "
@@ -56,12 +55,12 @@ class WorkerGroup:
             self.store, rank, size, cfg.hostname, "worker", cfg.timeout_s, cfg.collective_timeout_s
         )
 
-    def _tcp_store(self, core: Any, endpoint: str, rank: int, size: int, timeout_s: float) -> Any:
+    def _tcp_store(self, endpoint: str, rank: int, size: int, timeout_s: float) -> Any:
         host, port = parse_endpoint(endpoint, GLOO_STORE_ENDPOINT)
         if rank == 0:
-            self.server = core.TcpStoreServer(host, port)
+            self.server = _core.TcpStoreServer(host, port)
         try:
-            return core.TcpStore(host, port, connect_timeout_s=timeout_s)
+            return _core.TcpStore(host, port, connect_timeout_s=timeout_s)
         except Timeout as e:
             raise Timeout(
                 f"rendezvous of group 'worker' timed out after {timeout_s:g} s: rank(s) "

@@ -1,6 +1,7 @@
 """The collective program pass: makes a program that the user's optimizer minimized train
-data-parallel. Called by DistributedOptimizer.minimize for collective jobs, after backward and
-optimizer ops were appended as in one process.
+data-parallel. Called by the facade (DistributedOptimizer.minimize) for collective jobs, after
+backward and optimizer ops were appended as in one process. A pure rewrite: it takes the number
+of ranks and touches no group; the step hook it asks for comes back in its plan.
 
 What it does (`print(program)` shows every op it adds):
 
@@ -30,10 +31,11 @@ What it does (`print(program)` shows every op it adds):
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+import dataclasses
+from typing import Any, Mapping, Optional, Sequence
 
 from fleet._dtypes import FLOAT32, INT64
-from fleet.base.distributed_strategy import DistributedStrategy
+from fleet.distributed_strategy import DistributedStrategy
 from fleet.errors import InvalidArgument
 from fleet.framework import (
     LOD_TENSOR,
@@ -57,19 +59,36 @@ MERGE_STEP_VAR = "gradient_merge_step"
 _ROLE = {OP_ROLE_ATTR: OP_ROLE_BACKWARD}
 
 
+@dataclasses.dataclass
+class GradientMergePlan:
+    """The step hook a gradient-merge program needs: after every `k_steps`-th step (counted in
+    `step_var`), run block `apply_block` of `program_desc` (the serialized main program)."""
+
+    program_desc: bytes
+    apply_block: int
+    step_var: str
+    k_steps: int
+
+
+@dataclasses.dataclass
+class CollectivePlan:
+    """What the collective runtime must add for the rewritten program: `gradient_merge`, the
+    step hook of a gradient-merge program (None otherwise)."""
+
+    nranks: int
+    gradient_merge: Optional[GradientMergePlan] = None
+
+
 def rewrite(
-    fleet: Any,
     main: Program,
     startup: Program,
     optimizer: Optimizer,
     params_grads: Sequence[tuple[Any, Variable]],
     strategy: DistributedStrategy,
-) -> None:
-    """Rewrites `main` and `startup` in place for the job's collective group (made here, on the
-    first call: a rendezvous of every rank)."""
-    runtime = fleet.collective_runtime
-    group = runtime.ensure_group(fleet)
-    nranks = group.size
+    nranks: int,
+) -> CollectivePlan:
+    """Rewrites `main` and `startup` in place to train data-parallel over `nranks` ranks;
+    returns what the collective runtime must add (the gradient-merge step hook)."""
     block = main.global_block()
     _broadcast_parameters(main, startup)
     merge_k = strategy.gradient_merge_configs["k_steps"] if strategy.gradient_merge else 1
@@ -81,8 +100,8 @@ def rewrite(
     if merge_k > 1:
         avg = strategy.gradient_merge_configs["avg"]
         _gradient_merge(main, startup, dense, nranks, merge_k, avg, fuse, bucket_bytes)
-        runtime.add_gradient_merge(main.desc().SerializeToString(), 1, MERGE_STEP_VAR, merge_k)
-        return
+        merge = GradientMergePlan(main.desc().SerializeToString(), 1, MERGE_STEP_VAR, merge_k)
+        return CollectivePlan(nranks, merge)
     first = _first_optimize_index(block)
     for name in reversed(sparse):
         block._insert_op(
@@ -96,6 +115,7 @@ def rewrite(
         _fused_allreduce(block, dense, nranks, bucket_bytes)
     else:
         _allreduce_each(block, dense, nranks)
+    return CollectivePlan(nranks)
 
 
 def _broadcast_parameters(main: Program, startup: Program) -> None:
@@ -363,4 +383,10 @@ def _gradient_merge(
     main._bump()
 
 
-__all__ = ["MERGE_STEP_VAR", "SPARSE_DENSE_MAX_BYTES", "rewrite"]
+__all__ = [
+    "MERGE_STEP_VAR",
+    "SPARSE_DENSE_MAX_BYTES",
+    "CollectivePlan",
+    "GradientMergePlan",
+    "rewrite",
+]

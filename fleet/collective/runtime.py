@@ -1,11 +1,14 @@
 """The collective runtime of one process: its collective group (a Gloo group on CPU) put into the
 facade's RuntimeResources, where the c_* ops of every fleet.Executor find it, and the step hooks
-the program pass asks for (gradient merge).
+the program pass's plan asks for (gradient merge).
 
-The group is made on first need (the first distributed minimize), not by fleet.init(), because
-making it is a rendezvous of every rank: fleet.init() never blocks. It goes through the same store
-as fleet.util (worker 0 serves it; fleetrun sets FLEET_GLOO_STORE_ENDPOINT), but is a group of its
-own named "collective", so that fleet.util calls and program collectives never interleave.
+The facade binds the runtime to the role at fleet.init(is_collective=True) and connects it when
+a collective job first needs the group: its first distributed minimize, or fleet.init_worker().
+Connecting is a rendezvous of every rank, which is why fleet.init() itself never blocks (a rank
+that never calls a collective is then named by fleet.util's own rendezvous). The group goes
+through the same store as fleet.util (worker 0 serves it; fleetrun sets
+FLEET_GLOO_STORE_ENDPOINT), but is a group of its own named "collective", so that fleet.util
+calls and program collectives never interleave.
 
 Each rank also listens on its job endpoint (PADDLE_CURRENT_ENDPOINT) without ever accepting: when a
 collective fails, the survivors probe those endpoints to name the rank that died.
@@ -13,10 +16,11 @@ collective fails, the survivors probe those endpoints to name the rank that died
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from fleet import _core
-from fleet.base.endpoints import parse_endpoint
+from fleet._endpoints import parse_endpoint
+from fleet.collective.program_pass import GradientMergePlan
 from fleet.errors import Unavailable
 from fleet.role_maker import RoleMakerBase
 
@@ -38,20 +42,20 @@ class CollectiveRuntime:
         """The `_core.CollectiveGroup`, once made."""
         return self._group
 
-    def ensure_group(self, fleet: Any) -> Any:
-        """The group of the current role, made (a rendezvous of all ranks, bounded by the role's
-        Gloo timeout) and attached to `fleet.runtime_resources` on first call."""
-        role = fleet.role_maker
+    def ensure_group(
+        self, role: RoleMakerBase, resources: Any, worker_store: Callable[[], Any]
+    ) -> Any:
+        """The group of `role`, made (a rendezvous of all ranks, bounded by the role's Gloo
+        timeout) and attached to `resources` on the first call for that role. `worker_store`
+        returns the store of the workers' fleet.util group (made on first use), which the
+        group meets through when the job has more than one rank."""
         if self._group is not None and self._role is role:
             return self._group
         self.close()
         rank, size = role.worker_index(), role.worker_num()
         endpoints = role.worker_endpoints()
         self._listener = _listen(endpoints, rank)
-        if size == 1:
-            store = _core.MemoryStore()
-        else:
-            store = fleet.util.worker_group().store
+        store = _core.MemoryStore() if size == 1 else worker_store()
         cfg = role.gloo
         self._group = _core.CollectiveGroup.connect_gloo(
             store,
@@ -64,20 +68,25 @@ class CollectiveRuntime:
             rank_endpoints=endpoints if self._listener is not None else [],
         )
         self._role = role
-        self._resources = fleet.runtime_resources
+        self._resources = resources
         self._group.attach(self._resources)
         return self._group
 
-    def add_gradient_merge(
-        self, program_desc: bytes, apply_block: int, step_var: str, k_steps: int
-    ) -> Any:
-        """Registers the step hook that runs `apply_block` every k_steps (see
+    def add_gradient_merge(self, plan: GradientMergePlan) -> Any:
+        """Registers the step hook that runs the plan's apply block every k_steps (see
         csrc/distributed/gradient_merge.h), replacing the hook of an earlier program: one
         gradient-merge program trains per process (its counter would drive both otherwise).
         ensure_group must have run."""
+        if self._group is None:
+            raise Unavailable(
+                "gradient merge needs the collective group: connect it first "
+                "(fleet.init(is_collective=True), then minimize or fleet.init_worker())"
+            )
         for old in self._hooks:
             old.detach(self._resources)
-        hook = _core.GradientMergeHook(program_desc, apply_block, step_var, k_steps, self._group)
+        hook = _core.GradientMergeHook(
+            plan.program_desc, plan.apply_block, plan.step_var, plan.k_steps, self._group
+        )
         hook.attach(self._resources)
         self._hooks = [hook]
         return hook

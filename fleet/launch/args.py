@@ -6,7 +6,8 @@ import argparse
 import os
 from typing import Optional, Sequence
 
-from fleet.base.endpoints import parse_endpoint_list
+from fleet import _core
+from fleet._endpoints import parse_endpoint_list
 from fleet.errors import InvalidArgument
 from fleet.version import __version__
 
@@ -251,8 +252,6 @@ def check_devices(args: argparse.Namespace) -> None:
     gpus = list(getattr(args, "gpus", None) or [])
     if not gpus:
         return
-    from fleet import _core  # the launcher's other checks need no compiled code
-
     count = _core.cuda_device_count()
     if count == 0:
         raise InvalidArgument(

@@ -10,6 +10,7 @@ from fleet.errors import InvalidArgument, NotFound
 from fleet.launch.args import check_devices, parse_args
 from fleet.launch.controller import JobController
 from fleet.launch.plan import build_plan
+from fleet.ps.checkpoint import read_manifest
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -52,8 +53,6 @@ def _latest_checkpoint(dirname: Optional[str]) -> Optional[tuple[str, str]]:
     last, so a save cut short leaves the previous one), else None."""
     if not dirname:
         return None
-    from fleet.ps.checkpoint import read_manifest
-
     try:
         manifest = read_manifest(dirname)
     except (NotFound, InvalidArgument):

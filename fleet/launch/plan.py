@@ -15,7 +15,7 @@ import sys
 from typing import Callable, Optional
 
 from fleet import role_maker as rm
-from fleet.base.endpoints import format_endpoint, parse_endpoint
+from fleet._endpoints import format_endpoint, parse_endpoint
 from fleet.errors import InvalidArgument
 
 PortPicker = Callable[[str, int], list[int]]

@@ -80,6 +80,12 @@ class PsClient:
         return self._core_client
 
     @property
+    def core_client(self) -> "_core.ps.Client":
+        """The compiled client, for the communicator that calls the servers through it;
+        Unavailable once closed."""
+        return self._core
+
+    @property
     def endpoints(self) -> List[str]:
         return list(self._endpoints)
 

@@ -40,6 +40,9 @@ from fleet.errors import InvalidArgument, NotFound
 from fleet.framework import OP_ROLE_ATTR, OP_ROLE_FORWARD, Parameter, Program, Variable
 from fleet.proto import framework_pb2
 from fleet.ps.checkpoint import part_paths
+from fleet.ps.client import PsClient
+from fleet.ps.program_pass import PsPlan
+from fleet.scope import global_scope
 
 MODEL_FILE = "__model__"
 META_FILE = "__meta__.json"
@@ -122,7 +125,7 @@ def prune(program: Program, feeded: Sequence[str], targets: Sequence[str]) -> Pr
     return test
 
 
-def _localize_pulls(program: Program, plan: Any) -> dict[int, str]:
+def _localize_pulls(program: Program, plan: PsPlan) -> dict[int, str]:
     """Replaces each pull_sparse by lookup_sparse_rows over `<param>@KEYS` / `<param>@ROWS`;
     returns the tables used (id -> parameter name)."""
     block = program.global_block()
@@ -153,26 +156,24 @@ def _localize_pulls(program: Program, plan: Any) -> dict[int, str]:
 
 
 def export(
-    fleet: Any,
-    runtime: Any,
+    plan: PsPlan,
+    client: PsClient,
     dirname: str,
     feeded: Sequence[str],
     targets: Sequence[str],
     program: Program,
 ) -> None:
     """Worker 0's part of save_inference_model (the caller flushed and met the others)."""
-    from fleet.executor import global_scope
-
     dirname = os.fspath(dirname)
     os.makedirs(dirname, exist_ok=True)
     pruned = prune(program, feeded, targets)
-    tables = _localize_pulls(pruned, fleet._ps_plan)
+    tables = _localize_pulls(pruned, plan)
     arrays: dict[str, np.ndarray] = {}
     if tables:
         tables_dir = os.path.join(dirname, TABLES_DIR)
         for table_id, param in tables.items():
             # Not a save of the job: the delta cycle of the next save_persistables goes on.
-            runtime.client.save(tables_dir, table_id, end_save_cycle=False)
+            client.save(tables_dir, table_id, end_save_cycle=False)
             keys, rows = read_sparse_values(part_paths(tables_dir, table_id))
             arrays[f"{param}@KEYS"], arrays[f"{param}@ROWS"] = keys, rows
         # The part files served their purpose: the export keeps values only.
@@ -212,8 +213,6 @@ def load_inference_model(
 ) -> tuple[Program, list[str], list[Variable]]:
     """Reads an export: returns (program, fed names, target variables) and sets the saved
     parameters and table rows in `scope` (the global scope by default). Needs no server."""
-    from fleet.executor import global_scope
-
     dirname = os.fspath(dirname)
     try:
         with open(os.path.join(dirname, MODEL_FILE), "rb") as f:

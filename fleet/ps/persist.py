@@ -27,11 +27,16 @@ from __future__ import annotations
 import itertools
 import logging
 import os
-from typing import Any, Optional
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
 from fleet.errors import InvalidArgument
+from fleet.ps import inference
+from fleet.ps.client import PsClient
+from fleet.ps.program_pass import PsPlan
+from fleet.role_maker import RoleMakerBase
+from fleet.scope import global_scope
 
 logger = logging.getLogger("fleet.ps")
 
@@ -39,17 +44,14 @@ WORKER_FILE = "worker_persistables.npz"
 SAVE_MODES = {0: "base", 1: "delta", 2: "values"}
 
 
-def _runtime(fleet: Any, what: str) -> Any:
-    runtime = fleet._ps()
-    if runtime.communicator is None or runtime.client is None:
-        raise InvalidArgument(f"fleet.{what}(): call fleet.init_worker() first (workers only)")
-    return runtime
+# What a checkpoint operation needs of the started worker: its client and its communicator
+# (InvalidArgument naming the API called before fleet.init_worker()).
+Connection = Callable[[str], "tuple[PsClient, Any]"]
 
 
-def worker_local_vars(fleet: Any, program: Any) -> list[str]:
+def worker_local_vars(plan: PsPlan, program: Any) -> list[str]:
     """Persistable variables of `program` that the worker itself owns: not fed, not a server
     parameter (the dense parameters are pulled from the servers, the sparse ones live there)."""
-    plan = fleet._ps_plan
     served = {d.param for d in plan.dense} | {s.param for s in plan.sparse}
     return sorted(
         v.name
@@ -59,60 +61,55 @@ def worker_local_vars(fleet: Any, program: Any) -> list[str]:
 
 
 class Checkpointer:
-    """The worker side of save_persistables / load_model; one per PsRuntime (so the barrier
-    names of successive saves stay in step on every worker)."""
+    """The worker side of save_persistables / load_model / shrink / save_inference_model; one
+    per PS runtime (so the barrier names of successive operations stay in step on every
+    worker). `connection(api)` gives the started worker's client and communicator."""
 
-    def __init__(self, fleet: Any) -> None:
-        self._fleet = fleet
+    def __init__(self, role: RoleMakerBase, plan: PsPlan, connection: Connection) -> None:
+        self._role = role
+        self._plan = plan
+        self._connection = connection
         self._calls = itertools.count()
 
-    def _meet(self, runtime: Any, what: str, n: int, timeout: float) -> None:
-        role = self._fleet.role_maker
-        runtime.client.barrier(f"__{what}_{n}__", role.worker_num(), role.worker_index(), timeout)
+    def _meet(self, client: PsClient, what: str, n: int, timeout: float) -> None:
+        role = self._role
+        client.barrier(f"__{what}_{n}__", role.worker_num(), role.worker_index(), timeout)
 
-    def _begin(self, api: str, what: str, timeout: float) -> tuple[Any, int]:
+    def _begin(self, api: str, what: str, timeout: float) -> tuple[PsClient, int]:
         """Every worker's start of a collective job operation: flushes its gradients and meets
         the others at `<what>_begin`, so the servers hold every step each worker ran.
-        (runtime, this operation's number for its `<what>_end` barrier)."""
-        runtime = _runtime(self._fleet, api)
+        (client, this operation's number for its `<what>_end` barrier)."""
+        client, communicator = self._connection(api)
         n = next(self._calls)
-        runtime.communicator.flush()
-        self._meet(runtime, f"{what}_begin", n, timeout)
-        return runtime, n
+        communicator.flush()
+        self._meet(client, f"{what}_begin", n, timeout)
+        return client, n
 
     def save_persistables(
-        self,
-        executor: Any,
-        dirname: str,
-        main_program: Any = None,
-        mode: int = 0,
-        timeout: float = 600.0,
+        self, dirname: str, program: Any, mode: int = 0, timeout: float = 600.0
     ) -> None:
         if mode not in SAVE_MODES:
             raise InvalidArgument(
                 f"fleet.save_persistables: mode must be 0 (base), 1 (delta) "
                 f"or 2 (values), got {mode!r}"
             )
-        program = main_program if main_program is not None else self._fleet.main_program
         dirname = os.fspath(dirname)
-        runtime, n = self._begin("save_persistables", "save", timeout)
+        client, n = self._begin("save_persistables", "save", timeout)
         try:
-            if self._fleet.role_maker.worker_index() == 0:
+            if self._role.worker_index() == 0:
                 os.makedirs(dirname, exist_ok=True)
-                rows = runtime.client.save(dirname, delta=(mode == 1), values_only=(mode == 2))
-                self._save_worker_vars(executor, program, dirname)
+                rows = client.save(dirname, delta=(mode == 1), values_only=(mode == 2))
+                self._save_worker_vars(program, dirname)
                 logger.info("saved %s checkpoint into %s: %d rows", SAVE_MODES[mode], dirname, rows)
         finally:
             # Reached on failure too, so the other workers are not left at the barrier: they
             # time out only if worker 0 died.
-            self._meet(runtime, "save_end", n, timeout)
+            self._meet(client, "save_end", n, timeout)
 
-    def _save_worker_vars(self, executor: Any, program: Any, dirname: str) -> None:
-        from fleet.executor import global_scope
-
+    def _save_worker_vars(self, program: Any, dirname: str) -> None:
         scope = global_scope()
         arrays = {}
-        for name in worker_local_vars(self._fleet, program):
+        for name in worker_local_vars(self._plan, program):
             var = scope.find_var(name)
             if var is not None and var.is_initialized():
                 arrays[name] = np.array(var.get_tensor().numpy(), copy=True)
@@ -128,9 +125,7 @@ class Checkpointer:
                 os.remove(tmp)
             raise InvalidArgument(f"fleet.save_persistables: cannot write {path}: {e}") from None
 
-    def load_model(
-        self, dirname: str, mode: int = 0, main_program: Any = None, timeout: float = 600.0
-    ) -> None:
+    def load_model(self, dirname: str, program: Any, mode: int = 0, timeout: float = 600.0) -> None:
         """mode 0: worker 0 loads every server table (base, then deltas), then every worker its
         worker-local persistables and the fresh dense values; mode 1: only the worker-local
         persistables (for a job whose servers restored the tables in init_server(dirname))."""
@@ -139,18 +134,18 @@ class Checkpointer:
                 f"fleet.load_model: mode must be 0 (tables and worker "
                 f"variables) or 1 (worker variables only), got {mode!r}"
             )
-        program = main_program if main_program is not None else self._fleet.main_program
         dirname = os.fspath(dirname)
-        runtime, n = self._begin("load_model", "load", timeout)
+        client, n = self._begin("load_model", "load", timeout)
         try:
-            if mode == 0 and self._fleet.role_maker.worker_index() == 0:
-                rows = runtime.client.load(dirname)
+            if mode == 0 and self._role.worker_index() == 0:
+                rows = client.load(dirname)
                 logger.info("loaded checkpoint %s: %d rows", dirname, rows)
         finally:
-            self._meet(runtime, "load_end", n, timeout)
-        load_worker_vars(self._fleet, program, dirname)
+            self._meet(client, "load_end", n, timeout)
+        load_worker_vars(self._plan, program, dirname)
         # The dense parameters the servers now hold.
-        runtime.communicator.flush()
+        _, communicator = self._connection("load_model")
+        communicator.flush()
 
     def shrink(self, threshold: int, timeout: float = 600.0) -> int:
         """Every worker calls it; worker 0 drops, in every sparse table, the rows not created or
@@ -162,30 +157,40 @@ class Checkpointer:
                 f"fleet.shrink: threshold must be an integer >= 0 (save "
                 f"cycles a row may go unseen), got {threshold!r}"
             )
-        runtime, n = self._begin("shrink", "shrink", timeout)
+        client, n = self._begin("shrink", "shrink", timeout)
         dropped = 0
         try:
-            if self._fleet.role_maker.worker_index() == 0:
-                for table in self._fleet._ps_plan.sparse:
-                    dropped += runtime.client.shrink(table.table_id, threshold)
+            if self._role.worker_index() == 0:
+                for table in self._plan.sparse:
+                    dropped += client.shrink(table.table_id, threshold)
                 logger.info("shrink(threshold=%d): %d sparse rows dropped", threshold, dropped)
         finally:
-            self._meet(runtime, "shrink_end", n, timeout)
+            self._meet(client, "shrink_end", n, timeout)
         return dropped
+
+    def save_inference_model(
+        self, dirname: str, feeded: Sequence[str], targets: Sequence[str], program: Any
+    ) -> None:
+        """Every worker calls it; worker 0 exports (fleet/ps/inference.py) once all workers
+        flushed, and the others wait for it to finish."""
+        client, n = self._begin("save_inference_model", "export", 60.0)
+        try:
+            if self._role.worker_index() == 0:
+                inference.export(self._plan, client, dirname, feeded, targets, program)
+        finally:
+            self._meet(client, "export_end", n, 600.0)
 
 
 def load_worker_vars(
-    fleet: Any, program: Any, dirname: str, scope: Optional[Any] = None
+    plan: PsPlan, program: Any, dirname: str, scope: Optional[Any] = None
 ) -> list[str]:
     """Sets this worker's local persistables from `dirname`'s worker file (when the save wrote
     one); returns the names set. A variable of another shape is refused, naming it."""
-    from fleet.executor import global_scope
-
     path = os.path.join(dirname, WORKER_FILE)
     if not os.path.exists(path):
         return []
     scope = scope if scope is not None else global_scope()
-    wanted = set(worker_local_vars(fleet, program))
+    wanted = set(worker_local_vars(plan, program))
     done = []
     with np.load(path) as saved:
         for name in saved.files:

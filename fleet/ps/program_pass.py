@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from fleet.base.distributed_strategy import DistributedStrategy, PsMode
+from fleet.distributed_strategy import DistributedStrategy, PsMode
 from fleet.errors import InvalidArgument
 from fleet.framework import OP_ROLE_ATTR, OP_ROLE_OPTIMIZE, Parameter, Program
 from fleet.optimizer import SGD, Adagrad, Adam, Optimizer
@@ -33,10 +33,14 @@ _UPDATE_OPS = ("sgd", "adagrad", "adam", "momentum")
 
 @dataclasses.dataclass
 class SparseTablePlan:
+    """One sparse table. `id_vars`: the variables holding the ids a step pulls from it (the
+    inputs of its pull_sparse op, in order), which the async communicator prefetches."""
+
     table_id: int
     param: str
     dim: int
     config: ps_pb2.TableConfig
+    id_vars: list[str] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass
@@ -49,7 +53,8 @@ class DensePlan:
 
 @dataclasses.dataclass
 class PsPlan:
-    """What init_server / init_worker need: the mode, the tables and the dense packing."""
+    """What the PS pass decided, all that init_server / init_worker need: the mode, the tables
+    (with the variables each one's pulls read) and the dense packing."""
 
     mode: PsMode
     strategy: DistributedStrategy
@@ -172,35 +177,57 @@ def _fuse_by_table(
 
 
 def rewrite(
-    fleet: Any,
     main: Program,
     startup: Program,
     optimizer: Optimizer,
     params_grads: list,
     strategy: DistributedStrategy,
 ) -> PsPlan:
-    """Rewrites `main` and `startup` in place for a PS worker and stores the plan on `fleet`."""
-    mode = strategy.mode
+    """Rewrites `main` and `startup` in place for a PS worker; returns the plan of the tables
+    (the facade builds the PS runtime from it)."""
     block = main.global_block()
-    grad_of = {p.name: g.name for p, g in params_grads}
     rule = optimizer_config(optimizer, "distributed_optimizer")
-    own = strategy.table_optimizers
-    update_ops = {}
-    for op in block.ops:
-        if op.type in _UPDATE_OPS and op.attrs.get(OP_ROLE_ATTR) == OP_ROLE_OPTIMIZE:
-            update_ops[op.input("Param")[0]] = op
+    update_ops = _update_ops(block)
+    sparse = _sparse_tables(main, startup, strategy, rule)
+    _lookups_to_pulls_and_pushes(block, {t.param: t for t in sparse})
+    _remove_sparse_parameters(main, startup, sparse, update_ops, params_grads)
+    for table in sparse:
+        table.id_vars = _pulled_ids(block, table.table_id)
+    dense = _dense_parameters(params_grads, update_ops, strategy, sparse)
+    dense_config = None
+    if dense:
+        dense_config = _dense_table_config(dense, rule)
+        if strategy.mode is not PsMode.GEO:
+            _send_dense_gradients(main, startup, dense, update_ops)
+    return PsPlan(strategy.mode, strategy, sparse, dense, dense_config)
 
-    sparse_params: list[str] = []
+
+def _update_ops(block: Any) -> dict[str, Any]:
+    """The optimizer's update ops, by the parameter they update."""
+    return {
+        op.input("Param")[0]: op
+        for op in block.ops
+        if op.type in _UPDATE_OPS and op.attrs.get(OP_ROLE_ATTR) == OP_ROLE_OPTIMIZE
+    }
+
+
+def _sparse_tables(
+    main: Program, startup: Program, strategy: DistributedStrategy, rule: ps_pb2.OptimizerConfig
+) -> list[SparseTablePlan]:
+    """A table per parameter of an is_sparse / is_distributed embedding (ids from 1, in program
+    order), with its initializer and update rule; refuses what the servers cannot apply."""
+    block = main.global_block()
+    names: list[str] = []
     for op in block.ops:
         if op.type == "lookup_table" and (
             op.attrs.get("is_sparse") or op.attrs.get("is_distributed")
         ):
             name = op.input("W")[0]
-            if name not in sparse_params:
-                sparse_params.append(name)
-
-    sparse_plans = []
-    for index, name in enumerate(sparse_params):
+            if name not in names:
+                names.append(name)
+    own = strategy.table_optimizers
+    tables = []
+    for table_id, name in enumerate(names, start=1):
         param = block.var(name)
         if getattr(param, "learning_rate", 1.0) != 1.0:
             raise InvalidArgument(
@@ -214,7 +241,7 @@ def rewrite(
             )
         dim = int(param.shape[1])
         config = ps_pb2.TableConfig(
-            table_id=index + 1,
+            table_id=table_id,
             name=name,
             type=ps_pb2.SPARSE,
             dim=dim,
@@ -225,50 +252,63 @@ def rewrite(
         else:
             config.optimizer.CopyFrom(rule)
         config.count_filter.min_count = strategy.sparse_table_configs["count_filter"]
-        sparse_plans.append(SparseTablePlan(index + 1, name, dim, config))
-    table_of = {p.param: p for p in sparse_plans}
+        tables.append(SparseTablePlan(table_id, name, dim, config))
+    return tables
 
-    # Lookups and their gradients become pulls and pushes.
-    for i, op in enumerate(list(block.ops)):
-        if op.type == "lookup_table" and op.input("W")[0] in table_of:
-            plan = table_of[op.input("W")[0]]
-            index = block.ops.index(op)
-            block.ops.remove(op)
+
+def _lookups_to_pulls_and_pushes(block: Any, table_of: dict[str, SparseTablePlan]) -> None:
+    """Each lookup of a table becomes a pull_sparse, its gradient op a push_sparse; then the
+    pulls (and the pushes) of one table are fused into one op."""
+    for op in list(block.ops):
+        if op.type not in ("lookup_table", "lookup_table_grad"):
+            continue
+        table = table_of.get(op.input("W")[0])
+        if table is None:
+            continue
+        table_attrs = {
+            "table_id": table.table_id,
+            "dim": table.dim,
+            "padding_idx": int(op.attrs.get("padding_idx", -1)),
+        }
+        role = {OP_ROLE_ATTR: op.attrs[OP_ROLE_ATTR]}
+        index = block.ops.index(op)
+        block.ops.remove(op)
+        if op.type == "lookup_table":
             block._insert_op(
                 index,
                 "pull_sparse",
                 inputs={"Ids": op.input("Ids")},
                 outputs={"Out": op.output("Out")},
-                attrs={
-                    "table_id": plan.table_id,
-                    "dim": plan.dim,
-                    "padding_idx": int(op.attrs.get("padding_idx", -1)),
-                    "is_test": False,
-                    OP_ROLE_ATTR: op.attrs[OP_ROLE_ATTR],
-                },
+                attrs={**table_attrs, "is_test": False, **role},
                 infer_shape=False,
             )
-        elif op.type == "lookup_table_grad" and op.input("W")[0] in table_of:
-            plan = table_of[op.input("W")[0]]
-            index = block.ops.index(op)
-            block.ops.remove(op)
+        else:
             block._insert_op(
                 index,
                 "push_sparse",
                 inputs={"Ids": op.input("Ids"), "Grad": op.input("Out@GRAD")},
-                attrs={
-                    "table_id": plan.table_id,
-                    "dim": plan.dim,
-                    "padding_idx": int(op.attrs.get("padding_idx", -1)),
-                    OP_ROLE_ATTR: op.attrs[OP_ROLE_ATTR],
-                },
+                attrs={**table_attrs, **role},
                 infer_shape=False,
             )
     _fuse_by_table(block, "pull_sparse", ("Ids",), ("Out",), first=True)
     _fuse_by_table(block, "push_sparse", ("Ids", "Grad"), (), first=False)
-    sparse_updates = [update_ops[n] for n in sparse_params if n in update_ops]
+
+
+def _remove_sparse_parameters(
+    main: Program,
+    startup: Program,
+    tables: list[SparseTablePlan],
+    update_ops: dict[str, Any],
+    params_grads: list,
+) -> None:
+    """Takes the tables' parameters, their optimizer ops and state and their summed gradients out
+    of both programs: nothing of size vocab x dim stays on a worker."""
+    block = main.global_block()
+    names = [t.param for t in tables]
+    sparse_updates = [update_ops[n] for n in names if n in update_ops]
     _remove_ops_and_state(main, startup, sparse_updates, keep=set())
-    for name in sparse_params:
+    grad_of = {p.name: g.name for p, g in params_grads}
+    for name in names:
         grad = grad_of.get(name)
         if grad:
             # A table shared by several lookups had its partial gradients summed into one:
@@ -281,48 +321,75 @@ def rewrite(
         block._remove_var(name)
         _remove_startup_init(startup, name)
 
-    # Dense parameters: packed in one table, with one rule (GEO's workers apply their own).
-    shared_rule = [p.name for p, _ in params_grads if p.name in own and p.name not in table_of]
-    if shared_rule and mode is not PsMode.GEO:
+
+def _pulled_ids(block: Any, table_id: int) -> list[str]:
+    """The id variables the pull_sparse ops of `table_id` read, in order."""
+    return [
+        name
+        for op in block.ops
+        if op.type == "pull_sparse" and int(op.attrs["table_id"]) == table_id
+        for name in op.input("Ids")
+    ]
+
+
+def _dense_parameters(
+    params_grads: list,
+    update_ops: dict[str, Any],
+    strategy: DistributedStrategy,
+    sparse: list[SparseTablePlan],
+) -> list[DensePlan]:
+    """Every other trained parameter, packed in program order into the one dense table; refuses
+    an own update rule for one (they share the table's rule; GEO's workers apply their own)."""
+    sparse_names = [t.param for t in sparse]
+    own = strategy.table_optimizers
+    shared_rule = [p.name for p, _ in params_grads if p.name in own and p.name not in sparse_names]
+    if shared_rule and strategy.mode is not PsMode.GEO:
         raise InvalidArgument(
             f"DistributedStrategy.table_optimizers: {shared_rule} are dense parameters, which "
             "share one table and one update rule on the servers; only sparse tables "
-            f"({', '.join(sparse_params) or 'none in this program'}) can have their own"
+            f"({', '.join(sparse_names) or 'none in this program'}) can have their own"
         )
-    dense_plans, offset = [], 0
+    dense, offset = [], 0
     for param, _ in params_grads:
-        if param.name in table_of or param.name not in update_ops:
+        if param.name in sparse_names or param.name not in update_ops:
             continue
         numel = 1
         for d in param.shape:
             numel *= int(d)
         # The gradient the update op reads (after regularization, when there is one).
         grad = update_ops[param.name].input("Grad")[0]
-        dense_plans.append(DensePlan(param.name, grad, offset, numel))
+        dense.append(DensePlan(param.name, grad, offset, numel))
         offset += numel
-    dense_config = None
-    if dense_plans:
-        dense_config = ps_pb2.TableConfig(
-            table_id=DENSE_TABLE_ID,
-            name="dense",
-            type=ps_pb2.DENSE,
-            dim=offset,
-            initializer=ps_pb2.InitializerConfig(zero={}),
+    return dense
+
+
+def _dense_table_config(dense: list[DensePlan], rule: ps_pb2.OptimizerConfig) -> Any:
+    config = ps_pb2.TableConfig(
+        table_id=DENSE_TABLE_ID,
+        name="dense",
+        type=ps_pb2.DENSE,
+        dim=sum(d.numel for d in dense),
+        initializer=ps_pb2.InitializerConfig(zero={}),
+    )
+    config.optimizer.CopyFrom(rule)
+    return config
+
+
+def _send_dense_gradients(
+    main: Program, startup: Program, dense: list[DensePlan], update_ops: dict[str, Any]
+) -> None:
+    """The dense optimizer ops and their state leave the worker (the servers apply the rule);
+    one send op hands every dense gradient to the communicator."""
+    _remove_ops_and_state(
+        main, startup, [update_ops[d.param] for d in dense], keep={d.param for d in dense}
+    )
+    with main.op_role_guard(OP_ROLE_OPTIMIZE):
+        main.global_block().append_op(
+            "send",
+            inputs={"X": [d.grad for d in dense]},
+            attrs={"table_id": DENSE_TABLE_ID},
+            infer_shape=False,
         )
-        dense_config.optimizer.CopyFrom(rule)
-        if mode is not PsMode.GEO:
-            dense_updates = [update_ops[p.param] for p in dense_plans]
-            _remove_ops_and_state(main, startup, dense_updates, keep={p.param for p in dense_plans})
-            with main.op_role_guard(OP_ROLE_OPTIMIZE):
-                block.append_op(
-                    "send",
-                    inputs={"X": [p.grad for p in dense_plans]},
-                    attrs={"table_id": DENSE_TABLE_ID},
-                    infer_shape=False,
-                )
-    plan = PsPlan(mode, strategy, sparse_plans, dense_plans, dense_config)
-    fleet._ps_plan = plan
-    return plan
 
 
 __all__ = [

@@ -1,5 +1,6 @@
 """The parameter-server runtime behind the fleet facade: init_server / run_server on a server,
-init_worker / stop_worker on a worker, from the plan the PS program pass recorded.
+init_worker / stop_worker on a worker. The facade builds it from this process's role, the plan
+the PS program pass returned and the runtime resources the executors see.
 
 Lifecycle of a job launched by ``fleetrun --server_num=S --worker_num=W``::
 
@@ -27,38 +28,45 @@ from fleet.ps.config import server_config
 from fleet.ps.persist import Checkpointer
 from fleet.ps.program_pass import PsPlan
 from fleet.ps.server import serve_until_stopped, start_server
+from fleet.role_maker import RoleMakerBase
+from fleet.scope import global_scope
 
 logger = logging.getLogger("fleet.ps")
 
 
 class PsRuntime:
-    """One per process (held by the fleet facade)."""
+    """One per process (held by the fleet facade). `resources`: the `_core.RuntimeResources`
+    the executors see, to which init_worker attaches the communicator."""
 
-    def __init__(self, fleet: Any) -> None:
-        self._fleet = fleet
+    def __init__(self, role: RoleMakerBase, plan: PsPlan, resources: Any) -> None:
+        self._role = role
+        self._plan = plan
+        self._resources = resources
         self._server: Optional[Any] = None
         self.client: Optional[PsClient] = None
         self.communicator: Optional[Any] = None
-        self.checkpointer = Checkpointer(fleet)
+        self.checkpointer = Checkpointer(role, plan, self.worker_connection)
 
-    def _plan(self, what: str) -> PsPlan:
-        plan = getattr(self._fleet, "_ps_plan", None)
-        if plan is None:
-            raise InvalidArgument(
-                f"fleet.{what}(): call fleet.distributed_optimizer(optimizer, "
-                "strategy).minimize(loss) first: it decides the tables"
-            )
-        return plan
+    def started(self) -> bool:
+        """Whether init_server or init_worker built a server or a communicator."""
+        return self._server is not None or self.communicator is not None
+
+    def worker_connection(self, what: str) -> tuple[PsClient, Any]:
+        """(client, communicator) of the started worker; InvalidArgument naming `what`, the API
+        called, before init_worker()."""
+        if self.communicator is None or self.client is None:
+            raise InvalidArgument(f"fleet.{what}(): call fleet.init_worker() first (workers only)")
+        return self.client, self.communicator
 
     # -- server ------------------------------------------------------------------------------
     def init_server(self, model_dir: Optional[str] = None) -> None:
-        role = self._fleet.role_maker
+        role = self._role
         if not role.is_server():
             raise InvalidArgument(
                 "fleet.init_server() is for server processes "
                 f"(this one is {role.role.name.lower()})"
             )
-        plan = self._plan("init_server")
+        plan = self._plan
         index, endpoints = role.server_index(), role.server_endpoints()
         config = server_config(index, len(endpoints), plan.table_configs())
         address = endpoints[index]
@@ -82,14 +90,12 @@ class PsRuntime:
 
     # -- worker ------------------------------------------------------------------------------
     def init_worker(self, scope: Any = None, timeout: float = 300.0) -> None:
-        from fleet.executor import global_scope
-
-        role = self._fleet.role_maker
+        role = self._role
         if not role.is_worker():
             raise InvalidArgument("fleet.init_worker() is for worker processes")
         if self.communicator is not None:
             raise InvalidArgument("fleet.init_worker() was called already")
-        plan = self._plan("init_worker")
+        plan = self._plan
         cfg = plan.strategy.async_config
         self.client = PsClient(role.server_endpoints(), connect_timeout=timeout)
         dense_id = plan.dense_config.table_id if plan.dense_config is not None else None
@@ -112,14 +118,14 @@ class PsRuntime:
             prefetch_sparse=cfg.prefetch_sparse,
             geo_steps=max(cfg.k_steps, 1),
             step_timeout_s=timeout,
-            client=self.client._core,
+            client=self.client.core_client,
             root_scope=scope if scope is not None else global_scope(),
         )
-        self.communicator.attach(self._fleet.runtime_resources)
+        self.communicator.attach(self._resources)
         try:
             self.communicator.start()
         except Exception:
-            self.communicator.detach(self._fleet.runtime_resources)
+            self.communicator.detach(self._resources)
             self.communicator = None
             raise
         logger.info("worker %d: %s communicator started", role.worker_index(), plan.mode.value)
@@ -133,11 +139,11 @@ class PsRuntime:
     def stop_worker(self, timeout: float = 300.0) -> None:
         if self.communicator is None:
             raise InvalidArgument("fleet.stop_worker(): fleet.init_worker() was not called")
-        role = self._fleet.role_maker
+        role = self._role
         try:
             self.communicator.stop()
         finally:
-            self.communicator.detach(self._fleet.runtime_resources)
+            self.communicator.detach(self._resources)
             self.communicator = None
         assert self.client is not None
         self.client.barrier("__stop_worker__", role.worker_num(), role.worker_index(), timeout)

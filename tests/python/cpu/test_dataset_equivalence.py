@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import fleet
-from fleet import layers, trainer
+from fleet import layers
 from fleet.dataset import DatasetFactory
 
 FILES, LINES = 6, 400
@@ -61,8 +61,7 @@ def _dataset(kind, files, use_vars, batch_size=64, threads=2):
 
 
 def _train(main, dataset, doubled, threads):
-    return trainer.train_from_dataset(
-        fleet.Executor(),
+    return fleet.Executor().train_from_dataset(
         main,
         dataset,
         scope=fleet._core.Scope(),
@@ -220,8 +219,7 @@ def test_progress_lines_show_fetches_and_speed(data, capsys):
     files, _ = data
     main, use_vars, doubled = _program()
     ds = _dataset("QueueDataset", files[:2], use_vars, batch_size=50)
-    trainer.train_from_dataset(
-        fleet.Executor(),
+    fleet.Executor().train_from_dataset(
         main,
         ds,
         scope=fleet._core.Scope(),

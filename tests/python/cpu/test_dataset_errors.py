@@ -10,7 +10,7 @@ import time
 import pytest
 
 import fleet
-from fleet import errors, layers, trainer
+from fleet import errors, layers
 from fleet.dataset import DatasetFactory
 
 LINE = "2 5 6 1 1\n"
@@ -35,8 +35,7 @@ def _dataset(files, use_vars, pipe_command="cat", kind="QueueDataset", threads=1
 
 
 def _train(main, ds, threads=1, **kwargs):
-    return trainer.train_from_dataset(
-        fleet.Executor(),
+    return fleet.Executor().train_from_dataset(
         main,
         ds,
         scope=fleet._core.Scope(),

@@ -16,7 +16,7 @@ import uuid
 import pytest
 
 import fleet
-from fleet import errors, layers, trainer
+from fleet import errors, layers
 from fleet.dataset import DatasetFactory
 
 pytestmark = pytest.mark.timeout(120)
@@ -48,8 +48,8 @@ def _run(kind, main, ds):
     if kind == "InMemoryDataset":
         ds.load_into_memory()
         return ds.load_stats
-    result = trainer.train_from_dataset(
-        fleet.Executor(), main, ds, scope=fleet._core.Scope(), thread=1, print_period=0
+    result = fleet.Executor().train_from_dataset(
+        main, ds, scope=fleet._core.Scope(), thread=1, print_period=0
     )
     return {"bad_lines": result.skipped_lines, "bad_line_examples": result.skipped_examples}
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import fleet
-from fleet import errors, layers, trainer
+from fleet import errors, layers
 from fleet.dataset import DatasetFactory
 
 
@@ -32,8 +32,7 @@ def _read_all(tmp_path, text, kind="QueueDataset", skip_bad_lines=False):
     dataset.set_skip_bad_lines(skip_bad_lines)
     if kind == "InMemoryDataset":
         dataset.load_into_memory()
-    run = trainer.train_from_dataset(
-        fleet.Executor(),
+    run = fleet.Executor().train_from_dataset(
         main,
         dataset,
         scope=fleet._core.Scope(),

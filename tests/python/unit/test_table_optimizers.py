@@ -45,7 +45,7 @@ def _model():
 
 
 def _rules(facade) -> dict:
-    return {t.name: t.optimizer for t in facade._ps_plan.table_configs()}
+    return {t.name: t.optimizer for t in facade.ps_plan.table_configs()}
 
 
 def test_a_sparse_table_gets_its_own_server_rule(ps_worker):

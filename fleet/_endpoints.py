@@ -1,4 +1,5 @@
-"""Parsing of "ip:port" endpoints, shared by the role makers and the launcher."""
+"""Internal: parsing of "ip:port" endpoints, shared by the role makers, the launcher and the
+collective runtime."""
 
 from __future__ import annotations
 
