@@ -7,6 +7,8 @@ ops as in one process, then rewrites the main and startup programs in place:
 
 The facade (`Fleet.rewrite_for_job`) picks the pass and keeps its plan. The rewritten programs
 are also `fleet.main_program` / `fleet.startup_program` (the 1.x API).
+
+Internal: scripts get one from fleet.distributed_optimizer(optimizer, strategy).
 """
 
 from __future__ import annotations

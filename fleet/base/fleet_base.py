@@ -5,6 +5,9 @@ beneath it (groups, stores, servers, clients) is an object its owner creates and
 facade runs the program pass of the job's kind and builds the engine from the role, the pass's
 plan and the runtime resources: the PS runtime (fleet/ps/runtime.py) or the collective runtime
 (fleet/collective/runtime.py).
+
+Internal: scripts use the process's Fleet through the fleet module (fleet.init, fleet.util,
+...); only tests build Fleet objects of their own.
 """
 
 from __future__ import annotations

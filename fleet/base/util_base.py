@@ -12,6 +12,8 @@ naming it. Each call is bounded by its `timeout_s`, else the group's collective 
 (GlooConfig.collective_timeout_s, from FLEET_GLOO_COLLECTIVE_TIMEOUT_S, 1800 s by default); on
 expiry fleet.errors.Timeout names the workers that did not arrive, and a worker that exited
 without calling is named in fleet.errors.Unavailable.
+
+Internal: scripts use it as fleet.util.
 """
 
 from __future__ import annotations

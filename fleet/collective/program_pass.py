@@ -27,6 +27,8 @@ What it does (`print(program)` shows every op it adds):
   micro-batches of B thus make one optimizer step on k * B, with one allreduce. Embedding
   gradients are made dense under gradient merge (accumulating SelectedRows would grow without
   bound).
+
+Internal: fleet.distributed_optimizer(optimizer, strategy).minimize(loss) runs it.
 """
 
 from __future__ import annotations

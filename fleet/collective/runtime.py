@@ -12,6 +12,9 @@ calls and program collectives never interleave.
 
 Each rank also listens on its job endpoint (PADDLE_CURRENT_ENDPOINT) without ever accepting: when a
 collective fails, the survivors probe those endpoints to name the rank that died.
+
+Internal: the facade owns it; scripts get the group through fleet.init(is_collective=True)
+and a distributed minimize (or fleet.init_worker()).
 """
 
 from __future__ import annotations

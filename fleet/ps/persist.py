@@ -20,6 +20,9 @@ The export for serving (a pruned program plus values) is ``fleet.save_inference_
 Every worker calls these; all of them meet before (so the save holds every step each worker
 ran, its pushes flushed) and after (so no worker trains on while worker 0 saves). The servers
 apply nothing between the two barriers: a checkpoint is one consistent point of the job.
+
+Internal: scripts reach it through fleet.save_persistables, fleet.load_model, fleet.shrink
+and fleet.save_inference_model.
 """
 
 from __future__ import annotations

@@ -14,6 +14,8 @@ appended backward and update ops, and records the tables the servers must hold.
 * The user's optimizer (SGD, Adagrad, Adam, with their hyper-parameters and learning rate)
   becomes each table's update rule; anything the servers cannot apply (Momentum, a learning-rate
   variable, a per-parameter learning rate on a sparse table) is refused naming the parameter.
+
+Internal: fleet.distributed_optimizer(optimizer, strategy).minimize(loss) runs it.
 """
 
 from __future__ import annotations

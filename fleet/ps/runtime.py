@@ -14,6 +14,9 @@ Lifecycle of a job launched by ``fleetrun --server_num=S --worker_num=W``::
         fleet.init_worker()                       # connect, same start values everywhere
         ... exe.run(...) / exe.train_from_dataset(...)
         fleet.stop_worker()                       # flush, wait for all, stop the servers
+
+Internal: the facade (fleet/base/fleet_base.py) builds and calls it; scripts use
+fleet.init_server(), fleet.init_worker() and the other fleet functions.
 """
 
 from __future__ import annotations
