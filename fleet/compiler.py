@@ -1,0 +1,376 @@
+"""CompiledProgram, BuildStrategy and ExecutionStrategy: one-process data parallelism, as fluid's
+`CompiledProgram(main).with_data_parallel(loss_name=...)` on CPU.
+
+A compiled program runs on N replicas, threads of this process (`CPU_NUM`, default the
+machine's cores, or `places=`). Every replica runs the forward and backward ops on its share of
+the fed batch in a scope of its own; the gradients are reduced in memory in C++
+(`csrc/trainer/data_parallel.h`), and each parameter's update ops run once, on the replica that
+owns the parameter, on the one copy of the parameters all replicas share. With SGD this gives
+the parameters of one process on the whole batch.
+
+This module only plans: `plan_data_parallel` splits a program into the compute part and the
+update phases and says which replica owns what. `fleet.executor` runs the plan.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import os
+import warnings
+from typing import Any, Sequence
+
+from fleet.errors import InvalidArgument, Unavailable
+from fleet.framework import OP_ROLE_ATTR, OP_ROLE_OPTIMIZE, Program
+from fleet.proto import framework_pb2 as pb
+
+# Ops that hand dense gradients to the parameter servers: they read the reduced gradients, once
+# a step, so they move from the compute part (where a PS pass may have put them) to the update.
+_ONCE_PER_STEP_OPS = frozenset({"send", "push_dense"})
+# Ops that push a replica's own sparse gradients (rows of its share's ids): they stay in every
+# replica, so their gradients must already carry the 1/replicas factor (see _scale_loss_grad).
+_PER_REPLICA_PUSH_OPS = frozenset({"push_sparse"})
+# Ops whose peers are other processes: N replicas calling them would not match the other ranks.
+_COLLECTIVE_OP_PREFIX = "c_"
+
+
+class _NoticeFields:
+    """Accepts fluid's fields; setting one Fleet does not act on gives a notice (a Python
+    warning, shown once per call site by the default filters)."""
+
+    _ACTED_ON: frozenset[str] = frozenset()
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if not name.startswith("_") and not hasattr(type(self), name):
+            raise AttributeError(f"{type(self).__name__} has no field '{name}'")
+        if name not in self._ACTED_ON and not name.startswith("_"):
+            warnings.warn(
+                f"{type(self).__name__}.{name} is accepted for compatibility and has no effect "
+                "in Fleet (CPU replicas share one copy of the parameters in memory)",
+                stacklevel=2,
+            )
+        object.__setattr__(self, name, value)
+
+
+class BuildStrategy(_NoticeFields):
+    """How a data-parallel program is built. Fleet acts on `reduce_strategy` and
+    `gradient_scale_strategy`; the other fields are accepted with a notice."""
+
+    class ReduceStrategy(enum.IntEnum):
+        AllReduce = 0  # every replica gets the reduced gradients
+        Reduce = 1  # each gradient is reduced into the replica that owns its parameter's update
+
+    class GradientScaleStrategy(enum.IntEnum):
+        CoeffNumDevice = 0  # average over the replicas (the whole batch's mean loss)
+        One = 1  # sum over the replicas
+        Customized = 2
+
+    _ACTED_ON = frozenset({"reduce_strategy", "gradient_scale_strategy"})
+
+    reduce_strategy = ReduceStrategy.AllReduce
+    gradient_scale_strategy = GradientScaleStrategy.CoeffNumDevice
+    fuse_all_reduce_ops = False
+    fuse_all_optimizer_ops = False
+    fuse_elewise_add_act_ops = False
+    fuse_bn_act_ops = False
+    fuse_relu_depthwise_conv = False
+    fuse_broadcast_ops = False
+    enable_inplace = False
+    memory_optimize = False
+    enable_sequential_execution = False
+    remove_unnecessary_lock = True
+    sync_batch_norm = False
+    cache_runtime_context = False
+    enable_auto_fusion = False
+    enable_backward_optimizer_op_deps = True
+    debug_graphviz_path = ""
+    num_trainers = 1
+    trainer_id = 0
+    trainers_endpoints: Sequence[str] = ()
+    nccl_comm_num = 1
+    use_hierarchical_allreduce = False
+    hierarchical_allreduce_inter_nranks = 0
+    mkldnn_enabled_op_types: Sequence[str] = ()
+    async_mode = False
+    is_distribution = False
+
+
+class ExecutionStrategy(_NoticeFields):
+    """How a data-parallel program runs. `num_threads` is accepted (each replica is one thread;
+    the replica count comes from CPU_NUM or places=); the others with a notice."""
+
+    _ACTED_ON = frozenset({"num_threads"})
+
+    num_threads = 0
+    num_iteration_per_drop_scope = 100
+    num_iteration_per_run = 1
+    use_experimental_executor = False
+    use_thread_barrier = False
+    allow_op_delay = False
+
+
+def cpu_replicas(places: Any = None) -> int:
+    """The number of CPU replicas: len(places) (or an int), else CPU_NUM, else the cores."""
+    if places is not None:
+        count = places if isinstance(places, int) else len(list(places))
+        if count < 1:
+            raise InvalidArgument(f"with_data_parallel: places= gives {count} replicas")
+        return int(count)
+    value = os.environ.get("CPU_NUM")
+    if value is None or value == "":
+        return os.cpu_count() or 1
+    try:
+        count = int(value)
+    except ValueError:
+        raise InvalidArgument(f"CPU_NUM must be a positive integer, got {value!r}") from None
+    if count < 1:
+        raise InvalidArgument(f"CPU_NUM must be a positive integer, got {value!r}")
+    return count
+
+
+class CompiledProgram:
+    """A program plus how to run it. Without with_data_parallel it runs as the plain program."""
+
+    def __init__(self, program_or_graph: Program, build_strategy: BuildStrategy | None = None):
+        if not isinstance(program_or_graph, Program):
+            raise InvalidArgument(
+                f"CompiledProgram takes a fleet Program, got {type(program_or_graph).__name__}"
+            )
+        self.program = program_or_graph
+        self._build_strategy = build_strategy or BuildStrategy()
+        self._exec_strategy = ExecutionStrategy()
+        self._data_parallel = False
+        self._loss_name: str | None = None
+        self._replicas = 1
+        self._share_vars_from: CompiledProgram | None = None
+
+    # fluid spells the wrapped program `_program`; Fleet's executor reads `program`.
+    @property
+    def _program(self) -> Program:
+        return self.program
+
+    def with_data_parallel(
+        self,
+        loss_name: str | None = None,
+        build_strategy: BuildStrategy | None = None,
+        exec_strategy: ExecutionStrategy | None = None,
+        share_vars_from: "CompiledProgram | None" = None,
+        places: Any = None,
+    ) -> "CompiledProgram":
+        """Runs the program on CPU replicas (CPU_NUM, default the cores, or `places`)."""
+        if self._data_parallel:
+            raise InvalidArgument("with_data_parallel was already called on this CompiledProgram")
+        if places is not None and not isinstance(places, int):
+            places = list(places)
+            for place in places:
+                if type(place).__name__ != "CPUPlace":
+                    raise Unavailable(
+                        f"with_data_parallel: place {place!r}: data parallelism runs on CPU "
+                        "replicas in this version; use CPUPlace() places or CPU_NUM"
+                    )
+        if loss_name is not None and not self.program.global_block().has_var(loss_name):
+            raise InvalidArgument(
+                f"with_data_parallel: loss_name '{loss_name}' is not a variable of the program"
+            )
+        self._data_parallel = True
+        self._loss_name = loss_name
+        self._build_strategy = build_strategy or self._build_strategy
+        self._exec_strategy = exec_strategy or self._exec_strategy
+        self._share_vars_from = share_vars_from
+        self._replicas = cpu_replicas(places)
+        return self
+
+    @property
+    def is_data_parallel(self) -> bool:
+        return self._data_parallel
+
+    @property
+    def replicas(self) -> int:
+        return self._replicas if self._data_parallel else 1
+
+    @property
+    def build_strategy(self) -> BuildStrategy:
+        return self._build_strategy
+
+    def plan(self) -> "DataParallelPlan":
+        """The data-parallel plan of the program as it is now (the program may change)."""
+        return plan_data_parallel(
+            self.program, self.replicas, self._build_strategy, self._loss_name
+        )
+
+
+@dataclasses.dataclass
+class DataParallelPlan:
+    """What each replica runs. `compute` holds the forward and backward ops; `phases[p][r]` the
+    update ops replica r runs in phase p (None: nothing), with a barrier between phases;
+    `gradients[i]` is reduced into replica `owners[i]` (-1: every replica, because ops on more
+    than one replica read it)."""
+
+    replicas: int
+    all_reduce: bool
+    gradient_scale: float  # 0: 1 / replicas that ran the step
+    compute: pb.ProgramDesc
+    phases: list[list[pb.ProgramDesc | None]]
+    gradients: list[str]
+    owners: list[int]
+    param_owner: dict[str, int]
+
+
+def plan_data_parallel(
+    program: Program, replicas: int, strategy: BuildStrategy, loss_name: str | None = None
+) -> DataParallelPlan:
+    """Splits `program` for `replicas` CPU replicas. Gradients are averaged over the replicas
+    that ran a step by the reduction; a parameter-server worker's program, whose sparse pushes
+    leave every replica unreduced, gets Paddle's CoeffNumDevice instead: the loss gradient each
+    replica starts its backward pass from is 1/replicas, and the reduction sums."""
+    block = program.global_block()
+    ops = list(block.ops)
+    for op in ops:
+        if op.type.startswith(_COLLECTIVE_OP_PREFIX):
+            raise Unavailable(
+                f"with_data_parallel: the program has collective op '{op.type}'; a collective "
+                "program already runs one replica per process (use fleetrun), it cannot also "
+                "be split across replicas in the process"
+            )
+    first_update = next(
+        (i for i, op in enumerate(ops) if op.attrs.get(OP_ROLE_ATTR) == OP_ROLE_OPTIMIZE),
+        len(ops),
+    )
+    compute = [op for op in ops[:first_update] if op.type not in _ONCE_PER_STEP_OPS]
+    update = [op for op in ops[:first_update] if op.type in _ONCE_PER_STEP_OPS]
+    update += ops[first_update:]
+    persistable = {v.name for v in block.vars.values() if v.persistable}
+    written = {n for op in compute for n in op.output_names}
+    gradients: list[str] = []
+    for op in update:
+        for name in op.input_names:
+            if name in written and name not in persistable and name not in gradients:
+                gradients.append(name)
+    param_owner = _assign_parameters(update, block, replicas)
+    op_owner = _op_owners(update, param_owner, persistable)
+    owners = []
+    for name in gradients:
+        readers = {op_owner[i] for i, op in enumerate(update) if name in op.input_names}
+        readers = {0 if r is None else r for r in readers}
+        owners.append(readers.pop() if len(readers) == 1 else -1)
+    phases = _phases(program, update, op_owner, replicas)
+    average = strategy.gradient_scale_strategy == BuildStrategy.GradientScaleStrategy.CoeffNumDevice
+    compute_desc = _desc_with_ops(program, compute)
+    gradient_scale = 0.0 if average else 1.0
+    if average and any(op.type in _PER_REPLICA_PUSH_OPS for op in compute):
+        _scale_loss_grad(compute_desc, loss_name, 1.0 / replicas)
+        gradient_scale = 1.0
+    return DataParallelPlan(
+        replicas=replicas,
+        all_reduce=strategy.reduce_strategy == BuildStrategy.ReduceStrategy.AllReduce,
+        gradient_scale=gradient_scale,
+        compute=compute_desc,
+        phases=phases,
+        gradients=gradients,
+        owners=owners,
+        param_owner=param_owner,
+    )
+
+
+def _scale_loss_grad(desc: pb.ProgramDesc, loss_name: str | None, scale: float) -> None:
+    """Sets the value of the fill_constant op that starts the backward pass at `loss_name`."""
+    if loss_name is None:
+        raise InvalidArgument(
+            "with_data_parallel: this program pushes sparse gradients to parameter servers from "
+            "every replica, which needs the loss's gradient scaled: pass loss_name="
+        )
+    target = f"{loss_name}@GRAD"
+    for op in desc.blocks[0].ops:
+        outputs = [a for v in op.outputs for a in v.arguments]
+        if op.type == "fill_constant" and outputs == [target]:
+            for attr in op.attrs:
+                if attr.name == "value":
+                    attr.f = attr.f * scale
+                    return
+    raise InvalidArgument(
+        f"with_data_parallel: no fill_constant op starts the backward pass at loss '{loss_name}' "
+        f"(no op writes '{target}'); is loss_name the loss that minimize() was called with?"
+    )
+
+
+def _assign_parameters(update: list[Any], block: Any, replicas: int) -> dict[str, int]:
+    """Each updated parameter to a replica: largest first onto the least loaded replica, so
+    the replicas' update work is balanced (the role of Paddle's Reduce placement)."""
+    params = []
+    for op in update:
+        for name in op.inputs.get("Param", []):
+            if name not in params:
+                params.append(name)
+
+    def size(name: str) -> int:
+        n = 1
+        for d in block.var(name).shape if block.has_var(name) else ():
+            n *= max(int(d), 1)
+        return n
+
+    load = [0] * replicas
+    owner: dict[str, int] = {}
+    for name in sorted(params, key=lambda n: (-size(n), params.index(n))):
+        r = min(range(replicas), key=lambda i: (load[i], i))
+        owner[name] = r
+        load[r] += size(name)
+    return owner
+
+
+def _op_owners(
+    update: list[Any], param_owner: dict[str, int], persistable: set[str]
+) -> list[int | None]:
+    """The replica that runs each update op: its parameter's owner; an op without a Param
+    (regularisation, a scaled learning rate) takes the owner of the ops that read its outputs,
+    when there is exactly one and its outputs are not persistable; else None (run alone by
+    replica 0 between barriers, e.g. a learning-rate schedule every update reads)."""
+    owners: list[int | None] = [None] * len(update)
+    for i in reversed(range(len(update))):
+        op = update[i]
+        params = op.inputs.get("Param", [])
+        if params:
+            owners[i] = param_owner[params[0]]
+            continue
+        outputs = set(op.output_names)
+        if not outputs or outputs & persistable:
+            continue
+        readers = {
+            owners[j] for j in range(i + 1, len(update)) if outputs & set(update[j].input_names)
+        }
+        if len(readers) == 1 and None not in readers:
+            owners[i] = readers.pop()
+    return owners
+
+
+def _phases(
+    program: Program, update: list[Any], op_owner: list[int | None], replicas: int
+) -> list[list[pb.ProgramDesc | None]]:
+    """Consecutive owned ops form one parallel phase; unowned ops a phase of replica 0."""
+    groups: list[tuple[bool, list[list[Any]]]] = []
+    for op, owner in zip(update, op_owner):
+        parallel = owner is not None
+        if not groups or groups[-1][0] != parallel:
+            groups.append((parallel, [[] for _ in range(replicas)]))
+        groups[-1][1][owner if parallel else 0].append(op)
+    return [
+        [_desc_with_ops(program, ops) if ops else None for ops in per_replica]
+        for _, per_replica in groups
+    ]
+
+
+def _desc_with_ops(program: Program, ops: list[Any]) -> pb.ProgramDesc:
+    desc = pb.ProgramDesc()
+    desc.CopyFrom(program.desc())
+    del desc.blocks[0].ops[:]
+    desc.blocks[0].ops.extend(op.to_desc() for op in ops)
+    return desc
+
+
+__all__ = [
+    "BuildStrategy",
+    "CompiledProgram",
+    "DataParallelPlan",
+    "ExecutionStrategy",
+    "cpu_replicas",
+    "plan_data_parallel",
+]
