@@ -39,6 +39,15 @@ def build_parser() -> argparse.ArgumentParser:
         description=_DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    _add_ps_options(p)
+    _add_collective_options(p)
+    _add_common_options(p)
+    _add_script_arguments(p)
+    return p
+
+
+def _add_ps_options(p: argparse.ArgumentParser) -> None:
+    """How many servers and workers, or which, in a parameter-server job."""
     ps = p.add_argument_group("parameter-server mode")
     ps.add_argument(
         "--server_num",
@@ -68,6 +77,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="every worker of the job, across machines; worker i is the i-th entry "
         "(e.g. --workers=10.0.0.1:6171,10.0.0.2:6171)",
     )
+
+
+def _add_collective_options(p: argparse.ArgumentParser) -> None:
+    """Processes, GPUs and machines of a collective job."""
     co = p.add_argument_group("collective mode")
     co.add_argument(
         "--collective",
@@ -105,6 +118,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="first trainer port on each machine of a multi-machine collective job; "
         "one-machine jobs pick free ports (e.g. --started_port=6170)",
     )
+
+
+def _add_common_options(p: argparse.ArgumentParser) -> None:
+    """The rendezvous store, logs, stopping and restarting, for either kind of job."""
     common = p.add_argument_group("common")
     common.add_argument(
         "--version",
@@ -167,6 +184,10 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="where the script saves with fleet.save_persistables (see --max_restarts)",
     )
+
+
+def _add_script_arguments(p: argparse.ArgumentParser) -> None:
+    """What every process runs, and its arguments."""
     p.add_argument(
         "training_script",
         nargs="?",
@@ -178,7 +199,6 @@ def build_parser() -> argparse.ArgumentParser:
         nargs=argparse.REMAINDER,
         help="arguments passed on to the script (e.g. train.py --epochs 3)",
     )
-    return p
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
