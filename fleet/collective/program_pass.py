@@ -292,8 +292,22 @@ def _gradient_merge(
     fuse: bool,
     bucket_bytes: int,
 ) -> None:
+    """Backward adds each gradient into an accumulator; the optimizer ops move to block 1 (run
+    every k steps by the step hook), after the accumulators' allreduce and before their reset."""
+    first = _first_optimize_index(main.global_block())
+    accs = _add_accumulators(main, startup, grads)
+    apply = _apply_block(main, first, grads, accs)
+    scale = 1.0 / (nranks * (k if avg else 1))  # the average over the ranks and k micro-batches
+    _allreduce_accumulators(main, apply, accs, scale, fuse, bucket_bytes)
+    for acc in accs:
+        del apply.vars[acc]  # declared there by _apply_block, see there
+    main._bump()
+
+
+def _add_accumulators(main: Program, startup: Program, grads: list[str]) -> list[str]:
+    """A persistable zero-initialised accumulator per gradient (`<grad>@MERGED`) and the step
+    counter, in both programs; returns the accumulators' names."""
     block, sblock = main.global_block(), startup.global_block()
-    first = _first_optimize_index(block)
     accs = []
     for name in grads:
         var = block.var(name)
@@ -315,7 +329,14 @@ def _gradient_merge(
         outputs={"Out": MERGE_STEP_VAR},
         attrs={"shape": [1], "dtype": INT64, "value": 0.0},
     )
-    # Block 1: what runs every k steps. The optimize ops move there, reading the accumulators.
+    return accs
+
+
+def _apply_block(main: Program, first: int, grads: list[str], accs: list[str]) -> Block:
+    """Block 1, what runs every k steps: the ops from `first` (the optimize ops) move there,
+    reading the accumulators, followed by the accumulators' reset; block 0 ends with the
+    accumulating op instead."""
+    block = main.global_block()
     apply = Block(main, 1, parent_idx=0)
     main.blocks.append(apply)
     moved = [block._remove_op(first) for _ in range(first, len(block.ops))]
@@ -345,8 +366,15 @@ def _gradient_merge(
                 OP_ROLE_ATTR: OP_ROLE_OPTIMIZE,
             },
         )
-    # The allreduce (and the average over k micro-batches) at the head of block 1.
-    scale = 1.0 / (nranks * (k if avg else 1))
+    return apply
+
+
+def _allreduce_accumulators(
+    main: Program, apply: Block, accs: list[str], scale: float, fuse: bool, bucket_bytes: int
+) -> None:
+    """The allreduce of the accumulators, scaled by `scale`, at the head of block 1: fused in
+    buckets, or one allreduce and scale per accumulator."""
+    block = main.global_block()
     if fuse:
         writers = {acc: i for i, acc in enumerate(accs)}
         for n, bucket in enumerate(_buckets(apply, accs, bucket_bytes, writers)):
@@ -380,9 +408,6 @@ def _gradient_merge(
                 outputs={"Out": acc},
                 attrs=dict(_ROLE, scale=scale),
             )
-    for acc in accs:
-        del apply.vars[acc]
-    main._bump()
 
 
 __all__ = [
