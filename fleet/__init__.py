@@ -11,10 +11,14 @@ from fleet import (
     fleet_api,
     initializer,
     layers,
+    nn,
     optimizer,
     regularizer,
+    static,
+    tensor,
 )
 from fleet.backward import append_backward, gradients
+from fleet.data_generator import MultiSlotDataGenerator
 from fleet.dataset import DatasetFactory, InMemoryDataset, QueueDataset
 from fleet.distributed_strategy import DistributedStrategy, DistributedStrategyFactory
 from fleet.executor import (
@@ -63,6 +67,32 @@ from fleet.framework import (
     registered_ops,
 )
 from fleet.param_attr import ParamAttr
+
+# Paddle 2.x's tensor functions (paddle.concat, paddle.reshape, ...), for model code written
+# against `import paddle` and run under `import fleet as paddle`.
+from fleet.tensor import (
+    add,
+    bmm,
+    cast,
+    concat,
+    divide,
+    flatten,
+    full,
+    full_like,
+    matmul,
+    mean,
+    multiply,
+    ones,
+    reshape,
+    scale,
+    split,
+    square,
+    squeeze,
+    subtract,
+    sum,
+    unsqueeze,
+    zeros,
+)
 from fleet.version import __version__
 
 __all__ = [
@@ -124,6 +154,32 @@ __all__ = [
     "regularizer",
     "scope_guard",
     "utils",
+    # Paddle 2.x static API (issue 27): paddle.nn, paddle.static and the tensor functions.
+    "MultiSlotDataGenerator",
+    "nn",
+    "static",
+    "tensor",
+    "add",
+    "bmm",
+    "cast",
+    "concat",
+    "divide",
+    "flatten",
+    "full",
+    "full_like",
+    "matmul",
+    "mean",
+    "multiply",
+    "ones",
+    "reshape",
+    "scale",
+    "split",
+    "square",
+    "squeeze",
+    "subtract",
+    "sum",
+    "unsqueeze",
+    "zeros",
 ]
 
 

@@ -150,6 +150,14 @@ def full(shape: Sequence[int], fill_value: float, dtype: Any = "float32") -> Var
     return layers.fill_constant(list(shape), to_dtype(dtype), fill_value)
 
 
+def full_like(x: Variable, fill_value: float, dtype: Any = None, name: str | None = None):  # noqa: ANN201
+    """A variable of x's shape (batch size included) holding `fill_value`; no gradient flows
+    through it."""
+    out = layers.scale(x, 0.0, float(fill_value))
+    out.stop_gradient = True
+    return out if dtype is None or to_dtype(dtype) == x.dtype else layers.cast(out, dtype)
+
+
 def ones(shape: Sequence[int], dtype: Any = "float32") -> Variable:
     return full(shape, 1.0, dtype)
 
@@ -166,6 +174,7 @@ __all__ = [
     "divide",
     "flatten",
     "full",
+    "full_like",
     "matmul",
     "mean",
     "multiply",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 from typing import Optional, Sequence
 
@@ -18,6 +19,8 @@ Parameter-server mode (servers hold the parameters, workers train):
   fleetrun --server_num=2 --worker_num=2 train.py --epochs 3
   fleetrun --servers=10.0.0.1:6170,10.0.0.2:6170 --workers=10.0.0.1:6171,10.0.0.2:6171 \\
            --store_port=6180 train.py        (run the same command on both machines)
+  fleetrun --server_num=1 --worker_num=2 --module fleet.rec.static_ps_trainer -m config.yaml
+                                             (a module, with the arguments after its name)
 Collective mode (every process is a worker holding all parameters):
   fleetrun --gpus=0,1 train.py               (one process per GPU)
   fleetrun --ips=10.0.0.1,10.0.0.2 --gpus=0,1 train.py   (on each machine)
@@ -189,6 +192,15 @@ def _add_common_options(p: argparse.ArgumentParser) -> None:
 def _add_script_arguments(p: argparse.ArgumentParser) -> None:
     """What every process runs, and its arguments."""
     p.add_argument(
+        "--module",
+        nargs=argparse.REMAINDER,
+        default=None,
+        metavar="NAME ARGS",
+        help="run a Python module instead of a script, with the arguments after its name "
+        "(python -m NAME ARGS; torchrun's -m, spelled long because PaddleRec's trainers take "
+        "-m config.yaml), e.g. --module fleet.rec.static_ps_trainer -m config.yaml",
+    )
+    p.add_argument(
         "training_script",
         nargs="?",
         default=None,
@@ -201,6 +213,29 @@ def _add_script_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _module_as_script(args: argparse.Namespace) -> None:
+    """--module NAME ARGS: every process runs `python -u -m NAME ARGS`, so the plan's command
+    (`python -u <training_script> <training_script_args>`) gets `-m` and `NAME ARGS` there.
+    NAME must be importable here (the processes share this interpreter and environment)."""
+    if args.training_script or args.training_script_args:
+        raise InvalidArgument(
+            "give a training script or --module NAME, not both (the arguments after "
+            "--module NAME all go to the module)"
+        )
+    if not args.module:
+        raise InvalidArgument(
+            "--module needs a module name, e.g. --module fleet.rec.static_trainer"
+        )
+    name = args.module[0]
+    try:
+        found = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        found = None
+    if found is None:
+        raise InvalidArgument(f"--module {name}: no such module importable here")
+    args.training_script, args.training_script_args = "-m", list(args.module)
+
+
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     """Parses and checks the command line; raises InvalidArgument with a hint on a bad
     combination (argparse itself exits with usage on unknown options)."""
@@ -210,12 +245,14 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
 
 
 def check_args(args: argparse.Namespace) -> None:
+    if args.module is not None:
+        _module_as_script(args)
     if not args.training_script:
         raise InvalidArgument(
             "no training script given; hint: fleetrun [options] train.py "
             "[script args], see fleetrun --help"
         )
-    if not os.path.isfile(args.training_script):
+    if args.module is None and not os.path.isfile(args.training_script):
         raise InvalidArgument(f"training script {args.training_script!r} does not exist")
     for name in ("server_num", "worker_num", "nproc_per_node"):
         value = getattr(args, name)

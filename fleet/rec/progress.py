@@ -4,7 +4,6 @@ the run (from the samples the data files hold)."""
 from __future__ import annotations
 
 import re
-import time
 from typing import Any, Callable, Mapping
 
 import numpy as np
@@ -28,9 +27,18 @@ class Progress:
 
     def __init__(self, prefix: str, epochs: int, samples_per_epoch: int) -> None:
         self.prefix = prefix
+        self.epochs = epochs
         self.total = epochs * samples_per_epoch
         self.done = 0
-        self.started = time.perf_counter()
+        self._calibrated = False
+
+    def calibrate(self, epoch_samples: int) -> None:
+        """After the first epoch: the run's total from the samples that epoch held (the line
+        count is a guess: a reader may make several samples of a line, e.g. word2vec's pairs,
+        and the last short batch is dropped)."""
+        if not self._calibrated and epoch_samples > 0:
+            self.total = self.epochs * epoch_samples
+            self._calibrated = True
 
     def _eta(self, rate: float) -> str:
         if not self.total or rate <= 0:

@@ -60,6 +60,9 @@ RUNNER: dict[str, KeySpec] = {
     "dataset_debug": KeySpec("bool"),
     "warmup_model_path": KeySpec("str"),
     "seed": KeySpec("int"),
+    # Read by a model's own reader (PaddleRec's word2vec), not by the trainers.
+    "word_count_dict_path": KeySpec("str", config_relative=True),
+    "word_id_dict_path": KeySpec("str", config_relative=True),
     # Accepted so that PaddleRec's configs load; Fleet has nothing they would switch.
     "use_visual": KeySpec("bool", acted=False, why="Fleet has no VisualDL logging"),
     "use_xpu": KeySpec("bool", acted=False, why="Fleet has no XPU support"),
@@ -79,6 +82,9 @@ OPTIMIZER: dict[str, KeySpec] = {
     "class": KeySpec("str", required=True),
     "learning_rate": KeySpec("number", required=True),
     "strategy": KeySpec("str", acted=False, why="runner.sync_mode picks the parameter-server mode"),
+    # For a model's create_optimizer that builds a decaying learning rate (PaddleRec's word2vec).
+    "decay_steps": KeySpec("int"),
+    "decay_rate": KeySpec("number"),
 }
 
 TOP_LEVEL: dict[str, KeySpec] = {

@@ -69,6 +69,7 @@ def loader_epoch(
             rate = window_samples / (now - window_start) if now > window_start else 0.0
             print(progress.step_line(epoch, step, values, rate), flush=True)
             window_start, window_samples = now, 0
+    progress.calibrate(samples)
     return values, samples, time.perf_counter() - start
 
 
@@ -99,6 +100,7 @@ def dataset_epoch(
         print_fn=progress.dataset_printer(epoch, batch_size, {}),
     )
     progress.done = done_before + result.samples
+    progress.calibrate(result.samples)
     values = {}
     for name, var in zip(names, fetch):
         last = result.fetch.get(var.name)

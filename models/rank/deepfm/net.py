@@ -3,9 +3,10 @@ imports: a factorisation machine (first- and second-order terms over the 26 slot
 dense features, each dense feature with its own embedding vector scaled by its value) and a DNN
 on the same embeddings, summed before the sigmoid.
 
-One line differs from PaddleRec's: Paddle multiplies [N, 13, 1] by [1, 13, D] with broadcasting
+Two things differ from PaddleRec's. Paddle multiplies [N, 13, 1] by [1, 13, D] with broadcasting
 on both sides; Fleet's element-wise ops broadcast the second operand only, so the dense values
-are first repeated D times along the last axis ([N, 13, D]) and multiplied by [13, D]."""
+are first repeated D times along the last axis ([N, 13, D]) and multiplied by [13, D]. And the
+dense features' embedding vectors start small and random rather than all ones (see FM)."""
 
 import math
 
@@ -62,10 +63,13 @@ class FM(paddle.nn.Layer):
             dtype="float32",
             default_initializer=paddle.nn.initializer.Constant(value=1.0),
         )
+        # The dense features' embedding vectors start like the slots' (PaddleRec: all ones, so
+        # the second-order term starts at about D * (sum of the dense values)^2 / 2: on the
+        # sample data the predictions saturate and the first epochs learn nothing).
         self.dense_w = self.create_parameter(
             shape=[self.dense_feature_dim, self.sparse_feature_dim],
             dtype="float32",
-            default_initializer=paddle.nn.initializer.Constant(value=1.0),
+            default_initializer=paddle.nn.initializer.Normal(mean=0.0, std=std),
         )
 
     def forward(self, sparse_inputs, dense_inputs):

@@ -12,10 +12,11 @@ import fleet
 class Reader(fleet.MultiSlotDataGenerator):
     def init(self, config):
         self.sparse_feature_number = config.get("hyper_parameters.sparse_feature_number")
+        self.transform = config.get("hyper_parameters.dense_transform", "log")
 
     def generate_sample(self, line):
         def wrapper():
-            label, ids, dense = parse_line(line, self.sparse_feature_number)
+            label, ids, dense = parse_line(line, self.sparse_feature_number, self.transform)
             sample = [("label", [label])]
             sample += [(f"C{i + 1}", [v]) for i, v in enumerate(ids)]
             sample.append(("dense_input", dense))
