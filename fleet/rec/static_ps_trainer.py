@@ -54,6 +54,8 @@ def run(config: Config) -> dict[str, float]:
     model = load_model(config)
     feeds = model.create_feeds()
     metrics = metrics_of(model.net(feeds), config, "net")
+    if config.get("runner.use_inference"):  # refused now rather than after the first epoch
+        saving.inference_vars(config, fleet.default_main_program())
     model.create_optimizer(strategy_of(config))
     init_path = config.get("runner.model_init_path") or config.get("runner.warmup_model_path")
     if fleet.is_server():

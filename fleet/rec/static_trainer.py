@@ -44,6 +44,8 @@ def run(config: Config) -> dict[str, float]:
     model = load_model(config)
     feeds = model.create_feeds()
     metrics = metrics_of(model.net(feeds), config, "net")
+    if config.get("runner.use_inference"):  # refused now rather than after the first epoch
+        saving.inference_vars(config, fleet.default_main_program())
     if use_fleet:
         fleet.init(is_collective=True)
         model.create_optimizer(fleet.DistributedStrategy())
