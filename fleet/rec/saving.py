@@ -72,7 +72,9 @@ def load_local(program: Program, path: str) -> list[str]:
     prefix = init_prefix(path)
     if not os.path.isfile(prefix + static_io.PERSISTABLES_SUFFIX):
         raise NotFound(
-            f"runner.model_init_path: no saved model at {path} "
-            f"(expected {prefix + static_io.PERSISTABLES_SUFFIX})"
+            f"no one-process save at {path} (expected {prefix + static_io.PERSISTABLES_SUFFIX}); "
+            "a parameter-server job saves fleet.save_persistables' checkpoint instead, which "
+            "its servers resume from (runner.model_init_path of static_ps_trainer), and with "
+            f"use_inference an inference model in {INFERENCE_DIR}/ for fleet.load_inference_model"
         )
     return static_io.load(program, prefix)

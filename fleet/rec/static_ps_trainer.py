@@ -69,6 +69,7 @@ def run(config: Config) -> dict[str, float]:
     fleet.init_worker()
     if init_path:
         fleet.load_model(init_path, mode=1)  # the servers loaded the tables at start
+        print(f"worker {worker}: resumed from {init_path}", flush=True)
 
     files = data.data_files(config, "runner.train_data_dir")
     if config.get("runner.split_file_list"):

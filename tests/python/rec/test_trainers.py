@@ -117,6 +117,32 @@ def test_a_users_model_folder_trains_on_parameter_servers(tmp_path, mode):
     assert (tmp_path / "output" / "1" / "rec_inference").is_dir()
 
 
+def test_a_parameter_server_job_resumes_from_its_checkpoint(tmp_path):
+    """One epoch saved by a PS job, then a second job started from it (the servers load the
+    tables, the workers their own persistables): its first epoch's AUC is the trained model's."""
+    config = rec_jobs.user_model(tmp_path)
+    job = ["--server_num=1", "--worker_num=2"]
+    first = rec_jobs.run_fleetrun(tmp_path, job, PS, config, "runner.epochs=1")
+    assert_ok(first)
+    fresh = rec_jobs.epoch_metrics(rec_jobs.logs(tmp_path))
+    for log in (tmp_path / "logs").iterdir():
+        log.unlink()
+    resumed = rec_jobs.run_fleetrun(
+        tmp_path,
+        job,
+        PS,
+        config,
+        "runner.epochs=1",
+        f"runner.model_init_path={tmp_path / 'output' / '0'}",
+        "runner.model_save_path=output2",
+    )
+    assert_ok(resumed)
+    output = rec_jobs.logs(tmp_path)
+    assert output.count("resumed from") == 2
+    again = rec_jobs.epoch_metrics(output)
+    assert min(e["auc"] for e in again) > max(e["auc"] for e in fresh)
+
+
 def test_a_users_model_folder_trains_data_parallel(tmp_path):
     config = rec_jobs.user_model(tmp_path)
     result = rec_jobs.run_fleetrun(
