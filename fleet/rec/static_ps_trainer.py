@@ -25,7 +25,7 @@ from fleet.rec.config import Config, ConfigError
 from fleet.rec.entry import metrics_of, prepare
 from fleet.rec.model_loader import load_model, seed_programs
 from fleet.rec.progress import Progress
-from fleet.rec.train_loop import dataset_epoch, loader_epoch, reset_auc_states
+from fleet.rec.train_loop import dataset_epoch, even_steps, loader_epoch, reset_auc_states
 
 
 def strategy_of(config: Config) -> fleet.DistributedStrategy:
@@ -92,8 +92,9 @@ def run(config: Config) -> dict[str, float]:
         reset_auc_states(program)
         if dataset is None:
             batches = data.batches(config, "runner.train_reader_path", files, feeds, batch_size)
+            admit = even_steps() if config.get("runner.sync_mode") == "sync" else None
             last, samples, seconds = loader_epoch(
-                exe, program, batches, metrics, progress, epoch, print_interval
+                exe, program, batches, metrics, progress, epoch, print_interval, admit
             )
         else:
             if reader_type != "QueueDataset":

@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Callable, Sequence
-
-import numpy as np
+from typing import Sequence
 
 import fleet
 from fleet.errors import FleetError
@@ -24,17 +22,7 @@ from fleet.rec.config import Config
 from fleet.rec.entry import metrics_of, prepare
 from fleet.rec.model_loader import load_model, seed_programs
 from fleet.rec.progress import Progress
-from fleet.rec.train_loop import dataset_epoch, loader_epoch, reset_auc_states
-
-
-def _collective_admit() -> Callable[[bool], bool]:
-    """Every rank steps only while all still have a batch (an all-reduce of 'I have one')."""
-
-    def admit(has_batch: bool) -> bool:
-        flag = np.array([1.0 if has_batch else 0.0])
-        return bool(fleet.util.all_reduce(flag, "min")[0] > 0)
-
-    return admit
+from fleet.rec.train_loop import dataset_epoch, even_steps, loader_epoch, reset_auc_states
 
 
 def run(config: Config) -> dict[str, float]:
@@ -78,7 +66,7 @@ def run(config: Config) -> dict[str, float]:
         reset_auc_states(program)
         if dataset is None:
             batches = data.batches(config, "runner.train_reader_path", files, feeds, batch_size)
-            admit = _collective_admit() if use_fleet and ranks > 1 else None
+            admit = even_steps() if use_fleet and ranks > 1 else None
             last, samples, seconds = loader_epoch(
                 exe, program, batches, metrics, progress, epoch, print_interval, admit
             )

@@ -8,6 +8,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 
+import fleet
 from fleet.executor import Executor
 from fleet.framework import Program, Variable
 from fleet.rec.progress import Progress, scalar
@@ -28,6 +29,18 @@ def reset_auc_states(program: Program) -> None:
                 if var.persistable and found is not None and found.is_initialized():
                     tensor = found.get_tensor()
                     tensor.set(np.zeros_like(tensor.numpy()))
+
+
+def even_steps() -> Callable[[bool], bool]:
+    """For the Executor.run loop of a job whose workers must step together (collective, PS
+    sync): every worker steps only while all still have a batch (an all-reduce of 'I have
+    one' before each step), so that a worker with more data never waits for one that is done."""
+
+    def admit(has_batch: bool) -> bool:
+        flag = np.array([1.0 if has_batch else 0.0])
+        return bool(fleet.util.all_reduce(flag, "min")[0] > 0)
+
+    return admit
 
 
 def loader_epoch(

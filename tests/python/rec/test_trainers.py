@@ -211,6 +211,21 @@ def test_word2vec_learns_in_each_mode(tmp_path, mode):
     assert min(e["auc"] for e in last) > 0.65
 
 
+@pytest.mark.parametrize("mode", ["sync", "collective"])
+def test_workers_with_uneven_data_step_together(tmp_path, mode):
+    """Worker 1's file is 100 rows short: in a sync PS job and a collective one (Executor.run
+    loops that meet every step) both workers stop after the steps they both have, instead of
+    worker 0 waiting forever for a step worker 1 never takes."""
+    config = rec_jobs.user_model(tmp_path)
+    short = tmp_path / "user_model" / "data" / "train" / "part-1.txt"
+    short.write_text("".join(short.read_text().splitlines(keepends=True)[:500]))
+    job, module, settings = DISTRIBUTED[mode]
+    result = rec_jobs.run_fleetrun(tmp_path, job, module, config, *settings, "runner.epochs=1")
+    assert_ok(result)
+    epochs = rec_jobs.epoch_metrics(rec_jobs.logs(tmp_path))
+    assert [e["samples"] for e in epochs] == [500, 500]
+
+
 @pytest.mark.parametrize(
     "old, new, message",
     [
