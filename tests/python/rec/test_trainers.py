@@ -13,6 +13,7 @@ from tests.python.rec import rec_jobs
 
 pytestmark = pytest.mark.timeout(300)
 LOCAL, PS = "fleet.rec.static_trainer", "fleet.rec.static_ps_trainer"
+INFER = "fleet.rec.static_infer"
 
 
 def assert_ok(result):
@@ -27,9 +28,7 @@ def last_auc(output: str) -> float:
 
 def test_dnn_trains_saves_infers_and_resumes_in_one_process(tmp_path):
     config = rec_jobs.shipped_model(tmp_path, "dnn")
-    result = rec_jobs.run_module(
-        tmp_path, "fleet.rec.static_trainer", config, "runner.use_inference=True"
-    )
+    result = rec_jobs.run_module(tmp_path, LOCAL, config, "runner.use_inference=True")
     assert_ok(result)
     epochs = rec_jobs.epoch_metrics(result.stdout)
     assert [e["epoch"] for e in epochs] == [0, 1]
@@ -44,14 +43,14 @@ def test_dnn_trains_saves_infers_and_resumes_in_one_process(tmp_path):
     )
     assert feeds[-1] == "dense_input" and len(fetches) == 1
 
-    inferred = rec_jobs.run_module(tmp_path, "fleet.rec.static_infer", config)
+    inferred = rec_jobs.run_module(tmp_path, INFER, config)
     assert_ok(inferred)
     aucs = [e["auc"] for e in rec_jobs.epoch_metrics(inferred.stdout)]
     assert len(aucs) == 2 and aucs[-1] > 0.6  # test AUC; the planted model's is 0.799
 
     resumed = rec_jobs.run_module(
         tmp_path,
-        "fleet.rec.static_trainer",
+        LOCAL,
         config,
         f"runner.model_init_path={saved / '1'}",
         "runner.epochs=1",
@@ -63,13 +62,14 @@ def test_dnn_trains_saves_infers_and_resumes_in_one_process(tmp_path):
     assert rec_jobs.epoch_metrics(resumed.stdout)[0]["cost"] < epochs[0]["cost"]
 
 
-def test_dnn_trains_from_a_queue_dataset_through_pipe_command(tmp_path):
+@pytest.mark.parametrize("reader_type", ["QueueDataset", "InmemoryDataset"])
+def test_dnn_trains_from_a_dataset_through_pipe_command(tmp_path, reader_type):
     config = rec_jobs.shipped_model(tmp_path, "dnn")
     result = rec_jobs.run_module(
         tmp_path,
-        "fleet.rec.static_trainer",
+        LOCAL,
         config,
-        "runner.reader_type=QueueDataset",
+        f"runner.reader_type={reader_type}",
         "runner.thread_num=2",
     )
     assert_ok(result)
@@ -80,11 +80,11 @@ def test_dnn_trains_from_a_queue_dataset_through_pipe_command(tmp_path):
 
 def test_a_users_model_folder_trains_and_infers_in_one_process(tmp_path):
     config = rec_jobs.user_model(tmp_path)
-    result = rec_jobs.run_module(tmp_path, "fleet.rec.static_trainer", config)
+    result = rec_jobs.run_module(tmp_path, LOCAL, config)
     assert_ok(result)
     assert result.stdout.count("runner.use_visual is accepted but not acted on") == 1
     assert last_auc(result.stdout) > 0.7
-    inferred = rec_jobs.run_module(tmp_path, "fleet.rec.static_infer", config)
+    inferred = rec_jobs.run_module(tmp_path, INFER, config)
     assert_ok(inferred)
     assert last_auc(inferred.stdout) > 0.7
 
@@ -103,7 +103,7 @@ def test_a_users_model_folder_trains_on_parameter_servers(tmp_path, mode):
     result = rec_jobs.run_fleetrun(
         tmp_path,
         ["--server_num=1", "--worker_num=2"],
-        "fleet.rec.static_ps_trainer",
+        PS,
         config,
         *PS_MODES[mode],
     )
@@ -148,7 +148,7 @@ def test_a_users_model_folder_trains_data_parallel(tmp_path):
     result = rec_jobs.run_fleetrun(
         tmp_path,
         ["--collective", "--nproc_per_node=2"],
-        "fleet.rec.static_trainer",
+        LOCAL,
         config,
         "runner.use_fleet=True",
     )
@@ -244,14 +244,14 @@ def test_workers_with_uneven_data_step_together(tmp_path, mode):
 def test_refused_settings_name_the_file_line_and_key(tmp_path, old, new, message):
     config = rec_jobs.user_model(tmp_path)
     config.write_text(config.read_text().replace(old, new, 1))
-    result = rec_jobs.run_module(tmp_path, "fleet.rec.static_trainer", config)
+    result = rec_jobs.run_module(tmp_path, LOCAL, config)
     assert result.returncode == 2
     assert re.search(message, result.stderr), result.stderr
 
 
 def test_an_override_that_is_wrong_names_the_command_line(tmp_path):
     config = rec_jobs.user_model(tmp_path)
-    result = rec_jobs.run_module(tmp_path, "fleet.rec.static_trainer", config, "runner.epochs=x")
+    result = rec_jobs.run_module(tmp_path, LOCAL, config, "runner.epochs=x")
     assert result.returncode == 2
     assert "(-o runner.epochs on the command line): runner.epochs: must be an integer" in (
         result.stderr
