@@ -1,9 +1,10 @@
 // elementwise_add / _sub / _mul / _div with Paddle's broadcasting: Y's dimensions line up with a
 // contiguous run of X's starting at `axis` (axis = -1 aligns Y with the end of X), and a Y
 // dimension of 1 within that run broadcasts. Out has X's shape and lod. The gradient of Y sums
-// over the dimensions it was broadcast along.
+// over the dimensions it was broadcast along. The comparison ops broadcast alike and give bool.
 
 #include <cmath>
+#include <functional>
 #include <type_traits>
 
 #include "operators/broadcast.h"
@@ -204,9 +205,53 @@ void RegisterElementwise(OpRegistry* registry, const std::string& type) {
   SetCpuKernel(&grad, GradKernel<Op>);
 }
 
+// ---- less_than, less_equal, greater_than, greater_equal, equal, not_equal ----------------------
+// Out is a bool tensor of X's shape; Y broadcasts as in the arithmetic ops. No gradient.
+
+void InferCompare(InferShapeContext* ctx) {
+  InferElementwise(ctx);
+  VarInfo out = ctx->Input("X");
+  out.dtype = DType::kBool;
+  ctx->SetOutput("Out", out);
+}
+
+template <typename Cmp>
+void CompareKernel(const ExecutionContext& ctx) {
+  const LoDTensor& x = ctx.Input("X");
+  const LoDTensor& y = ctx.Input("Y");
+  const Shape padded = RuntimePaddedY(ctx, x, y);
+  LoDTensor out(Tensor(DType::kBool, x.shape()));
+  bool* os = out.mutable_data<bool>();
+  BroadcastPlan plan(x.shape(), padded);
+  VisitDType(x.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    const T* xs = x.data<T>();
+    const T* ys = y.data<T>();
+    Cmp cmp;
+    plan.ForEachRun([&](int64_t f, int64_t p, int64_t n, bool contiguous) {
+      for (int64_t i = 0; i < n; ++i) os[f + i] = cmp(xs[f + i], ys[contiguous ? p + i : p]);
+    });
+  });
+  out.set_lod(x.lod());
+  *ctx.Output("Out") = out;
+}
+
+template <typename Cmp>
+void RegisterCompare(OpRegistry* registry, const std::string& type) {
+  OpInfo& op = registry->Register(type);
+  op.infer_shape = InferCompare;
+  SetCpuKernel(&op, CompareKernel<Cmp>);
+}
+
 }  // namespace
 
 void RegisterElementwiseOps(OpRegistry* registry) {
+  RegisterCompare<std::less<>>(registry, "less_than");
+  RegisterCompare<std::less_equal<>>(registry, "less_equal");
+  RegisterCompare<std::greater<>>(registry, "greater_than");
+  RegisterCompare<std::greater_equal<>>(registry, "greater_equal");
+  RegisterCompare<std::equal_to<>>(registry, "equal");
+  RegisterCompare<std::not_equal_to<>>(registry, "not_equal");
   RegisterElementwise<Add>(registry, "elementwise_add");
   RegisterElementwise<Sub>(registry, "elementwise_sub");
   RegisterElementwise<Mul>(registry, "elementwise_mul");

@@ -1,6 +1,7 @@
-// Ops that create a tensor from attributes alone: fill_constant, uniform_random and
-// gaussian_random. They initialise parameters in startup programs, so they fill memory in one
-// pass with a cheap generator: one 64-bit Mersenne Twister draw gives two float32 values.
+// Ops that create a tensor from attributes alone: fill_constant, uniform_random,
+// gaussian_random and truncated_gaussian_random (and fill_constant_batch_size_like, which takes
+// one dimension from an input). They initialise parameters in startup programs, so they fill memory
+// in one pass with a cheap generator: one 64-bit Mersenne Twister draw gives two float32 values.
 
 #include <cmath>
 #include <random>
@@ -151,6 +152,80 @@ void GaussianRandomKernel(const ExecutionContext& ctx) {
   }
 }
 
+// truncated_gaussian_random: normal values, those beyond two standard deviations drawn again
+// (the distribution of Paddle's op, which maps uniforms through the truncated inverse CDF).
+void TruncatedGaussianRandomKernel(const ExecutionContext& ctx) {
+  const DType dtype = RandomDType(ctx);
+  const float mean = ctx.Attr<float>("mean", 0.f);
+  const float std = ctx.Attr<float>("std", 1.f);
+  FLEET_KERNEL_ENFORCE(ctx, std >= 0, "std (", std, ") must not be negative");
+  std::mt19937_64 engine = MakeEngine(ctx);
+  void* data = ResizeFromAttrs(ctx, dtype);
+  const int64_t n = ctx.Output("Out")->numel();
+  double pair[2];
+  for (int64_t i = 0; i < n; ++i) {
+    double z;
+    do {
+      FillGaussian<double>(&engine, 0.0, 1.0, pair, 1);
+      z = pair[0];
+    } while (std::abs(z) > 2.0);
+    const double v = mean + std * z;
+    if (dtype == DType::kFloat32) {
+      static_cast<float*>(data)[i] = static_cast<float>(v);
+    } else {
+      static_cast<double*>(data)[i] = v;
+    }
+  }
+}
+
+// ---- fill_constant_batch_size_like -----------------------------------------------------------
+
+// Out has `shape` with dimension output_dim_idx replaced by Input's dimension input_dim_idx (a
+// batch-sized constant, e.g. an initial state), filled with `value`.
+Shape BatchSizeLikeShape(const OpSpec& op, const Shape& input, std::string* why) {
+  Shape shape = ShapeAttr(op);
+  const int64_t in_idx = op.attrs.GetOr<int32_t>("input_dim_idx", 0, op.type);
+  const int64_t out_idx = op.attrs.GetOr<int32_t>("output_dim_idx", 0, op.type);
+  if (in_idx < 0 || in_idx >= static_cast<int64_t>(input.size()) || out_idx < 0 ||
+      out_idx >= static_cast<int64_t>(shape.size())) {
+    *why =
+        absl::StrCat("input_dim_idx ", in_idx, " must index Input of shape ", ShapeToString(input),
+                     " and output_dim_idx ", out_idx, " the shape ", ShapeToString(shape));
+    return {};
+  }
+  shape[out_idx] = input[in_idx];
+  return shape;
+}
+
+void InferBatchSizeLike(InferShapeContext* ctx) {
+  std::string why;
+  VarInfo info;
+  info.shape = BatchSizeLikeShape(ctx->op(), ctx->Input("Input").shape, &why);
+  FLEET_ENFORCE(why.empty(), InvalidArgument, "op ", ctx->op().Describe(), ": ", why);
+  info.dtype = DTypeAttr(ctx->op());
+  ctx->SetOutput("Out", info);
+}
+
+void FillConstantBatchSizeLikeKernel(const ExecutionContext& ctx) {
+  std::string why;
+  Shape shape = BatchSizeLikeShape(ctx.op(), ctx.Input("Input").shape(), &why);
+  if (!why.empty()) ctx.Fail(why);
+  for (int64_t d : shape) {
+    FLEET_KERNEL_ENFORCE(ctx, d >= 0, "shape ", ShapeToString(shape),
+                         " may hold -1 only at output_dim_idx");
+  }
+  const DType dtype = DTypeAttr(ctx.op());
+  const double value = ctx.Attr<float>("value", 0.f);
+  LoDTensor* out = ctx.Output("Out");
+  out->Resize(std::move(shape));
+  out->set_lod({});
+  void* data = out->mutable_data(dtype);
+  VisitDType(dtype, [&](auto zero) {
+    using T = decltype(zero);
+    std::fill(static_cast<T*>(data), static_cast<T*>(data) + out->numel(), static_cast<T>(value));
+  });
+}
+
 void RegisterFill(OpRegistry* registry, const std::string& type, framework::KernelFn kernel) {
   OpInfo& op = registry->Register(type);
   op.infer_shape = InferFromAttrs;
@@ -163,6 +238,10 @@ void RegisterFillOps(OpRegistry* registry) {
   RegisterFill(registry, "fill_constant", FillConstantKernel);
   RegisterFill(registry, "uniform_random", UniformRandomKernel);
   RegisterFill(registry, "gaussian_random", GaussianRandomKernel);
+  RegisterFill(registry, "truncated_gaussian_random", TruncatedGaussianRandomKernel);
+  OpInfo& batch_like = registry->Register("fill_constant_batch_size_like");
+  batch_like.infer_shape = InferBatchSizeLike;
+  SetCpuKernel(&batch_like, FillConstantBatchSizeLikeKernel);
 }
 
 }  // namespace fleet::operators

@@ -65,4 +65,58 @@ FLEET_HOST_DEVICE inline void AdamElement(const AdamStep& s, float g, float* p, 
   *p -= s.lr_t * *m1 / (sqrtf(*m2) + s.eps_hat);
 }
 
+// decayed_adagrad: m = decay * m + (1 - decay) * g^2; p -= lr * g / (sqrt(m) + epsilon).
+FLEET_HOST_DEVICE inline void DecayedAdagradElement(float lr, float decay, float epsilon, float g,
+                                                    float* p, float* m) {
+  *m = decay * *m + (1.f - decay) * g * g;
+  *p -= lr * g / (sqrtf(*m) + epsilon);
+}
+
+// rmsprop (Hinton, Coursera lecture 6e; centered: Graves, arXiv:1308.0850, eq. 38-45):
+//   ms = rho * ms + (1 - rho) * g^2
+//   centered: mg = rho * mg + (1 - rho) * g; mom = mu * mom + lr * g / sqrt(ms - mg^2 + eps)
+//   else:                                    mom = mu * mom + lr * g / sqrt(ms + eps)
+//   p -= mom
+FLEET_HOST_DEVICE inline void RmspropElement(float lr, float rho, float mu, float epsilon, float g,
+                                             float* p, float* ms, float* mom) {
+  *ms = rho * *ms + (1.f - rho) * g * g;
+  *mom = mu * *mom + lr * g / sqrtf(*ms + epsilon);
+  *p -= *mom;
+}
+
+FLEET_HOST_DEVICE inline void CenteredRmspropElement(float lr, float rho, float mu, float epsilon,
+                                                     float g, float* p, float* ms, float* mg,
+                                                     float* mom) {
+  *ms = rho * *ms + (1.f - rho) * g * g;
+  *mg = rho * *mg + (1.f - rho) * g;
+  *mom = mu * *mom + lr * g / sqrtf(*ms - *mg * *mg + epsilon);
+  *p -= *mom;
+}
+
+// adamax (Kingma & Ba, "Adam", section 7.1): m = b1 * m + (1 - b1) * g;
+// u = max(b2 * u + epsilon, |g|); p -= lr / (1 - beta1_pow) * m / u.
+FLEET_HOST_DEVICE inline void AdamaxElement(float lr_t, float beta1, float beta2, float epsilon,
+                                            float g, float* p, float* m, float* u) {
+  *m = beta1 * *m + (1.f - beta1) * g;
+  *u = fmaxf(beta2 * *u + epsilon, fabsf(g));
+  *p -= lr_t * *m / *u;
+}
+
+// ftrl (McMahan et al., "Ad click prediction: a view from the trenches", KDD 2013, algorithm 1,
+// with Paddle's learning-rate power): n' = n + g^2;
+//   z += g - (n'^-lr_power - n^-lr_power) / lr * p
+//   p = |z| > l1 ? (l1 * sign(z) - z) / (n'^-lr_power / lr + 2 * l2) : 0;  n = n'.
+// lr_power = -0.5 (the paper's rule) takes square roots.
+FLEET_HOST_DEVICE inline void FtrlElement(float lr, float l1, float l2, float lr_power, float g,
+                                          float* p, float* n, float* z) {
+  const float n_new = *n + g * g;
+  const bool root = lr_power == -0.5f;
+  const float sigma_new = root ? sqrtf(n_new) : powf(n_new, -lr_power);
+  const float sigma_old = root ? sqrtf(*n) : powf(*n, -lr_power);
+  *z += g - (sigma_new - sigma_old) / lr * *p;
+  const float sign = (*z > 0.f) - (*z < 0.f);
+  *p = fabsf(*z) > l1 ? (l1 * sign - *z) / (sigma_new / lr + 2.f * l2) : 0.f;
+  *n = n_new;
+}
+
 }  // namespace fleet::operators

@@ -1,4 +1,5 @@
-// Optimizer ops: sgd, momentum, adagrad, adam, with the slots, attributes and formulas of
+// Optimizer ops: sgd, momentum, adagrad, adam, rmsprop, ftrl, adamax, lamb and decayed_adagrad,
+// with the slots, attributes and formulas of
 // PaddlePaddle fluid (paddle/fluid/operators/optimizers/). The update rules themselves live in
 // optimizer_math.h, shared with the CUDA kernels.
 //
@@ -10,6 +11,7 @@
 // embedding lookup). Sparse rows may repeat; they are summed first (MergeDuplicateRows), and a
 // row outside [0, Param rows) is an InvalidArgument naming the row. The ops have no gradient.
 
+#include <cmath>
 #include <vector>
 
 #include "operators/op_helpers.h"
@@ -149,6 +151,25 @@ void ForEachParamRow(const RowGrad& grad, Fn fn) {
   for (int64_t r = 0; r < grad.height; ++r) fn(r, slot[r] < 0 ? zeros.data() : grad.Row(slot[r]));
 }
 
+// Calls fn(g, offset, n) for the spans of Param the gradient updates: once over a dense
+// gradient; for a SelectedRows gradient once per row, the rows present only (lazy) or every
+// row of Param with zeros where the gradient has none (so state decays everywhere).
+template <typename Fn>
+void ForEachGradSpan(const ExecutionContext& ctx, const Shape& shape, bool lazy, Fn fn) {
+  if (!HasSparseGrad(ctx)) {
+    fn(DenseGrad(ctx, shape), int64_t{0}, NumElements(shape));
+    return;
+  }
+  const RowGrad grad = SparseGrad(ctx, shape);
+  const int64_t w = grad.width;
+  auto row = [&](int64_t r, const float* g) { fn(g, r * w, w); };
+  if (lazy) {
+    ForEachGradRow(grad, row);
+  } else {
+    ForEachParamRow(grad, row);
+  }
+}
+
 // ---- Kernels.
 
 void SgdKernel(const ExecutionContext& ctx) {
@@ -233,6 +254,125 @@ void AdamKernel(const ExecutionContext& ctx) {
   ScaleScalar(ctx, "Beta2Pow", "Beta2PowOut", beta2);
 }
 
+// Paddle's decayed_adagrad takes dense gradients; a sparse one decays every row's moment.
+void DecayedAdagradKernel(const ExecutionContext& ctx) {
+  const float lr = ScalarInput(ctx, "LearningRate");
+  const float decay = ctx.Attr<float>("decay", 0.95f);
+  const float epsilon = ctx.Attr<float>("epsilon", 1e-6f);
+  const Shape shape = ctx.Input("Param").shape();
+  float* p = UpdateInPlace(ctx, "Param", "ParamOut", shape);
+  float* m = UpdateInPlace(ctx, "Moment", "MomentOut", shape);
+  ForEachGradSpan(ctx, shape, false, [&](const float* g, int64_t off, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+      DecayedAdagradElement(lr, decay, epsilon, g[i], p + off + i, m + off + i);
+    }
+  });
+}
+
+// A sparse gradient updates every row (zeros where absent), as Paddle's sparse rmsprop does.
+void RmspropKernel(const ExecutionContext& ctx) {
+  const float lr = ScalarInput(ctx, "LearningRate");
+  const float rho = ctx.Attr<float>("decay", 0.9f);
+  const float mu = ctx.Attr<float>("momentum", 0.f);
+  const float epsilon = ctx.Attr<float>("epsilon", 1e-10f);
+  const bool centered = ctx.Attr<bool>("centered", false);
+  const Shape shape = ctx.Input("Param").shape();
+  float* p = UpdateInPlace(ctx, "Param", "ParamOut", shape);
+  float* ms = UpdateInPlace(ctx, "MeanSquare", "MeanSquareOut", shape);
+  float* mom = UpdateInPlace(ctx, "Moment", "MomentOut", shape);
+  float* mg = nullptr;
+  if (centered) {
+    FLEET_KERNEL_ENFORCE(ctx, ctx.HasInput("MeanGrad") && ctx.HasOutput("MeanGradOut"),
+                         "centered rmsprop needs MeanGrad and MeanGradOut");
+    mg = UpdateInPlace(ctx, "MeanGrad", "MeanGradOut", shape);
+  }
+  ForEachGradSpan(ctx, shape, false, [&](const float* g, int64_t off, int64_t n) {
+    float* pp = p + off;
+    if (centered) {
+      for (int64_t i = 0; i < n; ++i) {
+        CenteredRmspropElement(lr, rho, mu, epsilon, g[i], pp + i, ms + off + i, mg + off + i,
+                               mom + off + i);
+      }
+    } else {
+      for (int64_t i = 0; i < n; ++i) {
+        RmspropElement(lr, rho, mu, epsilon, g[i], pp + i, ms + off + i, mom + off + i);
+      }
+    }
+  });
+}
+
+// Paddle adds 1e-10 to l1 and l2. A zero gradient leaves a row as it is, so a sparse
+// gradient visits only its rows.
+void FtrlKernel(const ExecutionContext& ctx) {
+  const float lr = ScalarInput(ctx, "LearningRate");
+  const float l1 = ctx.Attr<float>("l1", 0.f) + 1e-10f;
+  const float l2 = ctx.Attr<float>("l2", 0.f) + 1e-10f;
+  const float lr_power = ctx.Attr<float>("lr_power", -0.5f);
+  const Shape shape = ctx.Input("Param").shape();
+  float* p = UpdateInPlace(ctx, "Param", "ParamOut", shape);
+  float* n_acc = UpdateInPlace(ctx, "SquaredAccumulator", "SquaredAccumOut", shape);
+  float* z_acc = UpdateInPlace(ctx, "LinearAccumulator", "LinearAccumOut", shape);
+  ForEachGradSpan(ctx, shape, true, [&](const float* g, int64_t off, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+      FtrlElement(lr, l1, l2, lr_power, g[i], p + off + i, n_acc + off + i, z_acc + off + i);
+    }
+  });
+}
+
+void AdamaxKernel(const ExecutionContext& ctx) {
+  const float beta1 = ctx.Attr<float>("beta1", 0.9f);
+  const float beta2 = ctx.Attr<float>("beta2", 0.999f);
+  const float epsilon = ctx.Attr<float>("epsilon", 1e-8f);
+  const float lr_t = ScalarInput(ctx, "LearningRate") / (1.f - ScalarInput(ctx, "Beta1Pow"));
+  const Shape shape = ctx.Input("Param").shape();
+  float* p = UpdateInPlace(ctx, "Param", "ParamOut", shape);
+  float* m = UpdateInPlace(ctx, "Moment", "MomentOut", shape);
+  float* u = UpdateInPlace(ctx, "InfNorm", "InfNormOut", shape);
+  ForEachGradSpan(ctx, shape, false, [&](const float* g, int64_t off, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+      AdamaxElement(lr_t, beta1, beta2, epsilon, g[i], p + off + i, m + off + i, u + off + i);
+    }
+  });
+  ScaleScalar(ctx, "Beta1Pow", "Beta1PowOut", beta1);
+}
+
+// lamb (You et al., "Large batch optimization for deep learning: training BERT in 76 minutes",
+// ICLR 2020, algorithm 2): Adam's bias-corrected direction r = m1_hat / (sqrt(m2_hat) + eps)
+// plus weight_decay * p, scaled by the trust ratio ||p|| / ||r|| (1 when either is 0). The
+// norms span the whole parameter, so a sparse gradient is made dense first (every row moves).
+void LambKernel(const ExecutionContext& ctx) {
+  const float lr = ScalarInput(ctx, "LearningRate");
+  const float beta1 = ctx.Attr<float>("beta1", 0.9f);
+  const float beta2 = ctx.Attr<float>("beta2", 0.999f);
+  const float epsilon = ctx.Attr<float>("epsilon", 1e-6f);
+  const float weight_decay = ctx.Attr<float>("weight_decay", 0.01f);
+  const float bias1 = 1.f - ScalarInput(ctx, "Beta1Pow");
+  const float bias2 = 1.f - ScalarInput(ctx, "Beta2Pow");
+  const Shape shape = ctx.Input("Param").shape();
+  const int64_t numel = NumElements(shape);
+  float* p = UpdateInPlace(ctx, "Param", "ParamOut", shape);
+  float* m1 = UpdateInPlace(ctx, "Moment1", "Moment1Out", shape);
+  float* m2 = UpdateInPlace(ctx, "Moment2", "Moment2Out", shape);
+  std::vector<float> g(numel, 0.f);
+  ForEachGradSpan(ctx, shape, true, [&](const float* src, int64_t off, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) g[off + i] += src[i];
+  });
+  std::vector<float> r(numel);
+  double p_sq = 0, r_sq = 0;
+  for (int64_t i = 0; i < numel; ++i) {
+    m1[i] = beta1 * m1[i] + (1.f - beta1) * g[i];
+    m2[i] = beta2 * m2[i] + (1.f - beta2) * g[i] * g[i];
+    r[i] = (m1[i] / bias1) / (std::sqrt(m2[i] / bias2) + epsilon) + weight_decay * p[i];
+    p_sq += double{p[i]} * p[i];
+    r_sq += double{r[i]} * r[i];
+  }
+  const double ratio = p_sq > 0 && r_sq > 0 ? std::sqrt(p_sq) / std::sqrt(r_sq) : 1.0;
+  const float step = static_cast<float>(lr * ratio);
+  for (int64_t i = 0; i < numel; ++i) p[i] -= step * r[i];
+  ScaleScalar(ctx, "Beta1Pow", "Beta1PowOut", beta1);
+  ScaleScalar(ctx, "Beta2Pow", "Beta2PowOut", beta2);
+}
+
 // Infer-shape: each output named in `pairs` takes the shape of its input.
 framework::InferShapeFn OutputsLikeInputs(std::vector<std::pair<std::string, std::string>> pairs) {
   return [pairs](InferShapeContext* ctx) {
@@ -263,6 +403,32 @@ void RegisterOptimizerOps(OpRegistry* registry) {
             {"Beta1Pow", "Beta1PowOut"},
             {"Beta2Pow", "Beta2PowOut"}},
            AdamKernel);
+  Register(registry, "decayed_adagrad", {{"Param", "ParamOut"}, {"Moment", "MomentOut"}},
+           DecayedAdagradKernel);
+  Register(registry, "rmsprop",
+           {{"Param", "ParamOut"},
+            {"MeanSquare", "MeanSquareOut"},
+            {"Moment", "MomentOut"},
+            {"MeanGrad", "MeanGradOut"}},
+           RmspropKernel);
+  Register(registry, "ftrl",
+           {{"Param", "ParamOut"},
+            {"SquaredAccumulator", "SquaredAccumOut"},
+            {"LinearAccumulator", "LinearAccumOut"}},
+           FtrlKernel);
+  Register(registry, "adamax",
+           {{"Param", "ParamOut"},
+            {"Moment", "MomentOut"},
+            {"InfNorm", "InfNormOut"},
+            {"Beta1Pow", "Beta1PowOut"}},
+           AdamaxKernel);
+  Register(registry, "lamb",
+           {{"Param", "ParamOut"},
+            {"Moment1", "Moment1Out"},
+            {"Moment2", "Moment2Out"},
+            {"Beta1Pow", "Beta1PowOut"},
+            {"Beta2Pow", "Beta2PowOut"}},
+           LambKernel);
 }
 
 }  // namespace fleet::operators

@@ -17,6 +17,11 @@ void RegisterAllOps(OpRegistry* registry) {
   RegisterReduceOps(registry);
   RegisterShapeOps(registry);
   RegisterFillOps(registry);
+  RegisterTransformOps(registry);
+  RegisterIndexOps(registry);
+  RegisterClipNormOps(registry);
+  RegisterLrScheduleOps(registry);
+  RegisterNceOps(registry);
 }
 
 }  // namespace fleet::operators

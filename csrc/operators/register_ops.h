@@ -10,7 +10,8 @@ using framework::OpRegistry;
 
 void RegisterIoOps(OpRegistry* registry);          // feed, fetch
 void RegisterActivationOps(OpRegistry* registry);  // relu, sigmoid, tanh, scale
-void RegisterOptimizerOps(OpRegistry* registry);   // sgd, momentum, adagrad, adam
+// sgd, momentum, adagrad, adam, rmsprop, ftrl, adamax, lamb, decayed_adagrad
+void RegisterOptimizerOps(OpRegistry* registry);
 // softmax, cross_entropy, softmax_with_cross_entropy, sigmoid_cross_entropy_with_logits, log_loss
 void RegisterSoftmaxLossOps(OpRegistry* registry);
 void RegisterEmbeddingOps(OpRegistry* registry);  // lookup_table
@@ -26,6 +27,12 @@ void RegisterShapeOps(OpRegistry* registry);
 void RegisterFillOps(OpRegistry* registry);
 // lookup_sparse_rows (the local lookup of inference models exported from parameter servers).
 void RegisterKeyedLookupOps(OpRegistry* registry);
+// transpose, expand, slice, squeeze, unsqueeze, assign, assign_value.
+void RegisterTransformOps(OpRegistry* registry);
+void RegisterIndexOps(OpRegistry* registry);       // one_hot, top_k
+void RegisterClipNormOps(OpRegistry* registry);    // clip, norm (l2_normalize)
+void RegisterLrScheduleOps(OpRegistry* registry);  // increment, lr_decay
+void RegisterNceOps(OpRegistry* registry);         // nce (word2vec's loss)
 
 void RegisterAllOps(OpRegistry* registry);
 

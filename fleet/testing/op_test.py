@@ -171,10 +171,13 @@ def check_grad(
     rtol: float = 1e-2,
     atol: float = 1e-3,
     seed: int = 0,
+    aux_slots: Sequence[str] = (),
 ) -> None:
     """Compares the op's analytic gradient (its registered grad ops) with central finite
     differences of loss = sum_o sum(w_o * out_o) for random weights w_o, for every input slot in
-    `wrt`. Raises AssertionError naming the op, slot, element and both values on mismatch."""
+    `wrt`. `aux_slots` are outputs the op must bind but the loss leaves out (intermediates its
+    gradient reads, like top_k's Indices). Raises AssertionError naming the op, slot, element and
+    both values on mismatch."""
     attrs = dict(attrs or {})
     rng = np.random.default_rng(seed)
     inputs = {
@@ -198,7 +201,7 @@ def check_grad(
                 copies.append(np.array(item))
         inputs[slot] = copies if isinstance(value, (list, tuple)) else copies[0]
 
-    counts = {slot: 1 for slot in out_slots}
+    counts = {slot: 1 for slot in (*out_slots, *aux_slots)}
     forward = run_op(op_type, inputs, counts, attrs)
     weights = {
         slot: [
