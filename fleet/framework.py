@@ -10,13 +10,14 @@ point at the script), and its role (forward, backward, optimize) for profiling.
 from __future__ import annotations
 
 import contextlib
+import numbers
 import os
 import sys
 from typing import Any, Iterator, Mapping, Sequence
 
 from fleet import _core
 from fleet._attrs import decode_attr, encode_attr
-from fleet._dtypes import FLOAT32, dtype_name, to_dtype
+from fleet._dtypes import BOOL, FLOAT32, dtype_name, to_dtype
 from fleet._tracked import TrackedDict, TrackedList
 from fleet.errors import InvalidArgument, NotFound
 from fleet.proto import framework_pb2 as pb
@@ -94,6 +95,144 @@ class Variable:
         )
 
     __str__ = __repr__
+
+    # -- operators, as fluid's math_op_patch: each appends ops to the variable's block ----------
+    # Arithmetic with a Python number uses one scale op (float32) or an elementwise op against a
+    # [1] constant of the variable's dtype; with a variable, the elementwise op (Y broadcasts
+    # against X as in elementwise_add with axis=-1). Comparisons give bool variables. __eq__
+    # builds an `equal` op like Paddle's, so hashing stays by identity.
+
+    __hash__ = object.__hash__
+
+    def _new_var(self, dtype: int) -> "Variable":
+        return self.block.create_var(self.block.program.unique_name("tmp"), dtype=dtype)
+
+    def _constant(self, value: Any, full: bool = False) -> "Variable":
+        """`value` in this variable's dtype: a [1] tensor that broadcasts as Y, or with `full`
+        one of this variable's shape (its batch dimension taken at run time) to stand as X."""
+        out = self._new_var(self.dtype)
+        out.stop_gradient = True
+        attrs = {"shape": [1], "dtype": self.dtype, "value": float(value)}
+        if not full:
+            self.block.append_op("fill_constant", outputs={"Out": out}, attrs=attrs)
+        elif -1 in self.shape:
+            attrs.update(shape=list(self.shape), input_dim_idx=0, output_dim_idx=0)
+            self.block.append_op(
+                "fill_constant_batch_size_like",
+                inputs={"Input": self},
+                outputs={"Out": out},
+                attrs=attrs,
+            )
+        else:
+            attrs["shape"] = list(self.shape)
+            self.block.append_op("fill_constant", outputs={"Out": out}, attrs=attrs)
+        return out
+
+    def _scale(self, scale: float, bias: float) -> "Variable":
+        out = self._new_var(self.dtype)
+        self.block.append_op(
+            "scale",
+            inputs={"X": self},
+            outputs={"Out": out},
+            attrs={"scale": float(scale), "bias": float(bias), "bias_after_scale": True},
+        )
+        return out
+
+    def _binary(self, other: Any, op_type: str, reverse: bool = False) -> "Variable":
+        if isinstance(other, numbers.Number):
+            other = self._constant(other, full=reverse)
+        elif not isinstance(other, Variable):
+            return NotImplemented
+        x, y = (other, self) if reverse else (self, other)
+        compare = op_type in _COMPARE_OPS
+        out = self._new_var(BOOL if compare else x.dtype)
+        self.block.append_op(
+            op_type, inputs={"X": x, "Y": y}, outputs={"Out": out}, attrs={"axis": -1}
+        )
+        if compare:
+            out.stop_gradient = True
+        return out
+
+    def _scalar_shortcut(self, other: Any) -> bool:
+        return (
+            isinstance(other, numbers.Number)
+            and not isinstance(other, bool)
+            and self.dtype == FLOAT32
+        )
+
+    def __add__(self, other: Any) -> "Variable":
+        if self._scalar_shortcut(other):
+            return self._scale(1.0, other)
+        return self._binary(other, "elementwise_add")
+
+    __radd__ = __add__
+
+    def __sub__(self, other: Any) -> "Variable":
+        if self._scalar_shortcut(other):
+            return self._scale(1.0, -other)
+        return self._binary(other, "elementwise_sub")
+
+    def __rsub__(self, other: Any) -> "Variable":
+        if self._scalar_shortcut(other):
+            return self._scale(-1.0, other)
+        return self._binary(other, "elementwise_sub", reverse=True)
+
+    def __mul__(self, other: Any) -> "Variable":
+        if self._scalar_shortcut(other):
+            return self._scale(other, 0.0)
+        return self._binary(other, "elementwise_mul")
+
+    __rmul__ = __mul__
+
+    def __truediv__(self, other: Any) -> "Variable":
+        if self._scalar_shortcut(other) and other != 0:
+            return self._scale(1.0 / other, 0.0)
+        return self._binary(other, "elementwise_div")
+
+    def __rtruediv__(self, other: Any) -> "Variable":
+        return self._binary(other, "elementwise_div", reverse=True)
+
+    __div__, __rdiv__ = __truediv__, __rtruediv__
+
+    def __neg__(self) -> "Variable":
+        if self.dtype == FLOAT32:
+            return self._scale(-1.0, 0.0)
+        return self._binary(-1, "elementwise_mul")
+
+    def __lt__(self, other: Any) -> "Variable":
+        return self._binary(other, "less_than")
+
+    def __le__(self, other: Any) -> "Variable":
+        return self._binary(other, "less_equal")
+
+    def __gt__(self, other: Any) -> "Variable":
+        return self._binary(other, "greater_than")
+
+    def __ge__(self, other: Any) -> "Variable":
+        return self._binary(other, "greater_equal")
+
+    def __eq__(self, other: Any) -> "Variable":  # type: ignore[override]
+        return self._binary(other, "equal")
+
+    def __ne__(self, other: Any) -> "Variable":  # type: ignore[override]
+        return self._binary(other, "not_equal")
+
+    def astype(self, dtype: Any) -> "Variable":
+        """A cast of this variable to `dtype` (a name, NumPy dtype or Fleet dtype code)."""
+        out_dtype = to_dtype(dtype)
+        out = self._new_var(out_dtype)
+        self.block.append_op(
+            "cast",
+            inputs={"X": self},
+            outputs={"Out": out},
+            attrs={"in_dtype": self.dtype, "out_dtype": out_dtype},
+        )
+        return out
+
+
+_COMPARE_OPS = frozenset(
+    ["less_than", "less_equal", "greater_than", "greater_equal", "equal", "not_equal"]
+)
 
 
 class Parameter(Variable):

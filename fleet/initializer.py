@@ -70,9 +70,42 @@ class NormalInitializer(Initializer):
         )
 
 
+class TruncatedNormalInitializer(Initializer):
+    """Normal values with those beyond two standard deviations of `loc` drawn again."""
+
+    def __init__(self, loc: float = 0.0, scale: float = 1.0, seed: int = 0) -> None:
+        self.loc, self.scale, self.seed = float(loc), float(scale), seed
+
+    def __call__(self, var: Variable, block: Block) -> None:
+        block.append_op(
+            "truncated_gaussian_random",
+            outputs={"Out": var},
+            attrs={
+                "shape": list(var.shape),
+                "dtype": var.dtype,
+                "mean": self.loc,
+                "std": self.scale,
+                "seed": self._seed(block, self.seed),
+            },
+        )
+
+
+def compute_fans(shape: tuple[int, ...]) -> tuple[int, int]:
+    """(fan_in, fan_out) by Paddle's rule: a scalar 1 and 1; a vector its length twice; a
+    matrix [in, out]; a convolution filter [out, in, k...] in * prod(k) and out * prod(k)."""
+    if not shape:
+        return 1, 1
+    if len(shape) == 1:
+        return shape[0], shape[0]
+    if len(shape) == 2:
+        return shape[0], shape[1]
+    receptive = math.prod(shape[2:])
+    return shape[1] * receptive, shape[0] * receptive
+
+
 class XavierInitializer(Initializer):
     """Glorot & Bengio (2010): uniform in +-sqrt(6 / (fan_in + fan_out)), or normal with
-    std sqrt(2 / (fan_in + fan_out))."""
+    std sqrt(2 / (fan_in + fan_out)); fans from the shape unless given."""
 
     def __init__(
         self,
@@ -84,9 +117,9 @@ class XavierInitializer(Initializer):
         self.uniform, self.fan_in, self.fan_out, self.seed = uniform, fan_in, fan_out, seed
 
     def __call__(self, var: Variable, block: Block) -> None:
-        shape = var.shape
-        fan_in = self.fan_in or (shape[0] if shape else 1)
-        fan_out = self.fan_out or (shape[1] if len(shape) > 1 else shape[0] if shape else 1)
+        shape_in, shape_out = compute_fans(var.shape)
+        fan_in = self.fan_in or shape_in
+        fan_out = self.fan_out or shape_out
         if self.uniform:
             limit = math.sqrt(6.0 / (fan_in + fan_out))
             UniformInitializer(-limit, limit, self.seed)(var, block)
@@ -94,10 +127,28 @@ class XavierInitializer(Initializer):
             NormalInitializer(0.0, math.sqrt(2.0 / (fan_in + fan_out)), self.seed)(var, block)
 
 
+class MSRAInitializer(Initializer):
+    """He et al. (2015), "Delving deep into rectifiers": uniform in +-sqrt(6 / fan_in), or normal
+    with std sqrt(2 / fan_in); fan_in from the shape unless given."""
+
+    def __init__(self, uniform: bool = True, fan_in: int | None = None, seed: int = 0) -> None:
+        self.uniform, self.fan_in, self.seed = uniform, fan_in, seed
+
+    def __call__(self, var: Variable, block: Block) -> None:
+        fan_in = self.fan_in or compute_fans(var.shape)[0]
+        if self.uniform:
+            limit = math.sqrt(6.0 / fan_in)
+            UniformInitializer(-limit, limit, self.seed)(var, block)
+        else:
+            NormalInitializer(0.0, math.sqrt(2.0 / fan_in), self.seed)(var, block)
+
+
 Constant = ConstantInitializer
 Uniform = UniformInitializer
 Normal = NormalInitializer
 Xavier = XavierInitializer
+TruncatedNormal = TruncatedNormalInitializer
+MSRA = MSRAInitializer
 
 
 def resolve(initializer: Any, default: Initializer) -> Initializer:

@@ -7,7 +7,7 @@ scope beside the parameters and survives across runs.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from fleet._dtypes import FLOAT32
 from fleet.backward import append_backward
@@ -266,10 +266,222 @@ class Adam(Optimizer):
         )
 
 
+class DecayedAdagrad(Optimizer):
+    """Adagrad whose squared-gradient sum decays: m = decay * m + (1 - decay) * g^2."""
+
+    op_type = "decayed_adagrad"
+
+    def __init__(
+        self,
+        learning_rate: float | Variable,
+        decay: float = 0.95,
+        epsilon: float = 1e-6,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(learning_rate, **kwargs)
+        self.decay, self.epsilon = decay, epsilon
+
+    def _append_update(self, main: Program, param: Parameter, grad: Variable) -> Operator:
+        moment = self._accumulator(main, param, "moment")
+        return main.global_block().append_op(
+            "decayed_adagrad",
+            inputs={
+                "Param": param,
+                "Grad": grad,
+                "Moment": moment,
+                "LearningRate": self._param_lr(main, param),
+            },
+            outputs={"ParamOut": param, "MomentOut": moment},
+            attrs={"decay": float(self.decay), "epsilon": float(self.epsilon)},
+        )
+
+
+class RMSProp(Optimizer):
+    """RMSProp with optional momentum, centered (dividing by the gradient's variance estimate)
+    when `centered`; fluid's defaults."""
+
+    op_type = "rmsprop"
+
+    def __init__(
+        self,
+        learning_rate: float | Variable,
+        rho: float = 0.95,
+        epsilon: float = 1e-6,
+        momentum: float = 0.0,
+        centered: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(learning_rate, **kwargs)
+        self.rho, self.epsilon, self.momentum, self.centered = rho, epsilon, momentum, centered
+
+    def _append_update(self, main: Program, param: Parameter, grad: Variable) -> Operator:
+        mean_square = self._accumulator(main, param, "mean_square")
+        moment = self._accumulator(main, param, "momentum")
+        inputs = {
+            "Param": param,
+            "Grad": grad,
+            "MeanSquare": mean_square,
+            "Moment": moment,
+            "LearningRate": self._param_lr(main, param),
+        }
+        outputs = {"ParamOut": param, "MeanSquareOut": mean_square, "MomentOut": moment}
+        if self.centered:
+            mean_grad = self._accumulator(main, param, "mean_grad")
+            inputs["MeanGrad"], outputs["MeanGradOut"] = mean_grad, mean_grad
+        return main.global_block().append_op(
+            "rmsprop",
+            inputs=inputs,
+            outputs=outputs,
+            attrs={
+                "decay": float(self.rho),
+                "epsilon": float(self.epsilon),
+                "momentum": float(self.momentum),
+                "centered": bool(self.centered),
+            },
+        )
+
+
+class Ftrl(Optimizer):
+    """FTRL-Proximal (McMahan et al., KDD 2013) with L1/L2 regularisation and a learning-rate
+    power (-0.5: the paper's rule)."""
+
+    op_type = "ftrl"
+
+    def __init__(
+        self,
+        learning_rate: float | Variable,
+        l1: float = 0.0,
+        l2: float = 0.0,
+        lr_power: float = -0.5,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(learning_rate, **kwargs)
+        self.l1, self.l2, self.lr_power = l1, l2, lr_power
+
+    def _append_update(self, main: Program, param: Parameter, grad: Variable) -> Operator:
+        squared = self._accumulator(main, param, "squared")
+        linear = self._accumulator(main, param, "linear")
+        return main.global_block().append_op(
+            "ftrl",
+            inputs={
+                "Param": param,
+                "Grad": grad,
+                "SquaredAccumulator": squared,
+                "LinearAccumulator": linear,
+                "LearningRate": self._param_lr(main, param),
+            },
+            outputs={"ParamOut": param, "SquaredAccumOut": squared, "LinearAccumOut": linear},
+            attrs={"l1": float(self.l1), "l2": float(self.l2), "lr_power": float(self.lr_power)},
+        )
+
+
+class Adamax(Optimizer):
+    """Adam with the infinity norm in place of the second moment (Kingma & Ba, section 7.1)."""
+
+    op_type = "adamax"
+
+    def __init__(
+        self,
+        learning_rate: float | Variable = 0.001,
+        beta1: float = 0.9,
+        beta2: float = 0.999,
+        epsilon: float = 1e-8,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(learning_rate, **kwargs)
+        self.beta1, self.beta2, self.epsilon = beta1, beta2, epsilon
+
+    def _append_update(self, main: Program, param: Parameter, grad: Variable) -> Operator:
+        moment = self._accumulator(main, param, "moment")
+        inf_norm = self._accumulator(main, param, "inf_norm")
+        b1 = self._accumulator(main, param, "beta1_pow_acc", self.beta1, shape=[1])
+        return main.global_block().append_op(
+            "adamax",
+            inputs={
+                "Param": param,
+                "Grad": grad,
+                "LearningRate": self._param_lr(main, param),
+                "Moment": moment,
+                "InfNorm": inf_norm,
+                "Beta1Pow": b1,
+            },
+            outputs={
+                "ParamOut": param,
+                "MomentOut": moment,
+                "InfNormOut": inf_norm,
+                "Beta1PowOut": b1,
+            },
+            attrs={
+                "beta1": float(self.beta1),
+                "beta2": float(self.beta2),
+                "epsilon": float(self.epsilon),
+            },
+        )
+
+
+class Lamb(Optimizer):
+    """LAMB (You et al., ICLR 2020): Adam's direction plus weight decay, scaled per parameter by
+    the trust ratio ||param|| / ||direction||. exclude_from_weight_decay_fn(param) -> True
+    turns the decay off for that parameter (biases, norms)."""
+
+    op_type = "lamb"
+
+    def __init__(
+        self,
+        learning_rate: float | Variable = 0.001,
+        lamb_weight_decay: float = 0.01,
+        beta1: float = 0.9,
+        beta2: float = 0.999,
+        epsilon: float = 1e-6,
+        exclude_from_weight_decay_fn: Callable[[Parameter], bool] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(learning_rate, **kwargs)
+        self.weight_decay, self.beta1, self.beta2 = lamb_weight_decay, beta1, beta2
+        self.epsilon, self.exclude_fn = epsilon, exclude_from_weight_decay_fn
+
+    def _append_update(self, main: Program, param: Parameter, grad: Variable) -> Operator:
+        m1 = self._accumulator(main, param, "moment1")
+        m2 = self._accumulator(main, param, "moment2")
+        b1 = self._accumulator(main, param, "beta1_pow_acc", self.beta1, shape=[1])
+        b2 = self._accumulator(main, param, "beta2_pow_acc", self.beta2, shape=[1])
+        decay = 0.0 if self.exclude_fn is not None and self.exclude_fn(param) else self.weight_decay
+        return main.global_block().append_op(
+            "lamb",
+            inputs={
+                "Param": param,
+                "Grad": grad,
+                "LearningRate": self._param_lr(main, param),
+                "Moment1": m1,
+                "Moment2": m2,
+                "Beta1Pow": b1,
+                "Beta2Pow": b2,
+            },
+            outputs={
+                "ParamOut": param,
+                "Moment1Out": m1,
+                "Moment2Out": m2,
+                "Beta1PowOut": b1,
+                "Beta2PowOut": b2,
+            },
+            attrs={
+                "beta1": float(self.beta1),
+                "beta2": float(self.beta2),
+                "epsilon": float(self.epsilon),
+                "weight_decay": float(decay),
+            },
+        )
+
+
 SGDOptimizer = SGD
 MomentumOptimizer = Momentum
 AdagradOptimizer = Adagrad
 AdamOptimizer = Adam
+DecayedAdagradOptimizer = DecayedAdagrad
+RMSPropOptimizer = RMSProp
+FtrlOptimizer = Ftrl
+AdamaxOptimizer = Adamax
+LambOptimizer = Lamb
 
 __all__ = [
     "Optimizer",
@@ -281,5 +493,15 @@ __all__ = [
     "MomentumOptimizer",
     "AdagradOptimizer",
     "AdamOptimizer",
+    "DecayedAdagrad",
+    "RMSProp",
+    "Ftrl",
+    "Adamax",
+    "Lamb",
+    "DecayedAdagradOptimizer",
+    "RMSPropOptimizer",
+    "FtrlOptimizer",
+    "AdamaxOptimizer",
+    "LambOptimizer",
     "apply_per_parameter",
 ]

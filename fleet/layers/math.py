@@ -1,9 +1,11 @@
-"""Arithmetic layers: element-wise ops with broadcasting, scale, matmul, reductions."""
+"""Arithmetic layers: element-wise ops with broadcasting, comparisons, scale, matmul,
+reductions."""
 
 from __future__ import annotations
 
 from typing import Sequence
 
+from fleet._dtypes import BOOL
 from fleet.framework import Variable
 from fleet.layers.helper import LayerHelper
 
@@ -39,6 +41,39 @@ def elementwise_div(
     x: Variable, y: Variable, axis: int = -1, act: str | None = None, name: str | None = None
 ) -> Variable:
     return _elementwise("elementwise_div", x, y, axis, act, name)
+
+
+def _compare(op_type: str, x: Variable, y: Variable, cond: Variable | None) -> Variable:
+    helper = LayerHelper(op_type)
+    out = cond or helper.create_variable(BOOL, stop_gradient=True)
+    helper.append_op(op_type, inputs={"X": x, "Y": y}, outputs={"Out": out}, attrs={"axis": -1})
+    return out
+
+
+def less_than(
+    x: Variable, y: Variable, force_cpu: bool | None = None, cond: Variable | None = None
+) -> Variable:
+    return _compare("less_than", x, y, cond)
+
+
+def less_equal(x: Variable, y: Variable, cond: Variable | None = None) -> Variable:
+    return _compare("less_equal", x, y, cond)
+
+
+def greater_than(x: Variable, y: Variable, cond: Variable | None = None) -> Variable:
+    return _compare("greater_than", x, y, cond)
+
+
+def greater_equal(x: Variable, y: Variable, cond: Variable | None = None) -> Variable:
+    return _compare("greater_equal", x, y, cond)
+
+
+def equal(x: Variable, y: Variable, cond: Variable | None = None) -> Variable:
+    return _compare("equal", x, y, cond)
+
+
+def not_equal(x: Variable, y: Variable, cond: Variable | None = None) -> Variable:
+    return _compare("not_equal", x, y, cond)
 
 
 def scale(

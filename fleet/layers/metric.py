@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fleet._dtypes import FLOAT32, INT64
+from fleet.errors import InvalidArgument
 from fleet.framework import Variable
 from fleet.layers.helper import LayerHelper
 
@@ -14,6 +15,13 @@ def accuracy(
     correct: Variable | None = None,
     total: Variable | None = None,
 ) -> Variable:
+    """Top-k accuracy of `input`, one score per class in each row, against int64 labels."""
+    if input.shape and input.shape[-1] == 1:
+        raise InvalidArgument(
+            f"accuracy: input '{input.name}' has shape {list(input.shape)}, one column; it needs "
+            "one column per class (e.g. a softmax over 2 classes for a binary label). For a "
+            "single sigmoid probability, use layers.auc, or concatenate 1 - p and p"
+        )
     helper = LayerHelper("accuracy")
     acc = helper.create_variable(FLOAT32, stop_gradient=True)
     correct = correct or helper.create_variable(INT64, suffix="correct", stop_gradient=True)

@@ -1,11 +1,12 @@
-"""Neural-network layers: fc, embedding, sequence pooling, dropout, softmax and activations."""
+"""Neural-network layers: fc, embedding, sequence pooling, dropout, softmax, activations, clip,
+l2_normalize, topk and one_hot."""
 
 from __future__ import annotations
 
 from typing import Any, Sequence
 
 from fleet import initializer as init
-from fleet._dtypes import FLOAT32, INT32, to_dtype
+from fleet._dtypes import FLOAT32, INT32, INT64, to_dtype
 from fleet.errors import InvalidArgument
 from fleet.framework import Variable
 from fleet.layers.helper import LayerHelper
@@ -160,3 +161,54 @@ def sigmoid(x: Variable, name: str | None = None) -> Variable:
 
 def tanh(x: Variable, name: str | None = None) -> Variable:
     return LayerHelper("tanh", name).unary("tanh", x)
+
+
+def clip(x: Variable, min: float, max: float, name: str | None = None) -> Variable:
+    """Each value bounded to [min, max]; the gradient is zero where a value was clipped."""
+    if min > max:
+        raise InvalidArgument(f"clip: min ({min}) must not exceed max ({max})")
+    return LayerHelper("clip", name).unary("clip", x, {"min": float(min), "max": float(max)})
+
+
+def l2_normalize(
+    x: Variable, axis: int, epsilon: float = 1e-12, name: str | None = None
+) -> Variable:
+    """x / sqrt(sum(x^2 along axis) + epsilon), through the norm op as in fluid."""
+    helper = LayerHelper("l2_normalize", name)
+    out = helper.create_variable(x.dtype)
+    norm = helper.create_variable(x.dtype, suffix="norm")
+    helper.append_op(
+        "norm",
+        inputs={"X": x},
+        outputs={"Out": out, "Norm": norm},
+        attrs={"axis": 1 if len(x.shape) == 1 else int(axis), "epsilon": float(epsilon)},
+    )
+    return out
+
+
+def topk(input: Variable, k: int, name: str | None = None):  # noqa: ANN201
+    """(values, indices) of the k largest entries of each row (the last dimension), largest
+    first; indices are int64."""
+    helper = LayerHelper("top_k", name)
+    values = helper.create_variable(input.dtype)
+    indices = helper.create_variable(INT64, suffix="indices", stop_gradient=True)
+    helper.append_op(
+        "top_k",
+        inputs={"X": input},
+        outputs={"Out": values, "Indices": indices},
+        attrs={"k": int(k)},
+    )
+    return values, indices
+
+
+def one_hot(input: Variable, depth: int, allow_out_of_range: bool = False) -> Variable:
+    """Int ids of shape [..., 1] to float32 rows of shape [..., depth] with a 1 at each id."""
+    helper = LayerHelper("one_hot")
+    out = helper.create_variable(FLOAT32, stop_gradient=True)
+    helper.append_op(
+        "one_hot",
+        inputs={"X": input},
+        outputs={"Out": out},
+        attrs={"depth": int(depth), "allow_out_of_range": bool(allow_out_of_range)},
+    )
+    return out
