@@ -6,6 +6,7 @@ explicit list.
 """
 
 from fleet import (
+    compiler,
     data_generator,
     errors,
     fleet_api,
@@ -18,6 +19,7 @@ from fleet import (
     tensor,
 )
 from fleet.backward import append_backward, gradients
+from fleet.compiler import BuildStrategy, CompiledProgram, ExecutionStrategy
 from fleet.data_generator import MultiSlotDataGenerator
 from fleet.dataset import DatasetFactory, InMemoryDataset, QueueDataset
 from fleet.distributed_strategy import DistributedStrategy, DistributedStrategyFactory
@@ -66,6 +68,7 @@ from fleet.framework import (
     program_guard,
     registered_ops,
 )
+from fleet.parallel_executor import ParallelExecutor, cpu_places
 from fleet.param_attr import ParamAttr
 
 # Paddle 2.x's tensor functions (paddle.concat, paddle.reshape, ...), for model code written
@@ -96,6 +99,12 @@ from fleet.tensor import (
 from fleet.version import __version__
 
 __all__ = [
+    "BuildStrategy",
+    "CompiledProgram",
+    "ExecutionStrategy",
+    "ParallelExecutor",
+    "compiler",
+    "cpu_places",
     "__version__",
     "DistributedStrategy",
     "DistributedStrategyFactory",

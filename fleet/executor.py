@@ -12,6 +12,8 @@ import numpy as np
 
 from fleet import _core
 from fleet._dtypes import dtype_name, numpy_dtype, to_dtype
+from fleet.compiler import CompiledProgram
+from fleet.data_parallel import DataParallelRunner
 from fleet.errors import InvalidArgument, NotFound, Unavailable
 from fleet.framework import (
     LOD_TENSOR_ARRAY,
@@ -192,8 +194,13 @@ class Executor:
         use_program_cache: bool = True,
     ) -> list[Any]:
         program = program if program is not None else default_main_program()
-        program = getattr(program, "program", program)  # accept a CompiledProgram-like wrapper
         scope = scope if scope is not None else global_scope()
+        run_itself = getattr(program, "run_in_executor", None)
+        if run_itself is not None:  # a program that is a service (DistributeTranspiler's
+            return run_itself()  # pserver program: serves until the job stops)
+        if isinstance(program, CompiledProgram) and program.is_data_parallel:
+            return self._run_data_parallel(program, feed, fetch_list, scope, return_numpy)
+        program = getattr(program, "program", program)  # a CompiledProgram without replicas
         feed = dict(feed or {})
         fetch_names = [f.name if isinstance(f, Variable) else str(f) for f in (fetch_list or [])]
         block = program.global_block()
@@ -235,6 +242,14 @@ class Executor:
         """The driver of train_from_dataset / infer_from_dataset: one pass of the dataset in
         C++ trainer threads, on this executor's prepared program, seed and resources."""
         checked = check_pass(request)
+        compiled = request.program
+        if (
+            isinstance(compiled, CompiledProgram)
+            and compiled.is_data_parallel
+            and not request.infer
+        ):
+            runner = self.data_parallel_runner(compiled, checked.scope)
+            return runner.run_dataset(checked)
         prepared = self._prepare(checked.program, [], [], use_cache=True, holders=False)
         raw = self._core.run_from_dataset(
             prepared,
@@ -249,6 +264,50 @@ class Executor:
             checked.print_fn,
         )
         return pass_result(raw, checked.fetch_names)
+
+    def data_parallel_runner(self, compiled: CompiledProgram, scope: Any) -> DataParallelRunner:
+        """The replicas of a data-parallel program in `scope`: made on first use, kept (with
+        their threads and scopes) until the program changes or close()."""
+        key = ("data_parallel", id(compiled), id(scope))
+        cached = self._cache.get(key)
+        version = compiled.program.version
+        if cached is not None and cached[0] is compiled and cached[1] == version:
+            return cached[2]
+        self._cache.pop(key, None)  # the replicas of an older plan end before new ones start
+        seed = compiled.program.random_seed or self.seed
+        runner = DataParallelRunner(self._core, compiled.plan(), scope, seed)
+        self._cache[key] = (compiled, version, runner)
+        return runner
+
+    def _run_data_parallel(
+        self,
+        compiled: CompiledProgram,
+        feed: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None,
+        fetch_list: Sequence[Any] | None,
+        scope: Any,
+        return_numpy: bool,
+    ) -> list[Any]:
+        """Executor.run of a CompiledProgram with_data_parallel: `feed` is the whole batch
+        (split across the replicas) or one dict a replica (Paddle's list feed)."""
+        block = compiled.program.global_block()
+        fetch_names = [f.name if isinstance(f, Variable) else str(f) for f in (fetch_list or [])]
+        for name in fetch_names:
+            if not block.has_var(name):
+                raise NotFound(f"fetch '{name}' is not a variable of the program")
+
+        def tensors(values: Mapping[str, Any]) -> dict[str, Any]:
+            out = {}
+            for name, value in values.items():
+                if not block.has_var(name):
+                    raise NotFound(f"feed '{name}' is not a variable of the program")
+                out[name] = _to_tensor(name, value, block.var(name))
+                _check_feed(block.var(name), out[name])
+            return out
+
+        whole = feed is None or isinstance(feed, Mapping)
+        shares = tensors(feed or {}) if whole else [tensors(f) for f in feed]  # type: ignore
+        runner = self.data_parallel_runner(compiled, scope)
+        return runner.run(shares, fetch_names, return_numpy)
 
     def _prepare(
         self,

@@ -17,5 +17,6 @@ void BindNccl(py::module_& m);        // bind_nccl.cc: NCCL backend availability
 void BindCollectiveRuntime(py::module_& m);  // bind_collective_runtime.cc: group, hooks
 void BindPs(py::module_& m);           // bind_ps.cc: parameter server, client, tables (_core.ps)
 void BindDistributed(py::module_& m);  // bind_distributed.cc: PS communicators
+void BindDataParallel(py::module_& m);  // bind_data_parallel.cc: one-process data parallelism
 
 }  // namespace fleet::python

@@ -1,0 +1,163 @@
+// One-process data parallelism: `_core.DataParallelEngine` (trainer/data_parallel.h) and
+// `_core.split_batch` (trainer/batch_split.h). Steps run with the GIL released.
+
+#include <pybind11/functional.h>
+#include <pybind11/stl.h>
+
+#include <atomic>
+#include <thread>
+
+#include "python/numpy_convert.h"
+#include "python/py_executor.h"
+#include "python/read_stats.h"
+#include "trainer/batch_split.h"
+#include "trainer/data_parallel.h"
+#include "trainer/data_parallel_pass.h"
+
+namespace fleet::python {
+namespace {
+
+// The engine plus what must outlive it: the prepared programs it runs and the root scope.
+class PyDataParallel {
+ public:
+  PyDataParallel(PyExecutor& executor, std::shared_ptr<PyPrepared> compute,
+                 std::vector<std::vector<std::shared_ptr<PyPrepared>>> update, py::object scope,
+                 trainer::DataParallelOptions options)
+      : executor_(&executor),
+        compute_(std::move(compute)),
+        update_(std::move(update)),
+        scope_(std::move(scope)) {
+    trainer::UpdatePhases phases;
+    for (const auto& phase : update_) {
+      std::vector<const framework::PreparedProgram*> programs;
+      for (const auto& p : phase) programs.push_back(p ? &p->program() : nullptr);
+      phases.push_back(std::move(programs));
+    }
+    engine_ = std::make_unique<trainer::DataParallelEngine>(
+        &executor.executor(), &compute_->program(), std::move(phases), scope_.cast<Scope*>(),
+        std::move(options));
+  }
+
+  std::vector<std::vector<LoDTensor>> Step(const std::vector<std::string>& input_names,
+                                           const std::vector<std::vector<LoDTensor>>& shares,
+                                           const std::vector<std::string>& fetch_names) {
+    py::gil_scoped_release release;
+    framework::RunStats* stats = executor_->profiling() ? &executor_->stats() : nullptr;
+    return engine_->Step(input_names, shares, fetch_names, stats);
+  }
+
+  // One pass of `dataset` on a thread of its own while this one waits with the GIL released,
+  // waking every 100 ms for Python's signals (Ctrl-C stops the pass after its current step).
+  trainer::DataParallelPassResult RunDataset(data::Dataset& dataset,
+                                             trainer::DataParallelPassOptions options,
+                                             const py::object& log) {
+    if (!log.is_none()) {
+      options.log = [&log](const std::string& line) {
+        py::gil_scoped_acquire gil;
+        try {
+          log(line);
+        } catch (py::error_already_set& e) {
+          e.discard_as_unraisable("fleet data-parallel train_from_dataset progress callback");
+        }
+      };
+    }
+    framework::RunStats* stats = executor_->profiling() ? &executor_->stats() : nullptr;
+    std::atomic<bool> stop{false}, done{false};
+    trainer::DataParallelPassResult result;
+    std::exception_ptr error;
+    PyObject *type = nullptr, *value = nullptr, *trace = nullptr;
+    {
+      py::gil_scoped_release release;
+      std::thread pass([&] {
+        try {
+          result = trainer::RunDataParallelPass(engine_.get(), &dataset, options, stop, stats);
+        } catch (...) {
+          error = std::current_exception();
+        }
+        done.store(true);
+      });
+      while (!done.load()) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        if (type != nullptr) continue;
+        py::gil_scoped_acquire gil;
+        if (PyErr_CheckSignals() != 0) {
+          PyErr_Fetch(&type, &value, &trace);
+          stop.store(true);
+        }
+      }
+      pass.join();
+    }
+    if (type != nullptr) {
+      PyErr_Restore(type, value, trace);
+      throw py::error_already_set();
+    }
+    if (error) std::rethrow_exception(error);
+    return result;
+  }
+
+  int replicas() const { return engine_->replicas(); }
+
+ private:
+  PyExecutor* executor_;
+  std::shared_ptr<PyPrepared> compute_;
+  std::vector<std::vector<std::shared_ptr<PyPrepared>>> update_;
+  py::object scope_;
+  std::unique_ptr<trainer::DataParallelEngine> engine_;
+};
+
+}  // namespace
+
+void BindDataParallel(py::module_& m) {
+  py::class_<trainer::DataParallelOptions>(m, "DataParallelOptions")
+      .def(py::init<>())
+      .def_readwrite("replicas", &trainer::DataParallelOptions::replicas)
+      .def_readwrite("all_reduce", &trainer::DataParallelOptions::all_reduce)
+      .def_readwrite("gradient_scale", &trainer::DataParallelOptions::gradient_scale)
+      .def_readwrite("gradients", &trainer::DataParallelOptions::gradients)
+      .def_readwrite("gradient_owners", &trainer::DataParallelOptions::gradient_owners)
+      .def_readwrite("seed", &trainer::DataParallelOptions::seed);
+
+  py::class_<trainer::DataParallelPassOptions>(m, "DataParallelPassOptions")
+      .def(py::init<>())
+      .def_readwrite("fetch_names", &trainer::DataParallelPassOptions::fetch_names)
+      .def_readwrite("fetch_labels", &trainer::DataParallelPassOptions::fetch_labels)
+      .def_readwrite("print_period", &trainer::DataParallelPassOptions::print_period);
+
+  py::class_<trainer::DataParallelPassResult>(m, "DataParallelPassResult")
+      .def_readonly("steps", &trainer::DataParallelPassResult::steps)
+      .def_readonly("batches", &trainer::DataParallelPassResult::batches)
+      .def_readonly("samples", &trainer::DataParallelPassResult::samples)
+      .def_readonly("seconds", &trainer::DataParallelPassResult::seconds)
+      .def_property_readonly(
+          "read", [](const trainer::DataParallelPassResult& r) { return ReadStatsToDict(r.read); })
+      .def_readonly("fetch_sums", &trainer::DataParallelPassResult::fetch_sums)
+      .def_property_readonly("last_fetch", [](const trainer::DataParallelPassResult& r) {
+        py::list out;
+        for (const auto& t : r.last_fetch) {
+          out.append(t.initialized() ? py::object(TensorToArray(t)) : py::object(py::none()));
+        }
+        return out;
+      });
+
+  py::class_<PyDataParallel>(m, "DataParallelEngine")
+      .def(py::init<PyExecutor&, std::shared_ptr<PyPrepared>,
+                    std::vector<std::vector<std::shared_ptr<PyPrepared>>>, py::object,
+                    trainer::DataParallelOptions>(),
+           py::arg("executor"), py::arg("compute"), py::arg("update"), py::arg("scope"),
+           py::arg("options"), py::keep_alive<1, 2>(),
+           "Binds the compute program and the update phases (update[p][r]: replica r's program "
+           "in phase p, or None) in one child scope of `scope` per replica.")
+      .def("replicas", &PyDataParallel::replicas)
+      .def("run_dataset", &PyDataParallel::RunDataset, py::arg("dataset"), py::arg("options"),
+           py::arg("log"),
+           "One pass of the dataset, one batch a replica per step (train_from_dataset).")
+      .def("step", &PyDataParallel::Step, py::arg("input_names"), py::arg("shares"),
+           py::arg("fetch_names"),
+           "One step: shares[r] are replica r's input tensors (fewer shares than replicas: the "
+           "rest sit out the compute); returns each replica's fetched tensors.");
+
+  m.def("split_batch", &trainer::SplitBatch, py::arg("batch"), py::arg("replicas"), py::arg("name"),
+        "The replicas' shares of a fed batch, as Paddle's ParallelExecutor cuts it.");
+}
+
+}  // namespace fleet::python

@@ -1,0 +1,88 @@
+#pragma once
+// DataParallelEngine: one-process data parallelism (fluid's CompiledProgram.with_data_parallel /
+// ParallelExecutor on CPU). N replicas are threads of this process, each running the program
+// in a scope of its own under the root scope; the parameters stay in the root scope, one copy
+// shared by every replica.
+//
+// One step:
+//   1. every replica with a share of the batch sets its inputs in its scope and runs the compute
+//      program (forward and backward) on it, in parallel;
+//   2. the gradients are reduced in memory (gradient_reduce.h): summed over those replicas and
+//      scaled (by default by 1 / replicas, Paddle's GradientScaleStrategy.CoeffNumDevice),
+//      into every replica's gradient (AllReduce) or only into the owner's (Reduce);
+//   3. the update phases run: in each phase every replica runs its own part (the update ops of
+//      the parameters it owns), with a barrier between phases (ops that must see every update
+//      before them, such as a learning-rate schedule, are a phase of replica 0 alone).
+// Each parameter's update runs once, on its owner replica; as every replica reads the one root
+// copy, the owner's write is the broadcast. The step is bracketed by the executor's step hooks
+// as one Executor.run step is (thread 0 of a pass of one thread), so a parameter-server worker's
+// communicator sees one step per data-parallel step.
+//
+// Thread safety: Step must be called from one thread at a time; it blocks until the step is done
+// and may be called with the GIL released. No Python runs on the replica threads.
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "framework/executor.h"
+#include "trainer/gradient_reduce.h"
+#include "trainer/replica_pool.h"
+
+namespace fleet::trainer {
+
+struct DataParallelOptions {
+  int replicas = 1;
+  bool all_reduce = true;  // false: ReduceStrategy.Reduce
+  // Multiplies the summed gradients; 0 means 1 / (replicas that ran the step).
+  float gradient_scale = 0;
+  // The gradients reduced after the compute program, and the replica owning each one's update
+  // (-1: ops of several replicas read it, so it is reduced into every replica).
+  std::vector<std::string> gradients;
+  std::vector<int> gradient_owners;
+  uint64_t seed = 0x5eed;  // replica r's random generator starts from seed + r
+};
+
+// The update part of a step: update[p][r] is what replica r runs in phase p (null: nothing).
+using UpdatePhases = std::vector<std::vector<const framework::PreparedProgram*>>;
+
+class DataParallelEngine {
+ public:
+  // Binds the programs in one child scope of `root` per replica: every persistable variable
+  // must already be in `root` (run the startup program first), else NotFound names it.
+  // `executor`, the programs and `root` must outlive the engine.
+  DataParallelEngine(const framework::Executor* executor, const framework::PreparedProgram* compute,
+                     UpdatePhases update, Scope* root, DataParallelOptions options);
+  ~DataParallelEngine();
+  DataParallelEngine(const DataParallelEngine&) = delete;
+  DataParallelEngine& operator=(const DataParallelEngine&) = delete;
+
+  int replicas() const { return options_.replicas; }
+
+  // Runs one step. feeds[r][i] is the value of input_names[i] for replica r (its memory is
+  // shared, not copied); replicas r >= feeds.size() have no share this step: they skip the
+  // compute program and the reduction, and still run their update ops. Returns, for each
+  // replica with a share, copies of the fetch variables after the step. `stats` may be null.
+  std::vector<std::vector<LoDTensor>> Step(const std::vector<std::string>& input_names,
+                                           const std::vector<std::vector<LoDTensor>>& feeds,
+                                           const std::vector<std::string>& fetch_names,
+                                           framework::RunStats* stats);
+
+ private:
+  struct Replica;
+  void Compute(Replica* replica, const std::vector<std::string>& input_names,
+               const std::vector<LoDTensor>& feed);
+
+  const framework::Executor* executor_;
+  const framework::PreparedProgram* compute_;
+  UpdatePhases update_;
+  DataParallelOptions options_;
+  Scope* engine_scope_ = nullptr;
+  std::vector<std::unique_ptr<Replica>> replicas_;
+  std::vector<GradientSlot> gradients_;
+  ReplicaPool pool_;
+  int64_t steps_ = 0;
+  bool profile_ = false;  // time ops per role in this step
+};
+
+}  // namespace fleet::trainer

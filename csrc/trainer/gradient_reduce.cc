@@ -1,0 +1,185 @@
+#include "trainer/gradient_reduce.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/errors.h"
+
+namespace fleet::trainer {
+namespace {
+
+// Below this many elements a dense gradient is reduced by its owner alone: cutting it would
+// cost more in cache-line sharing than the parallel sum saves.
+constexpr int64_t kMinElementsPerRange = 16 * 1024;
+
+const char* KindOf(const Variable* v) { return v->KindName(); }
+
+// Checks that every source holds the same kind and shape, sizes the targets like the first
+// source and returns whether the gradient is sparse.
+bool PrepareTargets(const GradientSlot& g, const std::vector<int>& sources,
+                    const std::vector<int>& targets) {
+  const Variable* first = g.replica[sources.front()];
+  bool sparse = first->IsType<SelectedRows>();
+  FLEET_ENFORCE(sparse || first->IsType<LoDTensor>(), InvalidArgument, "gradient '", g.name,
+                "' of replica ", sources.front(), " holds ", KindOf(first),
+                " after the backward pass; expected a LoDTensor or SelectedRows");
+  for (int r : sources) {
+    const Variable* v = g.replica[r];
+    FLEET_ENFORCE(v->IsType<SelectedRows>() == sparse && v->IsInitialized(), InvalidArgument,
+                  "gradient '", g.name, "' is ", KindOf(first), " in replica ", sources.front(),
+                  " but ", KindOf(v), " in replica ", r);
+  }
+  if (sparse) return true;
+  const LoDTensor& shape_of = first->Get<LoDTensor>();
+  for (int r : sources) {
+    const LoDTensor& t = g.replica[r]->Get<LoDTensor>();
+    FLEET_ENFORCE(t.shape() == shape_of.shape() && t.dtype() == shape_of.dtype(), InvalidArgument,
+                  "gradient '", g.name, "' has shape ", ShapeToString(shape_of.shape()),
+                  " in replica ", sources.front(), " but ", ShapeToString(t.shape()),
+                  " in replica ", r);
+  }
+  FLEET_ENFORCE(shape_of.dtype() == DType::kFloat32 || shape_of.dtype() == DType::kFloat64,
+                InvalidArgument, "gradient '", g.name, "' is ", DTypeName(shape_of.dtype()),
+                "; only float32 and float64 gradients can be reduced across replicas");
+  for (int r : targets) {
+    auto* t = g.replica[r]->GetMutable<LoDTensor>();
+    t->Resize(shape_of.shape());
+    t->mutable_data(shape_of.dtype());
+  }
+  return false;
+}
+
+template <typename T>
+void SumRange(const ReducePlan& plan, const GradientSlot& g, int64_t begin, int64_t end) {
+  // Sum into a local buffer first: targets are also sources under AllReduce.
+  thread_local std::vector<T> sum;
+  sum.assign(static_cast<size_t>(end - begin), T(0));
+  for (int r : plan.sources) {
+    const T* src = g.replica[r]->Get<LoDTensor>().data<T>() + begin;
+    for (int64_t i = 0, n = end - begin; i < n; ++i) sum[i] += src[i];
+  }
+  const T scale = static_cast<T>(plan.scale);
+  for (auto& v : sum) v *= scale;
+  auto write = [&](int r) {
+    T* dst = g.replica[r]->GetMutable<LoDTensor>()->template data<T>() + begin;
+    std::memcpy(dst, sum.data(), sum.size() * sizeof(T));
+  };
+  if (plan.all_reduce || g.everywhere) {
+    for (size_t r = 0; r < g.replica.size(); ++r) write(static_cast<int>(r));
+  } else {
+    write(g.owner);
+  }
+}
+
+void ReduceSparse(const ReducePlan& plan, const GradientSlot& g) {
+  SelectedRows merged;
+  // The shape of a row comes from the first replica with rows (a replica's share may have none).
+  int ref = plan.sources.front();
+  for (int r : plan.sources) {
+    if (!g.replica[r]->Get<SelectedRows>().rows().empty()) {
+      ref = r;
+      break;
+    }
+  }
+  const SelectedRows& first = g.replica[ref]->Get<SelectedRows>();
+  merged.set_height(first.height());
+  int64_t rows = 0;
+  const int64_t width = first.value().rank() >= 2 ? first.value().dim(1) : 1;
+  for (int r : plan.sources) {
+    const SelectedRows& s = g.replica[r]->Get<SelectedRows>();
+    FLEET_ENFORCE(s.height() == first.height() &&
+                      (s.rows().empty() ||
+                       s.value().numel() == static_cast<int64_t>(s.rows().size()) * width),
+                  InvalidArgument, "sparse gradient '", g.name, "' of replica ", r, " has height ",
+                  s.height(), " and ", s.value().numel(), " values for ", s.rows().size(),
+                  " rows; replica ", ref, " has height ", first.height(), " and rows of width ",
+                  width);
+    rows += static_cast<int64_t>(s.rows().size());
+  }
+  Shape shape = first.value().shape();
+  if (shape.empty()) shape = {0, width};
+  shape[0] = rows;
+  Tensor* value = merged.mutable_value();
+  value->Resize(shape);
+  float* out = value->mutable_data<float>();
+  auto* out_rows = merged.mutable_rows();
+  out_rows->reserve(static_cast<size_t>(rows));
+  for (int r : plan.sources) {
+    const SelectedRows& s = g.replica[r]->Get<SelectedRows>();
+    if (s.rows().empty()) continue;
+    out_rows->insert(out_rows->end(), s.rows().begin(), s.rows().end());
+    const float* in = s.value().data<float>();
+    for (int64_t i = 0, n = s.value().numel(); i < n; ++i) *out++ = in[i] * plan.scale;
+  }
+  // Each target gets memory of its own: the next backward pass of a replica writes its gradient
+  // in place, which must not change another replica's.
+  if (plan.all_reduce || g.everywhere) {
+    for (size_t r = 0; r < g.replica.size(); ++r) {
+      if (static_cast<int>(r) == g.owner) continue;
+      auto* target = g.replica[r]->GetMutable<SelectedRows>();
+      *target->mutable_rows() = merged.rows();
+      target->set_height(merged.height());
+      target->mutable_value()->CopyFrom(merged.value());
+    }
+  }
+  *g.replica[g.owner]->GetMutable<SelectedRows>() = std::move(merged);
+}
+
+}  // namespace
+
+ReducePlan PlanReduction(const std::vector<GradientSlot>& gradients, std::vector<int> sources,
+                         int replicas, float scale, bool all_reduce) {
+  ReducePlan plan;
+  plan.sources = std::move(sources);
+  plan.scale = scale;
+  plan.all_reduce = all_reduce;
+  if (plan.sources.empty()) return plan;
+  std::vector<int> targets;
+  if (all_reduce) {
+    for (int r = 0; r < replicas; ++r) targets.push_back(r);
+  }
+  const int64_t workers = static_cast<int64_t>(replicas);
+  for (const auto& g : gradients) {
+    bool all_empty = true;
+    for (int r : plan.sources) all_empty = all_empty && !g.replica[r]->IsInitialized();
+    if (all_empty) continue;  // no replica's backward pass produced it this step
+    if (!all_reduce) {
+      targets.clear();
+      for (int r = 0; r < replicas; ++r) {
+        if (g.everywhere || r == g.owner) targets.push_back(r);
+      }
+    }
+    bool sparse = PrepareTargets(g, plan.sources, targets);
+    if (sparse) {
+      plan.tasks.push_back(ReduceTask{&g, true, 0, 0, g.owner});
+      continue;
+    }
+    const int64_t n = g.replica[plan.sources.front()]->Get<LoDTensor>().numel();
+    if (n < kMinElementsPerRange * 2 || workers == 1) {
+      plan.tasks.push_back(ReduceTask{&g, false, 0, n, g.owner});
+      continue;
+    }
+    const int64_t ranges = std::min(workers, n / kMinElementsPerRange);
+    for (int64_t i = 0; i < ranges; ++i) {
+      int64_t begin = n * i / ranges, end = n * (i + 1) / ranges;
+      plan.tasks.push_back(ReduceTask{&g, false, begin, end, static_cast<int>(i)});
+    }
+  }
+  return plan;
+}
+
+void RunReduceTasks(const ReducePlan& plan, int worker) {
+  for (const auto& task : plan.tasks) {
+    if (task.worker != worker) continue;
+    const GradientSlot& g = *task.gradient;
+    if (task.sparse) {
+      ReduceSparse(plan, g);
+    } else if (g.replica[plan.sources.front()]->Get<LoDTensor>().dtype() == DType::kFloat32) {
+      SumRange<float>(plan, g, task.begin, task.end);
+    } else {
+      SumRange<double>(plan, g, task.begin, task.end);
+    }
+  }
+}
+
+}  // namespace fleet::trainer

@@ -1,0 +1,74 @@
+#include "trainer/replica_pool.h"
+
+#include "core/errors.h"
+
+namespace fleet::trainer {
+
+ReplicaPool::ReplicaPool(int replicas) : replicas_(replicas) {
+  FLEET_ENFORCE(replicas > 0, InvalidArgument, "data parallelism needs at least one replica, got ",
+                replicas);
+  for (int r = 1; r < replicas; ++r) threads_.emplace_back([this, r] { WorkerLoop(r); });
+}
+
+ReplicaPool::~ReplicaPool() {
+  {
+    absl::MutexLock lock(&mu_);
+    closing_ = true;
+  }
+  for (auto& t : threads_) t.join();
+}
+
+void ReplicaPool::Record(std::exception_ptr error) {
+  absl::MutexLock lock(&mu_);
+  if (!error_) error_ = error;
+}
+
+void ReplicaPool::Run(const std::function<void(int)>& fn) {
+  {
+    absl::MutexLock lock(&mu_);
+    work_ = &fn;
+    pending_ = replicas_ - 1;
+    error_ = nullptr;
+    ++generation_;
+  }
+  try {
+    fn(0);
+  } catch (...) {
+    Record(std::current_exception());
+  }
+  std::exception_ptr error;
+  {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(
+        +[](int* pending) { return *pending == 0; }, &pending_));
+    work_ = nullptr;
+    error = error_;
+  }
+  if (error) std::rethrow_exception(error);
+}
+
+void ReplicaPool::WorkerLoop(int replica) {
+  uint64_t seen = 0;
+  while (true) {
+    const std::function<void(int)>* work = nullptr;
+    {
+      absl::MutexLock lock(&mu_);
+      auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return closing_ || generation_ != seen;
+      };
+      mu_.Await(absl::Condition(&ready));
+      if (closing_) return;
+      seen = generation_;
+      work = work_;
+    }
+    try {
+      (*work)(replica);
+    } catch (...) {
+      Record(std::current_exception());
+    }
+    absl::MutexLock lock(&mu_);
+    --pending_;
+  }
+}
+
+}  // namespace fleet::trainer

@@ -1,0 +1,43 @@
+#pragma once
+// ReplicaPool: N replicas of one data-parallel step run as N threads of this process. Run(fn)
+// is a fork-join: replica 0 runs on the calling thread, replicas 1..N-1 on threads the pool
+// keeps for its lifetime, and Run returns when all N calls have returned, so consecutive Runs
+// are separated by a barrier. The first exception any replica threw is rethrown by Run (after
+// every replica has finished). Run is not reentrant and must be called from one thread at a time.
+
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+
+namespace fleet::trainer {
+
+class ReplicaPool {
+ public:
+  explicit ReplicaPool(int replicas);
+  ~ReplicaPool();  // joins the threads
+  ReplicaPool(const ReplicaPool&) = delete;
+  ReplicaPool& operator=(const ReplicaPool&) = delete;
+
+  int size() const { return replicas_; }
+  // Calls fn(r) for every replica r in parallel and waits for all of them.
+  void Run(const std::function<void(int replica)>& fn);
+
+ private:
+  void WorkerLoop(int replica);
+  void Record(std::exception_ptr error);
+
+  const int replicas_;
+  std::vector<std::thread> threads_;
+  absl::Mutex mu_;
+  const std::function<void(int)>* work_ ABSL_GUARDED_BY(mu_) = nullptr;
+  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;  // bumped by every Run
+  int pending_ ABSL_GUARDED_BY(mu_) = 0;          // worker threads still inside this Run
+  bool closing_ ABSL_GUARDED_BY(mu_) = false;
+  std::exception_ptr error_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace fleet::trainer

@@ -1,0 +1,140 @@
+"""Runs a data-parallel plan (`fleet.compiler`) on the C++ engine: `Executor.run` of a
+CompiledProgram built with_data_parallel lands here.
+
+A fed batch is cut into the replicas' shares in C++ as Paddle's ParallelExecutor cuts it
+(`_core.split_batch`: ceil(batch / replicas) samples a share, an error when a replica would get
+none); a list of feed dicts gives each replica its own. Fetched values come back merged as
+Paddle merges them: the replicas' values concatenated along the first dimension (a loss of
+shape [1] becomes shape [replicas]), lod offsets joined.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from fleet import _core
+from fleet.compiler import DataParallelPlan
+from fleet.errors import InvalidArgument
+from fleet.trainer import CheckedPass, DatasetRunResult
+
+
+class DataParallelRunner:
+    """The engine of one plan on one executor and root scope; prepared once, run per step."""
+
+    def __init__(self, core_executor: Any, plan: DataParallelPlan, scope: Any, seed: int) -> None:
+        self.plan = plan
+        options = _core.DataParallelOptions()
+        options.replicas = plan.replicas
+        options.all_reduce = plan.all_reduce
+        options.gradient_scale = plan.gradient_scale
+        options.gradients = list(plan.gradients)
+        options.gradient_owners = list(plan.owners)
+        options.seed = seed
+
+        def prepare(desc: Any) -> Any:
+            return core_executor.prepare(desc.SerializeToString(), 0)
+
+        update = [[prepare(d) if d is not None else None for d in phase] for phase in plan.phases]
+        self._engine = _core.DataParallelEngine(
+            core_executor, prepare(plan.compute), update, scope, options
+        )
+
+    @property
+    def replicas(self) -> int:
+        return self.plan.replicas
+
+    def run(
+        self,
+        feed: Mapping[str, Any] | Sequence[Mapping[str, Any]],
+        fetch_names: list[str],
+        return_numpy: bool = True,
+    ) -> list[Any]:
+        """One step. `feed`: name -> LoDTensor (the whole batch, split here) or one such dict a
+        replica."""
+        if isinstance(feed, Mapping):
+            names = list(feed)
+            split = [_core.split_batch(feed[n], self.replicas, n) for n in names]
+            shares = [[pieces[r] for pieces in split] for r in range(self.replicas)]
+        else:
+            per_replica = list(feed)
+            if len(per_replica) != self.replicas:
+                raise InvalidArgument(
+                    f"data-parallel run: a list feed needs one dict a replica, got "
+                    f"{len(per_replica)} dicts for {self.replicas} replicas"
+                )
+            names = list(per_replica[0]) if per_replica else []
+            for r, f in enumerate(per_replica):
+                if sorted(f) != sorted(names):
+                    raise InvalidArgument(
+                        f"data-parallel run: replica {r}'s feed has {sorted(f)}, replica 0's "
+                        f"has {sorted(names)}"
+                    )
+            shares = [[f[n] for n in names] for f in per_replica]
+        fetched = self._engine.step(names, shares, fetch_names)
+        return [
+            merge_fetched(name, [per[i] for per in fetched], return_numpy)
+            for i, name in enumerate(fetch_names)
+        ]
+
+    def run_dataset(self, checked: CheckedPass) -> DatasetRunResult:
+        """One pass of a dataset, one batch a replica per step (train_from_dataset of a
+        data-parallel program; the replicas come from the CompiledProgram, not `thread`)."""
+        options = _core.DataParallelPassOptions()
+        options.fetch_names = checked.fetch_names
+        options.fetch_labels = checked.fetch_labels
+        options.print_period = checked.print_period
+        raw = self._engine.run_dataset(checked.dataset._pass_dataset(), options, checked.print_fn)
+        read = raw.read
+        names = checked.fetch_names
+        return DatasetRunResult(
+            batches=raw.batches,
+            samples=raw.samples,
+            seconds=raw.seconds,
+            lines=read["lines"],
+            skipped_lines=read["bad_lines"],
+            skipped_examples=list(read["bad_line_examples"]),
+            fetch=dict(zip(names, raw.last_fetch)),
+            fetch_lod={n: [] for n in names},
+            fetch_sums=dict(zip(names, raw.fetch_sums)),
+            profile={},
+        )
+
+
+def merge_fetched(name: str, values: list[Any], return_numpy: bool) -> Any:
+    """The replicas' values of one fetch variable as one, concatenated along dimension 0."""
+    arrays = [v.numpy() for v in values]
+    if any(a.ndim == 0 for a in arrays):
+        merged = np.stack(arrays)
+    else:
+        try:
+            merged = np.concatenate(arrays, axis=0)
+        except ValueError as e:
+            shapes = [list(a.shape) for a in arrays]
+            raise InvalidArgument(
+                f"fetch '{name}': the replicas' values have shapes {shapes}, which cannot be "
+                f"concatenated along the first dimension ({e})"
+            ) from None
+    if return_numpy:
+        return merged
+    tensor = _core.LoDTensor()
+    tensor.set(merged)
+    lods = [v.lod() for v in values]
+    if lods and lods[0]:
+        tensor.set_lod(_join_lods(lods))
+    return tensor
+
+
+def _join_lods(lods: list[list[list[int]]]) -> list[list[int]]:
+    """Offsets of the replicas' lods, each level shifted to follow the previous replica's."""
+    levels = len(lods[0])
+    joined: list[list[int]] = [[0] for _ in range(levels)]
+    for lod in lods:
+        for level in range(levels):
+            base = joined[level][-1]
+            joined[level].extend(base + o for o in lod[level][1:])
+    return joined
+
+
+__all__ = ["DataParallelRunner", "merge_fetched"]

@@ -1,0 +1,230 @@
+"""One-process data parallelism (CompiledProgram.with_data_parallel, ParallelExecutor): N CPU
+replicas on shares of each batch give the parameters of one process on the whole batch."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import fleet
+from fleet import layers
+from fleet.compiler import BuildStrategy, CompiledProgram, ExecutionStrategy
+from fleet.dataset import DatasetFactory
+from fleet.errors import InvalidArgument
+
+VOCAB = 40
+
+
+def _model(optimizer, is_sparse=True, seed=5, hidden=(16,)):
+    """Ids through one embedding (sparse or dense gradient), a dense input, fc layers and a
+    softmax classifier."""
+    main, startup = fleet.Program(), fleet.Program()
+    startup.random_seed = seed
+    with fleet.program_guard(main, startup):
+        ids = layers.data("ids", [1], dtype="int64", lod_level=1)
+        dense = layers.data("dense", [3])
+        label = layers.data("label", [1], dtype="int64")
+        attr = fleet.ParamAttr("emb", initializer=fleet.initializer.Uniform(-0.5, 0.5))
+        emb = layers.embedding(ids, [VOCAB, 6], is_sparse=is_sparse, param_attr=attr)
+        pooled = layers.sequence_pool(emb, "sum")
+        h = layers.concat([pooled, dense], axis=1)
+        for width in hidden:
+            h = layers.fc(h, width, act="relu")
+        prob = layers.fc(h, 2, act="softmax")
+        loss = layers.mean(layers.cross_entropy(prob, label))
+        optimizer.minimize(loss)
+    return main, startup, loss
+
+
+def _batch(rng, n):
+    lengths = rng.integers(1, 4, size=n)
+    ids = rng.integers(0, VOCAB, size=(int(lengths.sum()), 1)).astype(np.int64)
+    return {
+        "ids": fleet.LoDTensor(ids, lengths=[lengths.tolist()]),
+        "dense": rng.standard_normal((n, 3)).astype(np.float32),
+        "label": rng.integers(0, 2, size=(n, 1)).astype(np.int64),
+    }
+
+
+def _params(scope, program):
+    return {p.name: np.array(scope.find_var(p.name).get_tensor()) for p in program.all_parameters()}
+
+
+def _train_both(make_optimizer, replicas, strategy, is_sparse, steps=6, batch=12, hidden=(16,)):
+    main, startup, loss = _model(make_optimizer(), is_sparse, hidden=hidden)
+    exe = fleet.Executor()
+    one, many = fleet._core.Scope(), fleet._core.Scope()
+    exe.run(startup, scope=one)
+    exe.run(startup, scope=many)
+    build = BuildStrategy()
+    build.reduce_strategy = strategy
+    compiled = CompiledProgram(main).with_data_parallel(
+        loss_name=loss.name, build_strategy=build, places=[fleet.CPUPlace()] * replicas
+    )
+    rng = np.random.default_rng(3)
+    losses = []
+    for _ in range(steps):
+        feed = _batch(rng, batch)
+        (whole,) = exe.run(main, feed=feed, fetch_list=[loss], scope=one)
+        (split,) = exe.run(compiled, feed=feed, fetch_list=[loss], scope=many)
+        losses.append((whole, split))
+    return _params(one, main), _params(many, main), losses
+
+
+STRATEGIES = [BuildStrategy.ReduceStrategy.AllReduce, BuildStrategy.ReduceStrategy.Reduce]
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES, ids=["allreduce", "reduce"])
+@pytest.mark.parametrize("is_sparse", [True, False], ids=["sparse", "dense"])
+@pytest.mark.parametrize("replicas", [2, 3])
+def test_sgd_replicas_match_one_process_on_the_whole_batch(strategy, is_sparse, replicas):
+    one, many, losses = _train_both(lambda: fleet.optimizer.SGD(0.5), replicas, strategy, is_sparse)
+    for name in one:
+        np.testing.assert_allclose(many[name], one[name], rtol=1e-5, atol=1e-5, err_msg=name)
+    for whole, split in losses:
+        # Paddle's merge: one loss a replica; equal shares, so their mean is the batch's loss.
+        assert split.shape == (replicas,)
+        np.testing.assert_allclose(split.mean(), whole[0], rtol=1e-5)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES, ids=["allreduce", "reduce"])
+def test_adam_state_is_updated_once_per_step(strategy):
+    one, many, _ = _train_both(lambda: fleet.optimizer.Adam(0.05), 2, strategy, is_sparse=False)
+    for name in one:
+        np.testing.assert_allclose(many[name], one[name], rtol=1e-5, atol=1e-5, err_msg=name)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES, ids=["allreduce", "reduce"])
+def test_large_gradients_are_reduced_in_ranges_by_every_replica(strategy):
+    """A 256 x 256 weight (65536 elements) is cut into one range a replica."""
+    one, many, _ = _train_both(
+        lambda: fleet.optimizer.SGD(0.2), 3, strategy, is_sparse=True, steps=3, hidden=(256, 256)
+    )
+    for name in one:
+        np.testing.assert_allclose(many[name], one[name], rtol=1e-5, atol=1e-5, err_msg=name)
+
+
+def test_uneven_batch_is_split_as_paddle_splits_it():
+    main, startup, loss = _model(fleet.optimizer.SGD(0.1))
+    exe = fleet.Executor()
+    scope = fleet._core.Scope()
+    exe.run(startup, scope=scope)
+    compiled = CompiledProgram(main).with_data_parallel(loss_name=loss.name, places=2)
+    feed = _batch(np.random.default_rng(0), 5)  # shares of 3 and 2 samples
+    (merged,) = exe.run(compiled, feed=feed, fetch_list=["label"], scope=scope)
+    np.testing.assert_array_equal(merged, feed["label"])
+
+
+def test_a_batch_smaller_than_the_replicas_is_an_error_naming_the_sizes():
+    main, startup, loss = _model(fleet.optimizer.SGD(0.1))
+    exe = fleet.Executor()
+    scope = fleet._core.Scope()
+    exe.run(startup, scope=scope)
+    compiled = CompiledProgram(main).with_data_parallel(loss_name=loss.name, places=4)
+    with pytest.raises(InvalidArgument, match=r"batch of 3 .* across 4 replicas"):
+        exe.run(compiled, feed=_batch(np.random.default_rng(0), 3), fetch_list=[loss], scope=scope)
+
+
+def test_replicas_come_from_cpu_num_or_the_cores(monkeypatch):
+    main, _, loss = _model(fleet.optimizer.SGD(0.1))
+    monkeypatch.setenv("CPU_NUM", "3")
+    assert CompiledProgram(main).with_data_parallel(loss_name=loss.name).replicas == 3
+    monkeypatch.delenv("CPU_NUM")
+    import os
+
+    assert CompiledProgram(main).with_data_parallel(loss_name=loss.name).replicas == os.cpu_count()
+    monkeypatch.setenv("CPU_NUM", "zero")
+    with pytest.raises(InvalidArgument, match="CPU_NUM"):
+        CompiledProgram(main).with_data_parallel(loss_name=loss.name)
+
+
+def test_strategies_accept_fluid_fields_with_a_notice():
+    build, run = BuildStrategy(), ExecutionStrategy()
+    build.reduce_strategy = BuildStrategy.ReduceStrategy.Reduce
+    run.num_threads = 2
+    with pytest.warns(UserWarning, match="memory_optimize"):
+        build.memory_optimize = True
+    with pytest.warns(UserWarning, match="num_iteration_per_drop_scope"):
+        run.num_iteration_per_drop_scope = 10
+    with pytest.raises(AttributeError, match="no field 'reduce_stratgy'"):
+        build.reduce_stratgy = 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        build.gradient_scale_strategy = BuildStrategy.GradientScaleStrategy.CoeffNumDevice
+
+
+def test_parallel_executor_runs_the_same_steps():
+    main, startup, loss = _model(fleet.optimizer.SGD(0.5))
+    exe = fleet.Executor()
+    one, many = fleet._core.Scope(), fleet._core.Scope()
+    exe.run(startup, scope=one)
+    exe.run(startup, scope=many)
+    with fleet.scope_guard(many):
+        pe = fleet.ParallelExecutor(use_cuda=False, loss_name=loss.name, main_program=main)
+        assert pe.device_count >= 1
+    rng = np.random.default_rng(9)
+    for _ in range(3):
+        feed = _batch(rng, 4 * pe.device_count)
+        exe.run(main, feed=feed, fetch_list=[loss], scope=one)
+        with fleet.scope_guard(many):
+            (merged,) = pe.run(fetch_list=[loss.name], feed=feed)
+        assert merged.shape == (pe.device_count,)
+    for name, value in _params(one, main).items():
+        np.testing.assert_allclose(
+            _params(many, main)[name], value, rtol=1e-5, atol=1e-5, err_msg=name
+        )
+
+
+def _write_files(tmp_path, rng, files=2, lines=64):
+    paths = []
+    for f in range(files):
+        rows = []
+        for _ in range(lines):
+            ids = rng.integers(0, VOCAB, size=rng.integers(1, 4))
+            dense = rng.standard_normal(3).astype(np.float32)
+            rows.append(
+                " ".join(
+                    [str(len(ids)), *map(str, ids), "3", *map(str, dense), "1"]
+                    + [str(int(rng.integers(0, 2)))]
+                )
+            )
+        path = tmp_path / f"part-{f}"
+        path.write_text("\n".join(rows) + "\n")
+        paths.append(str(path))
+    return paths
+
+
+def _dataset(main, files, batch_size):
+    ds = DatasetFactory().create_dataset("QueueDataset")
+    block = main.global_block()
+    ds.set_use_var([block.var("ids"), block.var("dense"), block.var("label")])
+    ds.set_batch_size(batch_size)
+    ds.set_thread(1)
+    ds.set_filelist(files)
+    return ds
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES, ids=["allreduce", "reduce"])
+def test_train_from_dataset_takes_one_batch_a_replica_per_step(tmp_path, strategy):
+    """Two replicas on batches of 8 train as one thread on batches of 16."""
+    files = _write_files(tmp_path, np.random.default_rng(4))
+    main, startup, loss = _model(fleet.optimizer.SGD(0.5))
+    exe = fleet.Executor()
+    one, many = fleet._core.Scope(), fleet._core.Scope()
+    exe.run(startup, scope=one)
+    exe.run(startup, scope=many)
+    exe.train_from_dataset(main, _dataset(main, files, 16), scope=one, thread=1, print_period=0)
+    build = BuildStrategy()
+    build.reduce_strategy = strategy
+    compiled = CompiledProgram(main).with_data_parallel(
+        loss_name=loss.name, build_strategy=build, places=2
+    )
+    run = exe.train_from_dataset(
+        compiled, _dataset(main, files, 8), scope=many, fetch_list=[loss], print_period=0
+    )
+    assert run.samples == 128
+    assert run.batches == 16
+    for name, value in _params(one, main).items():
+        np.testing.assert_allclose(
+            _params(many, main)[name], value, rtol=1e-5, atol=1e-5, err_msg=name
+        )
