@@ -5,12 +5,17 @@ Build a static program with `fleet.layers`, pick an optimizer from `fleet.optimi
 explicit list.
 """
 
+# Among these, Paddle's names for ported scripts (`import fleet as fluid`): fleet.io, fleet.core,
+# fleet.data, fleet.embedding, the deprecated no-ops, the role makers; every other Paddle name
+# Fleet lacks is explained by fleet/_compat_names.py (__getattr__ below).
 from fleet import (
     compiler,
+    core,
     data_generator,
     errors,
     fleet_api,
     initializer,
+    io,
     layers,
     nn,
     optimizer,
@@ -18,6 +23,8 @@ from fleet import (
     static,
     tensor,
 )
+from fleet._compat_names import missing
+from fleet._fluid_api import data, embedding, memory_optimize, release_memory
 from fleet.backward import append_backward, gradients
 from fleet.compiler import BuildStrategy, CompiledProgram, ExecutionStrategy
 from fleet.data_generator import MultiSlotDataGenerator
@@ -70,6 +77,7 @@ from fleet.framework import (
 )
 from fleet.parallel_executor import ParallelExecutor, cpu_places
 from fleet.param_attr import ParamAttr
+from fleet.role_maker import PaddleCloudRoleMaker, Role, UserDefinedRoleMaker
 
 # Paddle 2.x's tensor functions (paddle.concat, paddle.reshape, ...), for model code written
 # against `import paddle` and run under `import fleet as paddle`.
@@ -105,6 +113,15 @@ __all__ = [
     "ParallelExecutor",
     "compiler",
     "cpu_places",
+    "PaddleCloudRoleMaker",
+    "Role",
+    "UserDefinedRoleMaker",
+    "core",
+    "data",
+    "embedding",
+    "io",
+    "memory_optimize",
+    "release_memory",
     "__version__",
     "DistributedStrategy",
     "DistributedStrategyFactory",
@@ -206,4 +223,4 @@ def __getattr__(name: str):  # noqa: ANN202
         import fleet.utils
 
         return fleet.utils
-    raise AttributeError(f"module 'fleet' has no attribute {name!r}")
+    missing("fleet", name)

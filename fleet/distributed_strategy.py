@@ -19,10 +19,17 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from typing import Any, Mapping
+from typing import Any, ClassVar, Mapping
 
+from fleet.compiler import BuildStrategy, ExecutionStrategy
 from fleet.errors import InvalidArgument
 from fleet.optimizer import Optimizer
+from fleet.ps_strategy_configs import (
+    ProgramConfig,
+    ServerRuntimeConfig,
+    TrainerRuntimeConfig,
+    notice_once,
+)
 
 
 class PsMode(enum.Enum):
@@ -54,8 +61,12 @@ class AsyncConfig:
         (True, default); False pulls at the step (CTR-DNN, 2 workers, dataset driver, 11-12
         runs each: test AUC 0.7674 with the prefetch, 0.7678 without, within the noise; about
         6% fewer samples/s without).
-    k_steps: GEO's update frequency (0: not GEO).
+    k_steps: GEO's update frequency (0, or Paddle's default -1: not GEO).
     launch_barrier: workers wait for every server before training.
+
+    Keys Paddle 2.6.2 prints in a_sync_configs that Fleet does not act on (PADDLE_ONLY_KEYS) are
+    accepted, kept in `paddle_only` (so that a printed config assigned back round-trips) and
+    announced once.
     """
 
     send_queue_size: int = 16
@@ -67,6 +78,23 @@ class AsyncConfig:
     prefetch_sparse: bool = True
     k_steps: int = 0
     launch_barrier: bool = True
+    paddle_only: dict = dataclasses.field(default_factory=dict)
+
+    # Key -> (type, why Fleet does not act on it).
+    PADDLE_ONLY_KEYS: ClassVar[dict[str, tuple[type, str]]] = {
+        "min_send_grad_num_before_recv": (int, "the dense refresh follows max_dense_staleness"),
+        "runtime_split_send_recv": (bool, "the dense table is split in blocks by the servers"),
+        "heter_worker_device_guard": (str, "Fleet has no heterogeneous workers"),
+        "lr_decay_steps": (int, "a decayed learning rate is stepped by the program's schedule"),
+        "use_ps_gpu": (int, "Fleet's parameter servers keep their tables in host memory"),
+        "use_gpu_graph": (int, "Fleet has no GPU graph engine"),
+    }
+
+    def as_dict(self) -> dict[str, Any]:
+        """The settings as a_sync_configs shows them (Fleet's keys, then the Paddle-only ones)."""
+        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        values.update(values.pop("paddle_only"))
+        return values
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any], where: str) -> "AsyncConfig":
@@ -77,22 +105,36 @@ class AsyncConfig:
     def update(self, values: Mapping[str, Any], where: str) -> None:
         if not isinstance(values, Mapping):
             raise InvalidArgument(f"{where} must be a dict, got {type(values).__name__}")
-        valid = {f.name: f.type for f in dataclasses.fields(self)}
+        valid = {f.name: f.type for f in dataclasses.fields(self) if f.name != "paddle_only"}
         for key, value in values.items():
+            if key in self.PADDLE_ONLY_KEYS:
+                self._accept_paddle_only(key, value, where)
+                continue
             if key not in valid:
+                names = sorted([*valid, *self.PADDLE_ONLY_KEYS])
                 raise InvalidArgument(
-                    f"{where}: unknown key {key!r}; valid keys: {', '.join(sorted(valid))}"
+                    f"{where}: unknown key {key!r}; valid keys: {', '.join(names)}"
                 )
             if key in ("independent_recv_thread", "launch_barrier", "prefetch_sparse"):
                 if not isinstance(value, bool):
                     raise InvalidArgument(f"{where}[{key!r}] must be a bool, got {value!r}")
             else:
-                minimum = {"k_steps": 0, "max_dense_staleness": -1}.get(key, 1)
+                minimum = {"k_steps": -1, "max_dense_staleness": -1}.get(key, 1)
                 if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
                     raise InvalidArgument(
                         f"{where}[{key!r}] must be an integer >= {minimum}, got {value!r}"
                     )
             setattr(self, key, value)
+
+    def _accept_paddle_only(self, key: str, value: Any, where: str) -> None:
+        kind, why = self.PADDLE_ONLY_KEYS[key]
+        if isinstance(value, bool) != (kind is bool) or not isinstance(value, kind):
+            raise InvalidArgument(f"{where}[{key!r}] must be a {kind.__name__}, got {value!r}")
+        self.paddle_only[key] = value
+        notice_once(
+            f"a_sync_configs.{key}",
+            f"{where}[{key!r}] is accepted and has no effect in Fleet: {why}",
+        )
 
 
 _GRADIENT_MERGE_KEYS = {"k_steps": int, "avg": bool}
@@ -126,6 +168,11 @@ class DistributedStrategy:
         object.__setattr__(self, "_nccl_comm_num", 1)
         object.__setattr__(self, "_sparse_table_configs", {"count_filter": 0})
         object.__setattr__(self, "_table_optimizers", {})
+        # The 1.x accessors' objects (get/set_program_config, ...): fleet/ps_strategy_configs.py.
+        object.__setattr__(self, "_program_config", ProgramConfig())
+        object.__setattr__(self, "_server_runtime_config", ServerRuntimeConfig())
+        object.__setattr__(self, "_build_strategy", BuildStrategy())
+        object.__setattr__(self, "_execute_strategy", ExecutionStrategy())
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name not in self._FIELDS:
@@ -158,7 +205,7 @@ class DistributedStrategy:
 
     @property
     def a_sync_configs(self) -> dict[str, Any]:
-        return dataclasses.asdict(self._async_config)
+        return self._async_config.as_dict()
 
     @a_sync_configs.setter
     def a_sync_configs(self, values: Mapping[str, Any]) -> None:
@@ -301,6 +348,57 @@ class DistributedStrategy:
                     f"got {type(optimizer).__name__}"
                 )
         object.__setattr__(self, "_table_optimizers", dict(values))
+
+    # -- the 1.x parameter-server strategy's accessors ------------------------------------
+    def get_program_config(self) -> ProgramConfig:
+        """Paddle's DistributeTranspilerConfig: min_block_size, slice_var_up, split_method
+        (what each does: fleet/ps_strategy_configs.py)."""
+        return self._program_config
+
+    def set_program_config(self, config: Any) -> None:
+        """Takes a dict or the object get_program_config() returned."""
+        self._program_config.update(config)
+
+    def get_trainer_runtime_config(self) -> TrainerRuntimeConfig:
+        """The communicator flags (communicator_send_queue_size, ...) of a_sync_configs."""
+        return TrainerRuntimeConfig(
+            self.mode.value,
+            lambda: self.a_sync_configs,
+            lambda values: setattr(self, "a_sync_configs", values),
+        )
+
+    def set_trainer_runtime_config(self, config: Any) -> None:
+        self.get_trainer_runtime_config().update(config)
+
+    def get_server_runtime_config(self) -> ServerRuntimeConfig:
+        return self._server_runtime_config
+
+    def set_server_runtime_config(self, config: Any) -> None:
+        self._server_runtime_config.update(config)
+
+    def get_build_strategy(self) -> BuildStrategy:
+        """fluid.BuildStrategy of a 1.x strategy (a parameter-server job builds no graph)."""
+        return self._build_strategy
+
+    def set_build_strategy(self, build_strategy: BuildStrategy) -> None:
+        if not isinstance(build_strategy, BuildStrategy):
+            raise InvalidArgument(
+                f"set_build_strategy takes a fleet.BuildStrategy, got "
+                f"{type(build_strategy).__name__}"
+            )
+        object.__setattr__(self, "_build_strategy", build_strategy)
+
+    def get_execute_strategy(self) -> ExecutionStrategy:
+        """fluid.ExecutionStrategy of a 1.x strategy."""
+        return self._execute_strategy
+
+    def set_execute_strategy(self, execute_strategy: ExecutionStrategy) -> None:
+        if not isinstance(execute_strategy, ExecutionStrategy):
+            raise InvalidArgument(
+                f"set_execute_strategy takes a fleet.ExecutionStrategy, got "
+                f"{type(execute_strategy).__name__}"
+            )
+        object.__setattr__(self, "_execute_strategy", execute_strategy)
 
     def __repr__(self) -> str:
         return (

@@ -24,7 +24,7 @@ from fleet.framework import (
     default_main_program,
 )
 from fleet.proto import framework_pb2 as pb
-from fleet.scope import default_resources, global_scope, scope_guard
+from fleet.scope import default_resources, global_scope, notify_run_listeners, scope_guard
 from fleet.trainer import DatasetRunResult, PassRequest, check_pass, pass_result
 
 FEED_HOLDER, FETCH_HOLDER = "feed", "fetch"
@@ -216,7 +216,9 @@ class Executor:
             if not block.has_var(name):
                 raise NotFound(f"fetch '{name}' is not a variable of the program")
         prepared = self._prepare(program, list(feed), fetch_names, use_program_cache)
+        notify_run_listeners()
         fetched = self._core.run(prepared, scope, tensors, FEED_HOLDER, FETCH_HOLDER)
+        notify_run_listeners()
         if not return_numpy:
             return list(fetched)
         return [t.numpy() for t in fetched]
@@ -251,6 +253,7 @@ class Executor:
             runner = self.data_parallel_runner(compiled, checked.scope)
             return runner.run_dataset(checked)
         prepared = self._prepare(checked.program, [], [], use_cache=True, holders=False)
+        notify_run_listeners()
         raw = self._core.run_from_dataset(
             prepared,
             checked.scope,
@@ -263,6 +266,7 @@ class Executor:
             checked.program.random_seed or self.seed,
             checked.print_fn,
         )
+        notify_run_listeners()
         return pass_result(raw, checked.fetch_names)
 
     def data_parallel_runner(self, compiled: CompiledProgram, scope: Any) -> DataParallelRunner:
@@ -307,7 +311,10 @@ class Executor:
         whole = feed is None or isinstance(feed, Mapping)
         shares = tensors(feed or {}) if whole else [tensors(f) for f in feed]  # type: ignore
         runner = self.data_parallel_runner(compiled, scope)
-        return runner.run(shares, fetch_names, return_numpy)
+        notify_run_listeners()
+        fetched = runner.run(shares, fetch_names, return_numpy)
+        notify_run_listeners()
+        return fetched
 
     def _prepare(
         self,

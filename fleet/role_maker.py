@@ -7,9 +7,11 @@ environment. `UserDefinedRoleMaker` takes the same facts as arguments, for hand-
 Environment read by PaddleCloudRoleMaker:
 
   parameter-server jobs          TRAINING_ROLE (PSERVER | TRAINER), PADDLE_PSERVERS_IP_PORT_LIST,
-                                 PADDLE_TRAINERS_NUM; PADDLE_TRAINER_ID for trainers; POD_IP and
-                                 PADDLE_PORT for servers (their own endpoint); optionally
-                                 PADDLE_TRAINER_ENDPOINTS.
+                                 PADDLE_TRAINERS_NUM (or PADDLE_NUM_TRAINERS); PADDLE_TRAINER_ID
+                                 for trainers; POD_IP and PADDLE_PORT for servers (their own
+                                 endpoint); optionally PADDLE_TRAINER_ENDPOINTS.
+  no launcher at all             fleet.init() runs the script as a one-worker job (Paddle 2.x's
+                                 rule); see role_from_environment.
   collective jobs                PADDLE_TRAINER_ID, PADDLE_TRAINER_ENDPOINTS,
                                  PADDLE_CURRENT_ENDPOINT; optionally PADDLE_TRAINERS_NUM.
   worker utilities (both modes)  FLEET_GLOO_STORE_PATH (a shared directory) or
@@ -23,16 +25,21 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import logging
 import os
 from typing import Mapping, Optional, Sequence
 
 from fleet._endpoints import parse_endpoint, parse_endpoint_list
 from fleet.errors import InvalidArgument
 
+logger = logging.getLogger("fleet")
+
 # Variable names shared with the launcher (fleet/launch), which sets them.
 TRAINING_ROLE = "TRAINING_ROLE"
 PSERVERS = "PADDLE_PSERVERS_IP_PORT_LIST"
 TRAINERS_NUM = "PADDLE_TRAINERS_NUM"
+# The distributed manual's spelling of the same count (Paddle reads both).
+TRAINERS_NUM_ALIAS = "PADDLE_NUM_TRAINERS"
 TRAINER_ID = "PADDLE_TRAINER_ID"
 TRAINER_ENDPOINTS = "PADDLE_TRAINER_ENDPOINTS"
 CURRENT_ENDPOINT = "PADDLE_CURRENT_ENDPOINT"
@@ -204,7 +211,9 @@ class RoleMakerBase:
 
 class UserDefinedRoleMaker(RoleMakerBase):
     """A role given by hand, e.g. `UserDefinedRoleMaker(current_id=0, role=Role.SERVER,
-    worker_num=2, server_endpoints=["127.0.0.1:6170"])`."""
+    worker_num=2, server_endpoints=["127.0.0.1:6170"])`. Takes Paddle 2.x's keywords too:
+    `is_collective`, and `init_gloo` (accepted: Fleet makes the workers' Gloo group on the first
+    fleet.util call either way); any other keyword is refused, naming it."""
 
     def __init__(
         self,
@@ -215,7 +224,10 @@ class UserDefinedRoleMaker(RoleMakerBase):
         worker_endpoints: Optional[Sequence[str]] = None,
         is_collective: bool = False,
         gloo: Optional[GlooConfig] = None,
+        init_gloo: bool = False,
+        **unknown: object,
     ) -> None:
+        _refuse_unknown(type(self).__name__, unknown)
         servers = list(server_endpoints or [])
         workers = list(worker_endpoints or [])
         for endpoint in servers:
@@ -233,24 +245,64 @@ class UserDefinedRoleMaker(RoleMakerBase):
         )
 
 
+class UserDefinedCollectiveRoleMaker(UserDefinedRoleMaker):
+    """Paddle 1.x's collective role given by hand: this worker's index among `worker_endpoints`
+    (every rank's ip:port)."""
+
+    def __init__(
+        self, current_id: int = 0, worker_endpoints: Optional[Sequence[str]] = None
+    ) -> None:
+        workers = list(worker_endpoints or [])
+        if not workers:
+            raise InvalidArgument(
+                "UserDefinedCollectiveRoleMaker: worker_endpoints must list every rank's ip:port"
+            )
+        super().__init__(
+            current_id=current_id,
+            role=Role.WORKER,
+            worker_num=len(workers),
+            worker_endpoints=workers,
+            is_collective=True,
+        )
+
+
+def _refuse_unknown(who: str, unknown: Mapping[str, object]) -> None:
+    if unknown:
+        raise InvalidArgument(
+            f"{who}: unknown keyword(s) {', '.join(sorted(unknown))} (Fleet takes current_id, "
+            "role, worker_num, server_endpoints, worker_endpoints, is_collective, init_gloo, "
+            "gloo)"
+        )
+
+
 class PaddleCloudRoleMaker(RoleMakerBase):
     """The role fleetrun (or a PaddleCloud-style scheduler) describes in the environment.
 
     Raises fleet.errors.InvalidArgument listing the variables found and those expected when the
-    environment is incomplete or inconsistent.
+    environment is incomplete or inconsistent. `init_gloo` (Paddle 2.x) is accepted: Fleet makes
+    the workers' Gloo group on the first fleet.util call either way.
     """
 
     def __init__(
-        self, is_collective: bool = False, environ: Optional[Mapping[str, str]] = None
+        self,
+        is_collective: bool = False,
+        environ: Optional[Mapping[str, str]] = None,
+        init_gloo: bool = False,
+        **unknown: object,
     ) -> None:
+        _refuse_unknown(type(self).__name__, unknown)
         env = dict(os.environ if environ is None else environ)
         parse = _parse_collective if is_collective else _parse_ps
         try:
+            _read_trainers_num_alias(env)
             facts = parse(env)
             gloo = _parse_gloo(env, facts.pop("hostname"))
         except InvalidArgument as e:
             expected = _COLLECTIVE_EXPECTED if is_collective else _PS_EXPECTED
-            found = ", ".join(f"{k}={env[k]}" for k in _ALL_VARS if k in env) or "none of them"
+            found = (
+                ", ".join(f"{k}={env[k]}" for k in (*_ALL_VARS, TRAINERS_NUM_ALIAS) if k in env)
+                or "none of them"
+            )
             raise InvalidArgument(
                 f"PaddleCloudRoleMaker: {e}\n  found: {found}\n  expected: "
                 f"{expected}\n  (fleetrun sets these; see fleetrun --help)"
@@ -258,6 +310,62 @@ class PaddleCloudRoleMaker(RoleMakerBase):
         super().__init__(is_collective=is_collective, gloo=gloo, **facts)
         # Set by fleetrun --max_restarts on a restarted job: its latest complete checkpoint.
         self.restart_checkpoint: Optional[str] = env.get("FLEET_RESTART_CHECKPOINT") or None
+
+
+def _read_trainers_num_alias(env: dict[str, str]) -> None:
+    """PADDLE_NUM_TRAINERS stands for PADDLE_TRAINERS_NUM when that is unset; both set and
+    different is an error."""
+    alias = env.get(TRAINERS_NUM_ALIAS, "").strip()
+    if not alias:
+        return
+    current = env.get(TRAINERS_NUM, "").strip()
+    if current and current != alias:
+        raise InvalidArgument(f"{TRAINERS_NUM}={current} but {TRAINERS_NUM_ALIAS}={alias}")
+    env[TRAINERS_NUM] = alias
+
+
+# Variables that only a launcher (fleetrun, a cluster scheduler) sets for a training process.
+_LAUNCH_VARS = (
+    TRAINING_ROLE,
+    PSERVERS,
+    TRAINERS_NUM,
+    TRAINERS_NUM_ALIAS,
+    TRAINER_ID,
+    TRAINER_ENDPOINTS,
+    CURRENT_ENDPOINT,
+    PADDLE_PORT,
+)
+
+
+def role_from_environment(
+    is_collective: bool, environ: Optional[Mapping[str, str]] = None
+) -> RoleMakerBase:
+    """fleet.init()'s role without a role maker: PaddleCloudRoleMaker(is_collective) when a
+    launcher set the job's variables; with none of them, as in Paddle 2.x, a one-worker job
+    (worker 0 of 1, no servers) announced in one line. A trainer count above 1 without the rest
+    of a launch is an error: the job asked for more processes than it got."""
+    env = dict(os.environ if environ is None else environ)
+    launch = {k: env[k].strip() for k in _LAUNCH_VARS if env.get(k, "").strip()}
+    counts = {k: v for k, v in launch.items() if k in (TRAINERS_NUM, TRAINERS_NUM_ALIAS)}
+    if len(launch) > len(counts):
+        return PaddleCloudRoleMaker(is_collective=is_collective, environ=env)
+    asked = [f"{k}={v}" for k, v in counts.items() if v != "1"]
+    if asked:
+        raise InvalidArgument(
+            f"fleet.init(): {', '.join(asked)} asks for more than one worker, but this process "
+            f"has no launcher environment ({TRAINER_ENDPOINTS}, {TRAINING_ROLE}, "
+            f"{TRAINER_ID} ... are unset): start the job with `fleetrun --worker_num=N "
+            "script.py`; run as one process it would train alone"
+        )
+    logger.warning(
+        "fleet.init(): no launcher environment (%s, %s unset): running this script as a "
+        "one-worker job; launch it with fleetrun for more workers",
+        TRAINER_ENDPOINTS,
+        TRAINING_ROLE,
+    )
+    return UserDefinedRoleMaker(
+        current_id=0, role=Role.WORKER, worker_num=1, is_collective=is_collective
+    )
 
 
 def _require(env: Mapping[str, str], name: str) -> str:
@@ -376,4 +484,12 @@ def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
     return value
 
 
-__all__ = ["GlooConfig", "PaddleCloudRoleMaker", "Role", "RoleMakerBase", "UserDefinedRoleMaker"]
+__all__ = [
+    "GlooConfig",
+    "PaddleCloudRoleMaker",
+    "Role",
+    "RoleMakerBase",
+    "UserDefinedCollectiveRoleMaker",
+    "UserDefinedRoleMaker",
+    "role_from_environment",
+]

@@ -7,12 +7,17 @@ and the facade all import it at the top and share one of each per process.
 * `default_resources()` is the `_core.RuntimeResources` every `fleet.Executor` made without
   `resources=` hands its kernels and step hooks: the `fleet` facade attaches its PS
   communicator (at `init_worker`) and its collective group to this object.
+* run listeners: set-ups that wait for a program to have run, called by every `Executor.run`
+  and dataset pass before and after it runs (e.g. `fleet.init_worker()` called before the
+  startup program hands the dense start-up values to the servers once that program has run).
+  One list per process, like the global scope (the fluid API makes the order of those calls
+  free); a listener removes itself when its set-up is done or abandoned.
 """
 
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from fleet import _core
 
@@ -22,6 +27,7 @@ class _Globals:
 
     scope = _core.Scope()
     resources = _core.RuntimeResources()
+    run_listeners: list[Callable[[], None]] = []
 
 
 def global_scope() -> Any:
@@ -44,4 +50,28 @@ def default_resources() -> Any:
     return _Globals.resources
 
 
-__all__ = ["default_resources", "global_scope", "scope_guard"]
+def add_run_listener(listener: Callable[[], None]) -> None:
+    """Calls `listener()` before and after every executor run of this process until it is
+    removed (a listener may remove itself). An exception it raises fails that run."""
+    _Globals.run_listeners.append(listener)
+
+
+def remove_run_listener(listener: Callable[[], None]) -> None:
+    if listener in _Globals.run_listeners:
+        _Globals.run_listeners.remove(listener)
+
+
+def notify_run_listeners() -> None:
+    """Called by the executor around each run (a copy: listeners remove themselves)."""
+    for listener in list(_Globals.run_listeners):
+        listener()
+
+
+__all__ = [
+    "add_run_listener",
+    "default_resources",
+    "global_scope",
+    "notify_run_listeners",
+    "remove_run_listener",
+    "scope_guard",
+]

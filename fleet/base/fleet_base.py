@@ -14,19 +14,20 @@ from __future__ import annotations
 
 from typing import Any, Optional, Sequence
 
-from fleet import _core
+from fleet import _core, model_files
 from fleet.base.distributed_optimizer import DistributedOptimizer
 from fleet.base.util_base import UtilBase
 from fleet.collective import program_pass as collective_pass
 from fleet.collective.runtime import CollectiveRuntime
 from fleet.distributed_strategy import DistributedStrategy
 from fleet.errors import InvalidArgument
-from fleet.framework import Program
+from fleet.framework import Program, default_main_program
 from fleet.optimizer import Optimizer
 from fleet.ps import program_pass as ps_pass
 from fleet.ps.program_pass import PsPlan
 from fleet.ps.runtime import PsRuntime
-from fleet.role_maker import PaddleCloudRoleMaker, RoleMakerBase
+from fleet.role_maker import RoleMakerBase, role_from_environment
+from fleet.scope import global_scope
 
 
 class Fleet:
@@ -49,12 +50,14 @@ class Fleet:
 
     def init(self, role_maker: Optional[RoleMakerBase] = None, is_collective: bool = False) -> None:
         """Sets this process's role. Without `role_maker`, reads it from the environment
-        (PaddleCloudRoleMaker(is_collective)). Calling init again replaces the role and drops
+        (PaddleCloudRoleMaker(is_collective)); without any launcher variable there, the script
+        runs as a one-worker job, as in Paddle 2.x, and says so once (role_from_environment).
+        Calling init again replaces the role and drops
         the worker group and collective group built for the previous one. Never blocks: the
         workers meet on the first fleet.util call or barrier_worker(), a collective job's ranks
         on its first distributed minimize (or fleet.init_worker())."""
         if role_maker is None:
-            role_maker = PaddleCloudRoleMaker(is_collective=is_collective)
+            role_maker = role_from_environment(is_collective)
         elif not isinstance(role_maker, RoleMakerBase):
             raise InvalidArgument(
                 f"fleet.init: role_maker must be a role maker from "
@@ -73,6 +76,13 @@ class Fleet:
 
     def is_initialized(self) -> bool:
         return self._role_maker is not None
+
+    def _local(self) -> bool:
+        """A one-worker job without servers that is not collective (fleet.init() without a
+        launcher): distributed_optimizer trains locally, there is nothing to connect or stop,
+        and saves write the scope's values (fleet/model_files.py)."""
+        role = self.role_maker
+        return not role.is_collective and role.is_worker() and role.server_num() == 0
 
     def is_collective(self) -> bool:
         return self.role_maker.is_collective
@@ -141,7 +151,9 @@ class Fleet:
         registers the step hooks of the plan; a PS job keeps the plan for init_server /
         init_worker. The programs become fleet.main_program / fleet.startup_program."""
         role = self.role_maker
-        if role.is_collective:
+        if self._local():
+            pass  # one worker, no servers: the programs train as they are
+        elif role.is_collective:
             self._connect_collective()
             plan = collective_pass.rewrite(
                 main, startup, optimizer, params_grads, strategy, nranks=role.worker_num()
@@ -191,6 +203,8 @@ class Fleet:
         fleet.Executor then uses (its kernels and step hooks). Run the startup program first.
         Collective jobs: connects the collective group (a rendezvous of all ranks) unless a
         distributed minimize already did."""
+        if self._local():
+            return
         if self.role_maker.is_collective:
             self._connect_collective()
             return
@@ -198,12 +212,16 @@ class Fleet:
 
     def flush_worker(self) -> None:
         """Pushes every pending gradient and refreshes the dense parameters (e.g. before
-        evaluating in async mode)."""
+        evaluating in async mode). Nothing to do outside a PS job."""
+        if self._local() or self.role_maker.is_collective:
+            return
         self._started_ps("fleet.init_worker() has not been called").flush_worker()
 
     def stop_worker(self, timeout: float = 300.0) -> None:
         """Flushes every pending gradient, waits for every worker, and lets worker 0 stop the
-        servers; nothing pushed before this returns is lost."""
+        servers; nothing pushed before this returns is lost. Nothing to do outside a PS job."""
+        if self._local() or self.role_maker.is_collective:
+            return
         runtime = self._started_ps("fleet.stop_worker(): fleet.init_worker() was not called")
         runtime.stop_worker(timeout)
 
@@ -215,23 +233,58 @@ class Fleet:
     def _program(self, main_program: Any) -> Any:
         return main_program if main_program is not None else self.main_program
 
-    def save_persistables(
-        self, executor: Any, dirname: str, main_program: Any = None, mode: int = 0
-    ) -> None:
-        """Every worker calls it; worker 0 saves every server table (with update-rule state)
-        and its worker-local persistables into `dirname`, atomically; the others return when it
-        is done. mode 0 base, 1 delta (rows changed since the previous save), 2 values (a base
-        save: see fleet/ps/persist.py). `executor` is accepted for Paddle's signature."""
-        self._checkpointer("save_persistables").save_persistables(
-            dirname, self._program(main_program), mode
-        )
+    def parameters_on_servers(self) -> bool:
+        """Whether this job's parameters live on parameter servers (a PS job after minimize):
+        fleet.io's whole-model saves then go to save_persistables / load_model."""
+        return self._ps_plan is not None and self.is_initialized() and not self._local()
 
-    def load_model(self, dirname: str, mode: int = 0) -> None:
+    def save_persistables(
+        self,
+        executor: Any,
+        dirname: str,
+        main_program: Any = None,
+        mode: int = 0,
+        timeout: float = 600.0,
+    ) -> None:
+        """Paddle's idiom: `if fleet.is_first_worker(): fleet.save_persistables(exe, dirname)`.
+        PS jobs: the first worker saves every server table (with update-rule state) and its
+        worker-local persistables into `dirname`, atomically, while the others go on; another
+        worker's call flushes its gradients and returns (fleet/ps/persist.py says what a save
+        holds). mode 0 base, 1 delta (rows changed since the previous save), 2 values.
+        Collective and one-worker jobs: the first worker writes the scope's persistables (one
+        file per variable, as fleet.io.save_persistables). A path that is a file is refused on
+        every worker, naming it. `timeout` bounds the waits of every-worker calls (load_model);
+        a save waits for no other worker. `executor` is accepted for Paddle's signature."""
+        program = self._program(main_program)
+        if not self.parameters_on_servers():
+            self._save_scope_values(dirname, program, "save_persistables")
+            return
+        self._checkpointer("save_persistables").save_persistables(dirname, program, mode)
+
+    def _save_scope_values(self, dirname: str, program: Any, what: str) -> None:
+        dirname = model_files.check_directory(dirname, f"fleet.{what}")
+        if not self.is_first_worker():
+            return  # every rank holds the same values: the first one writes them
+        program = program if program is not None else default_main_program()
+        names = [v.name for v in program.list_vars() if model_files.saveable(v)]
+        arrays = model_files.values_of(global_scope(), names, f"fleet.{what}")
+        model_files.save_arrays(dirname, arrays, None)
+
+    def load_model(self, dirname: str, mode: int = 0, timeout: float = 600.0) -> None:
         """Every worker calls it, after init_worker(). mode 0: the servers load every table
         from `dirname` (base and deltas, any server count) and each worker its local
         persistables; mode 1: the worker-local persistables only (servers restored by
-        fleet.init_server(dirname))."""
-        self._checkpointer("load_model").load_model(dirname, self._program(None), mode)
+        fleet.init_server(dirname)). `timeout` bounds the workers' meetings before and after.
+        Collective and one-worker jobs: the scope's persistables from what save_persistables
+        wrote."""
+        program = self._program(None)
+        if not self.parameters_on_servers():
+            program = program if program is not None else default_main_program()
+            names = [v.name for v in program.list_vars() if model_files.saveable(v)]
+            arrays = model_files.load_arrays(dirname, names, None)
+            model_files.set_values(global_scope(), arrays, str(dirname))
+            return
+        self._checkpointer("load_model").load_model(dirname, program, mode, timeout)
 
     def shrink(self, threshold: int) -> int:
         """Every worker calls it: drops the sparse rows not created or updated in the last
@@ -246,16 +299,32 @@ class Fleet:
         target_vars: list,
         main_program: Any = None,
         export_for_deployment: bool = True,
+        timeout: float = 600.0,
     ) -> None:
-        """Every worker calls it; worker 0 writes the forward program pruned to `target_vars`,
-        its dense parameters and every sparse table's rows (values only) into `dirname`, for
-        fleet.load_inference_model to serve without servers (see fleet/ps/inference.py)."""
+        """The first worker writes the forward program pruned to `target_vars` and the values it
+        reads into `dirname` (in a PS job every sparse table's rows too, values only: see
+        fleet/ps/inference.py), for fleet.load_inference_model to serve without servers; another
+        worker's call flushes its gradients and returns. A path that is a file is refused on
+        every worker, naming it. `timeout` as for save_persistables."""
         if not export_for_deployment:
             raise InvalidArgument(
                 "save_inference_model: export_for_deployment=False (a "
                 "program that still pulls from servers) is not supported"
             )
+        if isinstance(feeded_var_names, str):
+            feeded_var_names = [feeded_var_names]
+        if not isinstance(target_vars, (list, tuple)):
+            target_vars = [target_vars]
         targets = [getattr(v, "name", v) for v in target_vars]
+        program = self._program(main_program)
+        if not self.parameters_on_servers():
+            dirname = model_files.check_directory(dirname, "fleet.save_inference_model")
+            if self.is_first_worker():
+                program = program if program is not None else default_main_program()
+                model_files.export_scope_model(
+                    dirname, program, list(feeded_var_names), targets, global_scope()
+                )
+            return
         self._checkpointer("save_inference_model").save_inference_model(
-            dirname, list(feeded_var_names), targets, self._program(main_program)
+            dirname, list(feeded_var_names), targets, program
         )

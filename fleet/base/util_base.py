@@ -148,6 +148,20 @@ class UtilBase:
         """Returns once every worker has called barrier()."""
         self._worker_group(comm_world).group.barrier(timeout_s)
 
+    def get_file_shard(self, files: list[str]) -> list[str]:
+        """This worker's share of `files` (PaddleRec's split, no communication): contiguous
+        shares in worker order, the first len(files) % workers of them one file longer; a
+        worker may get none when there are fewer files than workers."""
+        if not isinstance(files, (list, tuple)) or not all(isinstance(f, str) for f in files):
+            raise InvalidArgument(
+                f"fleet.util.get_file_shard takes a list of file names, got {files!r}"
+            )
+        role = self._role_source()
+        workers, index = role.worker_num(), role.worker_index()
+        size, longer = divmod(len(files), workers)
+        begin = index * size + min(index, longer)
+        return list(files[begin : begin + size + (1 if index < longer else 0)])
+
     def worker_group(self) -> WorkerGroup:
         """The workers' group and its store, made on first use (a rendezvous of all workers);
         the collective runtime builds its own group over the same store."""

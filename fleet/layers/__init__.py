@@ -1,5 +1,6 @@
 """fluid-style layer functions: each appends ops (and parameters) to the default programs."""
 
+from fleet._compat_names import missing_name_hook
 from fleet.layers.io import data, static_data
 from fleet.layers.learning_rate_scheduler import (
     cosine_decay,
@@ -131,3 +132,6 @@ __all__ = [
     "unsqueeze",
     "zeros_like",
 ]
+
+# A Paddle layer Fleet lacks (conv2d, py_reader, ...): an AttributeError that says what to use.
+__getattr__ = missing_name_hook("fleet.layers")

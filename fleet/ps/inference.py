@@ -29,24 +29,24 @@ take a base save after exporting.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from fleet.errors import InvalidArgument, NotFound
-from fleet.framework import OP_ROLE_ATTR, OP_ROLE_FORWARD, Parameter, Program, Variable
-from fleet.proto import framework_pb2
+from fleet import model_files
+from fleet.errors import InvalidArgument
+from fleet.framework import OP_ROLE_ATTR, OP_ROLE_FORWARD, Program, Variable
+
+# The export's files and pruning are fleet.io's (one format for both loaders); re-exported for
+# the modules that read them from here.
+from fleet.model_files import META_FILE, MODEL_FILE, PARAMS_FILE, prune
 from fleet.ps.checkpoint import part_paths
 from fleet.ps.client import PsClient
 from fleet.ps.program_pass import PsPlan
 from fleet.scope import global_scope
 
-MODEL_FILE = "__model__"
-META_FILE = "__meta__.json"
-PARAMS_FILE = "params.npz"
 TABLES_DIR = "tables"
 _HEADER = np.dtype(
     [
@@ -97,32 +97,6 @@ def read_sparse_values(paths: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     rev_keys = keys[::-1]
     unique, first = np.unique(rev_keys, return_index=True)
     return unique.astype(np.int64), np.ascontiguousarray(rows[::-1][first], dtype=np.float32)
-
-
-def prune(program: Program, feeded: Sequence[str], targets: Sequence[str]) -> Program:
-    """A forward-only copy of `program` keeping the ops that the targets depend on, stopping at
-    the fed variables."""
-    test = program.clone(for_test=True)
-    block = test.global_block()
-    needed, kept = set(targets), []
-    for op in reversed(list(block.ops)):
-        if op.attrs.get(OP_ROLE_ATTR, OP_ROLE_FORWARD) != OP_ROLE_FORWARD:
-            continue
-        if needed & set(op.output_names):
-            kept.append(op)
-            needed |= {n for n in op.input_names if n not in feeded}
-    keep_ids = {id(op) for op in kept}
-    for op in [op for op in block.ops if id(op) not in keep_ids]:
-        block.ops.remove(op)
-    used = {n for op in kept for n in op.input_names + op.output_names} | set(feeded)
-    for name in [n for n in block.vars if n not in used]:
-        block._remove_var(name)
-    missing = [t for t in targets if t not in used]
-    if missing:
-        raise InvalidArgument(
-            f"save_inference_model: targets {missing} are not computed by the program"
-        )
-    return test
 
 
 def _localize_pulls(program: Program, plan: PsPlan) -> dict[int, str]:
@@ -178,68 +152,34 @@ def export(
             arrays[f"{param}@KEYS"], arrays[f"{param}@ROWS"] = keys, rows
         # The part files served their purpose: the export keeps values only.
         shutil.rmtree(tables_dir, ignore_errors=True)
-    scope = global_scope()
-    for var in pruned.global_block().vars.values():
-        if var.persistable and var.name not in arrays and var.name not in ("feed", "fetch"):
-            found = scope.find_var(var.name)
-            if found is None or not found.is_initialized():
-                raise NotFound(
-                    f"save_inference_model: '{var.name}' has no value in the scope; "
-                    "run the startup program and fleet.init_worker() first"
-                )
-            arrays[var.name] = np.array(found.get_tensor().numpy(), copy=True)
-    _write_atomic(os.path.join(dirname, PARAMS_FILE), lambda p: np.savez(p, **arrays))
-    _write_atomic(
-        os.path.join(dirname, MODEL_FILE),
-        lambda p: open(p, "wb").write(pruned.desc().SerializeToString()),
-    )
-    meta = {"feed": list(feeded), "fetch": list(targets)}
-    _write_atomic(
-        os.path.join(dirname, META_FILE),
-        lambda p: open(p, "w", encoding="utf-8").write(json.dumps(meta)),
-    )
-
-
-def _write_atomic(path: str, write: Any) -> None:
-    tmp = f"{path}.tmp-{os.getpid()}"
-    # np.savez appends .npz to names without it.
-    target = tmp + ".npz" if path.endswith(".npz") else tmp
-    write(target)
-    os.replace(target, path)
+    names = [
+        v.name
+        for v in pruned.global_block().vars.values()
+        if model_files.saveable(v) and v.name not in arrays
+    ]
+    arrays.update(model_files.values_of(global_scope(), names, "save_inference_model"))
+    model_files.write_inference_model(dirname, pruned, feeded, targets, arrays)
 
 
 def load_inference_model(
-    dirname: str, executor: Any, scope: Any = None
+    dirname: str,
+    executor: Any,
+    scope: Any = None,
+    model_filename: Optional[str] = None,
+    params_filename: Optional[str] = None,
 ) -> tuple[Program, list[str], list[Variable]]:
-    """Reads an export: returns (program, fed names, target variables) and sets the saved
+    """Reads an export (this module's, or fleet.io.save_inference_model's: the format of
+    fleet/model_files.py): returns (program, fed names, target variables) and sets the saved
     parameters and table rows in `scope` (the global scope by default). Needs no server."""
-    dirname = os.fspath(dirname)
-    try:
-        with open(os.path.join(dirname, MODEL_FILE), "rb") as f:
-            desc = framework_pb2.ProgramDesc.FromString(f.read())
-        with open(os.path.join(dirname, META_FILE), encoding="utf-8") as f:
-            meta = json.load(f)
-    except FileNotFoundError as e:
-        raise NotFound(f"no inference model in {dirname}: {e.filename} is missing") from None
-    program = Program.from_desc(desc)
     scope = scope if scope is not None else global_scope()
-    block = program.global_block()
-    with np.load(os.path.join(dirname, PARAMS_FILE)) as params:
-        for name in params.files:
-            if not block.has_var(name):
-                raise InvalidArgument(
-                    f"{dirname}/{PARAMS_FILE}: '{name}' is not a variable of the saved program"
-                )
-            scope.var(name).get_tensor().set(params[name])
-    for var in block.vars.values():
-        if (
-            var.persistable
-            and isinstance(var, (Parameter, Variable))
-            and var.name not in ("feed", "fetch")
-            and scope.find_var(var.name) is None
-        ):
-            raise NotFound(f"{dirname}: no saved value of '{var.name}'")
-    return program, list(meta["feed"]), [block.var(n) for n in meta["fetch"]]
+    return model_files.read_inference_model(dirname, scope, model_filename, params_filename)
 
 
-__all__ = ["load_inference_model", "prune", "read_sparse_values"]
+__all__ = [
+    "META_FILE",
+    "MODEL_FILE",
+    "PARAMS_FILE",
+    "load_inference_model",
+    "prune",
+    "read_sparse_values",
+]

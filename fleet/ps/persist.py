@@ -17,9 +17,20 @@ bytes with Adagrad, a third with Adam); loading it starts the state afresh, so a
 from it trains on with fresh accumulators. Dense tables, small, keep their state in every mode.
 The export for serving (a pruned program plus values) is ``fleet.save_inference_model``.
 
-Every worker calls these; all of them meet before (so the save holds every step each worker
-ran, its pushes flushed) and after (so no worker trains on while worker 0 saves). The servers
-apply nothing between the two barriers: a checkpoint is one consistent point of the job.
+Saves (save_persistables, save_inference_model) are one worker's calls, as in Paddle's idiom
+``if fleet.is_first_worker(): fleet.save_persistables(exe, dirname)``: the first worker flushes
+its own pending gradients and has the servers save, while the other workers train on or stop.
+A call from another worker flushes that worker's gradients and returns (every worker calling it
+keeps working). What a save holds is what the servers have applied when it starts (the rule of
+docs/porting.md): in sync mode whole steps of the job (the first worker is not at the next step's
+barrier while it saves), in async and half-async a point in the stream of pushes, in GEO the
+servers' values after each worker's last exchange. For every worker's steps exactly, have every
+worker call flush_worker() and barrier_worker() before the first one saves. A save into a path
+that is a file is refused on every worker that calls it, naming the path.
+
+load_model and shrink are every worker's calls: they meet before (the servers hold every step
+each worker ran, its pushes flushed) and after (no worker trains on while worker 0 changes the
+tables); `timeout` bounds each meeting.
 
 Internal: scripts reach it through fleet.save_persistables, fleet.load_model, fleet.shrink
 and fleet.save_inference_model.
@@ -30,11 +41,13 @@ from __future__ import annotations
 import itertools
 import logging
 import os
+import re
 from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
-from fleet.errors import InvalidArgument
+from fleet.errors import InvalidArgument, Timeout
+from fleet.model_files import check_directory
 from fleet.ps import inference
 from fleet.ps.client import PsClient
 from fleet.ps.program_pass import PsPlan
@@ -50,6 +63,41 @@ SAVE_MODES = {0: "base", 1: "delta", 2: "values"}
 # What a checkpoint operation needs of the started worker: its client and its communicator
 # (InvalidArgument naming the API called before fleet.init_worker()).
 Connection = Callable[[str], "tuple[PsClient, Any]"]
+
+
+# The calls behind the workers' barrier names on the servers ('__load_begin_3__' is the fourth
+# every-worker operation's start, in fleet.load_model), for errors that name the calls.
+_CALL_OF_BARRIER = {
+    "stop_worker": "fleet.stop_worker()",
+    "init_worker": "fleet.init_worker()",
+    "load": "fleet.load_model()",
+    "shrink": "fleet.shrink()",
+    "save": "fleet.save_persistables()",
+    "export": "fleet.save_inference_model()",
+    "sync_step": "a sync training step",
+}
+_BARRIER_NAME = re.compile(r"'__([a-z_]+?)(?:_begin|_end)?(?:_\d+)?__'")
+
+
+def name_calls(message: str) -> str:
+    """`message` with each workers' barrier it quotes followed by the call it belongs to."""
+
+    def call(match: re.Match) -> str:
+        what = _CALL_OF_BARRIER.get(match.group(1))
+        return f"{match.group(0)} ({what})" if what else match.group(0)
+
+    return _BARRIER_NAME.sub(call, message)
+
+
+def meet(
+    client: PsClient, name: str, num_workers: int, worker_id: int, timeout: float, api: str
+) -> None:
+    """Every worker's barrier `name` of the call `api`; a timeout names the calls the missing
+    workers are in instead (when they wait at another barrier of the servers)."""
+    try:
+        client.barrier(name, num_workers, worker_id, timeout)
+    except Timeout as e:
+        raise Timeout(f"{api} on worker {worker_id}: {name_calls(str(e))}") from None
 
 
 def worker_local_vars(plan: PsPlan, program: Any) -> list[str]:
@@ -76,7 +124,8 @@ class Checkpointer:
 
     def _meet(self, client: PsClient, what: str, n: int, timeout: float) -> None:
         role = self._role
-        client.barrier(f"__{what}_{n}__", role.worker_num(), role.worker_index(), timeout)
+        api = _CALL_OF_BARRIER.get(what.split("_")[0], what)
+        meet(client, f"__{what}_{n}__", role.worker_num(), role.worker_index(), timeout, api)
 
     def _begin(self, api: str, what: str, timeout: float) -> tuple[PsClient, int]:
         """Every worker's start of a collective job operation: flushes its gradients and meets
@@ -88,26 +137,30 @@ class Checkpointer:
         self._meet(client, f"{what}_begin", n, timeout)
         return client, n
 
-    def save_persistables(
-        self, dirname: str, program: Any, mode: int = 0, timeout: float = 600.0
-    ) -> None:
+    def _flush_for_save(self, api: str, dirname: str) -> tuple[PsClient, bool]:
+        """A save's start on any worker: refuses a path that is a file (naming it), flushes
+        this worker's gradients; (client, whether this worker is the one that saves)."""
+        check_directory(dirname, f"fleet.{api}")
+        client, communicator = self._connection(api)
+        communicator.flush()
+        return client, self._role.worker_index() == 0
+
+    def save_persistables(self, dirname: str, program: Any, mode: int = 0) -> None:
+        """The first worker saves every table and its worker-local persistables into `dirname`;
+        another worker's call flushes its gradients and returns (see the module docstring)."""
         if mode not in SAVE_MODES:
             raise InvalidArgument(
                 f"fleet.save_persistables: mode must be 0 (base), 1 (delta) "
                 f"or 2 (values), got {mode!r}"
             )
         dirname = os.fspath(dirname)
-        client, n = self._begin("save_persistables", "save", timeout)
-        try:
-            if self._role.worker_index() == 0:
-                os.makedirs(dirname, exist_ok=True)
-                rows = client.save(dirname, delta=(mode == 1), values_only=(mode == 2))
-                self._save_worker_vars(program, dirname)
-                logger.info("saved %s checkpoint into %s: %d rows", SAVE_MODES[mode], dirname, rows)
-        finally:
-            # Reached on failure too, so the other workers are not left at the barrier: they
-            # time out only if worker 0 died.
-            self._meet(client, "save_end", n, timeout)
+        client, saves = self._flush_for_save("save_persistables", dirname)
+        if not saves:
+            return
+        os.makedirs(dirname, exist_ok=True)
+        rows = client.save(dirname, delta=(mode == 1), values_only=(mode == 2))
+        self._save_worker_vars(program, dirname)
+        logger.info("saved %s checkpoint into %s: %d rows", SAVE_MODES[mode], dirname, rows)
 
     def _save_worker_vars(self, program: Any, dirname: str) -> None:
         scope = global_scope()
@@ -174,14 +227,12 @@ class Checkpointer:
     def save_inference_model(
         self, dirname: str, feeded: Sequence[str], targets: Sequence[str], program: Any
     ) -> None:
-        """Every worker calls it; worker 0 exports (fleet/ps/inference.py) once all workers
-        flushed, and the others wait for it to finish."""
-        client, n = self._begin("save_inference_model", "export", 60.0)
-        try:
-            if self._role.worker_index() == 0:
-                inference.export(self._plan, client, dirname, feeded, targets, program)
-        finally:
-            self._meet(client, "export_end", n, 600.0)
+        """The first worker exports (fleet/ps/inference.py) after flushing its gradients;
+        another worker's call flushes its gradients and returns."""
+        dirname = os.fspath(dirname)
+        client, saves = self._flush_for_save("save_inference_model", dirname)
+        if saves:
+            inference.export(self._plan, client, dirname, feeded, targets, program)
 
 
 def load_worker_vars(
@@ -214,4 +265,12 @@ def load_worker_vars(
     return done
 
 
-__all__ = ["Checkpointer", "SAVE_MODES", "WORKER_FILE", "load_worker_vars", "worker_local_vars"]
+__all__ = [
+    "Checkpointer",
+    "SAVE_MODES",
+    "WORKER_FILE",
+    "load_worker_vars",
+    "meet",
+    "name_calls",
+    "worker_local_vars",
+]

@@ -187,6 +187,12 @@ def rewrite(
 ) -> PsPlan:
     """Rewrites `main` and `startup` in place for a PS worker; returns the plan of the tables
     (the facade builds the PS runtime from it)."""
+    if strategy.gradient_merge:
+        raise InvalidArgument(
+            "DistributedStrategy.gradient_merge is a collective strategy: in a parameter-server "
+            "job the servers apply every push. To merge gradients before they are pushed, use "
+            "a_sync_configs['max_merge_var_num'] (async) or GEO mode (a_sync_configs['k_steps'])"
+        )
     block = main.global_block()
     rule = optimizer_config(optimizer, "distributed_optimizer")
     update_ops = _update_ops(block)
@@ -198,7 +204,7 @@ def rewrite(
     dense = _dense_parameters(params_grads, update_ops, strategy, sparse)
     dense_config = None
     if dense:
-        dense_config = _dense_table_config(dense, rule)
+        dense_config = _dense_table_config(dense, rule, strategy)
         if strategy.mode is not PsMode.GEO:
             _send_dense_gradients(main, startup, dense, update_ops)
     return PsPlan(strategy.mode, strategy, sparse, dense, dense_config)
@@ -365,13 +371,18 @@ def _dense_parameters(
     return dense
 
 
-def _dense_table_config(dense: list[DensePlan], rule: ps_pb2.OptimizerConfig) -> Any:
+def _dense_table_config(
+    dense: list[DensePlan], rule: ps_pb2.OptimizerConfig, strategy: DistributedStrategy
+) -> Any:
+    dim = sum(d.numel for d in dense)
     config = ps_pb2.TableConfig(
         table_id=DENSE_TABLE_ID,
         name="dense",
         type=ps_pb2.DENSE,
-        dim=sum(d.numel for d in dense),
+        dim=dim,
         initializer=ps_pb2.InitializerConfig(zero={}),
+        # 1.x program config: min_block_size, slice_var_up (fleet/ps_strategy_configs.py).
+        dense_block_size=strategy.get_program_config().dense_block_size(dim),
     )
     config.optimizer.CopyFrom(rule)
     return config

@@ -12,6 +12,8 @@ Lifecycle of a job launched by ``fleetrun --server_num=S --worker_num=W``::
     else:
         exe.run(fleet.startup_program)
         fleet.init_worker()                       # connect, same start values everywhere
+        # (init_worker() may come first, as in Paddle 1.x's documents: it connects at once and
+        # hands the start-up values over right after the startup program has run)
         ... exe.run(...) / exe.train_from_dataset(...)
         fleet.stop_worker()                       # flush, wait for all, stop the servers
 
@@ -28,11 +30,11 @@ from fleet import _core
 from fleet.errors import InvalidArgument
 from fleet.ps.client import PsClient
 from fleet.ps.config import server_config
-from fleet.ps.persist import Checkpointer
+from fleet.ps.persist import Checkpointer, meet
 from fleet.ps.program_pass import PsPlan
 from fleet.ps.server import serve_until_stopped, start_server
 from fleet.role_maker import RoleMakerBase
-from fleet.scope import global_scope
+from fleet.scope import add_run_listener, global_scope, remove_run_listener
 
 logger = logging.getLogger("fleet.ps")
 
@@ -48,16 +50,39 @@ class PsRuntime:
         self._server: Optional[Any] = None
         self.client: Optional[PsClient] = None
         self.communicator: Optional[Any] = None
+        # init_worker() before the startup program: the communicator built, not yet started
+        # (its start hands over the dense values, which the startup program creates).
+        self._waiting: Optional[tuple[Any, Any]] = None  # (communicator, root scope)
+        self._stopped = False
         self.checkpointer = Checkpointer(role, plan, self.worker_connection)
 
     def started(self) -> bool:
         """Whether init_server or init_worker built a server or a communicator."""
-        return self._server is not None or self.communicator is not None
+        return (
+            self._server is not None or self.communicator is not None or self._waiting is not None
+        )
 
     def worker_connection(self, what: str) -> tuple[PsClient, Any]:
         """(client, communicator) of the started worker; InvalidArgument naming `what`, the API
-        called, before init_worker()."""
+        called, and why there is none: before init_worker(), before the startup program ran
+        after it, after stop_worker(), on a server."""
+        self._start_when_ready()
         if self.communicator is None or self.client is None:
+            if not self._role.is_worker():
+                raise InvalidArgument(
+                    f"fleet.{what}() is for workers (this process is server "
+                    f"{self._role.server_index()})"
+                )
+            if self._stopped:
+                raise InvalidArgument(
+                    f"fleet.{what}(): the parameter servers of this job were stopped by "
+                    "stop_worker(); save before it"
+                )
+            if self._waiting is not None:
+                raise InvalidArgument(
+                    f"fleet.{what}(): this worker has not run the startup program since "
+                    "fleet.init_worker(); run it first (exe.run(fleet.startup_program))"
+                )
             raise InvalidArgument(f"fleet.{what}(): call fleet.init_worker() first (workers only)")
         return self.client, self.communicator
 
@@ -96,13 +121,14 @@ class PsRuntime:
         role = self._role
         if not role.is_worker():
             raise InvalidArgument("fleet.init_worker() is for worker processes")
-        if self.communicator is not None:
+        if self.communicator is not None or self._waiting is not None:
             raise InvalidArgument("fleet.init_worker() was called already")
         plan = self._plan
         cfg = plan.strategy.async_config
         self.client = PsClient(role.server_endpoints(), connect_timeout=timeout)
         dense_id = plan.dense_config.table_id if plan.dense_config is not None else None
-        self.communicator = _core.distributed.Communicator(
+        root = scope if scope is not None else global_scope()
+        communicator = _core.distributed.Communicator(
             mode=plan.mode.value,
             worker_id=role.worker_index(),
             num_workers=role.worker_num(),
@@ -122,34 +148,85 @@ class PsRuntime:
             geo_steps=max(cfg.k_steps, 1),
             step_timeout_s=timeout,
             client=self.client.core_client,
-            root_scope=scope if scope is not None else global_scope(),
+            root_scope=root,
         )
-        self.communicator.attach(self._resources)
+        self._waiting = (communicator, root)
+        if self._dense_missing(root):
+            # Paddle 1.x's order (init_worker, then the startup program): start once it ran.
+            add_run_listener(self._start_when_ready)
+            logger.info(
+                "worker %d: connected; the dense start-up values are handed over once the "
+                "startup program has run",
+                role.worker_index(),
+            )
+            return
+        self._start_when_ready()
+
+    def _dense_missing(self, root: Any) -> list[str]:
+        """The dense parameters without a value in `root` (the startup program makes them)."""
+        missing = []
+        for dense in self._plan.dense:
+            var = root.find_var(dense.param)
+            if var is None or not var.is_initialized():
+                missing.append(dense.param)
+        return missing
+
+    def _start_when_ready(self) -> None:
+        """Starts the communicator init_worker built once the dense parameters exist: worker 0's
+        values go to the servers, every worker pulls them, the mode's threads start. Run by
+        init_worker, or by the executor around each run (fleet.scope's run listeners)."""
+        if self._waiting is None:
+            return
+        communicator, root = self._waiting
+        if self._dense_missing(root):
+            return
+        self._waiting = None
+        remove_run_listener(self._start_when_ready)
+        communicator.attach(self._resources)
         try:
-            self.communicator.start()
+            communicator.start()
         except Exception:
-            self.communicator.detach(self._resources)
-            self.communicator = None
+            communicator.detach(self._resources)
             raise
-        logger.info("worker %d: %s communicator started", role.worker_index(), plan.mode.value)
+        self.communicator = communicator
+        logger.info(
+            "worker %d: %s communicator started", self._role.worker_index(), self._plan.mode.value
+        )
 
     def flush_worker(self) -> None:
         """Pushes every pending gradient and refreshes the dense parameters."""
-        if self.communicator is None:
-            raise InvalidArgument("fleet.init_worker() has not been called")
-        self.communicator.flush()
+        _, communicator = self.worker_connection("flush_worker")
+        communicator.flush()
 
     def stop_worker(self, timeout: float = 300.0) -> None:
+        self._start_when_ready()
         if self.communicator is None:
+            if self._stopped:
+                raise InvalidArgument("fleet.stop_worker() was called already")
+            if self._waiting is not None:
+                self._waiting = None
+                remove_run_listener(self._start_when_ready)
+                raise InvalidArgument(
+                    "fleet.stop_worker(): this worker has not run the startup program since "
+                    "fleet.init_worker(), so it never joined the job"
+                )
             raise InvalidArgument("fleet.stop_worker(): fleet.init_worker() was not called")
         role = self._role
+        self._stopped = True
         try:
             self.communicator.stop()
         finally:
             self.communicator.detach(self._resources)
             self.communicator = None
         assert self.client is not None
-        self.client.barrier("__stop_worker__", role.worker_num(), role.worker_index(), timeout)
+        meet(
+            self.client,
+            "__stop_worker__",
+            role.worker_num(),
+            role.worker_index(),
+            timeout,
+            "fleet.stop_worker()",
+        )
         if role.worker_index() == 0:
             self.client.stop_servers()
         self.client = None
