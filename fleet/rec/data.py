@@ -56,6 +56,22 @@ def data_files(config: Config, key: str) -> list[str]:
     return files
 
 
+def worker_files(config: Config, index: int, count: int) -> list[str]:
+    """The training files of worker `index` of `count`: all of them, or with
+    runner.split_file_list its share (a worker left without a file is an error)."""
+    files = data_files(config, "runner.train_data_dir")
+    if not config.get("runner.split_file_list") or count == 1:
+        return files
+    share = file_shard(files, index, count)
+    if not share:
+        raise ConfigError(
+            f"{config.where('runner.split_file_list')}: runner.split_file_list: worker {index} "
+            f"of {count} gets none of the {len(files)} files of "
+            f"{config.get('runner.train_data_dir')}; give at least one file per worker"
+        )
+    return share
+
+
 def file_shard(files: Sequence[str], index: int, count: int) -> list[str]:
     """Worker `index` of `count`'s block of `files`: contiguous, sizes differing by at most one
     (the first len(files) % count workers one more), as PaddleRec's get_file_shard splits."""

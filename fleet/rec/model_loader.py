@@ -53,6 +53,19 @@ def check_supported(config: Config) -> None:
         )
 
 
+def check_collective(config: Config) -> None:
+    """A collective job (use_fleet) runs one trainer thread per process: its all-reduces must
+    reach the group in the same order on every rank."""
+    threads = int(config.get("runner.thread_num") or 1)
+    reader = config.get("runner.reader_type") or "DataLoader"
+    if config.get("runner.use_fleet") and threads > 1 and reader != "DataLoader":
+        raise ConfigError(
+            f"{config.where('runner.thread_num')}: runner.thread_num: {threads} with use_fleet: "
+            "a collective job trains with one thread per process; set thread_num: 1 and start "
+            "more processes (fleetrun --nproc_per_node)"
+        )
+
+
 def seed_programs(config: Config) -> None:
     """The default programs' random seed (runner.seed, PaddleRec's paddle.seed(12345) without
     one), so that a run is repeatable."""

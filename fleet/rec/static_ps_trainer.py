@@ -24,8 +24,7 @@ from fleet.rec import data, saving
 from fleet.rec.config import Config, ConfigError
 from fleet.rec.entry import metrics_of, prepare
 from fleet.rec.model_loader import load_model, seed_programs
-from fleet.rec.progress import Progress
-from fleet.rec.train_loop import dataset_epoch, even_steps, loader_epoch, reset_auc_states
+from fleet.rec.train_loop import train_epochs
 
 
 def strategy_of(config: Config) -> fleet.DistributedStrategy:
@@ -71,48 +70,19 @@ def run(config: Config) -> dict[str, float]:
         fleet.load_model(init_path, mode=1)  # the servers loaded the tables at start
         print(f"worker {worker}: resumed from {init_path}", flush=True)
 
-    files = data.data_files(config, "runner.train_data_dir")
-    if config.get("runner.split_file_list"):
-        files = data.file_shard(files, worker, workers)
-        if not files:
-            raise ConfigError(
-                f"{config.where('runner.split_file_list')}: worker {worker} of {workers} gets "
-                f"no file of {config.get('runner.train_data_dir')}; give one file per worker"
-            )
-    reader_type = config.get("runner.reader_type") or "DataLoader"
-    batch_size = int(config.get("runner.train_batch_size"))
-    epochs = int(config.get("runner.epochs"))
-    print_interval = int(config.get("runner.print_interval") or 0)
-    progress = Progress(f"worker {worker}: ", epochs, data.count_samples(files))
-    dataset = None
-    if reader_type != "DataLoader":
-        dataset = data.make_dataset(config, reader_type, feeds, files)
-    last: dict[str, float] = {}
-    for epoch in range(epochs):
-        reset_auc_states(program)
-        if dataset is None:
-            batches = data.batches(config, "runner.train_reader_path", files, feeds, batch_size)
-            admit = even_steps() if config.get("runner.sync_mode") == "sync" else None
-            last, samples, seconds = loader_epoch(
-                exe, program, batches, metrics, progress, epoch, print_interval, admit
-            )
-        else:
-            if reader_type != "QueueDataset":
-                dataset.local_shuffle()
-            last, samples, seconds = dataset_epoch(
-                exe,
-                program,
-                dataset,
-                metrics,
-                progress,
-                epoch,
-                print_interval,
-                int(config.get("runner.thread_num") or 1),
-                batch_size,
-                bool(config.get("runner.dataset_debug")),
-            )
-        print(progress.epoch_line(epoch, last, samples, seconds), flush=True)
-        _save(config, exe, program, epoch, worker)
+    files = data.worker_files(config, worker, workers)
+    sync = config.get("runner.sync_mode") == "sync"
+    last = train_epochs(
+        config,
+        exe,
+        program,
+        feeds,
+        metrics,
+        files,
+        f"worker {worker}: ",
+        sync,
+        lambda epoch: _save(config, exe, program, epoch, worker),
+    )
     fleet.stop_worker()
     return last
 

@@ -20,14 +20,14 @@ from fleet.errors import FleetError
 from fleet.rec import data, saving
 from fleet.rec.config import Config
 from fleet.rec.entry import metrics_of, prepare
-from fleet.rec.model_loader import load_model, seed_programs
-from fleet.rec.progress import Progress
-from fleet.rec.train_loop import dataset_epoch, even_steps, loader_epoch, reset_auc_states
+from fleet.rec.model_loader import check_collective, load_model, seed_programs
+from fleet.rec.train_loop import train_epochs
 
 
 def run(config: Config) -> dict[str, float]:
     """Trains as the config says; returns the last epoch's metrics."""
     use_fleet = bool(config.get("runner.use_fleet"))
+    check_collective(config)
     seed_programs(config)
     model = load_model(config)
     feeds = model.create_feeds()
@@ -49,47 +49,17 @@ def run(config: Config) -> dict[str, float]:
         loaded = saving.load_local(program, init_path)
         print(f"resumed {len(loaded)} variables from {init_path}", flush=True)
 
-    files = data.data_files(config, "runner.train_data_dir")
-    if use_fleet and config.get("runner.split_file_list"):
-        files = data.file_shard(files, rank, ranks)
-    reader_type = config.get("runner.reader_type") or "DataLoader"
-    batch_size = int(config.get("runner.train_batch_size"))
-    epochs = int(config.get("runner.epochs"))
-    print_interval = int(config.get("runner.print_interval") or 0)
+    files = data.worker_files(config, rank, ranks)
     prefix = f"rank {rank}: " if use_fleet else ""
-    progress = Progress(prefix, epochs, data.count_samples(files))
-    dataset = None
-    if reader_type != "DataLoader":
-        dataset = data.make_dataset(config, reader_type, feeds, files)
-    last: dict[str, float] = {}
-    for epoch in range(epochs):
-        reset_auc_states(program)
-        if dataset is None:
-            batches = data.batches(config, "runner.train_reader_path", files, feeds, batch_size)
-            admit = even_steps() if use_fleet and ranks > 1 else None
-            last, samples, seconds = loader_epoch(
-                exe, program, batches, metrics, progress, epoch, print_interval, admit
-            )
-        else:
-            if reader_type != "QueueDataset":
-                dataset.local_shuffle()
-            last, samples, seconds = dataset_epoch(
-                exe,
-                program,
-                dataset,
-                metrics,
-                progress,
-                epoch,
-                print_interval,
-                int(config.get("runner.thread_num") or 1),
-                batch_size,
-                bool(config.get("runner.dataset_debug")),
-            )
-        print(progress.epoch_line(epoch, last, samples, seconds), flush=True)
-        if rank == 0:
+
+    def save(epoch: int) -> None:
+        if rank == 0:  # the ranks hold the same parameters
             folder = saving.save_local(config, exe, program, epoch)
             print(f"{prefix}saved epoch {epoch} to {folder}", flush=True)
-    return last
+
+    return train_epochs(
+        config, exe, program, feeds, metrics, files, prefix, use_fleet and ranks > 1, save
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

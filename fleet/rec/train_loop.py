@@ -11,6 +11,8 @@ import numpy as np
 import fleet
 from fleet.executor import Executor
 from fleet.framework import Program, Variable
+from fleet.rec import data
+from fleet.rec.config import Config
 from fleet.rec.progress import Progress, scalar
 from fleet.scope import global_scope
 
@@ -119,3 +121,57 @@ def dataset_epoch(
         last = result.fetch.get(var.name)
         values[name] = scalar(last) if last is not None else float("nan")
     return values, result.samples, result.seconds
+
+
+def train_epochs(
+    config: Config,
+    exe: Executor,
+    program: Program,
+    feeds: list[Variable],
+    metrics: Mapping[str, Variable],
+    files: list[str],
+    prefix: str,
+    step_together: bool,
+    save: Callable[[int], None],
+) -> dict[str, float]:
+    """The epochs of runner.epochs over `files` with the config's reader, each followed by its
+    line of metrics and `save(epoch)`; returns the last epoch's metrics. `step_together`: the
+    workers of the job meet at every step (sync, collective), so an Executor.run loop ends when
+    the first worker runs out of batches (see even_steps)."""
+    reader_type = config.get("runner.reader_type") or "DataLoader"
+    batch_size = int(config.get("runner.train_batch_size"))
+    epochs = int(config.get("runner.epochs"))
+    print_interval = int(config.get("runner.print_interval") or 0)
+    threads = int(config.get("runner.thread_num") or 1)
+    progress = Progress(prefix, epochs, data.count_samples(files))
+    dataset = None
+    if reader_type != "DataLoader":
+        dataset = data.make_dataset(config, reader_type, feeds, files)
+    last: dict[str, float] = {}
+    for epoch in range(epochs):
+        reset_auc_states(program)
+        if dataset is None:
+            batches = data.batches(config, "runner.train_reader_path", files, feeds, batch_size)
+            admit = even_steps() if step_together else None
+            last, samples, seconds = loader_epoch(
+                exe, program, batches, metrics, progress, epoch, print_interval, admit
+            )
+        else:
+            if reader_type != "QueueDataset":
+                dataset.local_shuffle()
+            debug = bool(config.get("runner.dataset_debug"))
+            last, samples, seconds = dataset_epoch(
+                exe,
+                program,
+                dataset,
+                metrics,
+                progress,
+                epoch,
+                print_interval,
+                threads,
+                batch_size,
+                debug,
+            )
+        print(progress.epoch_line(epoch, last, samples, seconds), flush=True)
+        save(epoch)
+    return last

@@ -172,8 +172,8 @@ DISTRIBUTED = {
 @pytest.mark.parametrize("model", ["dnn", "wide_deep", "deepfm", "dlrm"])
 def test_each_rank_model_learns_in_each_mode(tmp_path, model, mode):
     """Two epochs on the 1600 sample rows (two workers: 800 each), then the exported inference
-    model's AUC on the 400 test rows (the planted model's: 0.799; one process reaches
-    0.69-0.73)."""
+    model's AUC on the 400 test rows: the planted model's is 0.799, runs reach 0.63-0.74 (GEO
+    and sync lowest), an untrained model 0.5 give or take 0.03 on 400 rows."""
     config = rec_jobs.shipped_model(tmp_path, model)
     overrides = ["runner.use_inference=True", "runner.model_save_path=out"]
     if mode == "one-process":
@@ -188,7 +188,7 @@ def test_each_rank_model_learns_in_each_mode(tmp_path, model, mode):
     assert len(epochs) == (2 if mode == "one-process" else 4)
     auc = rec_jobs.rank_model_test_auc(tmp_path, tmp_path / "out" / "1" / "rec_inference", config)
     print(f"{model} {mode}: test AUC {auc:.3f}")
-    assert auc > 0.62, f"{model} {mode}: test AUC {auc:.3f}"
+    assert auc > 0.6, f"{model} {mode}: test AUC {auc:.3f}"
 
 
 @pytest.mark.parametrize("mode", ["one-process", *DISTRIBUTED])
@@ -238,8 +238,15 @@ def test_workers_with_uneven_data_step_together(tmp_path, mode):
         ("epochs: 2", "epoch: 2", r"config\.yaml:9: runner\.epoch: unknown key \(did you mean"),
         ("epochs: 2", "epochs: two", r"config\.yaml:9: runner\.epochs: must be an integer"),
         ("    class: Adam\n", "", r"config\.yaml:31: hyper_parameters\.optimizer\.class: missing"),
+        (
+            '  use_fleet: False\n  sync_mode: "async"\n  geo_step: 5\n  split_file_list: True\n'
+            '  thread_num: 1\n  reader_type: "DataLoader"',
+            '  use_fleet: True\n  sync_mode: "async"\n  geo_step: 5\n  split_file_list: True\n'
+            '  thread_num: 2\n  reader_type: "QueueDataset"',
+            r"config\.yaml:25: runner\.thread_num: 2 with use_fleet: a collective job trains",
+        ),
     ],
-    ids=["use_gpu", "gpubox", "unknown", "type", "missing"],
+    ids=["use_gpu", "gpubox", "unknown", "type", "missing", "collective-threads"],
 )
 def test_refused_settings_name_the_file_line_and_key(tmp_path, old, new, message):
     config = rec_jobs.user_model(tmp_path)

@@ -1,0 +1,260 @@
+"""Benchmark: one-process data parallelism (CompiledProgram.with_data_parallel, CPU_NUM=2)
+against one trainer thread on the same data, and against Hogwild train_from_dataset(thread=2).
+
+    .venv/bin/python benchmarks/data_parallel.py [--quick] [--rounds N]
+
+Two models, each trained for one pass over the same in-memory dataset by three runs that start
+from the same parameters:
+  one_thread   train_from_dataset(main, thread=1), batch B
+  data_parallel train_from_dataset(CompiledProgram(main).with_data_parallel(places=2)), one batch
+               of B a replica per step (synchronous: 2B samples a step)
+  hogwild      train_from_dataset(main, thread=2), batch B (lock-free updates of shared
+               parameters, Fleet's default multi-thread training)
+Models: CTR-DNN (examples/ctr_dnn: 26 sparse slots into a 1M x 10 is_sparse embedding, fc
+400-400-400, lazy Adam, B=512) on generated Criteo-format data, and the collective benchmark's
+MLP (4 fc layers of 1024, sigmoid cross-entropy, SGD 0.05, B=256) on data from a planted teacher.
+
+The three runs take turns for --rounds rounds (the order rotates each round) and each reports
+its median samples/s. Reading is not measured (the datasets are loaded into memory first).
+Each process uses one BLAS thread a trainer thread. The load average before and after every
+round is recorded: the machine may be shared, and figures from a loaded machine are noise.
+
+Figures (the last line of output is one JSON object), per model:
+  scaling_vs_one_thread   data_parallel samples/s / one_thread samples/s (physical limit: the
+                          number of replicas, 2; target >= 1.8 on 2 idle cores)
+  hogwild_vs_one_thread   hogwild samples/s / one_thread samples/s, the peer
+  auc                     test AUC after the pass, for each run (data parallelism trains with
+                          half as many steps of twice the batch, so it may differ a little)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EXAMPLE = os.path.join(ROOT, "examples", "ctr_dnn")
+sys.path.insert(0, EXAMPLE)
+
+import baselines  # noqa: E402
+import criteo_reader  # noqa: E402
+import model  # noqa: E402
+import numpy as np  # noqa: E402
+
+import fleet  # noqa: E402
+from fleet import layers  # noqa: E402
+
+REPLICAS = 2
+MLP_LAYERS, MLP_WIDTH = 4, 1024
+RUNS = ("one_thread", "data_parallel", "hogwild")
+
+
+# -- data ---------------------------------------------------------------------------------------
+def ctr_files(out: str, rows: int, test_rows: int) -> tuple[list[str], criteo_reader.CriteoArrays]:
+    """Criteo-format data from the example's generator, written as MultiSlot files (two parts),
+    and the test arrays."""
+    subprocess.run(
+        [
+            sys.executable,
+            os.path.join(EXAMPLE, "generate_data.py"),
+            "--out",
+            out,
+            "--train_rows",
+            str(rows),
+            "--test_rows",
+            str(test_rows),
+            "--seed",
+            "3",
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    train = criteo_reader.read_criteo(os.path.join(out, "train.txt"))
+    test = criteo_reader.read_criteo(os.path.join(out, "test.txt"))
+    paths = []
+    for part, index in enumerate(np.array_split(np.arange(len(train.label)), 2)):
+        columns = [np.full((len(index), 1), criteo_reader.NUM_DENSE), train.dense[index]]
+        for slot in range(criteo_reader.NUM_SPARSE):
+            columns += [np.ones((len(index), 1), np.int64), train.sparse[index, slot : slot + 1]]
+        columns += [np.ones((len(index), 1), np.int64), train.label[index]]
+        path = os.path.join(out, f"train-multislot-{part}")
+        with open(path, "w") as f:
+            for row in zip(*columns):
+                f.write(" ".join(" ".join(_fmt(v) for v in c) for c in row) + "\n")
+        paths.append(path)
+    return paths, test
+
+
+def _fmt(value: object) -> str:
+    return f"{value:.6g}" if isinstance(value, (float, np.floating)) else str(value)
+
+
+def mlp_files(out: str, rows: int, test_rows: int) -> tuple[list[str], dict]:
+    """Inputs N(0, 1) of MLP_WIDTH features; label 1 with probability sigmoid(teacher . x)."""
+    rng = np.random.default_rng(5)
+    teacher = rng.standard_normal(MLP_WIDTH).astype(np.float32) / np.sqrt(MLP_WIDTH) * 3
+
+    def sample(n: int) -> tuple[np.ndarray, np.ndarray]:
+        x = rng.standard_normal((n, MLP_WIDTH)).astype(np.float32)
+        p = 1 / (1 + np.exp(-(x @ teacher)))
+        return x, (rng.random(n) < p).astype(np.float32)[:, None]
+
+    paths = []
+    for part in range(2):
+        x, y = sample(rows // 2)
+        path = os.path.join(out, f"mlp-{part}")
+        text = np.concatenate([np.full((len(x), 1), MLP_WIDTH), x, np.ones((len(x), 1)), y], 1)
+        np.savetxt(path, text, fmt=["%d"] + ["%.4f"] * MLP_WIDTH + ["%d", "%d"])
+        paths.append(path)
+    tx, ty = sample(test_rows)
+    return paths, {"x": tx, "label": ty}
+
+
+# -- models -------------------------------------------------------------------------------------
+def ctr_model() -> dict:
+    net = model.build(model.ModelConfig(layout="slots"))
+    block = net.main.global_block()
+    return {
+        "main": net.main,
+        "startup": net.startup,
+        "loss": net.loss,
+        "use_vars": [block.var(n) for n in criteo_reader.MULTISLOT_SLOTS],
+        "batch": 512,
+        "score": lambda exe, scope, test: _ctr_auc(exe, scope, net, test),
+    }
+
+
+def _ctr_auc(exe, scope, net, test) -> float:
+    probs = []
+    for batch in criteo_reader.iterate_batches(test, 4096):
+        (p,) = exe.run(
+            net.test,
+            feed=net.feed(batch.dense, batch.sparse, batch.label),
+            fetch_list=[net.predict],
+            scope=scope,
+        )
+        probs.append(p[:, 1])
+    return float(baselines.roc_auc(test.label[:, 0], np.concatenate(probs)))
+
+
+def mlp_model() -> dict:
+    main, startup = fleet.Program(), fleet.Program()
+    main.random_seed = startup.random_seed = 7
+    with fleet.program_guard(main, startup):
+        x = layers.data("x", [MLP_WIDTH], dtype="float32")
+        label = layers.data("label", [1], dtype="float32")
+        h = x
+        for _ in range(MLP_LAYERS):
+            h = layers.fc(h, MLP_WIDTH, act="relu")
+        logit = layers.fc(h, 1)
+        test = main.clone(for_test=True)
+        loss = layers.mean(layers.sigmoid_cross_entropy_with_logits(logit, label))
+        fleet.optimizer.SGD(0.05).minimize(loss)
+
+    def score(exe, scope, data) -> float:
+        (z,) = exe.run(test, feed={"x": data["x"]}, fetch_list=[logit], scope=scope)
+        return float(baselines.roc_auc(data["label"][:, 0], z[:, 0]))
+
+    return {
+        "main": main,
+        "startup": startup,
+        "loss": loss,
+        "use_vars": [x, label],
+        "batch": 256,
+        "score": score,
+    }
+
+
+# -- runs ---------------------------------------------------------------------------------------
+def dataset(net: dict, files: list[str]) -> object:
+    ds = fleet.DatasetFactory().create_dataset("InMemoryDataset")
+    ds.set_use_var(net["use_vars"])
+    ds.set_batch_size(net["batch"])
+    ds.set_thread(2)
+    ds.set_filelist(files)
+    ds.load_into_memory()
+    return ds
+
+
+def one_run(kind: str, net: dict, ds: object, test: object) -> dict:
+    exe = fleet.Executor(fleet.CPUPlace())
+    scope = fleet._core.Scope()
+    exe.run(net["startup"], scope=scope)
+    if kind == "data_parallel":
+        program = fleet.CompiledProgram(net["main"]).with_data_parallel(
+            loss_name=net["loss"].name, places=REPLICAS
+        )
+        result = exe.train_from_dataset(program, ds, scope=scope, print_period=0)
+    else:
+        threads = 1 if kind == "one_thread" else REPLICAS
+        result = exe.train_from_dataset(
+            net["main"], ds, scope=scope, thread=threads, print_period=0
+        )
+    auc = net["score"](exe, scope, test)
+    exe.close()
+    return {"samples_per_s": result.samples / result.seconds, "auc": auc}
+
+
+def measure(name: str, net: dict, files: list[str], test: object, rounds: int) -> dict:
+    ds = dataset(net, files)
+    runs: dict[str, list[dict]] = {k: [] for k in RUNS}
+    loads = []
+    for r in range(rounds):
+        order = RUNS[r % len(RUNS) :] + RUNS[: r % len(RUNS)]
+        before = os.getloadavg()[0]
+        for kind in order:
+            runs[kind].append(one_run(kind, net, ds, test))
+        loads.append({"round": r, "load1_before": before, "load1_after": os.getloadavg()[0]})
+        print(
+            f"{name} round {r}: "
+            + ", ".join(f"{k} {runs[k][-1]['samples_per_s']:.0f}/s" for k in RUNS)
+            + f" (load {before:.2f})",
+            flush=True,
+        )
+    median = {k: statistics.median(x["samples_per_s"] for x in runs[k]) for k in RUNS}
+    return {
+        "samples_per_s": median,
+        "scaling_vs_one_thread": median["data_parallel"] / median["one_thread"],
+        "hogwild_vs_one_thread": median["hogwild"] / median["one_thread"],
+        "auc": {k: statistics.median(x["auc"] for x in runs[k]) for k in RUNS},
+        "rounds": loads,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small data, 1 round (a minute)")
+    parser.add_argument("--rounds", type=int, default=None)
+    args = parser.parse_args()
+    rounds = args.rounds or (1 if args.quick else 5)
+    ctr_rows, mlp_rows = (8192, 2048) if args.quick else (100_000, 16_384)
+    fleet._core.set_blas_threads(1)
+    started = time.perf_counter()
+    start_load = os.getloadavg()
+    out: dict = {
+        "replicas": REPLICAS,
+        "cores": os.cpu_count(),
+        "quick": args.quick,
+        "load_average_at_start": start_load,
+    }
+    with tempfile.TemporaryDirectory(prefix="fleet-dp-bench-") as tmp:
+        files, test = ctr_files(tmp, ctr_rows, ctr_rows // 4)
+        out["ctr_dnn"] = measure("ctr_dnn", ctr_model(), files, test, rounds)
+        files, test = mlp_files(tmp, mlp_rows, mlp_rows // 4)
+        out["mlp"] = measure("mlp", mlp_model(), files, test, rounds)
+    out["load_average_at_end"] = os.getloadavg()
+    out["seconds"] = time.perf_counter() - started
+    print(json.dumps(out), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,157 @@
+// The pieces of one-process data parallelism without programs: how a batch is cut into shares
+// (Paddle's SplitLoDTensor), the in-memory reduction of dense gradients in ranges and of sparse
+// gradients by concatenation into the owner or every replica, and the replica pool's fork-join
+// with its error reporting.
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <memory>
+#include <numeric>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "trainer/batch_split.h"
+#include "trainer/gradient_reduce.h"
+#include "trainer/replica_pool.h"
+
+namespace fleet::trainer {
+namespace {
+
+LoDTensor Rows(int64_t rows, int64_t width, float first = 0) {
+  LoDTensor t;
+  t.Resize({rows, width});
+  float* p = t.mutable_data<float>();
+  std::iota(p, p + rows * width, first);
+  return t;
+}
+
+TEST(BatchSplit, FiveSamplesOnTwoReplicasAreThreeAndTwo) {
+  auto shares = SplitBatch(Rows(5, 2), 2, "x");
+  ASSERT_EQ(shares.size(), 2u);
+  EXPECT_EQ(shares[0].dim(0), 3);
+  EXPECT_EQ(shares[1].dim(0), 2);
+  EXPECT_EQ(shares[1].data<float>()[0], 6.0f);  // a view of row 3, not a copy
+}
+
+TEST(BatchSplit, SequencesAreSplitByTheirTopLevelAndRebased) {
+  LoDTensor batch = Rows(6, 1);
+  batch.set_lod({{0, 1, 3, 6}});  // sequences of 1, 2 and 3 rows
+  auto shares = SplitBatch(batch, 2, "ids");
+  ASSERT_EQ(shares.size(), 2u);
+  EXPECT_EQ(shares[0].lod(), (LoD{{0, 1, 3}}));
+  EXPECT_EQ(shares[0].dim(0), 3);
+  EXPECT_EQ(shares[1].lod(), (LoD{{0, 3}}));
+  EXPECT_EQ(shares[1].data<float>()[0], 3.0f);
+}
+
+TEST(BatchSplit, TooFewSamplesNameTheSizes) {
+  try {
+    SplitBatch(Rows(5, 1), 4, "label");
+    FAIL() << "expected InvalidArgument";
+  } catch (const InvalidArgument& e) {
+    std::string what = e.what();
+    EXPECT_NE(what.find("feed 'label'"), std::string::npos) << what;
+    EXPECT_NE(what.find("batch of 5 samples cannot be split across 4 replicas"), std::string::npos)
+        << what;
+  }
+}
+
+// Three replicas' scopes, each with a dense gradient "w@GRAD" of `n` elements holding r + 1.
+struct Replicas {
+  explicit Replicas(int64_t n, int count = 3) {
+    slot.name = "w@GRAD";
+    for (int r = 0; r < count; ++r) {
+      vars.push_back(std::make_unique<Variable>());
+      auto* t = vars.back()->GetMutable<LoDTensor>();
+      t->Resize({n});
+      float* p = t->mutable_data<float>();
+      std::fill(p, p + n, static_cast<float>(r + 1));
+      slot.replica.push_back(vars.back().get());
+    }
+  }
+  void RunAll(const ReducePlan& plan) {
+    for (int r = 0; r < static_cast<int>(vars.size()); ++r) RunReduceTasks(plan, r);
+  }
+  const float* Of(int r) { return vars[r]->Get<LoDTensor>().data<float>(); }
+
+  std::vector<std::unique_ptr<Variable>> vars;
+  GradientSlot slot;
+};
+
+TEST(GradientReduce, LargeDenseGradientsAreCutIntoOneRangePerReplica) {
+  Replicas rs(100000);
+  std::vector<GradientSlot> grads{rs.slot};
+  ReducePlan plan = PlanReduction(grads, {0, 1, 2}, 3, 1.0f / 3, /*all_reduce=*/true);
+  ASSERT_EQ(plan.tasks.size(), 3u);
+  EXPECT_EQ(plan.tasks[2].worker, 2);
+  EXPECT_EQ(plan.tasks[2].end, 100000);
+  rs.RunAll(plan);
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_FLOAT_EQ(rs.Of(r)[0], 2.0f);  // (1 + 2 + 3) / 3
+    EXPECT_FLOAT_EQ(rs.Of(r)[99999], 2.0f);
+  }
+}
+
+TEST(GradientReduce, ReduceGivesOnlyTheOwnerTheSumAndASmallGradientIsOneTask) {
+  Replicas rs(10);
+  rs.slot.owner = 2;
+  std::vector<GradientSlot> grads{rs.slot};
+  ReducePlan plan = PlanReduction(grads, {0, 1}, 3, 1.0f, /*all_reduce=*/false);
+  ASSERT_EQ(plan.tasks.size(), 1u);
+  EXPECT_EQ(plan.tasks[0].worker, 2);
+  rs.RunAll(plan);
+  EXPECT_FLOAT_EQ(rs.Of(2)[3], 3.0f);  // replicas 0 and 1 ran the step: 1 + 2
+  EXPECT_FLOAT_EQ(rs.Of(0)[3], 1.0f);  // untouched
+}
+
+TEST(GradientReduce, SparseGradientsAreConcatenatedIntoMemoryOfEachReplicasOwn) {
+  std::vector<std::unique_ptr<Variable>> vars;
+  GradientSlot slot;
+  slot.name = "emb@GRAD";
+  for (int r = 0; r < 2; ++r) {
+    vars.push_back(std::make_unique<Variable>());
+    auto* s = vars.back()->GetMutable<SelectedRows>();
+    s->set_height(10);
+    *s->mutable_rows() = {static_cast<int64_t>(r), 7};
+    *s->mutable_value() = Rows(2, 3, static_cast<float>(10 * r));
+    slot.replica.push_back(vars.back().get());
+  }
+  std::vector<GradientSlot> grads{slot};
+  ReducePlan plan = PlanReduction(grads, {0, 1}, 2, 0.5f, /*all_reduce=*/true);
+  ASSERT_EQ(plan.tasks.size(), 1u);
+  RunReduceTasks(plan, 0);
+  for (int r = 0; r < 2; ++r) {
+    const auto& s = vars[r]->Get<SelectedRows>();
+    EXPECT_EQ(s.rows(), (std::vector<int64_t>{0, 7, 1, 7}));
+    EXPECT_FLOAT_EQ(s.value().data<float>()[6], 5.0f);  // replica 1's first value, halved
+  }
+  EXPECT_NE(vars[0]->Get<SelectedRows>().value().raw_data(),
+            vars[1]->Get<SelectedRows>().value().raw_data());
+}
+
+TEST(GradientReduce, ReplicasDisagreeingOnAShapeAreNamed) {
+  Replicas rs(4, 2);
+  rs.vars[1]->GetMutable<LoDTensor>()->Resize({5});
+  rs.vars[1]->GetMutable<LoDTensor>()->mutable_data<float>();
+  std::vector<GradientSlot> grads{rs.slot};
+  EXPECT_THROW(PlanReduction(grads, {0, 1}, 2, 1.0f, true), InvalidArgument);
+}
+
+TEST(ReplicaPool, RunsEveryReplicaAndRethrowsTheFirstError) {
+  ReplicaPool pool(3);
+  std::atomic<int> sum{0};
+  for (int i = 0; i < 50; ++i) pool.Run([&](int r) { sum += r + 1; });
+  EXPECT_EQ(sum.load(), 50 * 6);
+  EXPECT_THROW(pool.Run([](int r) {
+    if (r == 2) throw InvalidArgument("replica 2 failed");
+  }),
+               InvalidArgument);
+  sum = 0;
+  pool.Run([&](int r) { sum += 1; });  // usable after an error
+  EXPECT_EQ(sum.load(), 3);
+}
+
+}  // namespace
+}  // namespace fleet::trainer
