@@ -201,3 +201,35 @@ def test_the_2x_parameter_server_script_runs_without_a_launcher(tmp_path):
         str(folder / "export"), fleet.Executor()
     )
     assert feeds == ["ids", "x"] and len(fetches) == 1
+
+
+def _ps_worker_programs(strategy):
+    """A PS worker's programs rewritten for `strategy` (no servers needed to rewrite)."""
+    fleet.init(
+        fleet.UserDefinedRoleMaker(current_id=0, worker_num=1, server_endpoints=["127.0.0.1:1"])
+    )
+    main, startup = fleet.Program(), fleet.Program()
+    with fleet.program_guard(main, startup):
+        x = fleet.layers.data("x", [64])
+        hidden = fleet.layers.fc(x, 32, act="relu")
+        loss = fleet.layers.mean(fleet.layers.fc(hidden, 1))
+        fleet.distributed_optimizer(fleet.optimizer.SGD(0.1), strategy).minimize(loss)
+    return fleet.fleet_api.instance.ps_plan
+
+
+def test_program_config_sets_the_dense_table_blocks():
+    strategy = fleet.DistributedStrategyFactory.create_async_strategy()
+    strategy.set_program_config({"min_block_size": 1024})
+    assert _ps_worker_programs(strategy).dense_config.dense_block_size == 1024
+    whole = fleet.DistributedStrategyFactory.create_async_strategy()
+    whole.set_program_config({"slice_var_up": False})
+    plan = _ps_worker_programs(whole)
+    assert plan.dense_config.dense_block_size == plan.dense_config.dim  # one block
+
+
+def test_gradient_merge_in_a_parameter_server_job_is_refused_clearly():
+    strategy = fleet.DistributedStrategy()
+    strategy.gradient_merge = True
+    strategy.gradient_merge_configs = {"k_steps": 4}
+    with pytest.raises(errors.InvalidArgument, match="gradient_merge.*max_merge_var_num"):
+        _ps_worker_programs(strategy)
