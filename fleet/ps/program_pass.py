@@ -116,12 +116,23 @@ def _initializer_config(startup: Program, param: str, seed_base: int) -> ps_pb2.
                     mean=float(op.attrs.get("mean", 0.0)), std=float(op.attrs.get("std", 1.0))
                 ),
             )
-        if op.type == "fill_constant" and float(op.attrs.get("value", 0.0)) == 0.0:
-            return ps_pb2.InitializerConfig(seed=seed, zero=ps_pb2.ZeroInit())
+        if op.type == "truncated_gaussian_random":
+            return ps_pb2.InitializerConfig(
+                seed=seed,
+                truncated_gaussian=ps_pb2.TruncatedGaussianInit(
+                    mean=float(op.attrs.get("mean", 0.0)), std=float(op.attrs.get("std", 1.0))
+                ),
+            )
+        if op.type == "fill_constant":
+            value = float(op.attrs.get("value", 0.0))
+            if value == 0.0:
+                return ps_pb2.InitializerConfig(seed=seed, zero=ps_pb2.ZeroInit())
+            return ps_pb2.InitializerConfig(seed=seed, constant=ps_pb2.ConstantInit(value=value))
         raise InvalidArgument(
             f"sparse table '{param}': its initializer ({op.type} "
             f"{ {k: v for k, v in op.attrs.items() if k in ('value', 'min', 'max')} }) "
-            "has no server-side equivalent; use Uniform, Normal or zero"
+            "has no server-side equivalent; use Uniform, Normal, TruncatedNormal, Xavier, "
+            "MSRA or Constant"
         )
     raise InvalidArgument(f"sparse table '{param}': no initializer in the startup program")
 

@@ -21,12 +21,12 @@ class Initializer {
   void Fill(int64_t key, uint64_t first, size_t n, float* out) const;
 
  private:
-  enum class Kind { kZero, kUniform, kGaussian };
+  enum class Kind { kZero, kConstant, kUniform, kGaussian, kTruncatedGaussian };
   Initializer(Kind kind, float a, float b, uint64_t seed)
       : kind_(kind), a_(a), b_(b), seed_(seed) {}
 
   Kind kind_;
-  float a_;  // low or mean
+  float a_;  // low, mean or the constant
   float b_;  // high or std
   uint64_t seed_;
 };
