@@ -83,6 +83,21 @@ _LAYERS = {
     "Switch": f"{_STATIC_ONLY} without control-flow blocks (While, IfElse, Switch, cond)",
     "cond": f"{_STATIC_ONLY} without control-flow blocks (While, IfElse, Switch, cond)",
     "Print": "fetch the variable with Executor.run(..., fetch_list=[var]) and print it",
+    "square_error_cost": (
+        "write it as d = input - label; layers.elementwise_mul(d, d) (or "
+        "layers.elementwise_sub and elementwise_mul)"
+    ),
+    "cos_sim": "not supported: compute it with l2_normalize, elementwise_mul and reduce_sum",
+    "reduce_max": "not supported; reduce_sum and reduce_mean are",
+    "reduce_min": "not supported; reduce_sum and reduce_mean are",
+    "reduce_prod": "not supported; reduce_sum and reduce_mean are",
+    "elementwise_max": "not supported; the elementwise ops are add, sub, mul and div",
+    "elementwise_min": "not supported; the elementwise ops are add, sub, mul and div",
+    "elementwise_pow": "not supported; the elementwise ops are add, sub, mul and div",
+    "sequence_expand": f"{_NO_CONV}; pool sequences with fleet.layers.sequence_pool",
+    "sequence_reshape": f"{_NO_CONV}; pool sequences with fleet.layers.sequence_pool",
+    "lod_reset": "not supported: feed the sequences with the lengths they need (fleet.LoDTensor)",
+    "py_func": "not supported: Fleet's ops run in C++; compute in NumPy between runs",
 }
 
 _CORE = {
