@@ -82,7 +82,12 @@ class Fleet:
         launcher): distributed_optimizer trains locally, there is nothing to connect or stop,
         and saves write the scope's values (fleet/model_files.py)."""
         role = self.role_maker
-        return not role.is_collective and role.is_worker() and role.server_num() == 0
+        return (
+            not role.is_collective
+            and role.is_worker()
+            and role.worker_num() == 1
+            and role.server_num() == 0
+        )
 
     def is_collective(self) -> bool:
         return self.role_maker.is_collective

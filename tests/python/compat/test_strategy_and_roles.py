@@ -11,6 +11,7 @@ import pytest
 
 import fleet
 from fleet import errors, role_maker
+from fleet.base.fleet_base import Fleet
 from tests.python.compat import jobs
 
 # strategy.a_sync_configs as Paddle 2.6.2 prints it for a fresh strategy.
@@ -126,15 +127,17 @@ def test_role_makers_by_their_paddle_names_and_keywords():
 def test_get_file_shard_splits_as_paddle_does(files, workers, expected):
     shards = []
     for index in range(workers):
-        fleet.init(
+        job = Fleet()  # as fleet.util of worker `index` (the process's facade left alone)
+        job.init(
             fleet.UserDefinedRoleMaker(
                 current_id=index, worker_num=workers, server_endpoints=["127.0.0.1:1"]
             )
         )
-        shards.append(fleet.util.get_file_shard(files))
+        shards.append(job.util.get_file_shard(files))
     assert shards == expected
     with pytest.raises(errors.InvalidArgument, match="list of file names"):
-        fleet.util.get_file_shard("a,b")
+        job.util.get_file_shard("a,b")
+    assert callable(fleet.util.get_file_shard)  # the facade's fleet.util has it too
 
 
 def _python(tmp_path: pathlib.Path, body: str, **env: str):
@@ -204,8 +207,10 @@ def test_the_2x_parameter_server_script_runs_without_a_launcher(tmp_path):
 
 
 def _ps_worker_programs(strategy):
-    """A PS worker's programs rewritten for `strategy` (no servers needed to rewrite)."""
-    fleet.init(
+    """The plan of a PS worker's programs rewritten for `strategy` (no servers needed to
+    rewrite), by a Fleet object of its own: the process's facade keeps no PS job."""
+    job = Fleet()
+    job.init(
         fleet.UserDefinedRoleMaker(current_id=0, worker_num=1, server_endpoints=["127.0.0.1:1"])
     )
     main, startup = fleet.Program(), fleet.Program()
@@ -213,8 +218,8 @@ def _ps_worker_programs(strategy):
         x = fleet.layers.data("x", [64])
         hidden = fleet.layers.fc(x, 32, act="relu")
         loss = fleet.layers.mean(fleet.layers.fc(hidden, 1))
-        fleet.distributed_optimizer(fleet.optimizer.SGD(0.1), strategy).minimize(loss)
-    return fleet.fleet_api.instance.ps_plan
+        job.distributed_optimizer(fleet.optimizer.SGD(0.1), strategy).minimize(loss)
+    return job.ps_plan
 
 
 def test_program_config_sets_the_dense_table_blocks():
