@@ -10,8 +10,7 @@
   and the folder of PaddleRec's `common` helpers appended, as PaddleRec does; `python` at the
   head of the command is this interpreter, with this `fleet` importable.
 
-`split_file_list: True` gives each worker its share of the files (fleet.util.get_file_shard's
-split: contiguous blocks, the first workers one file more).
+`split_file_list: True` gives each worker its share of the files (fleet.util.get_file_shard).
 """
 
 from __future__ import annotations
@@ -26,6 +25,7 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
+import fleet
 from fleet import dataset as fleet_dataset
 from fleet._dtypes import dtype_name
 from fleet.errors import InvalidArgument, NotFound
@@ -58,11 +58,13 @@ def data_files(config: Config, key: str) -> list[str]:
 
 def worker_files(config: Config, index: int, count: int) -> list[str]:
     """The training files of worker `index` of `count`: all of them, or with
-    runner.split_file_list its share (a worker left without a file is an error)."""
+    runner.split_file_list its share by fleet.util.get_file_shard (PaddleRec's split:
+    contiguous blocks, the first workers one file more); a worker left without a file is an
+    error."""
     files = data_files(config, "runner.train_data_dir")
     if not config.get("runner.split_file_list") or count == 1:
         return files
-    share = file_shard(files, index, count)
+    share = fleet.util.get_file_shard(files)
     if not share:
         raise ConfigError(
             f"{config.where('runner.split_file_list')}: runner.split_file_list: worker {index} "
@@ -70,14 +72,6 @@ def worker_files(config: Config, index: int, count: int) -> list[str]:
             f"{config.get('runner.train_data_dir')}; give at least one file per worker"
         )
     return share
-
-
-def file_shard(files: Sequence[str], index: int, count: int) -> list[str]:
-    """Worker `index` of `count`'s block of `files`: contiguous, sizes differing by at most one
-    (the first len(files) % count workers one more), as PaddleRec's get_file_shard splits."""
-    base, extra = divmod(len(files), count)
-    start = index * base + min(index, extra)
-    return list(files[start : start + base + (1 if index < extra else 0)])
 
 
 def import_reader(config: Config, key: str) -> ModuleType:

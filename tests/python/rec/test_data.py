@@ -1,5 +1,6 @@
-"""The reader glue of the config-driven trainers: file lists and their split by worker, feed
-dicts from a DataLoader reader's samples, and the pipe_command PaddleRec's readers expect."""
+"""The reader glue of the config-driven trainers: file lists, feed dicts from a DataLoader
+reader's samples, and the pipe_command PaddleRec's readers expect (the split of the files by
+worker is fleet.util.get_file_shard's, tested with it; the jobs of test_trainers.py use it)."""
 
 from __future__ import annotations
 
@@ -49,21 +50,6 @@ def folder(tmp_path):
     (tmp_path / "data" / "a.txt").write_text("7\n")
     (tmp_path / "data" / ".hidden").write_text("")
     return tmp_path
-
-
-@pytest.mark.parametrize(
-    "files, count, shares",
-    [
-        (5, 2, [[0, 1, 2], [3, 4]]),
-        (4, 2, [[0, 1], [2, 3]]),
-        (1, 2, [[0], []]),
-        (7, 3, [[0, 1, 2], [3, 4], [5, 6]]),
-    ],
-)
-def test_file_shards_are_contiguous_and_cover_every_file(files, count, shares):
-    names = [f"f{i}" for i in range(files)]
-    got = [data.file_shard(names, i, count) for i in range(count)]
-    assert got == [[f"f{i}" for i in share] for share in shares]
 
 
 def test_data_files_are_sorted_without_hidden_ones(folder):
