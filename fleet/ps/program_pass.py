@@ -12,8 +12,17 @@ appended backward and update ops, and records the tables the servers must hold.
   to the communicator; the user's optimizer becomes the servers' update rule. In GEO mode the
   optimizer ops stay: the worker trains its copy and the communicator exchanges deltas.
 * The user's optimizer (SGD, Adagrad, Adam, with their hyper-parameters and learning rate)
-  becomes each table's update rule; anything the servers cannot apply (Momentum, a learning-rate
-  variable, a per-parameter learning rate on a sparse table) is refused naming the parameter.
+  becomes each table's update rule; anything the servers cannot apply (Momentum, a learning rate
+  computed by ops other than a fluid schedule, a per-parameter learning rate on a sparse table)
+  is refused naming the parameter.
+* A learning rate from a fluid schedule (layers.exponential_decay, ...: an ``lr_decay`` op) goes
+  to the servers with the rule, and each table on each server steps it once per push it
+  applies: in sync mode once per step of the job (the servers apply the workers' summed
+  gradients once), otherwise once per worker's push, so that decay_steps count the steps of all
+  workers together, as Paddle's servers count their trainers' steps (a sparse table's share on
+  a server steps only on pushes with keys there; the async communicator's merged pushes count
+  once). A table's step count restarts with its server (it is not in checkpoints). GEO workers
+  apply the optimizer themselves and refuse a schedule.
 
 Internal: fleet.distributed_optimizer(optimizer, strategy).minimize(loss) runs it.
 """
@@ -25,7 +34,7 @@ from typing import Any
 
 from fleet.distributed_strategy import DistributedStrategy, PsMode
 from fleet.errors import InvalidArgument
-from fleet.framework import OP_ROLE_ATTR, OP_ROLE_OPTIMIZE, Parameter, Program
+from fleet.framework import OP_ROLE_ATTR, OP_ROLE_OPTIMIZE, Parameter, Program, Variable
 from fleet.optimizer import SGD, Adagrad, Adam, Optimizer
 from fleet.proto import ps_pb2
 
@@ -71,15 +80,52 @@ class PsPlan:
         return tables
 
 
+def _schedule_config(lr: Variable, where: str) -> ps_pb2.LrScheduleConfig:
+    """The schedule of the lr_decay op that computes `lr`; InvalidArgument when other ops do."""
+    writers = [op for op in lr.block.ops if lr.name in op.output_names]
+    if [op.type for op in writers] != ["lr_decay"]:
+        raise InvalidArgument(
+            f"{where}: the parameter servers take a constant learning rate or one of fluid's "
+            f"schedules (layers.exponential_decay, ...), but variable '{lr.name}' is computed "
+            f"by {[op.type for op in writers] or 'no op'}"
+        )
+    attrs = dict(writers[0].attrs)
+    name = attrs["schedule"]
+    config = ps_pb2.LrScheduleConfig(name=name, begin=1 if name == "noam_decay" else 0)
+    for field in ps_pb2.LrScheduleConfig.DESCRIPTOR.fields:
+        if field.name in attrs and field.name not in ("name", "begin"):
+            value = attrs[field.name]
+            if isinstance(value, list):
+                getattr(config, field.name).extend(float(v) for v in value)
+            else:
+                setattr(config, field.name, type(getattr(config, field.name))(value))
+    return config
+
+
+def _refuse_schedule_in_geo(
+    rule: ps_pb2.OptimizerConfig, strategy: DistributedStrategy, where: str
+) -> None:
+    if strategy.mode is PsMode.GEO and rule.HasField("schedule"):
+        raise InvalidArgument(
+            f"{where}: in GEO mode the workers apply the optimizer to their own copies, and a "
+            f"learning-rate schedule ({rule.schedule.name}) runs on the servers only; use a "
+            "constant learning rate, or the async mode"
+        )
+
+
 def optimizer_config(optimizer: Optimizer, where: str) -> ps_pb2.OptimizerConfig:
     """The servers' update rule for `optimizer`; InvalidArgument for what they cannot apply."""
     lr = optimizer._learning_rate
-    if not isinstance(lr, (int, float)) or isinstance(lr, bool):
-        raise InvalidArgument(
-            f"{where}: the parameter servers need a constant learning rate, "
-            f"got a variable {getattr(lr, 'name', lr)!r}"
-        )
-    config = ps_pb2.OptimizerConfig(learning_rate=float(lr))
+    if isinstance(lr, Variable):
+        schedule = _schedule_config(lr, where)
+        # The rate before the first push; each push sets the schedule's rate first.
+        first = schedule.learning_rate or (schedule.values[0] if schedule.values else 1.0)
+        config = ps_pb2.OptimizerConfig(learning_rate=first if first > 0 else 1.0)
+        config.schedule.CopyFrom(schedule)
+    elif not isinstance(lr, (int, float)) or isinstance(lr, bool):
+        raise InvalidArgument(f"{where}: learning_rate {lr!r} is not a number or a variable")
+    else:
+        config = ps_pb2.OptimizerConfig(learning_rate=float(lr))
     if isinstance(optimizer, Adam):
         config.adam.beta1, config.adam.beta2 = optimizer.beta1, optimizer.beta2
         config.adam.epsilon = optimizer.epsilon
@@ -206,6 +252,7 @@ def rewrite(
         )
     block = main.global_block()
     rule = optimizer_config(optimizer, "distributed_optimizer")
+    _refuse_schedule_in_geo(rule, strategy, "distributed_optimizer")
     update_ops = _update_ops(block)
     sparse = _sparse_tables(main, startup, strategy, rule)
     _lookups_to_pulls_and_pushes(block, {t.param: t for t in sparse})
@@ -268,6 +315,7 @@ def _sparse_tables(
         )
         if name in own:
             config.optimizer.CopyFrom(optimizer_config(own[name], f"sparse table '{name}'"))
+            _refuse_schedule_in_geo(config.optimizer, strategy, f"sparse table '{name}'")
         else:
             config.optimizer.CopyFrom(rule)
         config.count_filter.min_count = strategy.sparse_table_configs["count_filter"]

@@ -106,6 +106,7 @@ absl::Status DenseTable::Push(absl::Span<const float> grads, bool is_delta) {
         absl::StrCat(Name(), ": ", what, " contain NaN or infinity; push rejected"));
   }
   pristine_.store(false);
+  if (!is_delta) rule_->BeginUpdate();  // one step of a learning-rate schedule per push
   detail::OverflowGuard guard(config_.overflow());
   uint64_t refused = 0;
   uint64_t first_block = 0;

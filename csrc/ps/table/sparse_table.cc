@@ -221,6 +221,7 @@ absl::Status SparseTable::Push(absl::Span<const int64_t> keys, absl::Span<const 
     return absl::InvalidArgumentError(
         absl::StrCat(Name(), ": ", what, " contain NaN or infinity; push rejected"));
   }
+  if (!is_delta) rule_->BeginUpdate();  // one step of a learning-rate schedule per push
   std::unique_ptr<Groups> groups = GroupByShard(keys);
   absl::Status status = PushGrouped(*groups, grads, is_delta);
   ReleaseGroups(std::move(groups));

@@ -1,6 +1,7 @@
 #include "ps/table/update_rule.h"
 
 #include <cmath>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 
@@ -9,34 +10,34 @@ namespace {
 
 class SgdRule : public UpdateRule {
  public:
-  explicit SgdRule(float lr) : lr_(lr) {}
+  explicit SgdRule(float lr) : UpdateRule(lr) {}
   size_t StateDim(size_t) const override { return 0; }
   void InitState(size_t, float*) const override {}
   void Update(size_t dim, float* w, float*, const float* g) const override {
-    for (size_t i = 0; i < dim; ++i) w[i] -= lr_ * g[i];
+    const float lr = learning_rate();
+    for (size_t i = 0; i < dim; ++i) w[i] -= lr * g[i];
   }
-
- private:
-  float lr_;
 };
 
 // The fluid `adagrad` op: G += g^2; w -= lr * g / (sqrt(G) + epsilon).
 class AdagradRule : public UpdateRule {
  public:
-  AdagradRule(float lr, float epsilon, float initial) : lr_(lr), eps_(epsilon), init_(initial) {}
+  AdagradRule(float lr, float epsilon, float initial)
+      : UpdateRule(lr), eps_(epsilon), init_(initial) {}
   size_t StateDim(size_t dim) const override { return dim; }
   void InitState(size_t dim, float* state) const override {
     for (size_t i = 0; i < dim; ++i) state[i] = init_;
   }
   void Update(size_t dim, float* w, float* acc, const float* g) const override {
+    const float lr = learning_rate();
     for (size_t i = 0; i < dim; ++i) {
       acc[i] += g[i] * g[i];
-      w[i] -= lr_ * g[i] / (std::sqrt(acc[i]) + eps_);
+      w[i] -= lr * g[i] / (std::sqrt(acc[i]) + eps_);
     }
   }
 
  private:
-  float lr_, eps_, init_;
+  float eps_, init_;
 };
 
 // Adam (Kingma and Ba, "Adam: a method for stochastic optimization", ICLR 2015) in the form of
@@ -45,7 +46,7 @@ class AdagradRule : public UpdateRule {
 class AdamRule : public UpdateRule {
  public:
   AdamRule(float lr, float beta1, float beta2, float eps)
-      : lr_(lr), beta1_(beta1), beta2_(beta2), eps_(eps) {}
+      : UpdateRule(lr), beta1_(beta1), beta2_(beta2), eps_(eps) {}
   size_t StateDim(size_t dim) const override { return 2 * dim + 2; }
   void InitState(size_t dim, float* state) const override {
     for (size_t i = 0; i < 2 * dim; ++i) state[i] = 0.0f;
@@ -58,7 +59,7 @@ class AdamRule : public UpdateRule {
     float& beta1_pow = state[2 * dim];
     float& beta2_pow = state[2 * dim + 1];
     const float correction = std::sqrt(1.0f - beta2_pow);
-    const float lr_t = lr_ * correction / (1.0f - beta1_pow);
+    const float lr_t = learning_rate() * correction / (1.0f - beta1_pow);
     const float eps_t = eps_ * correction;
     for (size_t i = 0; i < dim; ++i) {
       m[i] = beta1_ * m[i] + (1.0f - beta1_) * g[i];
@@ -70,7 +71,7 @@ class AdamRule : public UpdateRule {
   }
 
  private:
-  float lr_, beta1_, beta2_, eps_;
+  float beta1_, beta2_, eps_;
 };
 
 absl::Status CheckRange(const char* field, float value, float low, float high) {
@@ -79,9 +80,27 @@ absl::Status CheckRange(const char* field, float value, float low, float high) {
       absl::StrCat("optimizer.", field, " must be in [", low, ", ", high, "), got ", value));
 }
 
-}  // namespace
+LrSchedule ScheduleOf(const proto::LrScheduleConfig& c) {
+  LrSchedule s;
+  s.name = c.name();
+  s.learning_rate = c.learning_rate();
+  s.decay_steps = c.decay_steps();
+  s.decay_rate = c.decay_rate();
+  s.staircase = c.staircase();
+  s.boundaries.assign(c.boundaries().begin(), c.boundaries().end());
+  s.values.assign(c.values().begin(), c.values().end());
+  s.d_model = c.d_model();
+  s.warmup_steps = c.warmup_steps();
+  s.end_learning_rate = c.end_learning_rate();
+  s.power = c.power();
+  s.cycle = c.cycle();
+  s.step_each_epoch = c.step_each_epoch();
+  s.epochs = c.epochs();
+  return s;
+}
 
-absl::StatusOr<std::unique_ptr<UpdateRule>> MakeUpdateRule(const proto::OptimizerConfig& config) {
+absl::StatusOr<std::unique_ptr<UpdateRule>> MakeConstantRateRule(
+    const proto::OptimizerConfig& config) {
   const float lr = config.learning_rate();
   if (!(lr > 0.0f) || !std::isfinite(lr)) {
     return absl::InvalidArgumentError(
@@ -112,6 +131,30 @@ absl::StatusOr<std::unique_ptr<UpdateRule>> MakeUpdateRule(const proto::Optimize
       break;
   }
   return absl::InvalidArgumentError("optimizer: no rule set (one of sgd, adagrad, adam)");
+}
+
+}  // namespace
+
+void UpdateRule::BeginUpdate() {
+  if (!schedule_.has_value()) return;
+  const int64_t step = next_step_.fetch_add(1, std::memory_order_relaxed);
+  // MakeUpdateRule checked the schedule, so the rate of any step is a number.
+  const absl::StatusOr<double> rate = LrAtStep(*schedule_, static_cast<double>(step));
+  if (rate.ok()) lr_.store(static_cast<float>(*rate), std::memory_order_relaxed);
+}
+
+absl::StatusOr<std::unique_ptr<UpdateRule>> MakeUpdateRule(const proto::OptimizerConfig& config) {
+  auto rule = MakeConstantRateRule(config);
+  if (!rule.ok() || !config.has_schedule()) return rule;
+  LrSchedule schedule = ScheduleOf(config.schedule());
+  const int64_t begin = config.schedule().begin();
+  if (auto first = LrAtStep(schedule, static_cast<double>(begin)); !first.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("optimizer.schedule: ", first.status().message()));
+  }
+  (*rule)->schedule_ = std::move(schedule);
+  (*rule)->next_step_.store(begin);
+  return rule;
 }
 
 }  // namespace fleet::ps

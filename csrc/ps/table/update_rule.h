@@ -3,10 +3,14 @@
 // floats of state a row of `dim` values needs and updates value and state in place. Tables keep
 // the state beside the value (row = [value | state]).
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
+#include <optional>
 
 #include "absl/status/statusor.h"
+#include "core/lr_schedule.h"
 #include "fleet/ps/ps.pb.h"
 
 namespace fleet::ps {
@@ -15,6 +19,14 @@ class UpdateRule {
  public:
   virtual ~UpdateRule() = default;
 
+  // Steps the learning-rate schedule (OptimizerConfig.schedule; nothing without one): a table
+  // calls it once per push of gradients it applies, before that push's Update calls, so the
+  // k-th push (counting from the schedule's `begin`) updates at the schedule's rate of step k.
+  // Thread-safe: concurrent pushes take distinct steps, and an Update reads the rate set last.
+  void BeginUpdate();
+  // The rate Update applies now.
+  float learning_rate() const { return lr_.load(std::memory_order_relaxed); }
+
   // Floats of state for a row of `dim` values (SGD 0, Adagrad dim, Adam 2 * dim + 2).
   virtual size_t StateDim(size_t dim) const = 0;
   // Writes the initial state of a new row of `dim` values.
@@ -22,10 +34,21 @@ class UpdateRule {
   // Applies `grad` (dim floats) to `w` (dim floats) and `state` (StateDim(dim) floats).
   // Stateless itself; callers serialise updates of the same row.
   virtual void Update(size_t dim, float* w, float* state, const float* grad) const = 0;
+
+ protected:
+  explicit UpdateRule(float learning_rate) : lr_(learning_rate) {}
+
+ private:
+  friend absl::StatusOr<std::unique_ptr<UpdateRule>> MakeUpdateRule(
+      const proto::OptimizerConfig& config);
+
+  std::atomic<float> lr_;
+  std::optional<LrSchedule> schedule_;
+  std::atomic<int64_t> next_step_{0};
 };
 
 // The rule a config names, with its defaults filled in. InvalidArgument (naming the field) for a
-// non-positive learning rate, missing rule or out-of-range hyper-parameter.
+// non-positive learning rate, missing rule, out-of-range hyper-parameter or bad schedule.
 absl::StatusOr<std::unique_ptr<UpdateRule>> MakeUpdateRule(const proto::OptimizerConfig& config);
 
 }  // namespace fleet::ps

@@ -41,7 +41,9 @@ def _single(out: pathlib.Path, *args: str) -> dict:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("optimizer,servers", [("sgd", 1), ("adam", 2), ("mixed", 2)])
+@pytest.mark.parametrize(
+    "optimizer,servers", [("sgd", 1), ("adam", 2), ("mixed", 2), ("sgd_decay", 1)]
+)
 def test_sync_equals_one_process_with_the_joined_batch(tmp_path, optimizer, servers):
     single = _single(tmp_path / "single.npz", "--optimizer", optimizer)
     result = _fleetrun(

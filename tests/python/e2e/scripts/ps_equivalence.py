@@ -45,6 +45,8 @@ def build(optimizer: str):
         h = layers.concat([pooled, x], axis=1)
         prob = layers.fc(h, 2, act="softmax")
         loss = layers.mean(layers.cross_entropy(prob, y))
+        if optimizer == "sgd_decay":  # the servers step the schedule, one step a sync step
+            decayed = layers.exponential_decay(0.2, decay_steps=2, decay_rate=0.5)
     if optimizer == "mixed":  # the embedding with its own optimizer, as a wide part would be
         return (
             main,
@@ -53,6 +55,8 @@ def build(optimizer: str):
             fleet.optimizer.Adam(0.05),
             {"emb": fleet.optimizer.Adagrad(0.2)},
         )
+    if optimizer == "sgd_decay":
+        return main, startup, loss, fleet.optimizer.SGD(decayed), {}
     opt = {"sgd": fleet.optimizer.SGD(0.1), "adam": fleet.optimizer.Adam(0.05, lazy_mode=True)}
     return main, startup, loss, opt[optimizer], {}
 
