@@ -34,8 +34,13 @@ void BindLoDTensor(py::module_& m) {
       .def(py::init<>())
       .def(
           "set",
-          [](LoDTensor& t, const py::array& array) { CopyArrayToTensor(array, &t, "LoDTensor"); },
-          py::arg("array"), "Copies a NumPy array into the tensor (shape and dtype follow it).")
+          // `place` is Paddle's second argument (tensor.set(array, fluid.CPUPlace())); the
+          // values are held in host memory and an executor moves them where it runs.
+          [](LoDTensor& t, const py::array& array, const py::object& /*place*/) {
+            CopyArrayToTensor(array, &t, "LoDTensor");
+          },
+          py::arg("array"), py::arg("place") = py::none(),
+          "Copies a NumPy array into the tensor (shape and dtype follow it).")
       .def("numpy", [](const LoDTensor& t) { return TensorToArray(t); })
       .def(
           "__array__",

@@ -280,3 +280,12 @@ def test_truncated_normal_stays_within_two_std(exe):
     assert op.type == "truncated_gaussian_random"
     assert values.min() >= 0.3 - 1e-6 and values.max() <= 0.7 + 1e-6
     assert abs(values.mean() - 0.5) < 0.01
+
+
+def test_lod_tensor_set_takes_paddles_place_argument():
+    scope = fleet._core.Scope()
+    tensor = scope.var("x").get_tensor()
+    tensor.set(X, fleet.CPUPlace())
+    np.testing.assert_array_equal(tensor.numpy(), X)
+    tensor.set(Y, place=fleet.CPUPlace())
+    np.testing.assert_array_equal(np.array(tensor), Y)
