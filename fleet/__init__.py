@@ -22,6 +22,7 @@ from fleet import (
     regularizer,
     static,
     tensor,
+    transpiler,
 )
 from fleet._compat_names import missing
 from fleet._fluid_api import data, embedding, memory_optimize, release_memory
@@ -104,9 +105,13 @@ from fleet.tensor import (
     unsqueeze,
     zeros,
 )
+from fleet.transpiler import DistributeTranspiler, DistributeTranspilerConfig
 from fleet.version import __version__
 
 __all__ = [
+    "DistributeTranspiler",
+    "DistributeTranspilerConfig",
+    "transpiler",
     "BuildStrategy",
     "CompiledProgram",
     "ExecutionStrategy",

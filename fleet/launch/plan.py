@@ -19,6 +19,11 @@ from fleet._endpoints import format_endpoint, parse_endpoint
 from fleet.errors import InvalidArgument
 
 PortPicker = Callable[[str, int], list[int]]
+# The fluid 1.x distributed manual's variables, set for parameter-server jobs so that its
+# DistributeTranspiler scripts run under fleetrun (fleet.role_maker reads fleetrun's own).
+MANUAL_ROLE, MANUAL_CURRENT_IP = "PADDLE_TRAINING_ROLE", "PADDLE_CURRENT_IP"
+MANUAL_PSERVER_IPS, MANUAL_PSERVER_PORT = "PADDLE_PSERVER_IPS", "PADDLE_PSERVER_PORT"
+MANUAL_TRAINERS = "PADDLE_TRAINERS"
 
 
 @dataclasses.dataclass
@@ -160,6 +165,7 @@ def _plan_ps(
             f"{rm.GLOO_STORE_PATH} to a shared directory",
         )
     )
+    common.update(_manual_variables(servers, len(workers)))
     procs = []
     for role, endpoints in (("server", servers), ("worker", workers)):
         for rank, endpoint in enumerate(endpoints):
@@ -167,6 +173,8 @@ def _plan_ps(
             if not is_local(ip):
                 continue
             env = dict(common, **{rm.POD_IP: ip, rm.PADDLE_PORT: str(port)})
+            env[MANUAL_CURRENT_IP] = ip
+            env[MANUAL_ROLE] = "PSERVER" if role == "server" else "TRAINER"
             if role == "server":
                 env[rm.TRAINING_ROLE] = "PSERVER"
             else:
@@ -179,6 +187,20 @@ def _plan_ps(
                 )
             procs.append(ProcSpec(role, rank, env))
     return procs
+
+
+def _manual_variables(servers: list[str], workers: int) -> dict[str, str]:
+    """The variables the fluid distributed manual's DistributeTranspiler scripts read: the
+    servers' IPs and, when they all listen on one port (one server a machine), that port."""
+    addresses = [parse_endpoint(e, "--servers") for e in servers]
+    env = {
+        MANUAL_PSERVER_IPS: ",".join(ip for ip, _ in addresses),
+        MANUAL_TRAINERS: str(workers),
+    }
+    ports = {port for _, port in addresses}
+    if len(ports) == 1:
+        env[MANUAL_PSERVER_PORT] = str(ports.pop())
+    return env
 
 
 def _plan_collective(
