@@ -202,7 +202,9 @@ class CompiledProgram:
 @dataclasses.dataclass
 class DataParallelPlan:
     """What each replica runs. `compute` holds the forward and backward ops; `phases[p][r]` the
-    update ops replica r runs in phase p (None: nothing), with a barrier between phases;
+    ops replica r runs in phase p (None: nothing), with a barrier between phases: the first
+    `prelude_phases` before the compute part (ops that advance shared state once a step, such
+    as a learning-rate schedule's counter), the others after the reduction (the updates);
     `gradients[i]` is reduced into replica `owners[i]` (-1: every replica, because ops on more
     than one replica read it)."""
 
@@ -214,6 +216,7 @@ class DataParallelPlan:
     gradients: list[str]
     owners: list[int]
     param_owner: dict[str, int]
+    prelude_phases: int = 0
 
 
 def plan_data_parallel(
@@ -236,10 +239,12 @@ def plan_data_parallel(
         (i for i, op in enumerate(ops) if op.attrs.get(OP_ROLE_ATTR) == OP_ROLE_OPTIMIZE),
         len(ops),
     )
-    compute = [op for op in ops[:first_update] if op.type not in _ONCE_PER_STEP_OPS]
+    persistable = {v.name for v in block.vars.values() if v.persistable}
+    prelude, compute = _split_prelude(
+        [op for op in ops[:first_update] if op.type not in _ONCE_PER_STEP_OPS], persistable
+    )
     update = [op for op in ops[:first_update] if op.type in _ONCE_PER_STEP_OPS]
     update += ops[first_update:]
-    persistable = {v.name for v in block.vars.values() if v.persistable}
     written = {n for op in compute for n in op.output_names}
     gradients: list[str] = []
     for op in update:
@@ -254,6 +259,8 @@ def plan_data_parallel(
         readers = {0 if r is None else r for r in readers}
         owners.append(readers.pop() if len(readers) == 1 else -1)
     phases = _phases(program, update, op_owner, replicas)
+    if prelude:
+        phases.insert(0, [_desc_with_ops(program, prelude)] + [None] * (replicas - 1))
     average = strategy.gradient_scale_strategy == BuildStrategy.GradientScaleStrategy.CoeffNumDevice
     compute_desc = _desc_with_ops(program, compute)
     gradient_scale = 0.0 if average else 1.0
@@ -269,7 +276,25 @@ def plan_data_parallel(
         gradients=gradients,
         owners=owners,
         param_owner=param_owner,
+        prelude_phases=1 if prelude else 0,
     )
+
+
+def _split_prelude(ops: list[Any], persistable: set[str]) -> tuple[list[Any], list[Any]]:
+    """(prelude, compute): an op of the forward part that only reads and writes persistable
+    variables, none of which an earlier kept op writes (fluid's learning-rate schedules: the
+    `increment` of the step counter), runs once a step before the replicas; run by every
+    replica it would advance the shared state once a replica."""
+    prelude, compute, written = [], [], set()
+    for op in ops:
+        inputs, outputs = set(op.input_names), set(op.output_names)
+        shared = outputs and inputs <= persistable and outputs <= persistable
+        if shared and not (inputs | outputs) & written:
+            prelude.append(op)
+        else:
+            compute.append(op)
+            written |= outputs
+    return prelude, compute
 
 
 def _scale_loss_grad(desc: pb.ProgramDesc, loss_name: str | None, scale: float) -> None:

@@ -32,6 +32,7 @@ class DataParallelRunner:
         options.gradients = list(plan.gradients)
         options.gradient_owners = list(plan.owners)
         options.seed = seed
+        options.prelude_phases = plan.prelude_phases
 
         def prepare(desc: Any) -> Any:
             return core_executor.prepare(desc.SerializeToString(), 0)

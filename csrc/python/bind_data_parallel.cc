@@ -115,7 +115,8 @@ void BindDataParallel(py::module_& m) {
       .def_readwrite("gradient_scale", &trainer::DataParallelOptions::gradient_scale)
       .def_readwrite("gradients", &trainer::DataParallelOptions::gradients)
       .def_readwrite("gradient_owners", &trainer::DataParallelOptions::gradient_owners)
-      .def_readwrite("seed", &trainer::DataParallelOptions::seed);
+      .def_readwrite("seed", &trainer::DataParallelOptions::seed)
+      .def_readwrite("prelude_phases", &trainer::DataParallelOptions::prelude_phases);
 
   py::class_<trainer::DataParallelPassOptions>(m, "DataParallelPassOptions")
       .def(py::init<>())

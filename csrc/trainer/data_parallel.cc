@@ -21,6 +21,10 @@ DataParallelEngine::DataParallelEngine(const framework::Executor* executor,
       update_(std::move(update)),
       options_(std::move(options)),
       pool_(options_.replicas) {
+  FLEET_ENFORCE(
+      options_.prelude_phases >= 0 && options_.prelude_phases <= static_cast<int>(update_.size()),
+      InvalidArgument, "data parallelism: ", options_.prelude_phases, " prelude phases of ",
+      update_.size());
   FLEET_ENFORCE(options_.gradients.size() == options_.gradient_owners.size(), InvalidArgument,
                 "data parallelism: ", options_.gradients.size(), " gradients but ",
                 options_.gradient_owners.size(), " owners");
@@ -78,6 +82,16 @@ void DataParallelEngine::Compute(Replica* replica, const std::vector<std::string
   executor_->Run(replica->compute, &replica->run_state, profile_ ? &replica->stats : nullptr);
 }
 
+void DataParallelEngine::RunPhase(size_t phase) {
+  pool_.Run([&](int r) {
+    Replica* replica = replicas_[r].get();
+    if (replica->update[phase].program != nullptr) {
+      executor_->Run(replica->update[phase], &replica->run_state,
+                     profile_ ? &replica->stats : nullptr);
+    }
+  });
+}
+
 std::vector<std::vector<LoDTensor>> DataParallelEngine::Step(
     const std::vector<std::string>& input_names, const std::vector<std::vector<LoDTensor>>& feeds,
     const std::vector<std::string>& fetch_names, framework::RunStats* stats) {
@@ -95,6 +109,8 @@ std::vector<std::vector<LoDTensor>> DataParallelEngine::Step(
   framework::RunPassBegin(resources, framework::PassInfo{1, /*dataset_pass=*/false});
   try {
     framework::RunBeforeStep(resources, info);
+    const size_t prelude = static_cast<size_t>(options_.prelude_phases);
+    for (size_t p = 0; p < prelude; ++p) RunPhase(p);
     pool_.Run([&](int r) {
       if (r < active) Compute(replicas_[r].get(), input_names, feeds[r]);
     });
@@ -104,15 +120,7 @@ std::vector<std::vector<LoDTensor>> DataParallelEngine::Step(
     ReducePlan plan = PlanReduction(gradients_, std::move(sources), options_.replicas, scale,
                                     options_.all_reduce);
     if (!plan.tasks.empty()) pool_.Run([&](int r) { RunReduceTasks(plan, r); });
-    for (size_t p = 0; p < update_.size(); ++p) {
-      pool_.Run([&](int r) {
-        Replica* replica = replicas_[r].get();
-        if (replica->update[p].program != nullptr) {
-          executor_->Run(replica->update[p], &replica->run_state,
-                         profile_ ? &replica->stats : nullptr);
-        }
-      });
-    }
+    for (size_t p = prelude; p < update_.size(); ++p) RunPhase(p);
     framework::RunAfterStep(resources, info);
     framework::RunThreadEnd(resources, 0);
     for (int r = 0; r < active; ++r) {

@@ -5,6 +5,7 @@
 // shared by every replica.
 //
 // One step:
+//   0. the prelude phases (replica 0: ops that advance shared state once a step);
 //   1. every replica with a share of the batch sets its inputs in its scope and runs the compute
 //      program (forward and backward) on it, in parallel;
 //   2. the gradients are reduced in memory (gradient_reduce.h): summed over those replicas and
@@ -41,6 +42,9 @@ struct DataParallelOptions {
   std::vector<std::string> gradients;
   std::vector<int> gradient_owners;
   uint64_t seed = 0x5eed;  // replica r's random generator starts from seed + r
+  // The first prelude_phases update phases run before the compute program (ops that advance
+  // shared state once a step, such as a learning-rate schedule's step counter).
+  int prelude_phases = 0;
 };
 
 // The update part of a step: update[p][r] is what replica r runs in phase p (null: nothing).
@@ -70,6 +74,7 @@ class DataParallelEngine {
 
  private:
   struct Replica;
+  void RunPhase(size_t phase);
   void Compute(Replica* replica, const std::vector<std::string>& input_names,
                const std::vector<LoDTensor>& feed);
 

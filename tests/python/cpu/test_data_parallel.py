@@ -32,7 +32,8 @@ def _model(optimizer, is_sparse=True, seed=5, hidden=(16,)):
             h = layers.fc(h, width, act="relu")
         prob = layers.fc(h, 2, act="softmax")
         loss = layers.mean(layers.cross_entropy(prob, label))
-        optimizer.minimize(loss)
+        # A factory is called here: a learning-rate schedule must be built in this program.
+        (optimizer() if callable(optimizer) else optimizer).minimize(loss)
     return main, startup, loss
 
 
@@ -51,7 +52,7 @@ def _params(scope, program):
 
 
 def _train_both(make_optimizer, replicas, strategy, is_sparse, steps=6, batch=12, hidden=(16,)):
-    main, startup, loss = _model(make_optimizer(), is_sparse, hidden=hidden)
+    main, startup, loss = _model(make_optimizer, is_sparse, hidden=hidden)
     exe = fleet.Executor()
     one, many = fleet._core.Scope(), fleet._core.Scope()
     exe.run(startup, scope=one)
@@ -100,6 +101,19 @@ def test_large_gradients_are_reduced_in_ranges_by_every_replica(strategy):
     one, many, _ = _train_both(
         lambda: fleet.optimizer.SGD(0.2), 3, strategy, is_sparse=True, steps=3, hidden=(256, 256)
     )
+    for name in one:
+        np.testing.assert_allclose(many[name], one[name], rtol=1e-5, atol=1e-5, err_msg=name)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES, ids=["allreduce", "reduce"])
+def test_a_learning_rate_schedule_advances_once_a_step(strategy):
+    """The schedule's step counter is shared state: it is advanced once before the replicas
+    run, not once a replica."""
+
+    def decayed_sgd():
+        return fleet.optimizer.SGD(layers.exponential_decay(0.5, decay_steps=1, decay_rate=0.5))
+
+    one, many, _ = _train_both(decayed_sgd, 2, strategy, is_sparse=True, steps=4)
     for name in one:
         np.testing.assert_allclose(many[name], one[name], rtol=1e-5, atol=1e-5, err_msg=name)
 
