@@ -56,8 +56,8 @@ class HashName(PSDispatcher):
 
 class DistributeTranspilerConfig:
     """What transpile() does. Fleet acts on: slice_var_up, split_method, min_block_size (dense
-    placement), mode, sync_mode (None: transpile()'s argument), geo_sgd_mode and
-    geo_sgd_need_push_nums, wait_port. The other fields are accepted with no effect."""
+    placement), mode, sync_mode (None: transpile()'s argument), half_async (with sync off),
+    geo_sgd_mode and geo_sgd_need_push_nums. The other fields are accepted with no effect."""
 
     slice_var_up = True
     split_method: type = RoundRobin

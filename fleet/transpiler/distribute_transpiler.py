@@ -286,9 +286,13 @@ def place_dense(
 
 
 def _ps_strategy(sync: bool, cfg: DistributeTranspilerConfig) -> DistributedStrategy:
+    """The parameter-server mode the transpiler settings name, as Paddle reads them: GEO first,
+    then sync, then half-async, else async."""
     if cfg.geo_sgd_mode:
         return DistributedStrategyFactory.create("geo", update_frequency=cfg.geo_sgd_need_push_nums)
-    return DistributedStrategyFactory.create("sync" if sync else "async")
+    if sync:
+        return DistributedStrategyFactory.create("sync")
+    return DistributedStrategyFactory.create("half_async" if cfg.half_async else "async")
 
 
 def _trainer_count(trainers: Any) -> int:

@@ -85,6 +85,25 @@ def test_transpile_makes_the_plan_distributed_optimizer_makes():
     ]
 
 
+@pytest.mark.parametrize(
+    "settings, mode",
+    [
+        ({}, "sync"),
+        ({"sync_mode": False}, "async"),
+        ({"sync_mode": False, "half_async": True}, "half_async"),
+        ({"geo_sgd_mode": True, "geo_sgd_need_push_nums": 7}, "geo"),
+    ],
+)
+def test_config_picks_the_parameter_server_mode(settings, mode):
+    config = DistributeTranspilerConfig()
+    for key, value in settings.items():
+        setattr(config, key, value)
+    t, _, _ = _transpiled(config)
+    assert t.plan.mode.value == mode
+    if mode == "geo":
+        assert t.plan.strategy.async_config.k_steps == 7
+
+
 def _servers_report(plan, endpoints):
     """Starts one real server per endpoint with the plan's tables; returns what each one's
     dense table reports (its blocks and bytes)."""
