@@ -210,9 +210,19 @@ def load_inference_model(
     return [program, feeds, fetches]
 
 
+class IterableDataset:
+    """paddle.io.IterableDataset, the base of PaddleRec's DataLoader readers (`class
+    RecDataset(IterableDataset)`): a subclass yields samples from `__iter__`. Fleet's
+    config-driven trainers (fleet.rec) batch them; nothing else is needed of the base."""
+
+    def __iter__(self):  # noqa: ANN204
+        raise NotImplementedError(f"{type(self).__name__} must define __iter__")
+
+
 __getattr__ = missing_name_hook("fleet.io")
 
 __all__ = [
+    "IterableDataset",
     "load_inference_model",
     "load_params",
     "load_persistables",

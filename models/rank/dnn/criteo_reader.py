@@ -17,6 +17,8 @@ import math
 
 import numpy as np
 
+from fleet.io import IterableDataset
+
 NUM_DENSE, NUM_SPARSE = 13, 26
 # PaddleRec's Criteo ranges of I1..I13 (models/rank/deepfm's reader).
 DENSE_MIN = [0, -3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]
@@ -56,10 +58,11 @@ def parse_line(line, sparse_feature_number, transform="log"):
     return label, ids, dense
 
 
-class RecDataset:
+class RecDataset(IterableDataset):
     """Iterates the samples of `file_list`; `config` gives sparse_feature_number."""
 
     def __init__(self, file_list, config):
+        super().__init__()
         self.file_list = file_list
         self.sparse_feature_number = config.get("hyper_parameters.sparse_feature_number")
         self.transform = config.get("hyper_parameters.dense_transform", "log")

@@ -193,19 +193,22 @@ def test_each_rank_model_learns_in_each_mode(tmp_path, model, mode):
 
 @pytest.mark.parametrize("mode", ["one-process", *DISTRIBUTED])
 def test_word2vec_learns_in_each_mode(tmp_path, mode):
-    """Two epochs of skip-gram on the 800 sample sentences: the AUC of the true context words'
-    scores against the negatives' (0.5 at the start) passes 0.65 on every worker."""
+    """Three epochs of skip-gram on the 800 sample sentences: the AUC of the true context words'
+    scores against the negatives' (0.5 at the start) passes 0.65 on every worker. (GEO's
+    workers are the slowest: after two epochs one of them was at 0.54-0.60 in 3 runs of 9.)"""
     config = rec_jobs.shipped_model(tmp_path, "word2vec")
     if mode == "one-process":
-        result = rec_jobs.run_module(tmp_path, LOCAL, config)
+        result = rec_jobs.run_module(tmp_path, LOCAL, config, "runner.epochs=3")
         output = result.stdout
     else:
         options, module, settings = DISTRIBUTED[mode]
-        result = rec_jobs.run_fleetrun(tmp_path, options, module, config, *settings)
+        result = rec_jobs.run_fleetrun(
+            tmp_path, options, module, config, *settings, "runner.epochs=3"
+        )
         output = rec_jobs.logs(tmp_path)
     assert_ok(result)
     epochs = rec_jobs.epoch_metrics(output)
-    last = [e for e in epochs if e["epoch"] == 1]
+    last = [e for e in epochs if e["epoch"] == 2]
     assert len(last) == (1 if mode == "one-process" else 2)
     print(f"word2vec {mode}: train AUC {[round(e['auc'], 3) for e in last]}")
     assert min(e["auc"] for e in last) > 0.65

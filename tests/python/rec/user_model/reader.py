@@ -1,5 +1,7 @@
 import numpy as np
 
+from fleet.io import IterableDataset
+
 
 def parse(line, slots, dense_dim):
     """PaddleRec's slot format: `click:1 dense_feature:0.5 ... 1:17 2:40 ...`."""
@@ -16,8 +18,9 @@ def parse(line, slots, dense_dim):
     return label, dense, [i or [0] for i in ids]
 
 
-class RecDataset:
+class RecDataset(IterableDataset):
     def __init__(self, file_list, config):
+        super().__init__()
         self.file_list = file_list
         self.slots = config.get("hyper_parameters.slots")
         self.dense_dim = config.get("hyper_parameters.dense_dim")
