@@ -242,3 +242,31 @@ def test_train_from_dataset_takes_one_batch_a_replica_per_step(tmp_path, strateg
         np.testing.assert_allclose(
             _params(many, main)[name], value, rtol=1e-5, atol=1e-5, err_msg=name
         )
+
+
+def test_the_cpu_documents_snippet_runs_by_its_names(monkeypatch):
+    """The CPU best-practice document's data-parallel lines, with fleet as fluid."""
+    fluid = fleet
+    monkeypatch.setenv("CPU_NUM", "2")
+    main, startup, loss = _model(fleet.optimizer.SGD(0.5))
+    exe = fluid.Executor(fluid.CPUPlace())
+    one, many = fluid.core.Scope(), fluid.core.Scope()
+    exe.run(startup, scope=one)
+    exe.run(startup, scope=many)
+    build_strategy = fluid.BuildStrategy()
+    build_strategy.reduce_strategy = fluid.BuildStrategy.ReduceStrategy.Reduce
+    exec_strategy = fluid.ExecutionStrategy()
+    exec_strategy.num_threads = 2
+    compiled_prog = fluid.compiler.CompiledProgram(main).with_data_parallel(
+        loss_name=loss.name, build_strategy=build_strategy, exec_strategy=exec_strategy
+    )
+    rng = np.random.default_rng(2)
+    for _ in range(3):
+        feed = _batch(rng, 8)
+        exe.run(main, feed=feed, fetch_list=[loss.name], scope=one)
+        (merged,) = exe.run(compiled_prog, feed=feed, fetch_list=[loss.name], scope=many)
+        assert merged.shape == (2,)
+    for name, value in _params(one, main).items():
+        np.testing.assert_allclose(
+            _params(many, main)[name], value, rtol=1e-5, atol=1e-5, err_msg=name
+        )

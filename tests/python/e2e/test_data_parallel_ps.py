@@ -3,6 +3,11 @@ section): 2 replicas in one worker, each pulling and pushing its share's rows, t
 gradients reduced in memory and sent once a step. In sync mode the servers end with the
 parameters of one process training on the whole batch (1e-5)."""
 
+import importlib.util
+import json
+import pathlib
+import subprocess
+
 import numpy as np
 import pytest
 
@@ -13,6 +18,9 @@ from fleet.distributed_strategy import DistributedStrategyFactory
 from fleet.ps import program_pass as ps_pass
 from fleet.ps.runtime import PsRuntime
 from fleet.role_maker import Role, UserDefinedRoleMaker
+from tests.python.e2e import launch_helpers as lh
+
+SCRIPT = pathlib.Path(__file__).resolve().parent / "scripts" / "cpu_doc_ps_data_parallel.py"
 
 VOCAB, STEPS, BATCH = 30, 4, 12
 
@@ -86,3 +94,46 @@ def test_sync_ps_worker_with_two_replicas_matches_one_process(ps_servers, strate
     for name, value in expected.items():
         got = np.array(scope.find_var(name).get_tensor())
         np.testing.assert_allclose(got, value, rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+def test_the_cpu_documents_ps_section_runs_under_fleetrun(tmp_path):
+    """1 server, 2 workers of 2 replicas each (CPU_NUM=2), sync: the servers end where one
+    process training on both workers' batches together ends."""
+    result = subprocess.run(
+        lh.launcher_command(["--server_num=1", "--worker_num=2"], SCRIPT),
+        env=lh.job_env(tmp_path, OUT_DIR=str(tmp_path), CPU_NUM="2"),
+        cwd=lh.REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    spec = importlib.util.spec_from_file_location("cpu_doc_ps_data_parallel", SCRIPT)
+    doc = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(doc)
+    main, startup = fleet.Program(), fleet.Program()
+    startup.random_seed = 6
+    with fleet.program_guard(main, startup):
+        loss = doc.build(fleet)
+        fleet.optimizer.SGD(0.1).minimize(loss)
+    exe, scope = fleet.Executor(), fleet._core.Scope()
+    exe.run(startup, scope=scope)
+    for step in range(doc.STEPS):
+        halves = [doc.batch(step, w) for w in range(2)]
+        ids = np.concatenate([np.array(h["ids"]) for h in halves])
+        feed = {
+            "ids": fleet.LoDTensor(ids, lengths=[[2] * (2 * doc.BATCH)]),
+            "x": np.concatenate([h["x"] for h in halves]),
+            "y": np.concatenate([h["y"] for h in halves]),
+        }
+        exe.run(main, feed=feed, fetch_list=[loss], scope=scope)
+    for worker in range(2):
+        got = json.loads((tmp_path / f"worker.{worker}.json").read_text())
+        for name in ("w1", "b1", "w2", "emb"):
+            np.testing.assert_allclose(
+                np.asarray(got[name], np.float32),
+                np.array(scope.find_var(name).get_tensor()),
+                rtol=1e-5,
+                atol=1e-6,
+                err_msg=f"worker {worker}: {name}",
+            )
