@@ -270,3 +270,29 @@ def test_the_cpu_documents_snippet_runs_by_its_names(monkeypatch):
         np.testing.assert_allclose(
             _params(many, main)[name], value, rtol=1e-5, atol=1e-5, err_msg=name
         )
+
+
+def test_a_list_feed_gives_each_replica_its_own_dict():
+    main, startup, loss = _model(fleet.optimizer.SGD(0.5))
+    exe = fleet.Executor()
+    whole, listed = fleet._core.Scope(), fleet._core.Scope()
+    exe.run(startup, scope=whole)
+    exe.run(startup, scope=listed)
+    compiled = CompiledProgram(main).with_data_parallel(loss_name=loss.name, places=2)
+    rng = np.random.default_rng(6)
+    for _ in range(2):
+        halves = [_batch(rng, 4), _batch(rng, 4)]
+        ids = np.concatenate([np.array(h["ids"]) for h in halves])
+        lengths = sum((h["ids"].recursive_sequence_lengths()[0] for h in halves), [])
+        feed = {
+            "ids": fleet.LoDTensor(ids, lengths=[lengths]),
+            "dense": np.concatenate([h["dense"] for h in halves]),
+            "label": np.concatenate([h["label"] for h in halves]),
+        }
+        exe.run(compiled, feed=feed, fetch_list=[loss], scope=whole)
+        (per_replica,) = exe.run(compiled, feed=halves, fetch_list=[loss], scope=listed)
+        assert per_replica.shape == (2,)
+    for name, value in _params(whole, main).items():
+        np.testing.assert_allclose(_params(listed, main)[name], value, rtol=1e-6, err_msg=name)
+    with pytest.raises(InvalidArgument, match="one dict a replica, got 3 dicts for 2 replicas"):
+        exe.run(compiled, feed=[_batch(rng, 2)] * 3, fetch_list=[loss], scope=listed)
