@@ -34,7 +34,15 @@ from typing import Any
 
 from fleet.distributed_strategy import DistributedStrategy, PsMode
 from fleet.errors import InvalidArgument
-from fleet.framework import OP_ROLE_ATTR, OP_ROLE_OPTIMIZE, Parameter, Program, Variable
+from fleet.framework import (
+    LOD_TENSOR,
+    OP_ROLE_ATTR,
+    OP_ROLE_OPTIMIZE,
+    SELECTED_ROWS,
+    Parameter,
+    Program,
+    Variable,
+)
 from fleet.optimizer import SGD, Adagrad, Adam, Optimizer
 from fleet.proto import ps_pb2
 
@@ -447,6 +455,21 @@ def _dense_table_config(
     return config
 
 
+def _densify_gradients(block: Any, params: list[str]) -> None:
+    """The send op takes dense tensors: a grad op that would write rows of a dense parameter's
+    gradient (nce with is_sparse, as word2vec has it) writes the whole gradient instead."""
+    prefixes = tuple(f"{p}@GRAD" for p in params)
+    for op in block.ops:
+        outputs = [n for n in op.output_names if n.startswith(prefixes)]
+        if not outputs or not op.attrs.get("is_sparse"):
+            continue
+        op.attrs["is_sparse"] = False
+        for name in outputs:
+            if block.has_var(name) and block.var(name).kind == SELECTED_ROWS:
+                block.var(name).kind = LOD_TENSOR
+    block.program._bump()
+
+
 def _send_dense_gradients(
     main: Program, startup: Program, dense: list[DensePlan], update_ops: dict[str, Any]
 ) -> None:
@@ -455,6 +478,7 @@ def _send_dense_gradients(
     _remove_ops_and_state(
         main, startup, [update_ops[d.param] for d in dense], keep={d.param for d in dense}
     )
+    _densify_gradients(main.global_block(), [d.param for d in dense])
     with main.op_role_guard(OP_ROLE_OPTIMIZE):
         main.global_block().append_op(
             "send",

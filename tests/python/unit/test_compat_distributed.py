@@ -83,3 +83,26 @@ def test_a_parameter_server_job_names_the_rules_its_servers_have(name):
         InvalidArgument, match="no server-side update rule; use SGD, Adagrad or Adam"
     ):
         optimizer.minimize(loss, startup)
+
+
+def test_nce_sparse_weight_gradient_goes_to_the_dense_table_whole():
+    facade = Fleet()
+    facade.init(
+        UserDefinedRoleMaker(
+            current_id=0, role=Role.WORKER, worker_num=1, server_endpoints=["127.0.0.1:1"]
+        )
+    )
+    main, startup = fleet.Program(), fleet.Program()
+    with fleet.program_guard(main, startup):
+        words = [layers.data(f"w{i}", [1], dtype="int64") for i in range(2)]
+        emb = layers.embedding(words[0], size=[50, 8], param_attr="embed", is_sparse=True)
+        loss = layers.mean(layers.nce(emb, words[1], 50, num_neg_samples=3, is_sparse=True))
+    strategy = DistributedStrategyFactory.create_async_strategy()
+    DistributedOptimizer(facade, fleet.optimizer.SGD(0.1), strategy).minimize(loss, startup)
+    block = main.global_block()
+    (nce_grad,) = [op for op in block.ops if op.type == "nce_grad"]
+    assert nce_grad.attrs["is_sparse"] is False
+    (weight_grad,) = nce_grad.output("Weight@GRAD")
+    assert block.var(weight_grad).kind == fleet.framework.LOD_TENSOR
+    (send,) = [op for op in block.ops if op.type == "send"]
+    assert weight_grad in send.input("X")
