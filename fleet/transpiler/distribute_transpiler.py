@@ -9,7 +9,7 @@ startup program has run (fleet.ps.runtime waits for it) and stops when the proce
 also stops the servers once every trainer has stopped. `exe.run(pserver_program)` builds that
 server's tables and serves, returning when the job stops, as Paddle's listen_and_serv op does.
 With mode "nccl2" or "collective" the program gets the collective pass (gradients averaged
-across the trainers' processes).
+across the trainers' processes) and the ranks connect their Gloo group before the first run.
 """
 
 from __future__ import annotations
@@ -18,9 +18,11 @@ import atexit
 import os
 from typing import Any, Sequence
 
+from fleet import _core
 from fleet import optimizer as optimizers
-from fleet._endpoints import parse_endpoint_list
+from fleet._endpoints import parse_endpoint, parse_endpoint_list
 from fleet.collective import program_pass as collective_pass
+from fleet.collective.runtime import CollectiveRuntime
 from fleet.distributed_strategy import DistributedStrategy, DistributedStrategyFactory
 from fleet.errors import InvalidArgument
 from fleet.framework import (
@@ -32,8 +34,13 @@ from fleet.framework import (
 )
 from fleet.ps import program_pass as ps_pass
 from fleet.ps.runtime import PsRuntime
-from fleet.role_maker import Role, UserDefinedRoleMaker
-from fleet.scope import default_resources, global_scope
+from fleet.role_maker import GlooConfig, Role, UserDefinedRoleMaker
+from fleet.scope import (
+    add_run_listener,
+    default_resources,
+    global_scope,
+    remove_run_listener,
+)
 from fleet.transpiler.config import DistributeTranspilerConfig
 
 _RULES = {"sgd": optimizers.SGD, "adam": optimizers.Adam, "adagrad": optimizers.Adagrad}
@@ -53,6 +60,9 @@ class DistributeTranspiler:
         self._trainers = 0
         self._trainer_id = 0
         self._worker: PsRuntime | None = None
+        self._trainer_endpoints: list[str] = []
+        self._collective = CollectiveRuntime()
+        self._store_server: Any = None
 
     # -- transpile ---------------------------------------------------------------------------
     def transpile(
@@ -83,11 +93,17 @@ class DistributeTranspiler:
                 raise InvalidArgument("transpile: pservers lists no endpoint")
         else:
             endpoints = []
-            count = (
-                len(parse_endpoint_list(trainers, "transpile: trainers"))
+            trainer_endpoints = (
+                parse_endpoint_list(trainers, "transpile: trainers")
                 if isinstance(trainers, str)
-                else _trainer_count(trainers)
+                else []
             )
+            count = len(trainer_endpoints) if trainer_endpoints else _trainer_count(trainers)
+            if count > 1 and not trainer_endpoints:
+                raise InvalidArgument(
+                    f"transpile: mode {cfg.mode!r} with {count} trainers needs trainers as their "
+                    "endpoints ('ip:port,ip:port,...'), where the ranks meet"
+                )
         if isinstance(trainer_id, bool) or not isinstance(trainer_id, int):
             raise InvalidArgument(f"transpile: trainer_id must be an integer, got {trainer_id!r}")
         if not 0 <= trainer_id < count:
@@ -105,8 +121,34 @@ class DistributeTranspiler:
             collective_pass.rewrite(
                 main, startup, rule, params_grads, DistributedStrategy(), nranks=count
             )
+            self._trainer_endpoints = trainer_endpoints
+            add_run_listener(self._connect_collective)
         self._main, self._endpoints = main, endpoints
         self._trainers, self._trainer_id = count, trainer_id
+
+    def _connect_collective(self) -> None:
+        """Before the first run after a collective transpile (the startup program broadcasts
+        rank 0's parameters): the ranks meet through a TCP store trainer 0 serves on its
+        endpoint, as Paddle's startup program meets to exchange the NCCL id."""
+        remove_run_listener(self._connect_collective)
+        endpoints, rank = self._trainer_endpoints, self._trainer_id
+        host = parse_endpoint(endpoints[rank], "transpile: trainers")[0] if endpoints else None
+        role = UserDefinedRoleMaker(
+            current_id=rank,
+            role=Role.WORKER,
+            worker_num=self._trainers,
+            worker_endpoints=endpoints,
+            is_collective=True,
+            gloo=GlooConfig(hostname=host or "127.0.0.1"),
+        )
+        store: Any = None
+        if self._trainers > 1:
+            # Before the group's liveness listener would take trainer 0's endpoint.
+            host0, port0 = parse_endpoint(endpoints[0], "transpile: trainers")
+            if rank == 0:
+                self._store_server = _core.TcpStoreServer(host0, port0)
+            store = _core.TcpStore(host0, port0, connect_timeout_s=role.gloo.timeout_s)
+        self._collective.ensure_group(role, default_resources(), lambda: store)
 
     @property
     def plan(self) -> ps_pass.PsPlan:

@@ -25,6 +25,7 @@ from tests.python.e2e import launch_helpers as lh
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[3]
 MANUAL = REPO_ROOT / "tests" / "python" / "e2e" / "scripts" / "transpiler_manual.py"
+NCCL2 = MANUAL.parent / "transpiler_nccl2.py"
 SERVERS = "127.0.0.1:6170,127.0.0.1:6171"
 
 
@@ -181,20 +182,6 @@ def test_errors_name_the_value_at_fault(monkeypatch):
         fleet.Executor().run(pserver)
 
 
-def test_collective_mode_gives_the_collective_program():
-    config = DistributeTranspilerConfig()
-    config.mode = "collective"
-    main, startup, loss = _model()
-    with fleet.program_guard(main, startup):
-        fleet.optimizer.SGD(0.1).minimize(loss)
-    DistributeTranspiler(config).transpile(
-        0, program=main, trainers="127.0.0.1:6170,127.0.0.1:6171", startup_program=startup
-    )
-    types = [op.type for op in main.global_block().ops]
-    assert any(t.startswith("c_allreduce") for t in types)
-    assert "c_broadcast" in [op.type for op in startup.global_block().ops]
-
-
 def _free_port():
     with socket.socket() as s:
         s.bind(("", 0))
@@ -274,4 +261,36 @@ def test_manual_pserver_example_runs_under_fleetrun(tmp_path):
         timeout=120,
     )
     assert result.returncode == 0, result.stdout + result.stderr
+    _check_trainers(tmp_path)
+
+
+def test_nccl2_mode_trains_the_collective_program_over_gloo(tmp_path):
+    """Two trainers started by hand, mode "nccl2": the programs get the collective pass (rank 0's
+    parameters broadcast, gradients all-reduced) and both trainers end with the parameters of
+    one process on the job's total batch."""
+    endpoints = [f"127.0.0.1:{_free_port()}", f"127.0.0.1:{_free_port()}"]
+    procs = []
+    try:
+        for trainer in range(2):
+            env = dict(
+                os.environ,
+                PYTHONPATH=str(REPO_ROOT),
+                OUT_DIR=str(tmp_path),
+                OPENBLAS_NUM_THREADS="1",
+                PADDLE_TRAINER_ID=str(trainer),
+                PADDLE_TRAINER_ENDPOINTS=",".join(endpoints),
+                PADDLE_CURRENT_ENDPOINT=endpoints[trainer],
+            )
+            for name in ("FLEET_GLOO_STORE_PATH", "FLEET_GLOO_STORE_ENDPOINT", "FLEET_JOB_ID"):
+                env.pop(name, None)
+            procs.append(subprocess.Popen([sys.executable, str(NCCL2)], env=env))
+        codes = [p.wait(timeout=120) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    assert codes == [0, 0]
+    ops = json.loads((tmp_path / "trainer.0.json").read_text())["ops"]
+    assert "c_broadcast" in ops and any(op.startswith("c_allreduce") for op in ops)
     _check_trainers(tmp_path)
