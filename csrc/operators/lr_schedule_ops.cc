@@ -15,23 +15,29 @@ namespace {
 
 // ---- increment --------------------------------------------------------------------------------
 
-// Out = X + step for a one-element numeric X (in place when Out is X).
+// Out = X + step for a one-element numeric X. With Out = X (the step counter) the value changes
+// in place: the counter is a persistable variable, which trainer threads share and which is
+// never replaced while a pass runs (docs/design.md).
 void IncrementKernel(const ExecutionContext& ctx) {
   const LoDTensor& x = ctx.Input("X");
   FLEET_KERNEL_ENFORCE(ctx, x.numel() == 1, "X '", ctx.InputName("X"),
                        "' must hold one element, got shape ", ShapeToString(x.shape()));
   const double step = ctx.Attr<float>("step", 1.f);
-  LoDTensor out(Tensor(x.dtype(), x.shape()));
-  void* dst = out.mutable_data(x.dtype());
+  LoDTensor* out = ctx.Output("Out");
+  if (ctx.OutputVar("Out") != &ctx.InputVar("X")) {
+    out->Resize(x.shape());
+    out->set_lod({});
+    out->mutable_data(x.dtype());
+  }
   VisitDType(x.dtype(), [&](auto zero) {
     using T = decltype(zero);
     if constexpr (std::is_same_v<T, bool>) {
       ctx.Fail("X must be numeric, got bool");
     } else {
-      *static_cast<T*>(dst) = static_cast<T>(x.data<T>()[0] + step);
+      const T value = static_cast<T>(x.data<T>()[0] + step);
+      out->data<T>()[0] = value;
     }
   });
-  *ctx.Output("Out") = out;
 }
 
 // ---- lr_decay ---------------------------------------------------------------------------------
