@@ -94,4 +94,3 @@ def test_a_save_into_a_file_fails_on_every_worker_naming_the_path(tmp_path):
     for error in errors.values():
         assert error["type"] == "InvalidArgument", error
         assert str(folder / "a_file") in error["message"], error
-
