@@ -19,12 +19,22 @@ Environment read by PaddleCloudRoleMaker:
                                  worker 0); FLEET_GLOO_TIMEOUT_S (rendezvous timeout, default 120);
                                  FLEET_GLOO_COLLECTIVE_TIMEOUT_S (bound of each all_reduce /
                                  all_gather / barrier that passes no timeout_s, default 1800).
+  job identity (both modes)      FLEET_JOB_ID; else the first set of PADDLE_JOB_ID,
+                                 SLURM_JOB_ID, PBS_JOBID, LSB_JOBID (a cluster manager's job id).
+
+The job identity (`RoleMakerBase.job_id`) travels with every call to a parameter server and to
+the rendezvous store, so that a process of another job (two jobs given the same ports) is refused
+at its first call, naming both jobs. fleetrun makes a fresh one for a job on one machine; a job
+over several machines needs the same FLEET_JOB_ID on each (or a cluster manager's variable). When
+none is set, the identity is derived from the job's endpoints, which every process of a job
+shares: two jobs launched with the same endpoint lists are then not told apart.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
+import hashlib
 import logging
 import os
 from typing import Mapping, Optional, Sequence
@@ -49,6 +59,9 @@ GLOO_STORE_PATH = "FLEET_GLOO_STORE_PATH"
 GLOO_STORE_ENDPOINT = "FLEET_GLOO_STORE_ENDPOINT"
 GLOO_TIMEOUT = "FLEET_GLOO_TIMEOUT_S"
 GLOO_COLLECTIVE_TIMEOUT = "FLEET_GLOO_COLLECTIVE_TIMEOUT_S"
+JOB_ID = "FLEET_JOB_ID"
+# Job ids that cluster managers set for every process of a job, in the order they are tried.
+CLUSTER_JOB_ID_VARS = ("PADDLE_JOB_ID", "SLURM_JOB_ID", "PBS_JOBID", "LSB_JOBID")
 
 _PS_EXPECTED = (
     f"{TRAINING_ROLE}=PSERVER|TRAINER, {PSERVERS}=ip:port[,ip:port...], "
@@ -72,6 +85,7 @@ _ALL_VARS = (
     GLOO_STORE_ENDPOINT,
     GLOO_TIMEOUT,
     GLOO_COLLECTIVE_TIMEOUT,
+    JOB_ID,
 )
 
 
@@ -118,6 +132,7 @@ class RoleMakerBase:
         server_endpoints: Sequence[str],
         worker_endpoints: Sequence[str],
         gloo: GlooConfig,
+        job_id: Optional[str] = None,
     ) -> None:
         self._is_collective = is_collective
         self._role = Role(role)
@@ -126,6 +141,9 @@ class RoleMakerBase:
         self._server_endpoints = list(server_endpoints)
         self._worker_endpoints = list(worker_endpoints)
         self._gloo = gloo
+        self._job_id = job_id or derived_job_id(
+            self._server_endpoints, self._worker_num, self._worker_endpoints, gloo
+        )
         self._validate()
 
     def _validate(self) -> None:
@@ -162,6 +180,11 @@ class RoleMakerBase:
     @property
     def gloo(self) -> GlooConfig:
         return self._gloo
+
+    @property
+    def job_id(self) -> str:
+        """Who this job is, for the servers and the rendezvous store (see the module doc)."""
+        return self._job_id
 
     def is_worker(self) -> bool:
         return self._role == Role.WORKER
@@ -224,6 +247,7 @@ class UserDefinedRoleMaker(RoleMakerBase):
         worker_endpoints: Optional[Sequence[str]] = None,
         is_collective: bool = False,
         gloo: Optional[GlooConfig] = None,
+        job_id: Optional[str] = None,
         init_gloo: bool = False,
         **unknown: object,
     ) -> None:
@@ -242,6 +266,7 @@ class UserDefinedRoleMaker(RoleMakerBase):
             server_endpoints=servers,
             worker_endpoints=workers,
             gloo=gloo or GlooConfig(),
+            job_id=job_id,
         )
 
 
@@ -271,7 +296,7 @@ def _refuse_unknown(who: str, unknown: Mapping[str, object]) -> None:
         raise InvalidArgument(
             f"{who}: unknown keyword(s) {', '.join(sorted(unknown))} (Fleet takes current_id, "
             "role, worker_num, server_endpoints, worker_endpoints, is_collective, init_gloo, "
-            "gloo)"
+            "gloo, job_id)"
         )
 
 
@@ -307,7 +332,7 @@ class PaddleCloudRoleMaker(RoleMakerBase):
                 f"PaddleCloudRoleMaker: {e}\n  found: {found}\n  expected: "
                 f"{expected}\n  (fleetrun sets these; see fleetrun --help)"
             ) from None
-        super().__init__(is_collective=is_collective, gloo=gloo, **facts)
+        super().__init__(is_collective=is_collective, gloo=gloo, job_id=_job_id_of(env), **facts)
         # Set by fleetrun --max_restarts on a restarted job: its latest complete checkpoint.
         self.restart_checkpoint: Optional[str] = env.get("FLEET_RESTART_CHECKPOINT") or None
 
@@ -366,6 +391,28 @@ def role_from_environment(
     return UserDefinedRoleMaker(
         current_id=0, role=Role.WORKER, worker_num=1, is_collective=is_collective
     )
+
+
+def _job_id_of(env: Mapping[str, str]) -> Optional[str]:
+    for name in (JOB_ID, *CLUSTER_JOB_ID_VARS):
+        value = env.get(name, "").strip()
+        if value:
+            return value if name == JOB_ID else f"{name}={value}"
+    return None
+
+
+def derived_job_id(
+    server_endpoints: Sequence[str],
+    worker_num: int,
+    worker_endpoints: Sequence[str],
+    gloo: GlooConfig,
+) -> str:
+    """The identity of a job that was given none: a digest of what all its processes share."""
+    facts = "|".join(
+        [",".join(server_endpoints), str(worker_num), ",".join(worker_endpoints)]
+        + [gloo.store_endpoint or "", gloo.store_path or ""]
+    )
+    return "endpoints-" + hashlib.sha1(facts.encode()).hexdigest()[:12]
 
 
 def _require(env: Mapping[str, str], name: str) -> str:

@@ -16,10 +16,13 @@ using detail::kStoreAdd;
 using detail::kStoreCheck;
 using detail::kStoreError;
 using detail::kStoreGet;
+using detail::kStoreHello;
 using detail::kStoreNotFound;
+using detail::kStoreOk;
 using detail::kStoreSet;
 
-TcpStoreServer::TcpStoreServer(const std::string& host, int port) : host_(host) {
+TcpStoreServer::TcpStoreServer(const std::string& host, int port, std::string job_id)
+    : host_(host), job_id_(std::move(job_id)) {
   listener_ = detail::Listen(host, port, &port_);
   FLEET_ENFORCE(pipe(wake_) == 0, Unavailable, "TCP store at ", endpoint(),
                 ": cannot create a wake-up pipe");
@@ -137,6 +140,15 @@ void TcpStoreServer::Serve(int fd) {
         LingerAndDrop(fd);
         break;
       }
+      if (request.op == kStoreHello) {
+        const detail::Frame reply = Hello(request);
+        detail::SendFrame(fd, reply, peer);
+        if (reply.op == kStoreError) {
+          LingerAndDrop(fd);  // another job: nothing it sends may reach this job's keys
+          break;
+        }
+        continue;
+      }
       detail::SendFrame(fd, detail::HandleStoreRequest(&data_, request), peer);
     }
   } catch (const Error&) {
@@ -149,9 +161,24 @@ void TcpStoreServer::Serve(int fd) {
   finished_.push_back(fd);
 }
 
+detail::Frame TcpStoreServer::Hello(const detail::Frame& request) const {
+  if (request.parts.size() != 1) {
+    return {kStoreError,
+            {absl::StrCat("HELLO takes one job identity, got ", request.parts.size(), " parts")}};
+  }
+  const std::string& theirs = request.parts[0];
+  if (job_id_.empty() || theirs.empty() || theirs == job_id_) return {kStoreOk, {job_id_}};
+  return {
+      kStoreError,
+      {absl::StrCat("this store serves job '", job_id_, "', and this process is of job '", theirs,
+                    "': two jobs were given the same store port (refused: nothing of this "
+                    "process reaches the other job's groups)")}};
+}
+
 TcpStore::TcpStore(const std::string& host, int port, TcpStoreOptions options)
     : endpoint_(absl::StrCat(host, ":", port)) {
   socket_ = detail::Connect(host, port, options.connect_timeout, options.io_timeout);
+  Request({kStoreHello, {options.job_id}});
 }
 
 std::string TcpStore::Describe() const { return absl::StrCat("TCP store at ", endpoint_); }

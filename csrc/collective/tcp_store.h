@@ -2,6 +2,11 @@
 // TcpStore: a Store served over TCP by one process of the job (worker 0, or the first server) and
 // used by every rank, the serving one included.
 //
+// Both ends may carry a job identity (fleet.role_maker's job_id): a client says its own in a
+// hello as it connects, and a server of another job refuses it with an error naming both jobs
+// and closes the connection, so that a process of a second job started on the same store port
+// never joins this job's groups. An empty identity on either side matches any.
+//
 // TcpStoreServer keeps the keys in memory and answers one request at a time per connection;
 // it runs on background threads from construction to destruction, so the owner (the group that
 // started it) decides how long the store lives. Whatever connects to its port cannot take it
@@ -25,9 +30,10 @@ namespace fleet::collective {
 
 class TcpStoreServer {
  public:
-  // Listens on host:port (port 0: a free port, see port()) and serves until destroyed.
-  // Throws Unavailable naming the endpoint when the port cannot be bound.
-  TcpStoreServer(const std::string& host, int port);
+  // Listens on host:port (port 0: a free port, see port()) and serves the clients of job
+  // `job_id` until destroyed. Throws Unavailable naming the endpoint when the port cannot be
+  // bound.
+  TcpStoreServer(const std::string& host, int port, std::string job_id = "");
   // Closes every connection and joins the serving threads.
   ~TcpStoreServer();
   TcpStoreServer(const TcpStoreServer&) = delete;
@@ -46,8 +52,11 @@ class TcpStoreServer {
   void AcceptLoop();
   void Serve(int fd);
   void JoinFinished();
+  // The reply to a client's hello; an error (and the connection closed) for another job.
+  detail::Frame Hello(const detail::Frame& request) const;
 
   std::string host_;
+  std::string job_id_;
   int port_ = 0;
   MemoryStore data_;
   detail::Socket listener_;
@@ -66,12 +75,15 @@ struct TcpStoreOptions {
   Duration connect_timeout{std::chrono::seconds(30)};
   // How long one request may wait for its reply before the server counts as gone.
   Duration io_timeout{std::chrono::seconds(30)};
+  // This process's job identity, said in the hello (empty: unnamed).
+  std::string job_id;
 };
 
 class TcpStore : public Store {
  public:
-  // Connects to a TcpStoreServer at host:port; throws Timeout naming the endpoint when no server
-  // accepts within options.connect_timeout.
+  // Connects to a TcpStoreServer at host:port and says hello; throws Timeout naming the endpoint
+  // when no server accepts within options.connect_timeout, InvalidArgument naming both jobs when
+  // the server serves another job.
   TcpStore(const std::string& host, int port, TcpStoreOptions options = {});
 
   void Set(const std::string& key, const std::string& value) override;

@@ -35,8 +35,8 @@ Duration FromSeconds(double seconds, const char* name = "timeout_s") {
 // Owns a TcpStoreServer so Python can stop it deterministically with close().
 class StoreServer {
  public:
-  StoreServer(const std::string& host, int port)
-      : server_(std::make_unique<collective::TcpStoreServer>(host, port)) {}
+  StoreServer(const std::string& host, int port, const std::string& job_id)
+      : server_(std::make_unique<collective::TcpStoreServer>(host, port, job_id)) {}
   int port() const { return Get().port(); }
   std::string endpoint() const { return Get().endpoint(); }
   void Close() { server_.reset(); }
@@ -171,16 +171,17 @@ void BindStores(py::module_& m) {
       .def(py::init<std::string>(), py::arg("path"));
   py::class_<collective::TcpStore, Store, std::shared_ptr<collective::TcpStore>>(m, "TcpStore")
       .def(py::init([](const std::string& host, int port, double connect_timeout_s,
-                       double io_timeout_s) {
+                       double io_timeout_s, const std::string& job_id) {
              collective::TcpStoreOptions options{FromSeconds(connect_timeout_s),
-                                                 FromSeconds(io_timeout_s)};
+                                                 FromSeconds(io_timeout_s), job_id};
              py::gil_scoped_release release;
              return std::make_shared<collective::TcpStore>(host, port, options);
            }),
            py::arg("host"), py::arg("port"), py::arg("connect_timeout_s") = 30.0,
-           py::arg("io_timeout_s") = 30.0);
+           py::arg("io_timeout_s") = 30.0, py::arg("job_id") = "");
   py::class_<StoreServer>(m, "TcpStoreServer", "Serves a TcpStore until close() or deletion")
-      .def(py::init<std::string, int>(), py::arg("host"), py::arg("port") = 0)
+      .def(py::init<std::string, int, std::string>(), py::arg("host"), py::arg("port") = 0,
+           py::arg("job_id") = "")
       .def_property_readonly("port", &StoreServer::port)
       .def_property_readonly("endpoint", &StoreServer::endpoint)
       .def("close", &StoreServer::Close, py::call_guard<py::gil_scoped_release>());

@@ -138,9 +138,10 @@ void BindServer(py::module_& m) {
       .def_static(
           "start",
           [](const py::bytes& config, const std::string& address, int64_t max_threads,
-             const std::string& load_dirname) {
+             const std::string& load_dirname, const std::string& job_id) {
             ps::ServerOptions options;
             options.load_dirname = load_dirname;
+            options.job_id = job_id;
             options.config = ParseMessage<ps::proto::ServerConfig>(config, "ServerConfig");
             options.address = address;
             FLEET_ENFORCE(max_threads >= 2 && max_threads <= 65536, InvalidArgument,
@@ -150,7 +151,7 @@ void BindServer(py::module_& m) {
             return ValueOrThrow(ps::PsServer::Start(options));
           },
           py::arg("config"), py::arg("address") = "127.0.0.1:0", py::arg("max_threads") = 256,
-          py::arg("load_dirname") = "")
+          py::arg("load_dirname") = "", py::arg("job_id") = "")
       .def_property_readonly("endpoint", &ps::PsServer::endpoint)
       .def("describe", &ps::PsServer::Describe)
       .def("request_stop", &ps::PsServer::RequestStop, py::call_guard<py::gil_scoped_release>())
@@ -325,8 +326,10 @@ void BindClientAdmin(PyClientClass& c) {
 void BindClient(py::module_& m) {
   PyClientClass c(m, "Client", "A worker's connection to every parameter server.");
   c.def(py::init([](const std::vector<std::string>& endpoints, double connect_timeout_s,
-                    double rpc_timeout_s, double admin_timeout_s, int64_t max_keys_per_request) {
+                    double rpc_timeout_s, double admin_timeout_s, int64_t max_keys_per_request,
+                    const std::string& job_id) {
           ps::ClientOptions options;
+          options.job_id = job_id;
           options.endpoints = endpoints;
           options.connect_timeout = Seconds(connect_timeout_s, "connect_timeout");
           options.rpc_timeout = Seconds(rpc_timeout_s, "rpc_timeout");
@@ -337,7 +340,8 @@ void BindClient(py::module_& m) {
               ValueOrThrow(ps::PsClient::Connect(std::move(options))));
         }),
         py::arg("endpoints"), py::arg("connect_timeout_s") = 10.0, py::arg("rpc_timeout_s") = 30.0,
-        py::arg("admin_timeout_s") = 600.0, py::arg("max_keys_per_request") = 32768)
+        py::arg("admin_timeout_s") = 600.0, py::arg("max_keys_per_request") = 32768,
+        py::arg("job_id") = "")
       .def_property_readonly("endpoints", &ps::PsClient::endpoints)
       .def(
           "table_config",

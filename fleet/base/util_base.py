@@ -45,7 +45,7 @@ class WorkerGroup:
         elif cfg.store_path:
             self.store = _core.FileStore(cfg.store_path)
         elif cfg.store_endpoint:
-            self.store = self._tcp_store(cfg.store_endpoint, rank, size, cfg.timeout_s)
+            self.store = self._tcp_store(cfg.store_endpoint, rank, size, cfg.timeout_s, role.job_id)
         else:
             raise InvalidArgument(
                 f"the worker group ({size} workers) needs a rendezvous store: set "
@@ -57,12 +57,14 @@ class WorkerGroup:
             self.store, rank, size, cfg.hostname, "worker", cfg.timeout_s, cfg.collective_timeout_s
         )
 
-    def _tcp_store(self, endpoint: str, rank: int, size: int, timeout_s: float) -> Any:
+    def _tcp_store(self, endpoint: str, rank: int, size: int, timeout_s: float, job_id: str) -> Any:
+        # Store and clients carry the job identity: a rank of another job given the same store
+        # port is refused at its first call, naming both jobs (csrc/collective/tcp_store.h).
         host, port = parse_endpoint(endpoint, GLOO_STORE_ENDPOINT)
         if rank == 0:
-            self.server = _core.TcpStoreServer(host, port)
+            self.server = _core.TcpStoreServer(host, port, job_id=job_id)
         try:
-            return _core.TcpStore(host, port, connect_timeout_s=timeout_s)
+            return _core.TcpStore(host, port, connect_timeout_s=timeout_s, job_id=job_id)
         except Timeout as e:
             raise Timeout(
                 f"rendezvous of group 'worker' timed out after {timeout_s:g} s: rank(s) "

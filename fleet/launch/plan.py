@@ -9,9 +9,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import fcntl
+import os
 import socket
 import struct
 import sys
+import time
 from typing import Callable, Optional
 
 from fleet import role_maker as rm
@@ -24,6 +26,7 @@ PortPicker = Callable[[str, int], list[int]]
 MANUAL_ROLE, MANUAL_CURRENT_IP = "PADDLE_TRAINING_ROLE", "PADDLE_CURRENT_IP"
 MANUAL_PSERVER_IPS, MANUAL_PSERVER_PORT = "PADDLE_PSERVER_IPS", "PADDLE_PSERVER_PORT"
 MANUAL_TRAINERS = "PADDLE_TRAINERS"
+JobIdMaker = Callable[[], str]
 
 
 @dataclasses.dataclass
@@ -82,20 +85,39 @@ def local_addresses() -> set[str]:
     return found
 
 
+def fresh_job_id() -> str:
+    """A job identity no other job on any machine is likely to have."""
+    return f"fleetrun-{socket.gethostname()}-{os.getpid()}-{time.time_ns():x}"
+
+
 def build_plan(
     args: argparse.Namespace,
     environ: dict[str, str],
     addresses: Optional[set[str]] = None,
     pick_ports: PortPicker = free_ports,
+    make_job_id: JobIdMaker = fresh_job_id,
 ) -> JobPlan:
     """The processes this machine runs for the checked `args` (see fleet.launch.args)."""
     is_local = _host_matcher(args.host, addresses)
     command = [sys.executable, "-u", args.training_script, *args.training_script_args]
     if args.mode == "ps":
-        procs = _plan_ps(args, environ, is_local, pick_ports)
+        procs, one_machine = _plan_ps(args, environ, is_local, pick_ports)
     else:
-        procs = _plan_collective(args, environ, is_local, pick_ports)
+        procs, one_machine = _plan_collective(args, environ, is_local, pick_ports)
+    job = _job_identity(environ, one_machine, make_job_id)
+    for proc in procs:
+        proc.env.update(job)
     return JobPlan(args.mode, command, procs)
+
+
+def _job_identity(environ: dict[str, str], one_machine: bool, make_job_id: JobIdMaker) -> dict:
+    """FLEET_JOB_ID for the processes (see fleet.role_maker): the user's or a cluster manager's
+    when set (the processes inherit it); a fresh one for a job on this machine alone; none for
+    a job over several machines, whose fleetruns could not agree on a fresh one (the processes
+    then derive it from the job's endpoints)."""
+    if any(environ.get(name, "").strip() for name in (rm.JOB_ID, *rm.CLUSTER_JOB_ID_VARS)):
+        return {}
+    return {rm.JOB_ID: make_job_id()} if one_machine else {}
 
 
 def _host_matcher(host: Optional[str], addresses: Optional[set[str]]) -> Callable[[str], bool]:
@@ -138,7 +160,7 @@ def _plan_ps(
     environ: dict[str, str],
     is_local: Callable[[str], bool],
     pick_ports: PortPicker,
-) -> list[ProcSpec]:
+) -> tuple[list[ProcSpec], bool]:
     host = args.host or "127.0.0.1"
     servers = _endpoints_or_local(args.servers, args.server_num, host, pick_ports)
     workers = _endpoints_or_local(args.workers, args.worker_num, host, pick_ports)
@@ -186,7 +208,7 @@ def _plan_ps(
                     }
                 )
             procs.append(ProcSpec(role, rank, env))
-    return procs
+    return procs, all(map(is_local, hosts))
 
 
 def _manual_variables(servers: list[str], workers: int) -> dict[str, str]:
@@ -208,7 +230,7 @@ def _plan_collective(
     environ: dict[str, str],
     is_local: Callable[[str], bool],
     pick_ports: PortPicker,
-) -> list[ProcSpec]:
+) -> tuple[list[ProcSpec], bool]:
     nproc = args.nproc_per_node
     nodes = args.ips or [args.host or "127.0.0.1"]
     if len(nodes) > 1:
@@ -247,4 +269,4 @@ def _plan_collective(
             # The process sees only its own GPU, which is therefore device 0 inside it.
             env.update({"CUDA_VISIBLE_DEVICES": args.gpus[local_rank], "FLAGS_selected_gpus": "0"})
         procs.append(ProcSpec("worker", rank, env))
-    return procs
+    return procs, len(nodes) == 1

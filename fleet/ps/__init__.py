@@ -10,7 +10,7 @@ client workers use. The engine is C++ (``csrc/ps``); this package wraps ``fleet.
 
 from fleet.ps.client import Future, PsClient
 from fleet.ps.config import read_server_config, server_config, table_config, write_server_config
-from fleet.ps.server import Server, run_server, serve_until_stopped, start_server
+from fleet.ps.serving import Server, run_server, serve_until_stopped, start_server
 
 __all__ = [
     "Future",

@@ -45,6 +45,9 @@ class PsClient:
         rpc_timeout: deadline in seconds of each pull, push, stats and stop RPC.
         admin_timeout: deadline in seconds of save, load and shrink.
         max_keys_per_request: larger sparse requests are split into pieces of this many keys.
+        job_id: this process's job identity (``fleet.role_maker``'s ``job_id``), sent with
+            every call; servers of another job refuse the calls, naming both jobs ("" names
+            none, and any server answers).
 
     Timeouts must be finite and positive, ``max_keys_per_request`` at least 1 (InvalidArgument
     otherwise). After ``close()``, or after ``stop_servers()``, every call raises Unavailable.
@@ -58,6 +61,7 @@ class PsClient:
         rpc_timeout: float = 30.0,
         admin_timeout: float = 600.0,
         max_keys_per_request: int = 32768,
+        job_id: str = "",
     ) -> None:
         if isinstance(endpoints, str):
             raise InvalidArgument(
@@ -69,6 +73,7 @@ class PsClient:
             float(rpc_timeout),
             float(admin_timeout),
             int(max_keys_per_request),
+            str(job_id),
         )
         self._endpoints = list(endpoints)
         self._tables: Dict[int, ps_pb2.TableConfig] = {}

@@ -32,7 +32,7 @@ from fleet.ps.client import PsClient
 from fleet.ps.config import server_config
 from fleet.ps.persist import Checkpointer, meet
 from fleet.ps.program_pass import PsPlan
-from fleet.ps.server import serve_until_stopped, start_server
+from fleet.ps.serving import serve_until_stopped, start_server
 from fleet.role_maker import RoleMakerBase
 from fleet.scope import add_run_listener, global_scope, remove_run_listener
 
@@ -102,7 +102,7 @@ class PsRuntime:
         # a worker's first pull waits for the load (init_worker's connect timeout bounds it),
         # and worker 0's start-up dense values are refused by the loaded (no longer pristine)
         # dense table.
-        self._server = start_server(config, address, load_dirname=model_dir)
+        self._server = start_server(config, address, load_dirname=model_dir, job_id=role.job_id)
         if model_dir is not None:
             logger.info("server %d: tables restored from %s", index, model_dir)
         for line in self._server.describe().splitlines():
@@ -125,7 +125,7 @@ class PsRuntime:
             raise InvalidArgument("fleet.init_worker() was called already")
         plan = self._plan
         cfg = plan.strategy.async_config
-        self.client = PsClient(role.server_endpoints(), connect_timeout=timeout)
+        self.client = PsClient(role.server_endpoints(), connect_timeout=timeout, job_id=role.job_id)
         dense_id = plan.dense_config.table_id if plan.dense_config is not None else None
         root = scope if scope is not None else global_scope()
         communicator = _core.distributed.Communicator(

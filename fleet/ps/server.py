@@ -1,111 +1,15 @@
-"""Running a parameter server: in this process (``start_server`` / ``run_server``) or as a
-process of its own (``python -m fleet.ps.server --config cfg.json --ready-file f``)."""
+"""``python -m fleet.ps.server --config cfg.json [--address host:port] [--ready-file f]``: one
+parameter server as a process of its own. The functions live in ``fleet.ps.serving`` (imported
+by the package, so that running this module never finds it imported already); they are
+re-exported here for code that imports them from this module."""
 
 from __future__ import annotations
 
-import argparse
-import logging
-import os
-import signal
 import sys
-import threading
-from typing import Optional
 
-from fleet import _core
-from fleet.proto import ps_pb2
-from fleet.ps.config import read_server_config
+from fleet.ps.serving import Server, main, run_server, serve_until_stopped, start_server
 
-logger = logging.getLogger("fleet.ps")
-
-Server = _core.ps.Server
-
-
-def start_server(
-    config: ps_pb2.ServerConfig,
-    address: str = "127.0.0.1:0",
-    max_threads: int = 256,
-    load_dirname: Optional[str] = None,
-) -> Server:
-    """Builds the tables and starts serving in background threads; port 0 picks a free port
-    (read it from ``server.endpoint``). Stop it with ``server.shutdown()``. With
-    ``load_dirname``, every table is loaded from that checkpoint (written by any number of
-    servers) before the port opens, so no client ever reads a value the load replaces; a
-    missing, damaged or mismatched checkpoint fails the start with an error naming it."""
-    return Server.start(
-        config.SerializeToString(),
-        address,
-        max_threads,
-        os.fspath(load_dirname) if load_dirname else "",
-    )
-
-
-def _write_ready_file(path: str, endpoint: str) -> None:
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(endpoint)
-    os.replace(tmp, path)
-
-
-def serve_until_stopped(server: Server, grace: float = 5.0, poll: float = 0.2) -> None:
-    """Blocks until a Stop RPC, SIGTERM or SIGINT, then shuts the server down, letting the RPCs
-    in flight finish for up to ``grace`` seconds. Signal handlers are installed only when called
-    from the main thread (Python runs them there, between waits of ``poll`` seconds). Any object
-    with ``request_stop``, ``wait_for_stop_request``, ``shutdown`` and ``endpoint`` will do (the
-    benchmarks' echo peer is served the same way)."""
-    previous = {}
-    if threading.current_thread() is threading.main_thread():
-
-        def on_signal(signum: int, frame: object) -> None:
-            logger.info("signal %d: stopping", signum)
-            server.request_stop()
-
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            previous[signum] = signal.signal(signum, on_signal)
-    try:
-        while not server.wait_for_stop_request(poll):
-            pass
-    finally:
-        server.shutdown(grace)
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-    logger.info("stopped %s", server.endpoint)
-
-
-def run_server(
-    config: ps_pb2.ServerConfig,
-    address: str = "127.0.0.1:0",
-    ready_file: Optional[str] = None,
-    grace: float = 5.0,
-) -> None:
-    """Starts a server, logs its endpoint and tables, writes the endpoint to ``ready_file``
-    (atomically) when given, and blocks until it is stopped (see ``serve_until_stopped``)."""
-    server = start_server(config, address)
-    for line in server.describe().splitlines():
-        logger.info("%s", line)
-    if ready_file:
-        _write_ready_file(ready_file, server.endpoint)
-    serve_until_stopped(server, grace)
-
-
-def main(argv: Optional[list] = None) -> int:
-    parser = argparse.ArgumentParser(description="Run one Fleet parameter server.")
-    parser.add_argument("--config", help="ServerConfig as .json or binary protobuf")
-    parser.add_argument("--address", default="127.0.0.1:0", help="host:port; port 0 = any free")
-    parser.add_argument("--ready-file", help="file to receive host:port once serving")
-    args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO,
-        stream=sys.stderr,
-        format="%(asctime)s %(name)s %(levelname)s %(message)s",
-    )
-    # This process is a server from here on: keep request buffers for reuse.
-    tuning = _core.ps.tune_allocator_for_serving()
-    logger.info("allocator tuned for serving: %s", tuning)
-    if not args.config:
-        parser.error("--config is required")
-    run_server(read_server_config(args.config), args.address, args.ready_file)
-    return 0
-
+__all__ = ["Server", "main", "run_server", "serve_until_stopped", "start_server"]
 
 if __name__ == "__main__":
     sys.exit(main())

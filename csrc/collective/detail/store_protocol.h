@@ -6,6 +6,9 @@
 // kOk, kNotFound, or kError with the message as its one part. A request the store cannot
 // answer (unknown code, wrong part count, a counter that is not one) gets kError; only a frame
 // that breaks the wire limits (see socket.h) ends the connection.
+//
+// kStoreHello (one part: the client's job identity) is answered by the server itself, not by
+// HandleStoreRequest: a store that serves one job refuses a client of another (see tcp_store.h).
 
 #include <cstdint>
 
@@ -19,6 +22,7 @@ enum StoreOp : uint8_t {
   kStoreGet = 2,
   kStoreAdd = 3,
   kStoreCheck = 4,
+  kStoreHello = 5,
   kStoreOk = 100,
   kStoreNotFound = 101,
   kStoreError = 102

@@ -42,6 +42,7 @@ AsyncCommunicator::AsyncCommunicator(CommunicatorConfig config,
 }
 
 AsyncCommunicator::~AsyncCommunicator() {
+  if (!stopped_) DestroyedWithoutStop();
   {
     absl::MutexLock lock(&mu_);
     stop_ = true;
@@ -302,7 +303,7 @@ void AsyncCommunicator::Flush() {
 void AsyncCommunicator::OnPassEnd() {
   if (!dataset_pass_) return;
   prefetcher_.EndPass();
-  Flush();
+  if (!failed()) Flush();
 }
 
 void AsyncCommunicator::JoinThreads() {
@@ -317,8 +318,9 @@ void AsyncCommunicator::Stop() {
   stopped_ = true;
   std::exception_ptr flush_error;
   try {
-    Flush();
-  } catch (...) {
+    if (!failed()) Flush();  // after a failed step nothing more is pushed
+  } catch (const std::exception& e) {
+    MarkFailed(e.what());
     flush_error = std::current_exception();
   }
   {
@@ -328,8 +330,11 @@ void AsyncCommunicator::Stop() {
   }
   JoinThreads();
   if (flush_error) std::rethrow_exception(flush_error);
-  absl::MutexLock lock(&mu_);
-  CheckError();
+  {
+    absl::MutexLock lock(&mu_);
+    CheckError();
+  }
+  if (!failed()) Leave();
 }
 
 }  // namespace fleet::distributed::detail

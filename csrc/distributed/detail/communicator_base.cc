@@ -1,5 +1,6 @@
 #include "distributed/detail/communicator_base.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -10,21 +11,61 @@ namespace {
 
 // Forwards the executor's step hooks to the communicator. Holds it weakly: the communicator owns
 // the hook, and a hook left registered after the communicator is gone does nothing.
+//
+// It also tells when a step raised: a thread that began a step (BeforeStep) and ends (its
+// OnThreadEnd, or the pass's end) without finishing it (AfterStep returned) failed in between,
+// in a kernel, an op's call to the servers or a hook; so did any hook call that throws.
 class CommunicatorHook : public framework::StepHook {
  public:
   explicit CommunicatorHook(CommunicatorBase* owner) : owner_(owner) {}
-  void OnPassBegin(const framework::PassInfo& pass) override { owner_->OnPassBegin(pass); }
-  void BeforeStep(const framework::StepInfo& info) override { owner_->BeforeStep(info); }
-  void AfterStep(const framework::StepInfo& info) override { owner_->AfterStep(info); }
-  void OnBatchAhead(const framework::StepInfo& next) override { owner_->OnBatchAhead(next); }
-  void OnThreadEnd(int thread) override { owner_->OnThreadEnd(thread); }
-  void OnPassEnd() override { owner_->OnPassEnd(); }
+  void OnPassBegin(const framework::PassInfo& pass) override {
+    in_step_.assign(static_cast<size_t>(std::max(pass.num_threads, 1)), 0);
+    Guard("the start of a pass", [&] { owner_->OnPassBegin(pass); });
+  }
+  void BeforeStep(const framework::StepInfo& info) override {
+    Slot(info.thread) = 1;
+    Guard("a step", [&] { owner_->BeforeStep(info); });
+  }
+  void AfterStep(const framework::StepInfo& info) override {
+    Guard("a step", [&] { owner_->AfterStep(info); });
+    Slot(info.thread) = 0;
+  }
+  void OnBatchAhead(const framework::StepInfo& next) override {
+    Guard("a step", [&] { owner_->OnBatchAhead(next); });
+  }
+  void OnThreadEnd(int thread) override {
+    if (Slot(thread) != 0) owner_->MarkFailed("a step raised");
+    Guard("the end of a thread", [&] { owner_->OnThreadEnd(thread); });
+  }
+  void OnPassEnd() override {
+    for (char busy : in_step_) {
+      if (busy != 0) owner_->MarkFailed("a step raised");
+    }
+    Guard("the end of a pass", [&] { owner_->OnPassEnd(); });
+  }
   std::string Name() const override {
     return absl::StrCat(PsModeName(owner_->config().mode), " communicator");
   }
 
  private:
+  // Each thread writes its own slot only; the pass's end reads them after every thread ended.
+  char& Slot(int thread) {
+    const size_t t = static_cast<size_t>(thread);
+    if (t >= in_step_.size()) in_step_.resize(t + 1, 0);  // only before threads start
+    return in_step_[t];
+  }
+  template <class Fn>
+  void Guard(const char* where, Fn&& fn) {
+    try {
+      fn();
+    } catch (const std::exception& e) {
+      owner_->MarkFailed(absl::StrCat(where, " failed: ", e.what()));
+      throw;
+    }
+  }
+
   CommunicatorBase* owner_;
+  std::vector<char> in_step_;
 };
 
 }  // namespace
@@ -68,6 +109,13 @@ CommunicatorBase::CommunicatorBase(CommunicatorConfig config, std::shared_ptr<ps
                   " on the servers, the program ", var.dim);
   }
   hook_ = std::make_shared<CommunicatorHook>(this);
+}
+
+void CommunicatorBase::MarkFailed(const std::string& why) {
+  if (failed_.exchange(true, std::memory_order_acq_rel)) return;
+  // Tell the servers at once, so that the others stop waiting for this worker; bounded by the
+  // client's RPC timeout, and best effort: a server that cannot be told is what failed.
+  (void)client_->ReportFailure(config_.worker_id, why);
 }
 
 const SparseVar& CommunicatorBase::Sparse(uint32_t table_id) const {
@@ -170,8 +218,21 @@ void CommunicatorBase::Start() {
   WaitOk(client_->Barrier("__init_worker__", config_.num_workers, config_.worker_id,
                           config_.step_timeout),
          absl::StrCat("init_worker: waiting for all ", config_.num_workers, " workers"));
+  // From here the servers know this worker is alive by an open call: if its process dies, they
+  // fail the other workers' barriers naming it (PsClient::Attend).
+  client_->Attend(config_.worker_id);
   PullDenseIntoRoot();
   StartThreads();
+}
+
+void CommunicatorBase::Leave() {
+  ThrowIfError(client_->Leave(config_.worker_id),
+               absl::StrCat("stop_worker: worker ", config_.worker_id, "'s goodbye"));
+}
+
+void CommunicatorBase::DestroyedWithoutStop() {
+  MarkFailed(absl::StrCat("its communicator ended without fleet.stop_worker() (the script ",
+                          "ended on an error, or never called it)"));
 }
 
 }  // namespace fleet::distributed::detail

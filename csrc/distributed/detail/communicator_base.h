@@ -3,6 +3,7 @@
 // gradients, pull values into the root scope), the start-up handshake, and the StepHook that
 // forwards to the mode's methods.
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -27,6 +28,14 @@ class CommunicatorBase : public Communicator {
   const CommunicatorConfig& config() const override { return config_; }
   ps::PsClient& client() override { return *client_; }
 
+  // Whether a step of this worker raised (a kernel, an op's RPC or a hook) or a flush failed.
+  // A failed worker stops taking part in the job: Stop() then pushes nothing and meets nobody
+  // (a peer may be dead or frozen; the job ends with the error already raised), and the servers
+  // have been told, so that the other workers' next barrier fails naming this one.
+  bool failed() const { return failed_.load(std::memory_order_acquire); }
+  // Records the failure (once) and tells the servers; never throws.
+  void MarkFailed(const std::string& why);
+
   // Hook entry points; the defaults do nothing.
   virtual void OnPassBegin(const framework::PassInfo& pass) {}
   virtual void BeforeStep(const framework::StepInfo& info) {}
@@ -48,6 +57,12 @@ class CommunicatorBase : public Communicator {
   void ReadDenseParams(float* out) const;
   // Writes packed values into the root scope's dense parameters (in place: same buffers).
   void WriteDenseParams(const float* values) const;
+  // The end of a normal Stop(): tells the servers this worker leaves (its presence call ending
+  // is then no failure). Throws the error of a server that cannot be told.
+  void Leave();
+  // For a destructor that runs before Stop(): the worker is counted as failed (and the servers
+  // told), instead of a flush and barriers a destructor could wait on for minutes.
+  void DestroyedWithoutStop();
   // Pulls the dense table and writes it into the root scope; `into` receives the values too.
   void PullDenseIntoRoot(std::vector<float>* into = nullptr);
   virtual void StartThreads() {}
@@ -59,6 +74,7 @@ class CommunicatorBase : public Communicator {
  private:
   std::vector<LoDTensor*> DenseParams() const;
 
+  std::atomic<bool> failed_{false};
   size_t dense_size_ = 0;
   std::shared_ptr<framework::StepHook> hook_;
 };

@@ -200,7 +200,7 @@ void GeoCommunicator::AfterStep(const framework::StepInfo& info) {
 }
 
 void GeoCommunicator::OnPassEnd() {
-  if (dataset_pass_) Exchange();
+  if (dataset_pass_ && !failed()) Exchange();
 }
 
 void GeoCommunicator::Flush() { Exchange(); }
@@ -208,7 +208,14 @@ void GeoCommunicator::Flush() { Exchange(); }
 void GeoCommunicator::Stop() {
   if (stopped_) return;
   stopped_ = true;
-  Flush();
+  if (failed()) return;  // after a failed step nothing more is pushed
+  try {
+    Flush();
+    Leave();
+  } catch (const std::exception& e) {
+    MarkFailed(e.what());
+    throw;
+  }
 }
 
 }  // namespace fleet::distributed::detail

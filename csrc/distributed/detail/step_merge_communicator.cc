@@ -7,10 +7,9 @@
 namespace fleet::distributed::detail {
 
 StepMergeCommunicator::~StepMergeCommunicator() {
-  try {
-    Stop();
-  } catch (...) {  // a destructor cannot report: stop_worker is where errors surface
-  }
+  // No Stop() here: its flush and sync barriers could wait a step timeout for peers that are
+  // gone, keeping a failed process alive.
+  if (!stopped_) DestroyedWithoutStop();
 }
 
 void StepMergeCommunicator::PushSparse(int thread, uint32_t table_id,
@@ -130,7 +129,7 @@ void StepMergeCommunicator::OnPassEnd() {
   {
     absl::MutexLock lock(&mu_);
     dataset_pass = dataset_pass_;
-    if (failed_) return;
+    if (failed_ || failed()) return;
   }
   // After a dataset pass, wait until every worker's pass ended (they may have more batches).
   // Executor.run loops keep their steps in step by themselves; stop_worker finishes them.
@@ -148,8 +147,17 @@ void StepMergeCommunicator::Flush() {
 void StepMergeCommunicator::Stop() {
   if (stopped_) return;
   stopped_ = true;
-  Flush();
-  FinishSyncSteps();
+  // After a failed step nothing more is pushed and no barrier is met: a peer may be dead or
+  // frozen, and the step's error has been raised already.
+  if (failed()) return;
+  try {
+    Flush();
+    FinishSyncSteps();
+    Leave();
+  } catch (const std::exception& e) {
+    MarkFailed(e.what());
+    throw;
+  }
 }
 
 }  // namespace fleet::distributed::detail

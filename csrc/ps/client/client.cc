@@ -27,6 +27,23 @@ absl::Status CallStatus(const grpc::Status& transport, const proto::RpcStatus& r
   return absl::OkStatus();
 }
 
+absl::Status CheckIncarnation(Incarnations* incarnations, size_t server,
+                              const grpc::ClientContext& context) {
+  const auto& metadata = context.GetServerInitialMetadata();
+  auto it = metadata.find(kIncarnationKey);
+  if (it == metadata.end()) return absl::OkStatus();
+  const std::string seen(it->second.data(), it->second.size());
+  absl::MutexLock lock(&incarnations->mu);
+  std::string& first = incarnations->first[server];
+  if (first.empty()) first = seen;
+  if (seen == first) return absl::OkStatus();
+  return absl::AbortedError(absl::StrCat(
+      "parameter server ", server, " restarted under the running job (incarnation ", first,
+      ", now ", seen,
+      "): it lost the rows the job had put in its tables, so its replies cannot be trusted; "
+      "restart the job from a checkpoint"));
+}
+
 }  // namespace detail
 
 namespace {
@@ -193,12 +210,21 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(ClientOptions option
   }
   std::unique_ptr<PsClient> client(new PsClient(std::move(options)));
   client->inflight_ = std::make_shared<detail::Inflight>();
+  client->incarnations_ = std::make_shared<detail::Incarnations>();
+  {
+    absl::MutexLock lock(&client->incarnations_->mu);
+    client->incarnations_->first.resize(client->options_.endpoints.size());
+  }
+  client->presence_ = std::make_unique<detail::Presence>();
   client->dedup_pool_ = std::make_unique<detail::KeyDedupPool>();
   if (auto s = client->Handshake(); !s.ok()) return s;
   return client;
 }
 
-PsClient::~PsClient() { WaitForInflight(); }
+PsClient::~PsClient() {
+  EndPresence();
+  WaitForInflight();
+}
 
 void PsClient::WaitForInflight() {
   if (!inflight_) return;
@@ -209,6 +235,7 @@ void PsClient::WaitForInflight() {
 
 void PsClient::Close() {
   state_.store(kClosed);
+  EndPresence();
   WaitForInflight();
 }
 

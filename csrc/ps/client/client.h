@@ -27,6 +27,8 @@
 namespace fleet::ps {
 namespace detail {
 struct Inflight;
+struct Incarnations;
+struct Presence;
 class KeyDedupPool;
 }  // namespace detail
 
@@ -47,12 +49,18 @@ struct ClientOptions {
   // Sparse requests to one server are split into pieces of at most this many keys, which the
   // server works on in parallel and the transport pipelines.
   size_t max_keys_per_request = 32768;
+  // This worker's job identity (fleet.role_maker's job_id), sent with every call: a server of
+  // another job refuses the calls (the first, Connect's, fails naming both jobs). Empty: unnamed.
+  std::string job_id;
 };
 
 class PsClient {
  public:
   // Connects to every endpoint, waiting up to connect_timeout, and checks that server i reports
-  // index i of endpoints.size() and that all servers hold the same tables. InvalidArgument,
+  // index i of endpoints.size(), serves this job, and that all servers hold the same tables.
+  // Every later reply must come from the same start of its server (its incarnation, see
+  // ps/detail/call_metadata.h): a server restarted under the job has lost the job's rows, and
+  // every call to it fails with ABORTED naming it. InvalidArgument,
   // before connecting, for a malformed endpoint, a timeout that is not positive or a zero
   // max_keys_per_request; Unavailable naming the endpoint that cannot be reached;
   // InvalidArgument for inconsistent servers.
@@ -125,6 +133,18 @@ class PsClient {
   // client, but Close and StopServers, fail at once with Unavailable.
   absl::Status StopServers();
 
+  // Worker liveness (see ps.proto's BarrierRequest). ReportFailure tells every server that
+  // worker `worker_id` failed (`why`): their barriers fail at once, now and later, naming it.
+  // Blocks up to min(rpc_timeout, 5 s); a server that cannot be told is returned as an error.
+  absl::Status ReportFailure(uint32_t worker_id, const std::string& why);
+  // Keeps one call open to every server while this worker lives: when its process dies, the
+  // servers see the connection drop and fail their barriers naming it. Returns at once;
+  // idempotent. Close() (or the destructor) ends the calls.
+  void Attend(uint32_t worker_id);
+  // The worker ends normally: tells every server (bounded by rpc_timeout), then ends the calls
+  // of Attend.
+  absl::Status Leave(uint32_t worker_id);
+
  private:
   struct DenseRoute {
     DenseLayout layout;
@@ -165,7 +185,13 @@ class PsClient {
   std::vector<std::unique_ptr<proto::PsService::Stub>> stubs_;
   absl::flat_hash_map<uint32_t, proto::TableConfig> tables_;
   absl::flat_hash_map<uint32_t, DenseRoute> dense_;
+  // Ends the presence calls of Attend and waits for their callbacks.
+  void EndPresence();
+
   std::shared_ptr<detail::Inflight> inflight_;  // RPCs in flight, shared with their callbacks
+  // Each server's incarnation as first seen, shared with the callbacks.
+  std::shared_ptr<detail::Incarnations> incarnations_;
+  std::unique_ptr<detail::Presence> presence_;
   std::unique_ptr<detail::KeyDedupPool> dedup_pool_;
   std::atomic<State> state_{kOpen};
 };

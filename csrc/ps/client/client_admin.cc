@@ -1,5 +1,6 @@
 // PsClient's blocking administrative calls: one RPC to every server, in parallel.
 
+#include <algorithm>
 #include <atomic>
 
 #include "ps/client/client.h"
@@ -16,6 +17,7 @@ using ShrinkCall = detail::Call<proto::ShrinkRequest, proto::ShrinkReply>;
 using StatsCall = detail::Call<proto::StatsRequest, proto::StatsReply>;
 using HeartbeatCall = detail::Call<proto::HeartbeatRequest, proto::HeartbeatReply>;
 using StopCall = detail::Call<proto::StopRequest, proto::StopReply>;
+using BarrierCall = detail::Call<proto::BarrierRequest, proto::BarrierReply>;
 
 }  // namespace
 
@@ -127,6 +129,58 @@ absl::Status PsClient::Heartbeat() {
   return CallAll<HeartbeatCall>(
       "Heartbeat", options_.rpc_timeout, FLEET_PS_STARTER(Heartbeat), [](HeartbeatCall*) {},
       [](size_t, const proto::HeartbeatReply&) { return absl::OkStatus(); });
+}
+
+absl::Status PsClient::ReportFailure(uint32_t worker_id, const std::string& why) {
+  return CallAll<BarrierCall>(
+      "report of the worker's failure", std::min(options_.rpc_timeout, absl::Seconds(5)),
+      FLEET_PS_STARTER(Barrier),
+      [&](BarrierCall* call) {
+        call->request.set_worker_id(worker_id);
+        call->request.set_failure(why.empty() ? "no reason given" : why);
+      },
+      [](size_t, const proto::BarrierReply&) { return absl::OkStatus(); });
+}
+
+void PsClient::Attend(uint32_t worker_id) {
+  absl::MutexLock lock(&presence_->mu);
+  if (!presence_->calls.empty() || state_.load() != kOpen) return;
+  for (size_t s = 0; s < stubs_.size(); ++s) {
+    auto call = std::make_unique<BarrierCall>();
+    if (!options_.job_id.empty()) call->context.AddMetadata(detail::kJobIdKey, options_.job_id);
+    call->request.set_worker_id(worker_id);
+    call->request.set_presence(true);
+    ++presence_->open;
+    // No deadline: the call lasts as long as the worker. Its outcome does not matter (a server
+    // that went away fails the worker's other calls).
+    stubs_[s]->async()->Barrier(&call->context, &call->request, &call->reply,
+                                [presence = presence_.get()](grpc::Status) {
+                                  absl::MutexLock lock(&presence->mu);
+                                  --presence->open;
+                                });
+    presence_->calls.push_back(std::move(call));
+  }
+}
+
+absl::Status PsClient::Leave(uint32_t worker_id) {
+  absl::Status status = CallAll<BarrierCall>(
+      "goodbye", options_.rpc_timeout, FLEET_PS_STARTER(Barrier),
+      [&](BarrierCall* call) {
+        call->request.set_worker_id(worker_id);
+        call->request.set_goodbye(true);
+      },
+      [](size_t, const proto::BarrierReply&) { return absl::OkStatus(); });
+  EndPresence();
+  return status;
+}
+
+void PsClient::EndPresence() {
+  if (!presence_) return;
+  absl::MutexLock lock(&presence_->mu);
+  for (auto& call : presence_->calls) call->context.TryCancel();
+  presence_->mu.Await(absl::Condition(
+      +[](int* open) { return *open == 0; }, &presence_->open));
+  presence_->calls.clear();
 }
 
 absl::Status PsClient::StopServers() {

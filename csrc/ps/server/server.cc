@@ -3,6 +3,8 @@
 #include <grpcpp/grpcpp.h>
 
 #include <climits>
+#include <cstdio>
+#include <random>
 
 #include "absl/strings/str_cat.h"
 #include "ps/detail/endpoint.h"
@@ -11,6 +13,16 @@
 #include "ps/server/detail/table_set.h"
 
 namespace fleet::ps {
+namespace {
+
+// 64 random bits and the start time: two starts of a server never share one.
+std::string NewIncarnation() {
+  std::random_device random;
+  const uint64_t bits = (uint64_t{random()} << 32) ^ random();
+  return absl::StrCat(absl::Hex(bits, absl::kZeroPad16), "-", absl::ToUnixMillis(absl::Now()));
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Start(const ServerOptions& options) {
   if (auto s = detail::CheckEndpoint(options.address, true, "parameter server address"); !s.ok()) {
@@ -31,10 +43,15 @@ absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Start(const ServerOptions& o
     auto loaded = server->tables_->Load(options.load_dirname, /*all=*/true, 0);
     if (!loaded.ok()) return loaded.status();
   }
-  server->barriers_ = std::make_unique<detail::BarrierSet>();
+  server->barriers_ =
+      std::make_unique<detail::BarrierSet>(options.log ? options.log : [](const std::string& line) {
+        std::fprintf(stderr, "parameter server: %s\n", line.c_str());
+      });
+  server->incarnation_ = NewIncarnation();
   PsServer* self = server.get();
   server->service_ = std::make_unique<detail::PsServiceImpl>(
-      server->tables_.get(), server->barriers_.get(), [self] { self->RequestStop(); });
+      server->tables_.get(), server->barriers_.get(), [self] { self->RequestStop(); },
+      options.job_id, server->incarnation_);
 
   grpc::ServerBuilder builder;
   int port = 0;

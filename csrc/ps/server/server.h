@@ -8,6 +8,7 @@
 // calls Shutdown(stop_grace), letting the RPCs in flight finish. So a server stops serving
 // after a Stop RPC whether or not its owner waits for it (an in-process server too).
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -43,6 +44,13 @@ struct ServerOptions {
   // servers may have written it) before the port opens, so no client can pull a value that the
   // load is about to replace. A failed load fails Start with the load's error.
   std::string load_dirname;
+  // The job this server serves (fleet.role_maker's job_id): a call of a client of another job
+  // is refused (FAILED_PRECONDITION naming both jobs) before it reaches a table or a barrier.
+  // Empty: every caller is served.
+  std::string job_id;
+  // Progress lines of long barrier waits ("waiting for worker(s) 1 at barrier ..."); stderr
+  // when unset.
+  std::function<void(const std::string&)> log;
 };
 
 class PsServer {
@@ -57,6 +65,9 @@ class PsServer {
 
   // host:port actually listened on.
   const std::string& endpoint() const { return endpoint_; }
+  // Drawn at Start and sent with every reply: a client that sees it change knows this server
+  // restarted (and lost what the job had put in its tables).
+  const std::string& incarnation() const { return incarnation_; }
   const proto::ServerConfig& config() const;
   // A multi-line description: endpoint, then one line per table. For the start-up log.
   std::string Describe() const;
@@ -74,6 +85,7 @@ class PsServer {
   PsServer() = default;
 
   std::string endpoint_;
+  std::string incarnation_;
   std::unique_ptr<detail::TableSet> tables_;
   std::unique_ptr<detail::BarrierSet> barriers_;
   std::unique_ptr<detail::PsServiceImpl> service_;

@@ -64,6 +64,7 @@ def job_env(job_dir: pathlib.Path, collective: bool = False, **extra: str) -> di
         "FLEET_GLOO_STORE_ENDPOINT",
         "FLEET_GLOO_TIMEOUT_S",
         "FLEET_GLOO_COLLECTIVE_TIMEOUT_S",
+        "FLEET_JOB_ID",
     ):
         env.pop(name, None)
     env.update(extra)

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "ps/client/client.h"
+#include "ps/detail/call_metadata.h"
 
 namespace fleet::ps::detail {
 
@@ -36,6 +37,26 @@ struct Inflight {
 absl::Status CallStatus(const grpc::Status& transport, const proto::RpcStatus& reply,
                         const std::string& where);
 
+// Each server's incarnation (call_metadata.h) as the client first saw it.
+struct Incarnations {
+  absl::Mutex mu;
+  std::vector<std::string> first ABSL_GUARDED_BY(mu);  // by server; empty until seen
+};
+
+// OK when the reply of `context` (a completed call to `server`) comes from the server's
+// incarnation first seen (which it records on a first reply); ABORTED naming the server
+// otherwise. A reply without one (a transport failure) is not checked.
+absl::Status CheckIncarnation(Incarnations* incarnations, size_t server,
+                              const grpc::ClientContext& context);
+
+// Open presence calls (PsClient::Attend), one per server.
+struct Presence {
+  absl::Mutex mu;
+  std::vector<std::unique_ptr<Call<proto::BarrierRequest, proto::BarrierReply>>> calls
+      ABSL_GUARDED_BY(mu);
+  int open ABSL_GUARDED_BY(mu) = 0;  // calls whose callback has not run
+};
+
 }  // namespace fleet::ps::detail
 
 // Each starts one RPC through the stub's callback interface.
@@ -50,6 +71,7 @@ template <class CallT, class Start, class OnReply>
 void PsClient::Launch(size_t server, std::string what, absl::Duration timeout, CallT* call,
                       Start start, std::shared_ptr<detail::CallState> state, OnReply on_reply) {
   call->context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  if (!options_.job_id.empty()) call->context.AddMetadata(detail::kJobIdKey, options_.job_id);
   {
     absl::MutexLock lock(&inflight_->mu);
     ++inflight_->count;
@@ -57,9 +79,14 @@ void PsClient::Launch(size_t server, std::string what, absl::Duration timeout, C
   std::string where =
       absl::StrCat(what, " on parameter server ", server, " at ", options_.endpoints[server]);
   start(stubs_[server]->async(), &call->context, &call->request, &call->reply,
-        [call, where = std::move(where), state = std::move(state), inflight = inflight_,
-         on_reply = std::move(on_reply)](grpc::Status transport) {
+        [call, server, where = std::move(where), state = std::move(state), inflight = inflight_,
+         incarnations = incarnations_, on_reply = std::move(on_reply)](grpc::Status transport) {
           absl::Status status = detail::CallStatus(transport, call->reply.status(), where);
+          // A reply of a restarted server is refused whatever it says.
+          if (auto same = detail::CheckIncarnation(incarnations.get(), server, call->context);
+              !same.ok()) {
+            status = absl::Status(same.code(), absl::StrCat(where, ": ", same.message()));
+          }
           if (status.ok()) {
             status = on_reply(call->reply);
             if (!status.ok())

@@ -1,5 +1,7 @@
 #include "ps/server/detail/barrier.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
@@ -24,9 +26,11 @@ absl::Status BarrierSet::ArriveAndRun(const std::string& name, uint32_t num_work
     return absl::InvalidArgumentError(absl::StrCat("barrier '", name, "': worker id ", worker_id,
                                                    " is not in [0, ", num_workers, ")"));
   }
-  const absl::Time deadline = absl::Now() + timeout;
+  const absl::Time start = absl::Now();
+  const absl::Time deadline = start + timeout;
   absl::MutexLock lock(&mu_);
   if (closed_) return absl::UnavailableError("the server is shutting down");
+  if (!failure_.ok()) return failure_;
   Round& round = rounds_[name];
   if (round.arrived == 0) {
     round.expected = num_workers;
@@ -56,6 +60,7 @@ absl::Status BarrierSet::ArriveAndRun(const std::string& name, uint32_t num_work
     return round.result;
   }
   round.waiting[worker_id] = true;
+  absl::Time next_report = start + kProgressEvery;
   // Find the round again after each wait: inserting other names may move it.
   while (true) {
     Round& r = rounds_[name];
@@ -64,37 +69,97 @@ absl::Status BarrierSet::ArriveAndRun(const std::string& name, uint32_t num_work
       return r.result;
     }
     if (closed_) return absl::UnavailableError("the server is shutting down");
-    if (cv_.WaitWithDeadline(&mu_, deadline) && absl::Now() >= deadline) {
-      Round& late = rounds_[name];
-      if (late.generation != generation) {
-        if (done_workers != nullptr) *done_workers = late.result_done;
-        return late.result;
-      }
-      const uint32_t arrived = late.arrived;
-      // Name the first few that are missing (a job of thousands would drown the message).
+    if (!failure_.ok()) {
+      --r.arrived;
+      if (done) --r.done;
+      r.waiting[worker_id] = false;
+      return failure_;
+    }
+    const absl::Time now = absl::Now();
+    if (now >= deadline) {
+      const uint32_t arrived = r.arrived;
+      const std::string missing = Missing(r, num_workers);
+      // A missing worker that waits in another barrier is in another call than this one (one
+      // in save, another in stop_worker): say where, so that the error names both calls.
       constexpr size_t kNamed = 16;
-      std::vector<std::string> missing;
-      const uint32_t absent = num_workers - arrived;
-      for (uint32_t w = 0; w < late.waiting.size() && missing.size() < kNamed; ++w) {
-        if (!late.waiting[w]) missing.push_back(absl::StrCat(w));
+      std::vector<std::string> elsewhere;
+      for (const auto& [other_name, other] : rounds_) {
+        if (other_name == name) continue;
+        for (uint32_t w = 0; w < other.waiting.size() && w < r.waiting.size(); ++w) {
+          if (other.waiting[w] && !r.waiting[w] && elsewhere.size() < kNamed) {
+            elsewhere.push_back(absl::StrCat("worker ", w, " waits in barrier '", other_name, "'"));
+          }
+        }
       }
-      if (absent > missing.size()) {
-        missing.push_back(absl::StrCat("and ", absent - missing.size(), " more"));
-      }
-      --late.arrived;
-      if (done) --late.done;
-      late.waiting[worker_id] = false;
+      --r.arrived;
+      if (done) --r.done;
+      r.waiting[worker_id] = false;
       return absl::DeadlineExceededError(absl::StrCat(
           "barrier '", name, "': ", arrived, " of ", num_workers, " workers arrived within ",
-          absl::FormatDuration(timeout), "; missing worker(s) ", absl::StrJoin(missing, ", ")));
+          absl::FormatDuration(timeout), "; missing worker(s) ", missing,
+          elsewhere.empty() ? "" : "; ", absl::StrJoin(elsewhere, "; ")));
     }
+    if (now >= next_report) {
+      next_report = now + kProgressEvery;
+      // One line per round: from the lowest worker id waiting.
+      uint32_t first = 0;
+      while (first < r.waiting.size() && !r.waiting[first]) ++first;
+      if (log_ && first == worker_id) {
+        log_(absl::StrCat("waiting for worker(s) ", Missing(r, num_workers), " at barrier '", name,
+                          "' (", absl::ToInt64Seconds(now - start), " s of ",
+                          absl::ToInt64Seconds(timeout), ")"));
+      }
+    }
+    cv_.WaitWithDeadline(&mu_, std::min(deadline, next_report));
   }
+}
+
+std::string BarrierSet::Missing(const Round& round, uint32_t num_workers) {
+  // Name the first few that are missing (a job of thousands would drown the message).
+  constexpr size_t kNamed = 16;
+  std::vector<std::string> missing;
+  const uint32_t absent = num_workers - round.arrived;
+  for (uint32_t w = 0; w < round.waiting.size() && missing.size() < kNamed; ++w) {
+    if (!round.waiting[w]) missing.push_back(absl::StrCat(w));
+  }
+  if (absent > missing.size()) {
+    missing.push_back(absl::StrCat("and ", absent - missing.size(), " more"));
+  }
+  return absl::StrJoin(missing, ", ");
 }
 
 void BarrierSet::Close() {
   absl::MutexLock lock(&mu_);
   closed_ = true;
   cv_.SignalAll();
+}
+
+bool BarrierSet::WaitForClose(absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  return mu_.AwaitWithTimeout(absl::Condition(&closed_), timeout);
+}
+
+void BarrierSet::Fail(uint32_t worker_id, const std::string& why) {
+  absl::MutexLock lock(&mu_);
+  if (!failure_.ok()) return;
+  failure_ = absl::AbortedError(
+      absl::StrCat("worker ", worker_id, " failed (", why, "); the job cannot go on"));
+  cv_.SignalAll();
+}
+
+void BarrierSet::Leave(uint32_t worker_id) {
+  absl::MutexLock lock(&mu_);
+  left_.insert(worker_id);
+}
+
+void BarrierSet::Dropped(uint32_t worker_id, const std::string& peer) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (closed_ || left_.contains(worker_id)) return;
+  }
+  Fail(worker_id, absl::StrCat("its connection from ", peer,
+                               " dropped before fleet.stop_worker(): the process exited or was "
+                               "killed, or its machine is gone"));
 }
 
 }  // namespace fleet::ps::detail

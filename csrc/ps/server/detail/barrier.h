@@ -1,6 +1,11 @@
 #pragma once
 // Named barriers among workers, served by one server. A generation counter per name lets the
 // same name be reused round after round.
+//
+// A worker's failure (reported by the worker, or its presence call dropped: see ps.proto's
+// BarrierRequest) fails every barrier from then on, waiters included, with ABORTED naming it:
+// the other workers stop within a round trip instead of waiting for the timeout. A wait longer
+// than kProgressEvery is reported through `log` every kProgressEvery, naming the missing workers.
 
 #include <cstdint>
 #include <functional>
@@ -8,6 +13,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -16,6 +22,12 @@ namespace fleet::ps::detail {
 
 class BarrierSet {
  public:
+  using Log = std::function<void(const std::string&)>;
+  static constexpr absl::Duration kProgressEvery = absl::Seconds(30);
+
+  // `log` receives the progress lines of long waits (none when empty).
+  explicit BarrierSet(Log log = nullptr) : log_(std::move(log)) {}
+
   // Blocks until `num_workers` callers have arrived at `name` (all of them must pass the same
   // num_workers) and returns OK; DeadlineExceeded naming the barrier and the count that arrived
   // when `timeout` passes first (the caller's arrival is withdrawn); Unavailable after Close().
@@ -35,6 +47,17 @@ class BarrierSet {
                             uint32_t* done_workers);
   // Wakes every waiter with Unavailable and refuses later arrivals. Thread-safe.
   void Close();
+  // Blocks up to `timeout` for Close(); true once closed.
+  bool WaitForClose(absl::Duration timeout);
+
+  // Worker `worker_id` failed (`why`): every barrier, waiting or later, fails with ABORTED
+  // naming it. The first failure is kept. Thread-safe.
+  void Fail(uint32_t worker_id, const std::string& why);
+  // The worker ends normally: a later Dropped(worker_id) is no failure.
+  void Leave(uint32_t worker_id);
+  // The worker's presence call ended without a goodbye: Fail, unless it left or the set is
+  // closed (the server stopping ends every presence call).
+  void Dropped(uint32_t worker_id, const std::string& peer);
 
  private:
   struct Round {
@@ -48,10 +71,16 @@ class BarrierSet {
     uint32_t result_done = 0;
     std::vector<bool> waiting;  // by worker id, in this generation
   };
+  // The missing workers of `round`, the first few by id ("1, 3 and 5 more").
+  static std::string Missing(const Round& round, uint32_t num_workers);
+
+  Log log_;
   absl::Mutex mu_;
   absl::CondVar cv_;
   absl::flat_hash_map<std::string, Round> rounds_ ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status failure_ ABSL_GUARDED_BY(mu_);  // OK until a worker failed
+  absl::flat_hash_set<uint32_t> left_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace fleet::ps::detail

@@ -4,6 +4,7 @@
 #include <new>
 
 #include "absl/strings/str_cat.h"
+#include "ps/detail/call_metadata.h"
 #include "ps/server/detail/payload.h"
 
 namespace fleet::ps::detail {
@@ -39,16 +40,48 @@ auto Guarded(const char* rpc, Fn&& body) -> decltype(body()) {
 
 }  // namespace
 
-PsServiceImpl::PsServiceImpl(TableSet* tables, BarrierSet* barriers, std::function<void()> on_stop)
+PsServiceImpl::PsServiceImpl(TableSet* tables, BarrierSet* barriers, std::function<void()> on_stop,
+                             std::string job_id, std::string incarnation)
     : tables_(tables),
       barriers_(barriers),
       accumulator_(tables),
       on_stop_(std::move(on_stop)),
+      job_id_(std::move(job_id)),
+      incarnation_(std::move(incarnation)),
       started_(absl::Now()) {}
 
-grpc::Status PsServiceImpl::PullSparse(grpc::ServerContext*,
+bool PsServiceImpl::Admit(grpc::ServerContext* context, proto::RpcStatus* status) const {
+  context->AddInitialMetadata(kIncarnationKey, incarnation_);
+  if (job_id_.empty()) return true;
+  const auto& metadata = context->client_metadata();
+  auto it = metadata.find(kJobIdKey);
+  if (it == metadata.end() || it->second.empty()) return true;
+  const std::string theirs(it->second.data(), it->second.size());
+  if (theirs == job_id_) return true;
+  SetStatus(status, absl::FailedPreconditionError(absl::StrCat(
+                        "this server belongs to job '", job_id_, "', the caller to job '", theirs,
+                        "' (two jobs were given the same server ports?): refused, nothing of "
+                        "the call reached a table or a barrier")));
+  return false;
+}
+
+void PsServiceImpl::WorkerNews(grpc::ServerContext* context, const proto::BarrierRequest& request) {
+  const uint32_t worker = request.worker_id();
+  if (!request.failure().empty()) barriers_->Fail(worker, request.failure());
+  if (request.goodbye()) barriers_->Leave(worker);
+  if (!request.presence()) return;
+  // Held while the worker lives (one server thread). IsCancelled turns true when the client
+  // cancels the call (it says goodbye first) or its connection drops.
+  while (!context->IsCancelled()) {
+    if (barriers_->WaitForClose(absl::Milliseconds(200))) return;
+  }
+  barriers_->Dropped(worker, context->peer());
+}
+
+grpc::Status PsServiceImpl::PullSparse(grpc::ServerContext* context,
                                        const proto::PullSparseRequest* request,
                                        proto::PullSparseReply* reply) {
+  if (!Admit(context, reply->mutable_status())) return grpc::Status::OK;
   reply->set_table_id(request->table_id());
   absl::Status status = Guarded("PullSparse", [&]() -> absl::Status {
     auto table = tables_->Sparse(request->table_id());
@@ -63,9 +96,10 @@ grpc::Status PsServiceImpl::PullSparse(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status PsServiceImpl::PushSparse(grpc::ServerContext*,
+grpc::Status PsServiceImpl::PushSparse(grpc::ServerContext* context,
                                        const proto::PushSparseRequest* request,
                                        proto::PushReply* reply) {
+  if (!Admit(context, reply->mutable_status())) return grpc::Status::OK;
   reply->set_table_id(request->table_id());
   absl::Status status = Guarded("PushSparse", [&]() -> absl::Status {
     auto table = tables_->Sparse(request->table_id());
@@ -81,8 +115,10 @@ grpc::Status PsServiceImpl::PushSparse(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status PsServiceImpl::PullDense(grpc::ServerContext*, const proto::PullDenseRequest* request,
+grpc::Status PsServiceImpl::PullDense(grpc::ServerContext* context,
+                                      const proto::PullDenseRequest* request,
                                       proto::PullDenseReply* reply) {
+  if (!Admit(context, reply->mutable_status())) return grpc::Status::OK;
   reply->set_table_id(request->table_id());
   absl::Status status = Guarded("PullDense", [&]() -> absl::Status {
     auto table = tables_->Dense(request->table_id());
@@ -94,8 +130,10 @@ grpc::Status PsServiceImpl::PullDense(grpc::ServerContext*, const proto::PullDen
   return grpc::Status::OK;
 }
 
-grpc::Status PsServiceImpl::PushDense(grpc::ServerContext*, const proto::PushDenseRequest* request,
+grpc::Status PsServiceImpl::PushDense(grpc::ServerContext* context,
+                                      const proto::PushDenseRequest* request,
                                       proto::PushReply* reply) {
+  if (!Admit(context, reply->mutable_status())) return grpc::Status::OK;
   reply->set_table_id(request->table_id());
   absl::Status status = Guarded("PushDense", [&]() -> absl::Status {
     auto table = tables_->Dense(request->table_id());
@@ -110,8 +148,15 @@ grpc::Status PsServiceImpl::PushDense(grpc::ServerContext*, const proto::PushDen
   return grpc::Status::OK;
 }
 
-grpc::Status PsServiceImpl::Barrier(grpc::ServerContext*, const proto::BarrierRequest* request,
+grpc::Status PsServiceImpl::Barrier(grpc::ServerContext* context,
+                                    const proto::BarrierRequest* request,
                                     proto::BarrierReply* reply) {
+  if (!Admit(context, reply->mutable_status())) return grpc::Status::OK;
+  if (!request->failure().empty() || request->presence() || request->goodbye()) {
+    WorkerNews(context, *request);
+    SetStatus(reply->mutable_status(), absl::OkStatus());
+    return grpc::Status::OK;
+  }
   const absl::Duration timeout = absl::Milliseconds(request->timeout_ms());
   if (!request->apply_accumulated()) {
     SetStatus(reply->mutable_status(), barriers_->Arrive(request->name(), request->num_workers(),
@@ -134,8 +179,9 @@ grpc::Status PsServiceImpl::Barrier(grpc::ServerContext*, const proto::BarrierRe
   return grpc::Status::OK;
 }
 
-grpc::Status PsServiceImpl::Save(grpc::ServerContext*, const proto::SaveRequest* request,
+grpc::Status PsServiceImpl::Save(grpc::ServerContext* context, const proto::SaveRequest* request,
                                  proto::SaveLoadReply* reply) {
+  if (!Admit(context, reply->mutable_status())) return grpc::Status::OK;
   reply->set_table_id(request->table_id());
   auto files = Guarded("Save", [&] {
     return tables_->Save(request->dirname(), request->all_tables(), request->table_id(),
@@ -153,15 +199,17 @@ grpc::Status PsServiceImpl::Save(grpc::ServerContext*, const proto::SaveRequest*
   return grpc::Status::OK;
 }
 
-grpc::Status PsServiceImpl::CommitSave(grpc::ServerContext*,
+grpc::Status PsServiceImpl::CommitSave(grpc::ServerContext* context,
                                        const proto::CommitSaveRequest* request,
                                        proto::CommitSaveReply* reply) {
+  if (!Admit(context, reply->mutable_status())) return grpc::Status::OK;
   SetStatus(reply->mutable_status(), tables_->CommitSave(*request));
   return grpc::Status::OK;
 }
 
-grpc::Status PsServiceImpl::Load(grpc::ServerContext*, const proto::LoadRequest* request,
+grpc::Status PsServiceImpl::Load(grpc::ServerContext* context, const proto::LoadRequest* request,
                                  proto::SaveLoadReply* reply) {
+  if (!Admit(context, reply->mutable_status())) return grpc::Status::OK;
   reply->set_table_id(request->table_id());
   auto rows = Guarded("Load", [&] {
     return tables_->Load(request->dirname(), request->all_tables(), request->table_id());
@@ -171,8 +219,9 @@ grpc::Status PsServiceImpl::Load(grpc::ServerContext*, const proto::LoadRequest*
   return grpc::Status::OK;
 }
 
-grpc::Status PsServiceImpl::Shrink(grpc::ServerContext*, const proto::ShrinkRequest* request,
-                                   proto::ShrinkReply* reply) {
+grpc::Status PsServiceImpl::Shrink(grpc::ServerContext* context,
+                                   const proto::ShrinkRequest* request, proto::ShrinkReply* reply) {
+  if (!Admit(context, reply->mutable_status())) return grpc::Status::OK;
   reply->set_table_id(request->table_id());
   auto removed = Guarded(
       "Shrink", [&] { return tables_->Shrink(request->table_id(), request->max_unseen_saves()); });
@@ -181,23 +230,26 @@ grpc::Status PsServiceImpl::Shrink(grpc::ServerContext*, const proto::ShrinkRequ
   return grpc::Status::OK;
 }
 
-grpc::Status PsServiceImpl::Stats(grpc::ServerContext*, const proto::StatsRequest*,
+grpc::Status PsServiceImpl::Stats(grpc::ServerContext* context, const proto::StatsRequest*,
                                   proto::StatsReply* reply) {
+  if (!Admit(context, reply->mutable_status())) return grpc::Status::OK;
   for (auto& stats : tables_->Stats()) *reply->add_tables() = std::move(stats);
   SetStatus(reply->mutable_status(), absl::OkStatus());
   return grpc::Status::OK;
 }
 
-grpc::Status PsServiceImpl::Heartbeat(grpc::ServerContext*, const proto::HeartbeatRequest*,
+grpc::Status PsServiceImpl::Heartbeat(grpc::ServerContext* context, const proto::HeartbeatRequest*,
                                       proto::HeartbeatReply* reply) {
+  if (!Admit(context, reply->mutable_status())) return grpc::Status::OK;
   *reply->mutable_config() = tables_->config();
   reply->set_uptime_ms(absl::ToInt64Milliseconds(absl::Now() - started_));
   SetStatus(reply->mutable_status(), absl::OkStatus());
   return grpc::Status::OK;
 }
 
-grpc::Status PsServiceImpl::Stop(grpc::ServerContext*, const proto::StopRequest*,
+grpc::Status PsServiceImpl::Stop(grpc::ServerContext* context, const proto::StopRequest*,
                                  proto::StopReply* reply) {
+  if (!Admit(context, reply->mutable_status())) return grpc::Status::OK;
   on_stop_();
   SetStatus(reply->mutable_status(), absl::OkStatus());
   return grpc::Status::OK;

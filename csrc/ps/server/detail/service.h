@@ -14,8 +14,11 @@ namespace fleet::ps::detail {
 
 class PsServiceImpl final : public proto::PsService::Service {
  public:
-  // `on_stop` runs on a Stop RPC (it must not block on the RPCs in flight).
-  PsServiceImpl(TableSet* tables, BarrierSet* barriers, std::function<void()> on_stop);
+  // `on_stop` runs on a Stop RPC (it must not block on the RPCs in flight). `job_id`: the job
+  // whose calls are served (empty: any); `incarnation`: this server's start, sent with every
+  // reply (call_metadata.h).
+  PsServiceImpl(TableSet* tables, BarrierSet* barriers, std::function<void()> on_stop,
+                std::string job_id, std::string incarnation);
 
   grpc::Status PullSparse(grpc::ServerContext*, const proto::PullSparseRequest* request,
                           proto::PullSparseReply* reply) override;
@@ -43,10 +46,18 @@ class PsServiceImpl final : public proto::PsService::Service {
                     proto::StopReply* reply) override;
 
  private:
+  // Every handler starts here: stamps the reply with the incarnation and refuses (false, the
+  // reason in `status`) a caller of another job.
+  bool Admit(grpc::ServerContext* context, proto::RpcStatus* status) const;
+  // A worker's failure, presence or goodbye (BarrierRequest), rather than a barrier.
+  void WorkerNews(grpc::ServerContext* context, const proto::BarrierRequest& request);
+
   TableSet* tables_;
   BarrierSet* barriers_;
   GradAccumulator accumulator_;  // sync training's pending gradients
   std::function<void()> on_stop_;
+  std::string job_id_;
+  std::string incarnation_;
   absl::Time started_;
 };
 
