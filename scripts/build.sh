@@ -12,8 +12,15 @@ if [ ! -f "$BUILD_DIR/build.ninja" ]; then
         -DFLEET_WITH_CUDA="${FLEET_WITH_CUDA:-AUTO}" -DCMAKE_BUILD_TYPE=Release >/dev/null
 fi
 echo "[build] compiling fleet._core ($BUILD_DIR, $JOBS jobs)"
-ninja -C "$BUILD_DIR" -j "$JOBS" | grep -vE '^\[[0-9]+/[0-9]+\] ' || true
-test "${PIPESTATUS[0]}" -eq 0
+# Progress lines are dropped; the build's own status decides (grep finding no line is no error).
+set +o pipefail
+ninja -C "$BUILD_DIR" -j "$JOBS" | grep -vE '^\[[0-9]+/[0-9]+\] '
+ninja_status=${PIPESTATUS[0]}
+set -o pipefail
+if [ "$ninja_status" -ne 0 ]; then
+  echo "[build] failed (ninja exit $ninja_status)" >&2
+  exit "$ninja_status"
+fi
 # Link the source tree into .venv the way an editable install would (a .pth entry and the
 # console script), without pip re-running the CMake build.
 site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
