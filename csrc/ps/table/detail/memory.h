@@ -10,9 +10,11 @@
 
 namespace fleet::ps::detail {
 
-// The smaller of the memory the kernel reports available (MemAvailable of /proc/meminfo) and
-// what the process's cgroup (v2) limit leaves; UINT64_MAX when neither can be read.
-uint64_t AvailableMemoryBytes();
+// The least of: the memory the kernel reports available (MemAvailable of /proc/meminfo), what
+// the process's cgroup limit leaves (v2 memory.max, or v1 memory.limit_in_bytes), and what its
+// address-space limit (RLIMIT_AS, as `ulimit -v` sets) leaves of its virtual size; UINT64_MAX
+// when none can be read. `source`, when given, receives which of them it is.
+uint64_t AvailableMemoryBytes(std::string* source = nullptr);
 
 // ResourceExhausted naming `what`, the bytes it needs and those available, when `bytes` exceeds
 // the available memory.
