@@ -2,10 +2,33 @@
 # The whole test suite: set-up (idempotent), style checks (ruff, clang-format), C++ unit tests
 # (ctest), then pytest on 2 workers.
 # pytest's exit code 5 (no tests collected) is a failure here, never a pass.
+#
+#   scripts/run_tests.sh --repeat N [pytest args]   runs the distributed tests (tests/python/e2e,
+#       or the paths given) N times in a row, to find flaky ones; prints each round's failures
+#       and, at the end, how often each test failed. Run it beside a CPU-heavy process to see
+#       how the tests fare on a loaded machine.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 bash scripts/setup_env.sh || exit 1
+
+if [ "${1:-}" = "--repeat" ]; then
+  rounds="${2:?--repeat takes a number of rounds}"
+  shift 2
+  [ $# -eq 0 ] && set -- tests/python/e2e
+  failures="$(mktemp)"
+  for round in $(seq "$rounds"); do
+    echo "[tests] round $round of $rounds: $*"
+    .venv/bin/python -m pytest -n "${FLEET_TEST_WORKERS:-2}" --dist loadgroup -q -rf "$@" \
+        | tee /dev/stderr | sed -n 's/^FAILED \([^ ]*\).*/\1/p' >> "$failures"
+  done
+  echo "[tests] failures over $rounds rounds (count, test):"
+  sort "$failures" | uniq -c | sort -rn
+  count=$(wc -l < "$failures")
+  rm -f "$failures"
+  [ "$count" -eq 0 ]
+  exit $?
+fi
 
 status=0
 echo "[tests] style (scripts/lint.sh)"

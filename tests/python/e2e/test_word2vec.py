@@ -1,7 +1,7 @@
 """word2vec (examples/word2vec) on a slice of the shared public-domain corpus: one process, and a
 2-worker job in GEO and in async through fleetrun, each reach a held-out AUC an untrained model
-cannot (0.5); GEO lands within 0.01 of async. Skipped when ../shared/data is absent (the corpus
-is not in the repository)."""
+cannot (0.5); GEO lands within GEO_VS_ASYNC of async. Skipped when ../shared/data is absent (the
+corpus is not in the repository)."""
 
 from __future__ import annotations
 
@@ -22,6 +22,12 @@ CORPUS = pathlib.Path(
 # Measured: one process 0.631-0.632, 2 workers GEO (k=100) 0.63-0.64, async 0.63-0.64
 # (2 epochs: 0.64). Untrained: 0.50.
 MIN_HELDOUT_AUC = 0.60
+# Async is not deterministic (which worker's push a server applies first depends on thread
+# timing), and GEO's exchanges depend on it too: each run lands anywhere in the ranges above,
+# 0.01 wide each, so two runs can differ by up to their sum. 0.01 failed once on a loaded
+# machine (0.0104 apart, issue 29); 0.02 is the spread the measured ranges allow. A larger gap
+# would mean one mode trains worse, which is what this test is for.
+GEO_VS_ASYNC = 0.02
 
 pytestmark = pytest.mark.skipif(
     not CORPUS.is_dir(), reason=f"the text corpus is absent ({CORPUS}): see shared/data/README.md"
@@ -97,5 +103,5 @@ def test_two_workers_geo_matches_async(prepared):
     asynchronous = _train(prepared, "--mode", "async", workers=2)
     geo_auc, async_auc = _value(geo, "heldout_auc"), _value(asynchronous, "heldout_auc")
     assert geo_auc > MIN_HELDOUT_AUC and async_auc > MIN_HELDOUT_AUC
-    assert abs(geo_auc - async_auc) <= 0.01, (geo_auc, async_auc)
+    assert abs(geo_auc - async_auc) <= GEO_VS_ASYNC, (geo_auc, async_auc)
     assert _value(geo, "total_words") == _value(asynchronous, "total_words") > 250_000
