@@ -26,6 +26,8 @@ from __future__ import annotations
 import logging
 from typing import Any, Optional
 
+from google.protobuf import text_format
+
 from fleet import _core
 from fleet.errors import InvalidArgument
 from fleet.ps.client import PsClient
@@ -126,6 +128,7 @@ class PsRuntime:
         plan = self._plan
         cfg = plan.strategy.async_config
         self.client = PsClient(role.server_endpoints(), connect_timeout=timeout, job_id=role.job_id)
+        _check_update_rules(plan, self.client)
         dense_id = plan.dense_config.table_id if plan.dense_config is not None else None
         root = scope if scope is not None else global_scope()
         communicator = _core.distributed.Communicator(
@@ -230,6 +233,29 @@ class PsRuntime:
         if role.worker_index() == 0:
             self.client.stop_servers()
         self.client = None
+
+
+def _check_update_rules(plan: PsPlan, client: PsClient) -> None:
+    """Refuses (InvalidArgument naming the table and both rules) a table whose update rule in
+    this worker's plan differs from the servers': a worker's Adam against the servers' SGD, or in
+    GEO a worker's local rule against the others' (every worker is compared with the servers,
+    which hold the rule of the servers' plan). Like a differing dimension, it would train with
+    a rule nobody asked for, without an error."""
+    for table in plan.table_configs():
+        theirs = client.table_config(table.table_id).optimizer
+        if theirs.SerializeToString(deterministic=True) == table.optimizer.SerializeToString(
+            deterministic=True
+        ):
+            continue
+        raise InvalidArgument(
+            f"fleet.init_worker(): table {table.table_id} ('{table.name}') is updated with "
+            f"{_rule(theirs)} on the servers but with {_rule(table.optimizer)} in this worker's "
+            "program: every role must build the same optimizer (and strategy table_optimizers)"
+        )
+
+
+def _rule(optimizer: Any) -> str:
+    return "{" + text_format.MessageToString(optimizer, as_one_line=True) + "}"
 
 
 __all__ = ["PsRuntime"]
