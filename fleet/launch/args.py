@@ -33,6 +33,12 @@ FLEET_GLOO_STORE_ENDPOINT for fleet.util). If a process exits non-zero, the othe
 (SIGTERM, then SIGKILL after --grace_period), the tail of its output is printed and fleetrun
 exits non-zero. When every worker has finished, the servers are stopped and fleetrun exits 0.
 SIGTERM or Ctrl-C to fleetrun stops the whole job.
+
+Each job has an identity, carried by every call to its servers and rendezvous store, so that a
+job started on another job's ports is refused instead of training into it: fleetrun makes a fresh
+FLEET_JOB_ID for a job on one machine; for a job over several machines set the same FLEET_JOB_ID
+on each (a cluster manager's PADDLE_JOB_ID or SLURM_JOB_ID also serves), or the processes derive
+one from the job's endpoints.
 """
 
 
