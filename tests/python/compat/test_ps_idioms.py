@@ -94,3 +94,14 @@ def test_a_save_into_a_file_fails_on_every_worker_naming_the_path(tmp_path):
     for error in errors.values():
         assert error["type"] == "InvalidArgument", error
         assert str(folder / "a_file") in error["message"], error
+
+
+def test_workers_in_different_calls_are_named_in_the_error(tmp_path):
+    """Worker 0 in load_model while worker 1 is in stop_worker: worker 0's load_model times out
+    (after its timeout) with an error naming both calls and the worker; then both stop."""
+    folder, result = _run(tmp_path, "async", "mismatch")
+    assert result.returncode == 0, jobs.explain(result, folder)
+    error = jobs.results(folder, "error")["0"]
+    assert error["type"] == "Timeout", error
+    assert "fleet.load_model()" in error["message"], error
+    assert "worker 1 waits in barrier '__stop_worker__' (fleet.stop_worker())" in error["message"]
