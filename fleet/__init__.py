@@ -37,6 +37,7 @@ from fleet.executor import (
     Executor,
     LoDTensor,
     create_lod_tensor,
+    cuda_places,
     global_scope,
     scope_guard,
 )
@@ -160,6 +161,7 @@ __all__ = [
     "restart_checkpoint",
     "CPUPlace",
     "CUDAPlace",
+    "cuda_places",
     "DatasetFactory",
     "Executor",
     "InMemoryDataset",

@@ -6,6 +6,7 @@ result is cached per program version and feed/fetch names), and runs it with the
 
 from __future__ import annotations
 
+import os
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -41,6 +42,26 @@ class CUDAPlace:
 
     def __repr__(self) -> str:
         return f"CUDAPlace({self.device_id})"
+
+
+def cuda_places(device_ids: Sequence[int] | None = None) -> list[CUDAPlace]:
+    """fluid.cuda_places: a CUDAPlace per id of `device_ids`; by default the ids in
+    FLAGS_selected_gpus (comma-separated, as fleetrun sets it per process), else every visible
+    device. Unavailable in a build without CUDA."""
+    if not _core.compiled_with_cuda:
+        raise Unavailable("cuda_places: Fleet was built without CUDA")
+    if device_ids is None:
+        selected = os.environ.get("FLAGS_selected_gpus", "").strip()
+        if selected:
+            try:
+                device_ids = [int(s) for s in selected.split(",")]
+            except ValueError:
+                raise InvalidArgument(
+                    f"FLAGS_selected_gpus={selected!r}: expected comma-separated device ids"
+                ) from None
+        else:
+            device_ids = list(range(_core.cuda_device_count()))
+    return [CUDAPlace(i) for i in device_ids]
 
 
 def LoDTensor(
@@ -150,7 +171,8 @@ def _dataset_pass(infer: bool, doc: str) -> Callable[..., DatasetRunResult]:
 
 
 class Executor:
-    """Runs programs on a scope. `place` is CPUPlace(); CUDAPlace needs a GPU build and device.
+    """Runs programs on a scope. `place` is CPUPlace() or CUDAPlace(i) (a GPU build and device:
+    kernels run on the device's stream, feeds and fetches are copied; framework/executor.h).
 
     `resources`: the distributed resources its kernels see (PS communicator, collective group);
     by default the process's (`fleet.scope.default_resources()`), which `fleet.init_worker()`
@@ -158,14 +180,16 @@ class Executor:
     way."""
 
     def __init__(self, place: Any = None, seed: int = 0x5EED, resources: Any = None) -> None:
+        cuda_device = -1
         if isinstance(place, CUDAPlace):
             if not _core.compiled_with_cuda:
                 raise Unavailable(f"{place}: Fleet was built without CUDA")
-            raise Unavailable(
-                f"{place}: the executor runs programs on CPU only in this version; use CPUPlace()"
-            )
+            count = _core.cuda_device_count()
+            if not 0 <= place.device_id < count:
+                raise Unavailable(f"{place}: {count} CUDA device(s) visible")
+            cuda_device = place.device_id
         self.place = place or CPUPlace()
-        self._core = _core.Executor(seed=seed)
+        self._core = _core.Executor(seed=seed, cuda_device=cuda_device)
         self._core.resources = resources if resources is not None else default_resources()
         self._cache: dict[tuple, Any] = {}
 
@@ -392,6 +416,7 @@ __all__ = [
     "Executor",
     "LoDTensor",
     "create_lod_tensor",
+    "cuda_places",
     "global_scope",
     "scope_guard",
     "numpy_of",

@@ -19,10 +19,22 @@ class SelectedRows {
   const Tensor& value() const { return value_; }
   Tensor* mutable_value() { return &value_; }
 
+  // When value() is on a device, the rows as an int64 tensor [n] on that device, for device
+  // kernels; a device kernel that produces rows writes only these and leaves rows() empty, so
+  // that no step waits for a copy to the host (core/device_memory.h copies them back).
+  const Tensor& device_rows() const { return device_rows_; }
+  Tensor* mutable_device_rows() { return &device_rows_; }
+  // Rows held: rows().size(), or device_rows().numel() when only those are set.
+  int64_t num_rows() const {
+    return rows_.empty() && device_rows_.initialized() ? device_rows_.numel()
+                                                       : static_cast<int64_t>(rows_.size());
+  }
+
  private:
   std::vector<int64_t> rows_;
   int64_t height_ = 0;
   Tensor value_;
+  Tensor device_rows_;
 };
 
 // Sums duplicate rows: the result has unique rows in first-seen order. Float32 values only.

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_join.h"
+#include "core/device_memory.h"
 #include "core/huge_pages.h"
 
 namespace fleet {
@@ -32,8 +33,8 @@ Buffer::Buffer(size_t bytes) : size_(bytes) {
   release_ = [p = data_] { std::free(p); };
 }
 
-Buffer::Buffer(void* data, size_t bytes, std::function<void()> release)
-    : data_(data), size_(bytes), release_(std::move(release)) {}
+Buffer::Buffer(void* data, size_t bytes, std::function<void()> release, Place place)
+    : data_(data), size_(bytes), release_(std::move(release)), place_(place) {}
 
 Buffer::~Buffer() {
   if (release_) release_();
@@ -57,8 +58,20 @@ Tensor& Tensor::Resize(Shape shape) {
 void* Tensor::mutable_data(DType dtype) {
   if (dtype_ != dtype) dtype_ = dtype;  // no write to a shared tensor, as in Resize
   size_t need = static_cast<size_t>(NumElements(shape_)) * SizeOf(dtype);
-  if (buffer_ == nullptr || buffer_->size() < offset_ + need) {
+  if (buffer_ == nullptr || buffer_->size() < offset_ + need ||
+      buffer_->place().device != DeviceType::kCPU) {
     buffer_ = std::make_shared<Buffer>(need);
+    offset_ = 0;
+  }
+  return static_cast<char*>(buffer_->data()) + offset_;
+}
+
+void* Tensor::mutable_data(DType dtype, Place place) {
+  if (place.device == DeviceType::kCPU) return mutable_data(dtype);
+  if (dtype_ != dtype) dtype_ = dtype;
+  size_t need = static_cast<size_t>(NumElements(shape_)) * SizeOf(dtype);
+  if (buffer_ == nullptr || buffer_->size() < offset_ + need || !(buffer_->place() == place)) {
+    buffer_ = AllocateBuffer(need, place);
     offset_ = 0;
   }
   return static_cast<char*>(buffer_->data()) + offset_;
@@ -89,12 +102,19 @@ void Tensor::CopyFrom(const Tensor& other) {
   Shape shape = other.shape_;
   DType dtype = other.dtype_;
   const void* src = other.raw_data();
+  const Place place = other.place();
   // Fresh memory: `other` may share our buffer.
-  buffer_ = std::make_shared<Buffer>(other.nbytes());
+  auto fresh = place.device == DeviceType::kCPU ? std::make_shared<Buffer>(other.nbytes())
+                                                : AllocateBuffer(other.nbytes(), place);
+  buffer_ = std::move(fresh);
   offset_ = 0;
   shape_ = std::move(shape);
   dtype_ = dtype;
-  std::memcpy(buffer_->data(), src, nbytes());
+  if (place.device == DeviceType::kCPU) {
+    std::memcpy(buffer_->data(), src, nbytes());
+  } else {
+    CopyBytes(buffer_->data(), place, src, place, nbytes());
+  }
 }
 
 Tensor Tensor::Slice(int64_t begin, int64_t end) const {
@@ -110,7 +130,14 @@ Tensor Tensor::Slice(int64_t begin, int64_t end) const {
   return out;
 }
 
-void Tensor::SetZero() { std::memset(mutable_data(dtype_), 0, nbytes()); }
+void Tensor::SetZero() {
+  const Place place = this->place();
+  if (place.device == DeviceType::kCPU) {
+    std::memset(mutable_data(dtype_), 0, nbytes());
+  } else {
+    ZeroBytes(mutable_data(dtype_, place), place, nbytes());
+  }
+}
 
 void Tensor::ResetBuffer(std::shared_ptr<Buffer> buffer, DType dtype, Shape shape) {
   buffer_ = std::move(buffer);

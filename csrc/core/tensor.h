@@ -1,5 +1,6 @@
 #pragma once
-// Tensor: a typed, shaped view of a reference-counted CPU buffer.
+// Tensor: a typed, shaped view of a reference-counted buffer on a Place (CPU memory, or the
+// memory of a CUDA device when Fleet is compiled with CUDA; see core/device_memory.h).
 //
 // Copying a Tensor copies the view, not the memory (the buffer is shared). Kernels size their
 // outputs with Resize() and then call mutable_data<T>(), which allocates only when the buffer is
@@ -24,25 +25,28 @@ using Shape = std::vector<int64_t>;
 int64_t NumElements(const Shape& shape);
 std::string ShapeToString(const Shape& shape);
 
-// Memory owned by a deleter: Fleet's aligned allocator, or a foreign owner (a NumPy array).
+// Memory owned by a deleter: Fleet's aligned allocator, a foreign owner (a NumPy array), or a
+// device's caching allocator (then place() is that device).
 class Buffer {
  public:
   // Allocates `bytes` bytes aligned to 64 for SIMD kernels; 4 MB or more on huge pages (see
   // core/huge_pages.h).
   explicit Buffer(size_t bytes);
   // Wraps foreign memory; `release` runs when the last Tensor using it goes away.
-  Buffer(void* data, size_t bytes, std::function<void()> release);
+  Buffer(void* data, size_t bytes, std::function<void()> release, Place place = CPUPlace());
   ~Buffer();
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
 
   void* data() const { return data_; }
   size_t size() const { return size_; }
+  const Place& place() const { return place_; }
 
  private:
   void* data_ = nullptr;
   size_t size_ = 0;
   std::function<void()> release_;
+  Place place_;
 };
 
 class Tensor {
@@ -57,7 +61,8 @@ class Tensor {
   int64_t numel() const { return NumElements(shape_); }
   DType dtype() const { return dtype_; }
   size_t nbytes() const { return static_cast<size_t>(numel()) * SizeOf(dtype_); }
-  Place place() const { return Place{}; }
+  // Where the memory is: the CPU until memory on a device is allocated or shared into it.
+  Place place() const { return buffer_ == nullptr ? Place{} : buffer_->place(); }
   // True once memory has been allocated or shared into this tensor.
   bool initialized() const { return buffer_ != nullptr; }
 
@@ -71,7 +76,15 @@ class Tensor {
   T* mutable_data() {
     return static_cast<T*>(mutable_data(DTypeOf<T>::value));
   }
+  // CPU memory: a tensor whose buffer is on a device gets fresh CPU memory.
   void* mutable_data(DType dtype);
+  // Memory on `place` (device kernels): allocated on `place` when the buffer is missing, too
+  // small or elsewhere. Unavailable for a CUDA place in a build without CUDA.
+  void* mutable_data(DType dtype, Place place);
+  template <typename T>
+  T* mutable_data(Place place) {
+    return static_cast<T*>(mutable_data(DTypeOf<T>::value, place));
+  }
 
   // Read access; throws InvalidArgument if uninitialised or of another dtype.
   template <typename T>
@@ -88,11 +101,13 @@ class Tensor {
 
   // Makes this tensor a view of other's memory (same shape and dtype).
   void ShareDataWith(const Tensor& other);
-  // Deep copy of other's shape, dtype and elements into memory of this tensor's own.
+  // Deep copy of other's shape, dtype and elements into memory of this tensor's own, on the
+  // place of other's memory.
   void CopyFrom(const Tensor& other);
   // Rows [begin, end) along dimension 0, sharing memory.
   Tensor Slice(int64_t begin, int64_t end) const;
-  // Fills every element with zero bytes (allocating if needed).
+  // Fills every element with zero bytes (allocating on the CPU if needed; on its device when the
+  // tensor already has device memory).
   void SetZero();
   // Adopts a buffer; used by the bindings to borrow NumPy memory without a copy.
   void ResetBuffer(std::shared_ptr<Buffer> buffer, DType dtype, Shape shape);

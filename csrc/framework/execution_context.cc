@@ -82,4 +82,10 @@ void ExecutionContext::Fail(const std::string& message) const {
   throw InvalidArgument(absl::StrCat("op ", op_.Describe(), ": ", message));
 }
 
+cuda::DeviceContext& ExecutionContext::cuda() const {
+  FLEET_ENFORCE(state_->cuda != nullptr, Internal, "op ", op_.Describe(),
+                ": a CUDA kernel ran on an executor without a CUDA device");
+  return *state_->cuda;
+}
+
 }  // namespace fleet::framework

@@ -11,9 +11,14 @@
 #include <utility>
 #include <vector>
 
+#include "core/place.h"
 #include "core/scope.h"
 #include "framework/op_spec.h"
 #include "framework/runtime.h"
+
+namespace fleet::cuda {
+class DeviceContext;  // core/cuda/device_context.h
+}  // namespace fleet::cuda
 
 namespace fleet::framework {
 
@@ -30,6 +35,9 @@ struct RunState {
   int thread = 0;
   // The executor's distributed resources (runtime.h); null when it has none.
   const RuntimeResources* resources = nullptr;
+  // The device of a CUDA executor (its stream, allocator and cuBLAS handle); null on the CPU.
+  cuda::DeviceContext* cuda = nullptr;
+  Place place;  // where the executor runs kernels
 };
 
 class ExecutionContext {
@@ -67,6 +75,10 @@ class ExecutionContext {
   }
 
   std::mt19937_64& rng() const { return state_->rng; }
+  // Where this kernel runs: CUDA kernels allocate their outputs here.
+  Place place() const { return state_->place; }
+  // The CUDA device context of a CUDA kernel; Internal when the executor runs on the CPU.
+  cuda::DeviceContext& cuda() const;
   int thread() const { return state_->thread; }
 
   // The process's T (a PS communicator, a collective group) from the executor's resources;

@@ -2,6 +2,12 @@
 
 #include <chrono>
 
+#include "core/device_memory.h"
+#include "fleet/build_config.h"
+#ifdef FLEET_WITH_CUDA
+#include "core/cuda/device_context.h"
+#endif
+
 namespace fleet::framework {
 namespace {
 
@@ -76,6 +82,25 @@ std::vector<ResolvedSlot> Resolve(const VarNameMap& slots, Scope* scope, bool cr
   return out;
 }
 
+// Copies the tensors of `slots` held elsewhere than `place` to `place`, in their variables.
+void MoveTo(const std::vector<ResolvedSlot>& slots, Place place) {
+  for (const auto& slot : slots) {
+    for (Variable* var : slot.vars) {
+      if (var->IsType<LoDTensor>()) {
+        const LoDTensor& tensor = var->Get<LoDTensor>();
+        if (tensor.initialized() && !(tensor.place() == place)) {
+          *var->GetMutable<LoDTensor>() = CopyToPlace(tensor, place);
+        }
+      } else if (var->IsType<SelectedRows>()) {
+        const SelectedRows& rows = var->Get<SelectedRows>();
+        if (rows.value().initialized() && !(rows.value().place() == place)) {
+          *var->GetMutable<SelectedRows>() = CopyToPlace(rows, place);
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 
 std::unique_ptr<PreparedProgram> Executor::Prepare(const proto::ProgramDesc& program,
@@ -93,6 +118,11 @@ std::unique_ptr<PreparedProgram> Executor::Prepare(const proto::ProgramDesc& pro
     op.spec = OpSpecFromProto(desc);
     const OpInfo& info = registry_->Get(op.spec.type);
     auto kernel = info.kernels.find(place_.device);
+    op.kernel_place = place_;
+    if (kernel == info.kernels.end() && place_.device != DeviceType::kCPU) {
+      kernel = info.kernels.find(DeviceType::kCPU);
+      op.kernel_place = CPUPlace();
+    }
     FLEET_ENFORCE(kernel != info.kernels.end(), InvalidArgument, "op '", op.spec.type,
                   "' has no kernel for ", place_.ToString());
     op.kernel = &kernel->second;
@@ -127,6 +157,11 @@ BoundProgram Executor::Bind(const PreparedProgram& program, Scope* scope,
 
 void Executor::Run(const BoundProgram& bound, RunState* state, RunStats* stats) const {
   state->resources = resources_.get();
+  state->place = place_;
+  const bool on_device = place_.device != DeviceType::kCPU;
+#ifdef FLEET_WITH_CUDA
+  if (on_device) state->cuda = &cuda::DeviceContext::Get(place_.device_id);
+#endif
   const auto& ops = bound.program->ops;
   using Clock = std::chrono::steady_clock;
   for (size_t i = 0; i < ops.size(); ++i) {
@@ -134,7 +169,9 @@ void Executor::Run(const BoundProgram& bound, RunState* state, RunStats* stats) 
     ExecutionContext ctx(op.spec, bound.inputs[i], bound.outputs[i], state);
     auto start = stats ? Clock::now() : Clock::time_point{};
     try {
+      if (on_device) MoveTo(bound.inputs[i], op.kernel_place);
       (*op.kernel)(ctx);
+      if (on_device && !(op.kernel_place == place_)) MoveTo(bound.outputs[i], place_);
     } catch (...) {
       RethrowWithOp(op.spec);
     }

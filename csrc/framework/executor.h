@@ -35,6 +35,9 @@ struct PreparedOp {
   OpSpec spec;
   const KernelFn* kernel = nullptr;
   OpRole role = OpRole::kForward;
+  // Where the kernel runs: the executor's place, or the CPU for an op that has no kernel for a
+  // CUDA executor's device (its inputs are copied to the host first, see Executor::Run).
+  Place kernel_place;
 };
 
 struct PreparedVar {
@@ -68,7 +71,8 @@ class Executor {
       : registry_(registry), place_(place), resources_(std::make_shared<RuntimeResources>()) {}
 
   // Throws NotFound for an unknown op type or a block id outside the program, InvalidArgument
-  // for an op with no kernel on this executor's place.
+  // for an op with no kernel on this executor's place. On a CUDA place an op with only a CPU
+  // kernel runs that kernel (initialisers, metrics): see Run.
   std::unique_ptr<PreparedProgram> Prepare(const proto::ProgramDesc& program, int block_id) const;
 
   // How Bind treats a persistable variable that no scope up the chain holds yet.
@@ -82,7 +86,17 @@ class Executor {
                     MissingPersistable missing = MissingPersistable::kCreate) const;
 
   // Runs every op in order. Kernel errors are rethrown with the op described. `stats` may be null.
+  //
+  // On a CUDA place every CUDA kernel is queued on the device's one stream and Run returns
+  // without waiting for it (no host synchronisation inside a step). Before each op, inputs held
+  // on another place than the kernel's are copied there in their variables (a parameter set
+  // from NumPy moves to the device once; host-to-device copies are asynchronous through pinned
+  // memory). A CPU-only op waits for the device to copy its inputs back, and its outputs are
+  // copied to the device after it, so that initialisers run the CPU kernel (the same numbers as
+  // on the CPU) and leave the parameters on the device.
   void Run(const BoundProgram& bound, RunState* state, RunStats* stats = nullptr) const;
+
+  const Place& place() const { return place_; }
 
   const OpRegistry& registry() const { return *registry_; }
 

@@ -1,5 +1,10 @@
 #include "operators/register_ops.h"
 
+#include "fleet/build_config.h"
+#ifdef FLEET_WITH_CUDA
+#include "operators/cuda/register_cuda_kernels.h"
+#endif
+
 namespace fleet::operators {
 
 void RegisterAllOps(OpRegistry* registry) {
@@ -22,6 +27,9 @@ void RegisterAllOps(OpRegistry* registry) {
   RegisterClipNormOps(registry);
   RegisterLrScheduleOps(registry);
   RegisterNceOps(registry);
+#ifdef FLEET_WITH_CUDA
+  RegisterCudaKernels(registry);  // last: it adds CUDA kernels to the ops registered above
+#endif
 }
 
 }  // namespace fleet::operators

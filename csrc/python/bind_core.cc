@@ -4,6 +4,7 @@
 #include <pybind11/stl.h>
 
 #include "core/scope.h"
+#include "core/device_memory.h"
 #include "python/numpy_convert.h"
 
 namespace fleet::python {
@@ -87,7 +88,12 @@ void BindLoDTensor(py::module_& m) {
 void BindSelectedRows(py::module_& m) {
   py::class_<SelectedRows>(m, "SelectedRows")
       .def(py::init<>())
-      .def("rows", &SelectedRows::rows)
+      .def("rows",
+           [](const SelectedRows& s) {
+             // Rows a device kernel produced are on the device only (core/selected_rows.h).
+             if (s.value().place().device == DeviceType::kCPU) return s.rows();
+             return CopyToPlace(s, CPUPlace()).rows();
+           })
       .def("height", &SelectedRows::height)
       .def("numpy_value", [](const SelectedRows& s) { return TensorToArray(s.value()); })
       .def(
@@ -103,9 +109,10 @@ void BindSelectedRows(py::module_& m) {
                 ShapeToString(s.value().shape()), " but ", rows.size(), " rows were given");
           },
           py::arg("rows"), py::arg("value"), py::arg("height"))
-      .def("to_dense", [](const SelectedRows& s) {
+      .def("to_dense", [](const SelectedRows& device_or_host) {
         // Dense [height, width] view with duplicate rows added, for tests and debugging.
-        SelectedRows merged = MergeDuplicateRows(s);
+        const SelectedRows& s = device_or_host;
+        SelectedRows merged = MergeDuplicateRows(CopyToPlace(device_or_host, CPUPlace()));
         int64_t width = merged.value().rank() >= 2 ? merged.value().dim(1) : 0;
         py::array_t<float> out({s.height(), width});
         float* dst = out.mutable_data();

@@ -104,12 +104,18 @@ void BindFramework(py::module_& m) {
            [](const framework::RuntimeResources& r) { return r.step_hooks().size(); });
 
   py::class_<PyExecutor>(m, "Executor")
-      .def(py::init([registry](uint64_t seed) { return new PyExecutor(registry, seed); }),
-           py::arg("seed") = 0x5eed, py::keep_alive<1, 0>())
+      .def(py::init([registry](uint64_t seed, int cuda_device) {
+             // cuda_device < 0: the CPU; else that CUDA device (Unavailable without it).
+             return new PyExecutor(registry, seed,
+                                   cuda_device < 0 ? CPUPlace() : CUDAPlace(cuda_device));
+           }),
+           py::arg("seed") = 0x5eed, py::arg("cuda_device") = -1, py::keep_alive<1, 0>())
       .def("prepare", &PyExecutor::Prepare, py::arg("program_desc"), py::arg("block_id") = 0)
       .def("run", &PyExecutor::Run, py::arg("prepared"), py::arg("scope"), py::arg("feeds"),
            py::arg("feed_holder") = "feed", py::arg("fetch_holder") = "fetch")
       .def_property_readonly("seed", &PyExecutor::seed)
+      .def_property_readonly("place",
+                             [](const PyExecutor& e) { return e.executor().place().ToString(); })
       .def_property("resources", &PyExecutor::resources, &PyExecutor::set_resources)
       .def("set_profiling", &PyExecutor::set_profiling)
       .def("stats", &PyExecutor::StatsDict)

@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "core/device_memory.h"
+
 namespace fleet::python {
 
 DType DTypeOfArray(const py::array& array, const std::string& what) {
@@ -27,6 +29,15 @@ void CopyArrayToTensor(const py::array& array, Tensor* tensor, const std::string
 }
 
 py::array TensorToArray(const Tensor& tensor) {
+  if (tensor.place().device != DeviceType::kCPU) {
+    // Device memory: a host copy first (waits for the kernels that write it).
+    Tensor host;
+    {
+      py::gil_scoped_release release;
+      host = CopyToPlace(tensor, CPUPlace());
+    }
+    return TensorToArray(host);
+  }
   auto make = [&](auto tag) -> py::array {
     using T = decltype(tag);
     py::array_t<T> out(std::vector<py::ssize_t>(tensor.shape().begin(), tensor.shape().end()));

@@ -1,5 +1,7 @@
 #include "python/py_executor.h"
 
+#include "core/device_memory.h"
+
 namespace fleet::python {
 
 const framework::BoundProgram& PyPrepared::BoundTo(const framework::Executor& executor,
@@ -12,8 +14,8 @@ const framework::BoundProgram& PyPrepared::BoundTo(const framework::Executor& ex
   return it->second;
 }
 
-PyExecutor::PyExecutor(const framework::OpRegistry* registry, uint64_t seed)
-    : executor_(registry), seed_(seed) {
+PyExecutor::PyExecutor(const framework::OpRegistry* registry, uint64_t seed, Place place)
+    : executor_(registry, place), seed_(seed) {
   state_.rng.seed(seed);
 }
 
@@ -56,7 +58,13 @@ std::vector<LoDTensor> PyExecutor::Run(PyPrepared& prepared, py::object scope_ob
     ++steps_;
     for (const auto& t : *fetch) {
       LoDTensor copy;
-      if (t.initialized()) copy.CopyFrom(t);
+      if (t.initialized()) {
+        if (t.place().device == DeviceType::kCPU) {
+          copy.CopyFrom(t);
+        } else {
+          copy = CopyToPlace(t, CPUPlace());
+        }
+      }
       copy.set_lod(t.lod());
       fetched.push_back(std::move(copy));
     }

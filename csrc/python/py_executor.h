@@ -34,12 +34,14 @@ class PyPrepared {
 
 class PyExecutor {
  public:
-  PyExecutor(const framework::OpRegistry* registry, uint64_t seed);
+  // `place`: CPUPlace or a CUDA device (kernels and variables there; see framework/executor.h).
+  PyExecutor(const framework::OpRegistry* registry, uint64_t seed, Place place = CPUPlace());
 
   std::shared_ptr<PyPrepared> Prepare(const py::bytes& program_bytes, int block_id);
 
   // Fills the feed holder, runs (step hooks around it), and returns copies of the fetch
-  // holder's tensors. The GIL is released while the program runs.
+  // holder's tensors, in host memory (on a device: the one wait of the step, when anything is
+  // fetched). The GIL is released while the program runs.
   std::vector<LoDTensor> Run(PyPrepared& prepared, py::object scope_obj,
                              const std::vector<LoDTensor>& feeds, const std::string& feed_holder,
                              const std::string& fetch_holder);

@@ -3,6 +3,10 @@ finite differences.
 
     out = run_op("relu", {"X": x}, ["Out"])                 # -> {"Out": ndarray}
     check_grad("relu", {"X": x}, wrt=["X"])                  # raises AssertionError on mismatch
+    grads("relu", {"X": x}, wrt=["X"], cuda_device=0)        # gradients from the CUDA kernels
+
+`cuda_device` runs the ops on that CUDA device instead of the CPU (inputs are copied there,
+outputs back), so GPU tests compare the CUDA kernels with the CPU ones on the same inputs.
 
 Input values may be an ndarray, a `Seq` (ndarray + lod offsets), a `Rows` (SelectedRows) or a
 list of those for a multi-variable slot. Ops run in float32 as in training; the finite
@@ -87,13 +91,16 @@ def _read_value(var: Any) -> Any:
     return var.get_tensor().numpy()
 
 
-def _run_ops(ops: Sequence[pb.OpDesc], scope: Any, var_names: Sequence[str]) -> None:
+def _run_ops(
+    ops: Sequence[pb.OpDesc], scope: Any, var_names: Sequence[str], cuda_device: int | None = None
+) -> None:
     program = pb.ProgramDesc()
     block = program.blocks.add(idx=0, parent_idx=-1)
     for name in var_names:
         block.vars.add(name=name, persistable=True)
     block.ops.extend(ops)
-    executor = _core.Executor(seed=1234)
+    device = -1 if cuda_device is None else cuda_device
+    executor = _core.Executor(seed=1234, cuda_device=device)
     prepared = executor.prepare(program.SerializeToString(), 0)
     executor.run(prepared, scope, [])
 
@@ -105,10 +112,11 @@ def run_op(
     attrs: Mapping[str, Any] | None = None,
     *,
     raw: bool = False,
+    cuda_device: int | None = None,
 ) -> dict[str, Any]:
     """Runs one op and returns its outputs by slot: an ndarray (or a list of them for a slot
     with several variables). With raw=True the values are the LoDTensor / SelectedRows objects,
-    so a test can read lod() or rows()."""
+    so a test can read lod() or rows(). `cuda_device`: run on that CUDA device."""
     attrs = dict(attrs or {})
     counts = dict(outputs) if isinstance(outputs, Mapping) else {s: 1 for s in outputs}
     scope = _core.Scope()
@@ -118,7 +126,7 @@ def run_op(
         for name, item in zip(in_names[slot], _as_list(value)):
             _set_value(scope, name, item)
     op = make_op_desc(op_type, in_names, out_names, attrs)
-    _run_ops([op], scope, [])
+    _run_ops([op], scope, [], cuda_device)
     result: dict[str, Any] = {}
     for slot, names in out_names.items():
         values = []
@@ -242,6 +250,33 @@ def check_grad(
                 )
 
 
+def grads(
+    op_type: str,
+    inputs: Mapping[str, InputValue],
+    wrt: Sequence[str],
+    attrs: Mapping[str, Any] | None = None,
+    out_slots: Sequence[str] = ("Out",),
+    seed: int = 0,
+    cuda_device: int | None = None,
+) -> dict[str, list[np.ndarray]]:
+    """The op's analytic gradients (its registered grad ops) of loss = sum_o sum(w_o * out_o),
+    per slot of `wrt` (one array per variable), with weights w_o drawn from `seed` as check_grad
+    draws them. `cuda_device` runs forward and grad ops on that CUDA device."""
+    attrs = dict(attrs or {})
+    rng = np.random.default_rng(seed)
+    counts = {slot: 1 for slot in out_slots}
+    forward = run_op(op_type, inputs, counts, attrs, cuda_device=cuda_device)
+    weights = {
+        slot: [
+            rng.uniform(0.5, 1.5, size=np.shape(_dense(v)))
+            * rng.choice([-1.0, 1.0], size=np.shape(_dense(v)))
+            for v in forward[slot]
+        ]
+        for slot in out_slots
+    }
+    return _analytic_grads(op_type, inputs, attrs, forward, weights, wrt, cuda_device)
+
+
 def _analytic_grads(
     op_type: str,
     inputs: Mapping[str, InputValue],
@@ -249,6 +284,7 @@ def _analytic_grads(
     forward: dict[str, list],
     weights: dict[str, list[np.ndarray]],
     wrt: Sequence[str],
+    cuda_device: int | None = None,
 ) -> dict[str, list[np.ndarray]]:
     scope = _core.Scope()
     in_names = {slot: _var_names(slot, len(_as_list(v))) for slot, v in inputs.items()}
@@ -260,7 +296,7 @@ def _analytic_grads(
             _set_value(scope, name, item)
     fwd = make_op_desc(op_type, in_names, out_names, attrs)
     # Re-run forward in this scope so grad ops see the exact forward outputs (with their lod).
-    _run_ops([fwd], scope, [])
+    _run_ops([fwd], scope, [], cuda_device)
     for slot, ws in weights.items():
         for name, w in zip(out_names[slot], ws):
             tensor = scope.var(name + "@GRAD").get_tensor()
@@ -278,7 +314,7 @@ def _analytic_grads(
             kept = [a for a in out.arguments if a in wanted or not a.endswith("@GRAD")]
             del out.arguments[:]
             out.arguments.extend(kept)
-    _run_ops(grad_ops, scope, [])
+    _run_ops(grad_ops, scope, [], cuda_device)
     result: dict[str, list[np.ndarray]] = {}
     for slot in wrt:
         grads = []

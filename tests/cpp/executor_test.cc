@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "fleet/build_config.h"
 #include "operators/register_ops.h"
 
 namespace fleet::framework {
@@ -128,13 +129,34 @@ TEST_F(ExecutorTest, MissingBlockIsNotFound) {
   }
 }
 
-TEST_F(ExecutorTest, OpWithoutKernelForThePlaceIsRejected) {
+TEST_F(ExecutorTest, OnACudaPlaceOpsWithoutADeviceKernelRunTheirCpuKernel) {
   Executor gpu_executor(&registry_, CUDAPlace(0));
-  try {
-    gpu_executor.Prepare(ReluScaleProgram(), 0);
-    FAIL() << "expected InvalidArgument";
-  } catch (const InvalidArgument& e) {
-    EXPECT_TRUE(Contains(e.what(), "op 'relu' has no kernel for CUDAPlace(0)")) << e.what();
+  auto prepared = gpu_executor.Prepare(ReluScaleProgram(), 0);  // preparing needs no device
+  // relu and scale have CUDA kernels in a CUDA build; otherwise their CPU kernels run.
+#ifdef FLEET_WITH_CUDA
+  const Place expected = CUDAPlace(0);
+#else
+  const Place expected = CPUPlace();
+#endif
+  for (const PreparedOp& op : prepared->ops) EXPECT_EQ(op.kernel_place, expected) << op.spec.type;
+}
+
+TEST_F(ExecutorTest, OpWithoutAnyKernelIsRejected) {
+  OpRegistry registry;
+  registry.Register("kernelless");
+  proto::ProgramDesc program;
+  auto* block = program.add_blocks();
+  block->set_idx(0);
+  block->set_parent_idx(-1);
+  *block->add_ops() = OpSpecToProto(Op("kernelless", {}, {}));
+  for (const Place& place : {CPUPlace(), CUDAPlace(0)}) {
+    try {
+      Executor(&registry, place).Prepare(program, 0);
+      FAIL() << "expected InvalidArgument";
+    } catch (const InvalidArgument& e) {
+      EXPECT_TRUE(Contains(e.what(), "op 'kernelless' has no kernel for " + place.ToString()))
+          << e.what();
+    }
   }
 }
 
