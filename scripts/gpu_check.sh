@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# The GPU check, for a lent GPU machine (one H100/H200, Ubuntu 24.04, Python 3.12, CUDA 13,
+# PyTorch; no package registry): unpack the libraries the build links that the machine lacks,
+# build Fleet for sm_90, run the C++ CUDA tests, tests/python/gpu and benchmarks/gpu_train.py,
+# and leave the logs and the benchmark's JSON under $OUT (default: build/gpu-out). Meant to end
+# within 8 minutes; each stage's log is written as it runs, so a timeout still returns them.
+#
+# Before a device call, here: bash scripts/gpu_deps_pack.sh   (writes .gpu_deps/deps.tar.xz and
+# .gpu_deps/src.tar.gz, a snapshot of the committed tree: the shared working tree may hold other
+# people's unfinished edits, so the device builds HEAD, not the working tree).
+# The device call (the tool `run`, carry [".gpu_deps"], timeout_s 540):
+#     bash scripts/gpu_check.sh
+# Stages can be skipped with GPU_CHECK_SKIP="bench" (or "cpp", "py"), e.g. for a rerun.
+set -uo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+OUT="${OUT:-$ROOT/build/gpu-out}"
+mkdir -p "$OUT"
+DEPS_TAR="${GPU_DEPS_TAR:-$ROOT/.gpu_deps/deps.tar.xz}"
+if [ -f "$ROOT/.gpu_deps/src.tar.gz" ] && [ -z "${GPU_CHECK_IN_SNAPSHOT:-}" ]; then
+  rm -rf /tmp/fleet_src && mkdir -p /tmp/fleet_src
+  tar -xzf "$ROOT/.gpu_deps/src.tar.gz" -C /tmp/fleet_src
+  exec env GPU_CHECK_IN_SNAPSHOT=1 OUT="$OUT" GPU_DEPS_TAR="$DEPS_TAR" bash /tmp/fleet_src/scripts/gpu_check.sh
+fi
+cd "$ROOT"
+DEPS=/tmp/fleet_deps
+BUILD="${GPU_CHECK_BUILD_DIR:-$ROOT/build/gpu}"
+SKIP="${GPU_CHECK_SKIP:-}"
+export PYTHONUNBUFFERED=1
+export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"  # the fleet package of this tree
+PY="${PYTHON:-python3}"
+started=$(date +%s)
+stage() { echo "[gpu_check +$(( $(date +%s) - started ))s] $*" | tee -a "$OUT/summary.txt"; }
+
+stage "source: $(cat "$ROOT/SNAPSHOT" 2>/dev/null || echo "working tree $ROOT")"
+stage "machine: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | head -1); $(nproc) cores; $($PY --version 2>&1)"
+if [ ! -d "$DEPS/usr" ]; then
+  mkdir -p "$DEPS" && tar -xJf "$DEPS_TAR" -C "$DEPS" || { stage "FAILED: unpacking $DEPS_TAR"; exit 1; }
+fi
+LIBDIR="$DEPS/usr/lib/x86_64-linux-gnu"
+export PATH="$DEPS/usr/bin:$PATH"
+export PKG_CONFIG_PATH="$LIBDIR/pkgconfig:$LIBDIR/openblas-pthread/pkgconfig:$DEPS/usr/share/pkgconfig"
+
+stage "configure"
+# The carried protoc and grpc_cpp_plugin need the carried libraries while the build runs; the
+# built programs find them through their RPATH.
+if [ ! -f "$BUILD/build.ninja" ]; then
+  LD_LIBRARY_PATH="$LIBDIR" cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DPython3_EXECUTABLE="$(command -v "$PY")" -DFLEET_WITH_CUDA=ON \
+    -DCMAKE_CUDA_ARCHITECTURES=90 -DFLEET_BUILD_BENCH=OFF -DCMAKE_POLICY_VERSION_MINIMUM=3.5 \
+    -DCMAKE_PREFIX_PATH="$DEPS/usr" \
+    -DCMAKE_LIBRARY_PATH="$LIBDIR;$LIBDIR/openblas-pthread" \
+    -DCMAKE_INCLUDE_PATH="$DEPS/usr/include/x86_64-linux-gnu/openblas-pthread" \
+    -DGloo_DIR="$DEPS/usr/share/cmake/Gloo" \
+    >"$OUT/configure.log" 2>&1 || { stage "FAILED: configure (configure.log)"; tail -30 "$OUT/configure.log"; exit 1; }
+fi
+stage "build"
+LD_LIBRARY_PATH="$LIBDIR" ninja -C "$BUILD" -j "$(nproc)" _core fleet_cpp_tests >"$OUT/build.log" 2>&1 \
+  || { stage "FAILED: build (build.log)"; grep -E "error|FAILED" "$OUT/build.log" | head -30; exit 1; }
+stage "built"
+# At run time the carried libraries' own dependencies (libgrpc.so.29 under libgrpc++, hiredis
+# under Gloo) are not on the built programs' RPATH: put them, and only them (not the carried
+# libssl or zlib, which the machine has), on the library path.
+RT="$DEPS/runtime"
+mkdir -p "$RT"
+for lib in "$LIBDIR"/lib{grpc,gpr,absl,re2,cares,hiredis,ibverbs,nl-,deflate,upb,address_sorting,protobuf,protoc}*.so* \
+           "$DEPS"/usr/lib/libgloo*.so*; do
+  [ -e "$lib" ] && ln -sf "$lib" "$RT/"
+done
+export LD_LIBRARY_PATH="$RT${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+
+status=0
+if [[ "$SKIP" != *cpp* ]]; then
+  stage "C++ CUDA tests"
+  "$BUILD/tests/cpp/fleet_cpp_tests" --gtest_filter='Cuda*:DeviceMemory*:Nccl*' 2>&1 \
+    | tee "$OUT/cpp_tests.log" | tail -5
+  [ "${PIPESTATUS[0]}" -eq 0 ] || { status=1; stage "C++ CUDA tests FAILED"; }
+fi
+if [[ "$SKIP" != *py* ]]; then
+  stage "tests/python/gpu"
+  timeout 200 "$PY" -m pytest -q -p no:cacheprovider --timeout 60 -rs tests/python/gpu 2>&1 \
+    | tee "$OUT/python_gpu_tests.log" | tail -15
+  [ "${PIPESTATUS[0]}" -eq 0 ] || { status=1; stage "tests/python/gpu FAILED"; }
+fi
+if [[ "$SKIP" != *bench* ]]; then
+  stage "benchmarks/gpu_train.py"
+  PYTHONPATH="$ROOT" timeout 240 "$PY" benchmarks/gpu_train.py 2>&1 | tee "$OUT/gpu_train.log"
+  tail -1 "$OUT/gpu_train.log" > "$OUT/gpu_train.json"
+fi
+stage "done (status $status)"
+exit $status
