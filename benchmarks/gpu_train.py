@@ -21,6 +21,8 @@ Figures (the last line of output is one JSON object):
   mlp_vs_torch        Fleet steps/s / torch steps/s per batch size, and their minimum (target
                       >= 1.0: a static graph with no Python in the step should not lose to eager).
   ctr_dnn_vs_torch    the same for CTR-DNN.
+  mlp_vs_torch_data_on_device  the MLP ratio with the batch already on the device on both
+                      sides (no host-to-device copy in the step).
   gemm_bound_fraction per MLP batch: the time cuBLAS alone takes for the step's GEMMs (the same
                       shapes and transposes, timed with CUDA events through torch.matmul), over
                       Fleet's step time: 1.0 would be a step that is nothing but its GEMMs.
@@ -306,13 +308,15 @@ def main() -> None:
     }
     mlp: dict[str, Any] = {}
     gemm: dict[str, float] = {}
+    resident: dict[str, Any] = {}
     for batch in MLP_BATCHES:
         steps = 5 if args.quick else (100 if batch <= 256 else 30)
         feeds = mlp_feeds(rng, batch)
+        fleet_run, torch_run = fleet_mlp(fleet, batch), torch_mlp(torch)
         mlp[str(batch)] = compare(
             f"mlp batch {batch}",
-            fleet_mlp(fleet, batch),
-            torch_mlp(torch),
+            fleet_run,
+            torch_run,
             host_tensors(fleet, feeds),
             pinned(torch, feeds),
             steps,
@@ -323,6 +327,19 @@ def main() -> None:
         fleet_step_s = 1.0 / mlp[str(batch)]["fleet_steps_per_s"]
         mlp[str(batch)]["gemm_ms_per_step"] = round(gemm_s * 1e3, 4)
         gemm[str(batch)] = round(gemm_s / fleet_step_s, 3)
+        # The same steps with the batch already on the device (Fleet: the fed variables keep
+        # the last batch; torch: device tensors): what the step costs without moving data.
+        device_feeds = [{k: v.cuda() for k, v in f.items()} for f in pinned(torch, feeds[:1])]
+        resident[str(batch)] = compare(
+            f"mlp batch {batch}, data on the device",
+            fleet_run,
+            torch_run,
+            [{}],
+            device_feeds,
+            steps,
+            rounds,
+            warmup=1,
+        )["ratio"]
     feeds = ctr_feeds(rng)
     ctr = compare(
         "ctr_dnn",
@@ -340,6 +357,7 @@ def main() -> None:
             "ctr_dnn": ctr,
             "mlp_vs_torch": min(v["ratio"] for v in mlp.values()),
             "mlp_vs_torch_by_batch": {k: v["ratio"] for k, v in mlp.items()},
+            "mlp_vs_torch_data_on_device": resident,
             "ctr_dnn_vs_torch": ctr["ratio"],
             "gemm_bound_fraction": gemm,
             "nccl": "not exercised (one GPU, no collective step in this benchmark)",
