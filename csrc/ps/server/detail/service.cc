@@ -51,6 +51,7 @@ PsServiceImpl::PsServiceImpl(TableSet* tables, BarrierSet* barriers, std::functi
       started_(absl::Now()) {}
 
 bool PsServiceImpl::Admit(grpc::ServerContext* context, proto::RpcStatus* status) const {
+  if (context == nullptr) return true;  // called in process, not over gRPC
   context->AddInitialMetadata(kIncarnationKey, incarnation_);
   if (job_id_.empty()) return true;
   const auto& metadata = context->client_metadata();
@@ -69,7 +70,7 @@ void PsServiceImpl::WorkerNews(grpc::ServerContext* context, const proto::Barrie
   const uint32_t worker = request.worker_id();
   if (!request.failure().empty()) barriers_->Fail(worker, request.failure());
   if (request.goodbye()) barriers_->Leave(worker);
-  if (!request.presence()) return;
+  if (!request.presence() || context == nullptr) return;
   // Held while the worker lives (one server thread). IsCancelled turns true when the client
   // cancels the call (it says goodbye first) or its connection drops.
   while (!context->IsCancelled()) {

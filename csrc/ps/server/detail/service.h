@@ -16,9 +16,10 @@ class PsServiceImpl final : public proto::PsService::Service {
  public:
   // `on_stop` runs on a Stop RPC (it must not block on the RPCs in flight). `job_id`: the job
   // whose calls are served (empty: any); `incarnation`: this server's start, sent with every
-  // reply (call_metadata.h).
+  // reply (call_metadata.h). Handlers may be called without a gRPC context (nullptr: tests and
+  // fuzzers call them directly): such a call has no metadata and no connection to watch.
   PsServiceImpl(TableSet* tables, BarrierSet* barriers, std::function<void()> on_stop,
-                std::string job_id, std::string incarnation);
+                std::string job_id = "", std::string incarnation = "");
 
   grpc::Status PullSparse(grpc::ServerContext*, const proto::PullSparseRequest* request,
                           proto::PullSparseReply* reply) override;
