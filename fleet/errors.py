@@ -25,4 +25,17 @@ class Internal(FleetError, RuntimeError):
     """A broken invariant inside Fleet: a bug to report, not a usage error."""
 
 
-__all__ = ["FleetError", "InvalidArgument", "NotFound", "Unavailable", "Timeout", "Internal"]
+class OutOfMemory(FleetError, MemoryError):
+    """Memory ran out, or a request was refused up front because it would not fit (a table
+    larger than the machine, a full table shard): the same input may work with more memory."""
+
+
+__all__ = [
+    "FleetError",
+    "InvalidArgument",
+    "NotFound",
+    "Unavailable",
+    "Timeout",
+    "Internal",
+    "OutOfMemory",
+]

@@ -40,6 +40,12 @@ class Internal : public Error {
  public:
   using Error::Error;
 };
+// Memory ran out, or a request was refused because it would not fit (a table larger than the
+// machine): the input may be fine on a larger machine or with less data held at once.
+class OutOfMemory : public Error {
+ public:
+  using Error::Error;
+};
 
 }  // namespace fleet
 

@@ -16,8 +16,9 @@ void ThrowIfError(const absl::Status& status, absl::string_view context) {
     case absl::StatusCode::kFailedPrecondition:
     case absl::StatusCode::kAlreadyExists:
     case absl::StatusCode::kDataLoss:  // a damaged or foreign file: wrong content passed in
-    case absl::StatusCode::kResourceExhausted:  // a table too large for this machine
       throw InvalidArgument(message);
+    case absl::StatusCode::kResourceExhausted:  // a table too large for this machine, a full shard
+      throw OutOfMemory(message);
     case absl::StatusCode::kNotFound:
       throw NotFound(message);
     case absl::StatusCode::kUnavailable:

@@ -28,7 +28,9 @@ Buffer::Buffer(size_t bytes) : size_(bytes) {
   const size_t align = bytes >= kHugePageMinBytes ? kHugePageBytes : 64;
   size_t rounded = (bytes + align - 1) / align * align;
   data_ = std::aligned_alloc(align, rounded == 0 ? align : rounded);
-  if (data_ == nullptr) throw Internal(absl::StrCat("out of memory allocating ", bytes, " bytes"));
+  if (data_ == nullptr) {
+    throw OutOfMemory(absl::StrCat("out of memory allocating ", bytes, " bytes"));
+  }
   if (bytes >= kHugePageMinBytes) AdviseHugePages(data_, rounded);
   release_ = [p = data_] { std::free(p); };
 }

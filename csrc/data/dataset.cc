@@ -19,9 +19,9 @@ void CheckConfig(const DataFeedConfig& config) {
                 config.batch_size);
   FLEET_ENFORCE(config.threads > 0, InvalidArgument, "dataset thread count must be positive, got ",
                 config.threads);
-  FLEET_ENFORCE(config.pipe_idle_timeout.count() > 0, InvalidArgument,
+  FLEET_ENFORCE(config.pipe_idle_timeout > absl::ZeroDuration(), InvalidArgument,
                 "pipe_command timeout must be positive, got ",
-                config.pipe_idle_timeout.count() / 1000.0, " s");
+                absl::ToDoubleSeconds(config.pipe_idle_timeout), " s");
 }
 
 ReaderOptions ReaderOptionsOf(const DataFeedConfig& config) {

@@ -10,7 +10,6 @@
 // is done, has failed, or has been cancelled.
 
 #include <atomic>
-#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -18,6 +17,7 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "data/channel.h"
 #include "data/file_readers.h"
 #include "data/slots.h"
@@ -31,7 +31,7 @@ struct DataFeedConfig {
   std::string pipe_command;
   bool skip_bad_lines = false;
   // A pipe_command silent for this long is killed with a Timeout naming the file and command.
-  std::chrono::milliseconds pipe_idle_timeout{std::chrono::minutes(10)};
+  absl::Duration pipe_idle_timeout = absl::Minutes(10);
   // Non-fatal findings of the readers (see ReaderOptions::warn); null: dropped.
   std::function<void(const std::string&)> warn;
 };

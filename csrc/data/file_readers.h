@@ -7,7 +7,6 @@
 // line without skip_bad_lines, failing pipe_command) stops every reader; Join() rethrows it.
 
 #include <atomic>
-#include <chrono>
 #include <cstdint>
 #include <exception>
 #include <functional>
@@ -16,6 +15,7 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "data/slots.h"
 
 namespace fleet::data {
@@ -23,7 +23,7 @@ namespace fleet::data {
 struct ReaderOptions {
   std::string pipe_command;  // empty or "cat": read the file directly
   // How long a pipe_command may write nothing before it is killed (Timeout naming the file).
-  std::chrono::milliseconds pipe_idle_timeout{std::chrono::minutes(10)};
+  absl::Duration pipe_idle_timeout = absl::Minutes(10);
   // Non-fatal findings (a pipe_command that wrote nothing for a non-empty file), from any
   // reader thread. Null: dropped.
   std::function<void(const std::string&)> warn;

@@ -211,14 +211,13 @@ std::string LineStream::Describe() const {
 
 void LineStream::CheckIdle() {
   const auto idle = std::chrono::steady_clock::now() - last_output_;
-  if (idle <= options_.idle_timeout) return;
+  if (absl::FromChrono(idle) <= options_.idle_timeout) return;
   KillChild();
-  throw Timeout(absl::StrCat(
-      Describe(), " wrote nothing for ",
-      std::chrono::duration_cast<std::chrono::milliseconds>(options_.idle_timeout).count() / 1000.0,
-      " s (after ", bytes_read_,
-      " bytes of output) and was killed; raise the limit with "
-      "dataset.set_pipe_command_timeout(seconds) if the command is only slow"));
+  throw Timeout(
+      absl::StrCat(Describe(), " wrote nothing for ", absl::ToDoubleSeconds(options_.idle_timeout),
+                   " s (after ", bytes_read_,
+                   " bytes of output) and was killed; raise the limit with "
+                   "dataset.set_pipe_command_timeout(seconds) if the command is only slow"));
 }
 
 bool LineStream::Next(std::string_view* line) {

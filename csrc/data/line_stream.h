@@ -12,19 +12,21 @@
 #include <sys/types.h>
 
 #include <atomic>
-#include <chrono>
+#include <chrono>  // steady_clock: the idle check must not follow the wall clock
 #include <cstdint>
 #include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "absl/time/time.h"
+
 namespace fleet::data {
 
 struct LineStreamOptions {
   // A command that writes nothing to stdout for this long (and has not exited) is killed, and
   // Next() throws Timeout naming the file and the command.
-  std::chrono::milliseconds idle_timeout{std::chrono::minutes(10)};
+  absl::Duration idle_timeout = absl::Minutes(10);
   // Told (from the reading thread) when a command wrote nothing at all for a non-empty file,
   // which usually means a reader that skips every line. Null: no warning.
   std::function<void(const std::string&)> warn;

@@ -30,11 +30,13 @@ namespace {
       throw Unavailable(message);
     } catch (const Timeout&) {
       throw Timeout(message);
+    } catch (const OutOfMemory&) {
+      throw OutOfMemory(message);
     } catch (const Error&) {
       throw Internal(message);
     }
   } catch (const std::bad_alloc&) {
-    throw Internal(absl::StrCat("op ", op.Describe(), ": out of memory"));
+    throw OutOfMemory(absl::StrCat("op ", op.Describe(), ": out of memory"));
   } catch (const std::exception& e) {
     throw Internal(absl::StrCat("op ", op.Describe(), ": ", e.what()));
   }

@@ -46,7 +46,7 @@ DataFeedConfig MakeConfig(const std::vector<PySlot>& slots, int64_t batch_size, 
   config.pipe_command = pipe_command;
   config.skip_bad_lines = skip_bad_lines;
   config.pipe_idle_timeout =
-      ValueOrThrow(TimeoutMillisFromSeconds(pipe_command_timeout_s, "pipe_command timeout"));
+      ValueOrThrow(TimeoutFromSeconds(pipe_command_timeout_s, "pipe_command timeout"));
   config.warn = WarnInPython;
   return config;
 }

@@ -2,6 +2,7 @@
 // one place where C++ errors become Python ones.
 
 #include <cstring>
+#include <new>
 
 #include "core/errors.h"
 #include "python/bindings.h"
@@ -38,8 +39,12 @@ void BindErrors(py::module_& m) {
       raise("Timeout", e);
     } catch (const Internal& e) {
       raise("Internal", e);
+    } catch (const OutOfMemory& e) {
+      raise("OutOfMemory", e);
     } catch (const Error& e) {
       raise("FleetError", e);
+    } catch (const std::bad_alloc& e) {  // an allocation that failed outside an op's kernel
+      raise("OutOfMemory", e);
     }
   });
 }

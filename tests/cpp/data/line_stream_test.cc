@@ -124,7 +124,7 @@ TEST_F(LineStreamTest, DestructorKillsAndReapsTheWholePipeline) {
 
 TEST_F(LineStreamTest, IdleCommandTimesOutNamingFileAndCommand) {
   LineStreamOptions options;
-  options.idle_timeout = std::chrono::milliseconds(300);
+  options.idle_timeout = absl::Milliseconds(300);
   const std::string path = Write("idle", "1\n");
   LineStream s(path, "cat; sleep 1000", nullptr, options);
   std::string_view line;
