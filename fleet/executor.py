@@ -267,6 +267,13 @@ class Executor:
     def _run_pass(self, request: PassRequest) -> DatasetRunResult:
         """The driver of train_from_dataset / infer_from_dataset: one pass of the dataset in
         C++ trainer threads, on this executor's prepared program, seed and resources."""
+        if isinstance(self.place, CUDAPlace):
+            # The trainer threads would share the device's stream and cuBLAS handle, and its
+            # fetch printing reads tensors on the host: not done yet (issue 26).
+            raise Unavailable(
+                f"train_from_dataset on {self.place} is not supported yet; feed the batches with "
+                f"Executor.run on that place, or train from the dataset on CPUPlace()"
+            )
         checked = check_pass(request)
         compiled = request.program
         if (

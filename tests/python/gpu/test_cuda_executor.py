@@ -137,3 +137,11 @@ def test_without_a_device_a_cuda_executor_is_refused_by_name() -> None:
         pytest.skip("a CUDA device is visible; this test is about machines without one")
     with pytest.raises(Unavailable, match=r"CUDAPlace\(0\)"):
         fleet.Executor(fleet.CUDAPlace(0))
+
+
+@pytest.mark.gpu
+def test_train_from_dataset_on_the_device_is_refused_by_name(cuda_device: int) -> None:
+    main, startup, _ = _mlp(8, fleet.optimizer.SGD(0.1))
+    exe = fleet.Executor(fleet.CUDAPlace(cuda_device))
+    with pytest.raises(Unavailable, match=r"train_from_dataset on CUDAPlace\(0\)"):
+        exe.train_from_dataset(main, dataset=None)
