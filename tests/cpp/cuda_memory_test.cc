@@ -72,8 +72,8 @@ TEST(CudaAllocatorTest, OutOfMemoryNamesTheRequestAndWhatIsHeld) {
   const size_t huge = size_t{1} << 50;  // 1 PiB
   try {
     allocator.Allocate(huge, &stream);
-    FAIL() << "expected Unavailable";
-  } catch (const Unavailable& e) {
+    FAIL() << "expected OutOfMemory";
+  } catch (const OutOfMemory& e) {
     const std::string what = e.what();
     EXPECT_TRUE(Contains(what, "out of memory")) << what;
     EXPECT_TRUE(Contains(what, "a request of " + std::to_string(huge) + " bytes")) << what;

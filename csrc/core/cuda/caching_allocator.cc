@@ -73,7 +73,7 @@ void* CachingAllocator::AllocateFromDevice(size_t rounded, size_t requested) {
     cudaGetLastError();
     size_t free_bytes = 0, total_bytes = 0;
     cudaMemGetInfo(&free_bytes, &total_bytes);
-    throw Unavailable(absl::StrCat(
+    throw OutOfMemory(absl::StrCat(
         "CUDA device ", device_, " is out of memory: a request of ", requested,
         " bytes (size class ", rounded, ") failed; Fleet's allocator holds ", stats_.in_use_bytes,
         " bytes in ", stats_.in_use_blocks, " live blocks (peak ", stats_.peak_in_use_bytes,

@@ -13,8 +13,9 @@
 // runs after those kernels. Blocks go back to the driver (cudaFree) only when cudaMalloc fails:
 // then the allocator waits for the device, frees every cached block and tries once more.
 //
-// Out of memory: Unavailable naming the request, the rounded size, what the allocator holds in
-// use and in cache, and what the device reports free. Managed memory is never used.
+// Out of memory: OutOfMemory (core/errors.h) naming the request, the rounded size, what the
+// allocator holds in use and in cache, and what the device reports free. Managed memory is
+// never used.
 //
 // Thread safety: all methods may be called from any thread (one mutex).
 
@@ -43,7 +44,7 @@ class CachingAllocator {
   CachingAllocator& operator=(const CachingAllocator&) = delete;
 
   // At least `bytes` bytes (256-byte aligned) for work on `stream` (a cudaStream_t). Zero bytes
-  // give a valid one-class block. Throws Unavailable when the device is out of memory.
+  // give a valid one-class block. Throws OutOfMemory when the device is out of memory.
   void* Allocate(size_t bytes, void* stream);
   // Returns a block from Allocate to the pool of its stream (see stream-ordered reuse above).
   void Free(void* ptr);
