@@ -20,15 +20,37 @@ from fleet.framework import (
     Variable,
     default_startup_program,
 )
-from fleet.regularizer import check_regularizer
+from fleet.regularizer import L2Decay, WeightDecayRegularizer, check_regularizer
+
+
+def _one_decay(owner: str, regularization: Any, weight_decay: Any) -> Any:
+    """The regularizer of `regularization=` (1.x) or `weight_decay=` (2.x); a float weight decay
+    is L2Decay(coefficient), as in paddle.optimizer."""
+    if regularization is not None and weight_decay is not None:
+        raise InvalidArgument(
+            f"{owner}: regularization={regularization!r} and weight_decay={weight_decay!r} are "
+            "the same setting (1.x and 2.x spelling); give one"
+        )
+    if isinstance(weight_decay, (int, float)) and not isinstance(weight_decay, bool):
+        return L2Decay(float(weight_decay))
+    return regularization if weight_decay is None else weight_decay
 
 
 class Optimizer:
     op_type = ""
 
     def __init__(
-        self, learning_rate: float | Variable, regularization: Any = None, name: str | None = None
+        self,
+        learning_rate: float | Variable,
+        regularization: Any = None,
+        name: str | None = None,
+        parameters: Sequence[Any] | None = None,
+        weight_decay: float | WeightDecayRegularizer | None = None,
     ) -> None:
+        """`regularization` (1.x) and `weight_decay` (2.x: a float is an L2Decay coefficient, or
+        a regularizer) are one setting, so at most one may be given. `parameters` (2.x, e.g.
+        `model.parameters()`) are the parameters minimize() updates when it is not given a
+        parameter_list of its own; None updates every trainable parameter."""
         if not isinstance(learning_rate, (float, int, Variable)):
             raise InvalidArgument(
                 f"learning_rate must be a float or a Variable, got {type(learning_rate).__name__}"
@@ -36,10 +58,18 @@ class Optimizer:
         self._learning_rate = learning_rate
         self._lr_var: Variable | None = None
         self.regularization = check_regularizer(
-            regularization, f"{type(self).__name__} regularization"
+            _one_decay(type(self).__name__, regularization, weight_decay),
+            f"{type(self).__name__} regularization",
         )
+        self._parameters = None if parameters is None else list(parameters)
         self.name = name or type(self).__name__.lower()
         self._startup: Program | None = None
+
+    @property
+    def learning_rate(self) -> float | Variable:
+        """The learning rate as constructed: a number, or the Variable of a schedule
+        (layers.exponential_decay, ...). Engines read it to configure server-side rules."""
+        return self._learning_rate
 
     # -- state ---------------------------------------------------------------------------------
     def _persistable(
@@ -105,6 +135,8 @@ class Optimizer:
         no_grad_set: Iterable[Any] | None = None,
     ) -> list[tuple[Parameter, Variable]]:
         self._startup = startup_program
+        if parameter_list is None:
+            parameter_list = self._parameters
         return append_backward(loss, parameter_list, no_grad_set)
 
     def apply_gradients(self, params_grads: list[tuple[Parameter, Variable]]) -> list[Operator]:
