@@ -86,7 +86,7 @@ class DataParallelRunner:
         options.fetch_names = checked.fetch_names
         options.fetch_labels = checked.fetch_labels
         options.print_period = checked.print_period
-        raw = self._engine.run_dataset(checked.dataset._pass_dataset(), options, checked.print_fn)
+        raw = self._engine.run_dataset(checked.dataset.pass_dataset(), options, checked.print_fn)
         read = raw.read
         names = checked.fetch_names
         return DatasetRunResult(

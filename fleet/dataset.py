@@ -186,15 +186,18 @@ class DatasetBase:
             pipe_command_timeout_s=self._pipe_command_timeout_s,
         )
 
-    def _pass_dataset(self) -> Any:
-        """The C++ dataset a train_from_dataset pass reads."""
+    def pass_dataset(self) -> Any:
+        """The C++ dataset (fleet._core) one train_from_dataset pass reads, made from this
+        object's settings: the executors and the data-parallel runner call it, once per pass.
+        A QueueDataset makes a fresh stream of its files; an InMemoryDataset hands over what
+        load_into_memory() read (InvalidArgument before that)."""
         raise NotImplementedError
 
 
 class QueueDataset(DatasetBase):
     """Streams the files on every pass: nothing is kept in memory."""
 
-    def _pass_dataset(self) -> Any:
+    def pass_dataset(self) -> Any:
         return _core.QueueDataset(**self._core_args())
 
     def local_shuffle(self) -> None:
@@ -327,7 +330,7 @@ class InMemoryDataset(DatasetBase):
             raise InvalidArgument(f"InMemoryDataset.{what}: call load_into_memory() first")
         return self._core
 
-    def _pass_dataset(self) -> Any:
+    def pass_dataset(self) -> Any:
         core = self._loaded("train_from_dataset")
         core.set_batching(self._batch_size, self._thread)
         return core

@@ -288,7 +288,7 @@ class Executor:
         raw = self._core.run_from_dataset(
             prepared,
             checked.scope,
-            checked.dataset._pass_dataset(),
+            checked.dataset.pass_dataset(),
             checked.threads,
             checked.fetch_names,
             checked.fetch_labels,

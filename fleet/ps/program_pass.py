@@ -123,7 +123,7 @@ def _refuse_schedule_in_geo(
 
 def optimizer_config(optimizer: Optimizer, where: str) -> ps_pb2.OptimizerConfig:
     """The servers' update rule for `optimizer`; InvalidArgument for what they cannot apply."""
-    lr = optimizer._learning_rate
+    lr = optimizer.learning_rate
     if isinstance(lr, Variable):
         schedule = _schedule_config(lr, where)
         # The rate before the first push; each push sets the schedule's rate first.
