@@ -143,7 +143,8 @@ def _add_common_options(p: argparse.ArgumentParser) -> None:
         default=None,
         metavar="IP",
         help="this machine's IP as written in --servers/--workers/--ips, when it "
-        "cannot be matched automatically (e.g. --host=10.0.0.1)",
+        "cannot be matched automatically; POD_IP serves when --host is not given; it must "
+        "be an address of this machine (e.g. --host=10.0.0.1)",
     )
     common.add_argument(
         "--store_port",

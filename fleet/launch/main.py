@@ -9,7 +9,8 @@ from typing import Optional, Sequence
 from fleet.errors import InvalidArgument, NotFound
 from fleet.launch.args import check_devices, parse_args
 from fleet.launch.controller import JobController
-from fleet.launch.plan import build_plan
+from fleet.launch.plan import build_plan, own_host
+from fleet.launch.preflight import check_plan
 from fleet.ps.checkpoint import read_manifest
 
 
@@ -19,6 +20,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         args = parse_args(argv)
         check_devices(args)
         plan = build_plan(args, dict(os.environ))
+        check_plan(plan, own_host(args, dict(os.environ)))
     except InvalidArgument as e:
         print(f"fleetrun: error: {e}", file=sys.stderr)
         return 2

@@ -98,6 +98,7 @@ def build_plan(
     make_job_id: JobIdMaker = fresh_job_id,
 ) -> JobPlan:
     """The processes this machine runs for the checked `args` (see fleet.launch.args)."""
+    args = argparse.Namespace(**{**vars(args), "host": own_host(args, environ)})
     is_local = _host_matcher(args.host, addresses)
     command = [sys.executable, "-u", args.training_script, *args.training_script_args]
     if args.mode == "ps":
@@ -108,6 +109,12 @@ def build_plan(
     for proc in procs:
         proc.env.update(job)
     return JobPlan(args.mode, command, procs)
+
+
+def own_host(args: argparse.Namespace, environ: dict[str, str]) -> Optional[str]:
+    """This machine's address as the job lists it: --host, else POD_IP (what Kubernetes and
+    Kubeflow give a pod), else None (matched against this machine's interfaces)."""
+    return args.host or environ.get(rm.POD_IP, "").strip() or None
 
 
 def _job_identity(environ: dict[str, str], one_machine: bool, make_job_id: JobIdMaker) -> dict:
@@ -235,6 +242,11 @@ def _plan_collective(
     nodes = args.ips or [args.host or "127.0.0.1"]
     if len(nodes) > 1:
         matches = [i for i, ip in enumerate(nodes) if is_local(ip)]
+        if args.host and not matches:
+            raise InvalidArgument(
+                f"--host={args.host} (or POD_IP) is not one of --ips={','.join(nodes)}; hint: "
+                "give this machine's address as written in --ips"
+            )
         if len(matches) != 1:
             raise InvalidArgument(
                 f"cannot tell which of --ips={','.join(nodes)} is this machine "
