@@ -10,6 +10,10 @@
 * with `use_inference: True` also `rec_inference/`, the model pruned to
   `save_inference_fetch_varnames` from `save_inference_feed_varnames` (fleet.load_inference_model
   reads it, in any kind of job).
+
+static_infer evaluates any of them in one process (`load_for_evaluation`): a parameter-server
+save through its inference export, whose `params.npz` names every parameter the prediction reads
+(the checkpoint's table files are keyed by table id, not by the program's names).
 """
 
 from __future__ import annotations
@@ -17,9 +21,14 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from fleet.errors import NotFound
+import numpy as np
+
+from fleet.errors import InvalidArgument, NotFound
 from fleet.framework import Program, Variable
+from fleet.model_files import PARAMS_FILE
+from fleet.ps.checkpoint import MANIFEST_NAME
 from fleet.rec.config import Config, ConfigError
+from fleet.scope import global_scope
 from fleet.static import io as static_io
 
 PARAMS_PREFIX = "rec_static"
@@ -78,3 +87,71 @@ def load_local(program: Program, path: str) -> list[str]:
             f"use_inference an inference model in {INFERENCE_DIR}/ for fleet.load_inference_model"
         )
     return static_io.load(program, prefix)
+
+
+def load_for_evaluation(program: Program, folder: str) -> list[str]:
+    """Sets `program`'s parameters in the global scope from an epoch folder of any trainer: a
+    one-process or collective save (rec_static.npz), or a parameter-server save (its
+    checkpoint, and the inference export beside it, which holds the parameters by name);
+    returns the names set."""
+    if os.path.isfile(os.path.join(folder, MANIFEST_NAME)) and not os.path.isfile(
+        init_prefix(folder) + static_io.PERSISTABLES_SUFFIX
+    ):
+        export = os.path.join(folder, INFERENCE_DIR)
+        if not os.path.isfile(os.path.join(export, PARAMS_FILE)):
+            raise NotFound(
+                f"{folder} is a parameter-server checkpoint without its inference export "
+                f"({export}/{PARAMS_FILE}): its table files are keyed by table id, not by the "
+                "program's names, so static_infer reads a parameter-server job's parameters "
+                "from the export; train with runner.use_inference: True (and "
+                "save_inference_feed_varnames / save_inference_fetch_varnames)"
+            )
+        return load_ps_export(program, export)
+    return load_local(program, folder)
+
+
+def load_ps_export(program: Program, export: str) -> list[str]:
+    """The parameters of `program` from a parameter-server job's inference export: dense ones by
+    name; a sparse table from its saved rows (`<param>@KEYS`, `<param>@ROWS`, see
+    fleet/ps/inference.py) scattered into the one-process program's [rows, dim] table. A row
+    the servers never held reads as zeros, as in the export's own lookup; saved ids beyond the
+    program's table size cannot be fed to it and are left out."""
+    path = os.path.join(export, PARAMS_FILE)
+    scope = global_scope()
+    block = program.global_block()
+    params = [v for v in block.vars.values() if v.is_parameter]
+    loaded = []
+    with np.load(path) as saved:
+        for param in params:
+            if param.name in saved.files:
+                value = saved[param.name]
+            elif f"{param.name}@KEYS" in saved.files:
+                value = _table_from_rows(
+                    param, saved[f"{param.name}@KEYS"], saved[f"{param.name}@ROWS"], path
+                )
+            else:
+                raise NotFound(
+                    f"{path} has no value of parameter '{param.name}': the export holds what "
+                    "computes runner.save_inference_fetch_varnames, and infer_net reads more"
+                )
+            if tuple(value.shape) != tuple(param.shape):
+                raise InvalidArgument(
+                    f"{path}: '{param.name}' has shape {tuple(value.shape)}, the program's "
+                    f"has {tuple(param.shape)}"
+                )
+            scope.var(param.name).get_tensor().set(value)
+            loaded.append(param.name)
+    return loaded
+
+
+def _table_from_rows(param: Variable, keys: np.ndarray, rows: np.ndarray, path: str) -> np.ndarray:
+    size, dim = int(param.shape[0]), int(param.shape[1])
+    if rows.size and rows.shape[1] != dim:
+        raise InvalidArgument(
+            f"{path}: the rows of table '{param.name}' have dim {rows.shape[1]}, the program's "
+            f"table has {dim}"
+        )
+    table = np.zeros((size, dim), np.float32)
+    fits = (keys >= 0) & (keys < size)
+    table[keys[fits]] = rows[fits]
+    return table

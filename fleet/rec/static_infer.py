@@ -3,7 +3,8 @@
     python -m fleet.rec.static_infer -m models/rank/dnn/config.yaml
 
 For each epoch from `infer_start_epoch` to `infer_end_epoch` (exclusive) it loads
-`infer_load_path/<epoch>` (a one-process or collective save, see fleet/rec/saving.py), runs the
+`infer_load_path/<epoch>` (a one-process, collective or parameter-server save, see
+fleet/rec/saving.py: a parameter-server one through its inference export), runs the
 model's `infer_net` over `test_data_dir` with the `infer_reader_path` reader in batches of
 `infer_batch_size`, and prints the metrics (the AUC over the whole test set).
 """
@@ -58,7 +59,7 @@ def run(config: Config) -> dict[int, dict[str, float]]:
     results = {}
     for epoch in range(first, end):
         folder = os.path.join(load_path, str(epoch))
-        saving.load_local(program, folder)
+        saving.load_for_evaluation(program, folder)
         reset_auc_states(program)
         batches = data.batches(config, reader_key, files, feeds, batch_size)
         last, samples, seconds = loader_epoch(
