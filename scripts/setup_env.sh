@@ -9,6 +9,7 @@ cd "$ROOT"
 DEBS=(build-essential cmake ninja-build ccache pkg-config python3-venv
       libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
       libabsl-dev libgloo-dev libopenblas-dev libgtest-dev libdeflate-dev
+      librocksdb-dev  # the SSD tier of sparse tables (csrc/ps/table/ssd)
       clang libclang-rt-14-dev clang-format)  # clang: the libFuzzer targets of tests/fuzz
 missing=()
 for pkg in "${DEBS[@]}"; do

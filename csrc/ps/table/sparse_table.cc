@@ -9,6 +9,7 @@
 #include "core/prefetch.h"
 #include "ps/table/detail/magnitude.h"
 #include "ps/table/detail/run_both.h"
+#include "ps/table/ssd/tier.h"
 
 namespace fleet::ps {
 namespace {
@@ -54,8 +55,22 @@ absl::StatusOr<std::unique_ptr<SparseTable>> SparseTable::Create(const proto::Ta
   if (!init.ok())
     return absl::InvalidArgumentError(absl::StrCat(name, ": ", init.status().message()));
   if (auto s = detail::CheckOverflowConfig(config, name); !s.ok()) return s;
-  return std::unique_ptr<SparseTable>(new SparseTable(config, std::move(*rule), *init));
+  const std::string& storage = config.storage();
+  if (!storage.empty() && storage != "memory" && storage != "ssd") {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, ": storage must be \"memory\" or \"ssd\", got \"", storage, "\""));
+  }
+  std::unique_ptr<SparseTable> table(new SparseTable(config, std::move(*rule), *init));
+  if (storage == "ssd") {
+    auto tier = ssd::Tier::Open(config, static_cast<uint32_t>(table->width_),
+                                static_cast<uint32_t>(table->shards_.size()));
+    if (!tier.ok()) return tier.status();
+    table->tier_ = std::move(*tier);
+  }
+  return table;
 }
+
+SparseTable::~SparseTable() = default;
 
 SparseTable::SparseTable(const proto::TableConfig& config, std::unique_ptr<UpdateRule> rule,
                          Initializer initializer)
@@ -167,8 +182,37 @@ void SparseTable::SortByRequestOrder(const Groups& g, std::vector<uint32_t>* pos
             [&g](uint32_t a, uint32_t b) { return g.order[a] < g.order[b]; });
 }
 
+absl::Status SparseTable::CheckTierRequest(const Groups& g) const {
+  if (!tier_) return absl::OkStatus();
+  for (size_t s = 0; s < shards_.size(); ++s) {
+    if (auto status = tier_->CheckRequest(s, g.begin[s + 1] - g.begin[s]); !status.ok()) {
+      return absl::Status(status.code(), absl::StrCat(Name(), ": ", status.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SparseTable::TierBefore(Groups& g, size_t s) {
+  if (!tier_ || g.missing.empty()) return absl::OkStatus();
+  std::vector<int64_t> keys;
+  keys.reserve(g.missing.size());
+  for (const uint32_t j : g.missing) keys.push_back(g.keys[j]);
+  return tier_->Promote(s, shards_[s]->rows, keys);
+}
+
+absl::Status SparseTable::TierAfter(const Groups& g, size_t s, size_t missed, bool is_pull) {
+  if (!tier_) return absl::OkStatus();
+  const uint32_t begin = g.begin[s], end = g.begin[s + 1];
+  tier_->Touch(s, absl::MakeConstSpan(g.keys.data() + begin, end - begin), end - begin - missed,
+               is_pull);
+  auto status = tier_->Evict(s, shards_[s]->rows);
+  if (status.ok()) return status;
+  return absl::Status(status.code(), absl::StrCat(Name(), ": ", status.message()));
+}
+
 absl::Status SparseTable::PullGrouped(Groups& g, absl::Span<float> out) {
   const uint32_t stamp = epoch_.load(std::memory_order_relaxed);
+  if (auto status = CheckTierRequest(g); !status.ok()) return status;
   for (size_t s = 0; s < shards_.size(); ++s) {
     if (g.begin[s] == g.begin[s + 1]) continue;
     Shard& shard = *shards_[s];
@@ -183,6 +227,8 @@ absl::Status SparseTable::PullGrouped(Groups& g, absl::Span<float> out) {
         std::memcpy(out.data() + size_t{g.order[j]} * dim_, row, dim_ * sizeof(float));
       }
     }
+    // Rows on disk (storage "ssd") move to memory first; the loop below finds them.
+    if (auto status = TierBefore(g, s); !status.ok()) return status;
     // Absent keys are created in request order, not in the hash order of the loop above:
     // inserting keys sorted by hash piles them into one run of a linear-probing index while it
     // grows (quadratic probing time). A repeat finds the row its first occurrence created.
@@ -205,6 +251,7 @@ absl::Status SparseTable::PullGrouped(Groups& g, absl::Span<float> out) {
       }
       std::memcpy(dst, row, dim_ * sizeof(float));
     }
+    if (auto status = TierAfter(g, s, g.missing.size(), true); !status.ok()) return status;
   }
   return absl::OkStatus();
 }
@@ -253,6 +300,7 @@ absl::Status SparseTable::PushGrouped(Groups& g, absl::Span<const float> grads, 
       first_refused = g.order[j];
     }
   };
+  if (auto status = CheckTierRequest(g); !status.ok()) return status;
   for (size_t s = 0; s < shards_.size(); ++s) {
     if (g.begin[s] == g.begin[s + 1]) continue;
     Shard& shard = *shards_[s];
@@ -267,20 +315,24 @@ absl::Status SparseTable::PushGrouped(Groups& g, absl::Span<const float> grads, 
       float* row = ConfirmAt(shard.rows, g, j, g.begin[s + 1], width_);
       if (row != nullptr) {
         apply(row, j);
-      } else if (min_count_ <= 1) {  // else not admitted yet: the gradient is dropped
-        g.missing.push_back(j);
+      } else if (min_count_ <= 1 || tier_) {  // else not admitted yet: the gradient is dropped
+        g.missing.push_back(j);               // (a row on disk was admitted: the tier looks first)
       }
     }
+    // A push to rows on disk: they move to memory and are updated there, under this lock.
+    if (auto status = TierBefore(g, s); !status.ok()) return status;
     // Created in request order, as in PullGrouped; repeats are applied in order.
     SortByRequestOrder(g, &g.missing);
     for (const uint32_t j : g.missing) {
       float* row = shard.rows.Find(g.keys[j], g.hashes[j]);
+      if (row == nullptr && min_count_ > 1) continue;  // not admitted: dropped
       if (row == nullptr) row = CreateRow(shard, g.keys[j], g.hashes[j], stamp);
       if (row == nullptr) {
         return absl::ResourceExhaustedError(absl::StrCat(Name(), ": shard ", s, " is full"));
       }
       apply(row, j);
     }
+    if (auto status = TierAfter(g, s, g.missing.size(), false); !status.ok()) return status;
   }
   if (refused == 0) return absl::OkStatus();
   int64_t key = 0;
@@ -327,14 +379,25 @@ absl::StatusOr<uint64_t> SparseTable::WritePart(const std::string& path, proto::
   if (!writer.ok()) return writer.status();
   uint64_t rows = 0;
   absl::Status status;
-  for (auto& shard : shards_) {
-    std::lock_guard<std::mutex> lock(shard->mu);
-    shard->rows.ForEach([&](int64_t key, uint32_t stamp, const float* data) {
+  for (size_t s = 0; s < shards_.size(); ++s) {
+    Shard& shard = *shards_[s];
+    std::lock_guard<std::mutex> lock(shard.mu);
+    shard.rows.ForEach([&](int64_t key, uint32_t stamp, const float* data) {
       if (!status.ok() || stamp < since) return;
       status = (*writer)->AppendRecord(key, data, floats);
       ++rows;
     });
     if (!status.ok()) return status;
+    // The shard's rows on disk, under the same lock: none moves between the two meanwhile.
+    if (tier_) {
+      absl::Status read = tier_->ForEachOnDisk(s, [&](const ssd::DiskRow& r) {
+        if (!status.ok() || r.stamp < since) return;
+        status = (*writer)->AppendRecord(r.key, r.data, floats);
+        ++rows;
+      });
+      if (!read.ok()) return read;
+      if (!status.ok()) return status;
+    }
   }
   if (auto s = (*writer)->Finish(rows); !s.ok()) return s;
   if (end_cycle) *cycle = start;
@@ -408,6 +471,16 @@ absl::Status SparseTable::LoadRecords(const TableFileReader& part, uint64_t begi
       if (starts[sh] == starts[sh + 1]) continue;
       Shard& shard = *shards_[sh];
       std::lock_guard<std::mutex> lock(shard.mu);
+      if (tier_) {
+        // Rows on disk that the block replaces move to memory first, to be loaded over.
+        std::vector<int64_t> keys;
+        for (uint32_t i = starts[sh]; i < starts[sh + 1]; ++i) {
+          int64_t key;
+          std::memcpy(&key, block.data() + order[i] * record_floats, sizeof(key));
+          if (keep == nullptr || (*keep)(key)) keys.push_back(key);
+        }
+        if (auto s = tier_->Loaded(sh, shard.rows, keys); !s.ok()) return s;
+      }
       // Each record's index slot is prefetched a few records ahead, so that the cache misses
       // of the probes overlap: one probe after another was 40% of a 4M-row load.
       constexpr uint32_t kSlotAhead = 16;
@@ -431,6 +504,9 @@ absl::Status SparseTable::LoadRecords(const TableFileReader& part, uint64_t begi
         ++loaded_here;
       }
       *loaded += loaded_here;
+      if (tier_) {
+        if (auto s = tier_->Evict(sh, shard.rows); !s.ok()) return s;
+      }
     }
   }
   return absl::OkStatus();
@@ -451,7 +527,7 @@ uint64_t SparseTable::RowCount() const {
     std::lock_guard<std::mutex> lock(shard->mu);
     rows += shard->rows.size();
   }
-  return rows;
+  return rows + (tier_ ? tier_->rows_on_disk() : 0);
 }
 
 void SparseTable::Clear() {
@@ -460,6 +536,8 @@ void SparseTable::Clear() {
     shard->rows.Clear();
     shard->pending.clear();
   }
+  // A failure to clear the disk shows at the load that called this (LoadChecked clears again).
+  if (tier_) tier_->Clear().IgnoreError();
 }
 
 absl::StatusOr<uint64_t> SparseTable::LoadParts(absl::Span<TableFileReader* const> parts,
@@ -494,12 +572,17 @@ absl::StatusOr<uint64_t> SparseTable::LoadChecked(absl::Span<TableFileReader* co
   if (has_base) {
     *changed = true;
     Clear();
+    if (tier_) {
+      if (auto s = tier_->Clear(); !s.ok()) return s;
+    }
   }
   // Size each shard's index for its share of the rows in the files (keys spread evenly over
   // shards by hash), plus slack, so the load rehashes once instead of at every growth step.
   uint64_t file_rows = 0;
   for (TableFileReader* part : parts) file_rows += part->header().row_count;
-  const uint64_t share = file_rows / shards_.size();
+  // An SSD table keeps no more than its budget in memory: the rest go to disk as they load.
+  const uint64_t share = tier_ ? std::min(file_rows / shards_.size(), tier_->shard_capacity())
+                               : file_rows / shards_.size();
   auto reserve = [&](size_t first, size_t last) {
     for (size_t i = first; i < last; ++i) {
       Shard& shard = *shards_[i];
@@ -580,11 +663,20 @@ absl::StatusOr<uint64_t> SparseTable::LoadChecked(absl::Span<TableFileReader* co
 uint64_t SparseTable::Shrink(uint32_t max_unseen_saves) {
   const uint32_t now = epoch_.load();
   uint64_t removed = 0;
-  for (auto& shard : shards_) {
-    std::lock_guard<std::mutex> lock(shard->mu);
-    removed += shard->rows.RemoveIf([&](int64_t, uint32_t stamp, const float*) {
-      return stamp < now && now - stamp > max_unseen_saves;
+  for (size_t s = 0; s < shards_.size(); ++s) {
+    Shard& shard = *shards_[s];
+    std::lock_guard<std::mutex> lock(shard.mu);
+    removed += shard.rows.RemoveIf([&](int64_t key, uint32_t stamp, const float*) {
+      const bool drop = stamp < now && now - stamp > max_unseen_saves;
+      if (drop && tier_) tier_->Forget(s, key);
+      return drop;
     });
+  }
+  // Rows on disk by the same rule (stamp < now - max_unseen_saves), through a compaction
+  // filter: RocksDB drops them as it rewrites its files, none read into this process.
+  if (tier_ && now > max_unseen_saves) {
+    auto dropped = tier_->DropStampedBefore(now - max_unseen_saves);
+    if (dropped.ok()) removed += *dropped;
   }
   return removed;
 }
@@ -601,8 +693,9 @@ proto::TableStats SparseTable::Stats() const {
              shard->pending.capacity() * (sizeof(std::pair<int64_t, uint32_t>) + 1);
     pending += shard->pending.size();
   }
-  stats.set_rows(rows);
+  stats.set_rows(rows + (tier_ ? tier_->rows_on_disk() : 0));
   stats.set_bytes(bytes);
+  if (tier_) tier_->AddStats(rows, &stats);
   stats.set_filtered_keys(pending);
   return stats;
 }

@@ -26,11 +26,16 @@
 #include "ps/table/update_rule.h"
 
 namespace fleet::ps {
+namespace ssd {
+class Tier;
+}
 
 class SparseTable {
  public:
   // InvalidArgument naming the table for a wrong type, a zero dim or a bad optimizer/initializer.
+  // With storage "ssd", the errors of opening its SSD tier (ssd/tier.h: the path, the budget).
   static absl::StatusOr<std::unique_ptr<SparseTable>> Create(const proto::TableConfig& config);
+  ~SparseTable();
 
   uint32_t id() const { return config_.table_id(); }
   size_t dim() const { return dim_; }
@@ -81,7 +86,7 @@ class SparseTable {
   absl::StatusOr<uint64_t> Load(absl::Span<TableFileReader* const> parts,
                                 absl::FunctionRef<bool(int64_t)> keep);
   absl::StatusOr<uint64_t> Load(absl::Span<TableFileReader* const> parts);
-  // Rows in all shards. Thread-safe.
+  // Rows in all shards (in memory and, with storage "ssd", on disk). Thread-safe.
   uint64_t RowCount() const;
   // Drops every row (the state of a fresh table). Not meant to run beside pushes.
   void Clear();
@@ -90,7 +95,8 @@ class SparseTable {
   // every row untouched since the previous save). Returns how many. Thread-safe.
   uint64_t Shrink(uint32_t max_unseen_saves);
 
-  // Row count, memory held and keys pending in the count filter. Thread-safe.
+  // Row count, memory held and keys pending in the count filter, and the SSD tier's counters.
+  // Thread-safe.
   proto::TableStats Stats() const;
 
  private:
@@ -130,6 +136,13 @@ class SparseTable {
   // Pull and Push on keys already grouped (the requests were validated).
   absl::Status PullGrouped(Groups& g, absl::Span<float> out);
   absl::Status PushGrouped(Groups& g, absl::Span<const float> grads, bool is_delta);
+  // The SSD tier's steps (no-ops without one; see ssd/tier.h): CheckTierRequest before a
+  // request, TierBefore once a shard's missing keys are known (promotes those on disk),
+  // TierAfter at the end of the shard's part (recency, then eviction). `missed` of the shard's
+  // keys were not in memory. Caller holds shard s's lock for the last two.
+  absl::Status CheckTierRequest(const Groups& g) const;
+  absl::Status TierBefore(Groups& g, size_t s);
+  absl::Status TierAfter(const Groups& g, size_t s, size_t missed, bool is_pull);
   // A batched lookup of one shard's keys (see RowStore::ProbeCandidates), in two steps:
   // ProbeShard probes the index for all of them into g.candidates and prefetches the first
   // rows; ConfirmAt(j) returns the row of g.keys[j] (nullptr when absent) and prefetches the
@@ -181,6 +194,8 @@ class SparseTable {
   // Save cycles: rows are stamped with epoch_ when created or changed; a save advances it.
   std::atomic<uint32_t> epoch_{1};
   std::atomic<uint32_t> delta_since_{0};  // a delta save writes rows stamped >= this
+  // Storage "ssd": the rows beyond the memory budget, on disk. Called under the shard locks.
+  std::unique_ptr<ssd::Tier> tier_;
 };
 
 // True when every value is finite (no NaN or infinity).
