@@ -82,7 +82,13 @@ def fleet_worker(out_dir: str, warmup: int, steps: int, bucket_mb: float, repeat
     for _ in range(steps):
         exe.run(main, feed=feed, scope=scope)
     seconds = time.perf_counter() - start
-    overlap = group.overlap_stats()
+    stats = group.overlap_stats()
+    overlap = {
+        "buckets": stats.buckets,
+        "bytes": stats.bytes,
+        "comm_s": stats.comm_seconds,
+        "exposed_s": stats.exposed_seconds,
+    }
     result = {
         "steps_per_s": steps / seconds,
         "overlap": overlap,

@@ -225,7 +225,13 @@ class InMemoryDataset(DatasetBase):
                 "InMemoryDataset: set_use_var changed after "
                 "load_into_memory; call release_memory first"
             )
-        self.load_stats = dict(self._core.load_into_memory())
+        stats = self._core.load_into_memory()
+        # A dict, as Paddle users read it; the fields of _core.ReadStats.
+        self.load_stats = {
+            name: getattr(stats, name)
+            for name in ("files", "lines", "samples", "bad_lines", "bytes", "interrupted")
+        }
+        self.load_stats["bad_line_examples"] = list(stats.bad_line_examples)
         if self.load_stats["bad_lines"]:
             print(
                 f"load_into_memory: skipped {self.load_stats['bad_lines']} malformed lines "

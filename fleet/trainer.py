@@ -135,22 +135,28 @@ def check_pass(request: PassRequest) -> CheckedPass:
     )
 
 
-def pass_result(raw: dict, fetch_names: list[str]) -> DatasetRunResult:
-    """The result of a pass from what the C++ trainer returned."""
-    read = raw["read"]
+def pass_result(raw: Any, fetch_names: list[str]) -> DatasetRunResult:
+    """The result of a pass from the C++ trainer's (`_core.TrainerResult`)."""
+    read, profile = raw.read, raw.profile
     return DatasetRunResult(
-        batches=raw["batches"],
-        samples=raw["samples"],
-        seconds=raw["seconds"],
-        lines=read["lines"],
-        skipped_lines=read["bad_lines"],
-        skipped_examples=list(read["bad_line_examples"]),
-        fetch=dict(zip(fetch_names, raw["last_fetch"])),
+        batches=raw.batches,
+        samples=raw.samples,
+        seconds=raw.seconds,
+        lines=read.lines,
+        skipped_lines=read.bad_lines,
+        skipped_examples=list(read.bad_line_examples),
+        fetch=dict(zip(fetch_names, raw.last_fetch)),
         fetch_lod={
-            n: [list(level) for level in lod] for n, lod in zip(fetch_names, raw["last_fetch_lod"])
+            n: [list(level) for level in lod] for n, lod in zip(fetch_names, raw.last_fetch_lod)
         },
-        fetch_sums=dict(zip(fetch_names, raw["fetch_sums"])),
-        profile=dict(raw["profile"]),
+        fetch_sums=dict(zip(fetch_names, raw.fetch_sums)),
+        profile={
+            "forward_s": profile.forward_s,
+            "backward_s": profile.backward_s,
+            "optimize_s": profile.optimize_s,
+            "other_s": profile.other_s,
+            "runs": profile.runs,
+        },
     )
 
 

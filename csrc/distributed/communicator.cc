@@ -36,4 +36,9 @@ std::shared_ptr<Communicator> MakeCommunicator(CommunicatorConfig config,
   throw InvalidArgument("unknown parameter-server mode");
 }
 
+int64_t PrefetchedPulls(const Communicator& communicator) {
+  const auto* async = dynamic_cast<const detail::AsyncCommunicator*>(&communicator);
+  return async == nullptr ? 0 : async->prefetched_pulls();
+}
+
 }  // namespace fleet::distributed

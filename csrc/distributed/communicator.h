@@ -56,6 +56,10 @@ struct SparseVar {
   uint32_t table_id = 0;
   size_t dim = 0;
   std::string name;  // the embedding parameter's name, for messages
+  // The variables a step's pull_sparse op reads the table's ids from, in order (the PS pass's
+  // plan, SparseTablePlan.id_vars): async dataset passes prefetch the rows of these ids for the
+  // next batch. Required in async mode with prefetch_sparse (InvalidArgument otherwise).
+  std::vector<std::string> ids;
   // GEO: the user's optimizer, applied locally to the worker's copy of the rows.
   ps::proto::OptimizerConfig local_rule;
 };
@@ -76,8 +80,9 @@ struct CommunicatorConfig {
   // Gradients of its own a trainer thread's dense values may lack when a step starts; < 0: no
   // bound (see detail/async_communicator.h).
   int max_dense_staleness = 0;
-  // Dataset passes: pull the next batch's sparse rows of a table as soon as the current batch's
-  // gradients of it are queued, while the rest of the step runs (detail/sparse_prefetch.h).
+  // Async dataset passes: pull the next batch's sparse rows of a table (its SparseVar.ids) as
+  // soon as the current batch's gradients of it are queued, while the rest of the step runs
+  // (detail/sparse_prefetch.h).
   bool prefetch_sparse = true;
   // geo
   int64_t geo_steps = 100;
@@ -95,22 +100,11 @@ class Communicator {
 
   virtual ~Communicator() = default;
 
-  // Copies the rows of `keys` into out[i * dim, ...). `from_servers` (inference programs) reads
-  // the servers' values even in GEO mode. Blocks until the rows are there.
-  virtual void PullSparse(uint32_t table_id, absl::Span<const int64_t> keys, absl::Span<float> out,
-                          bool from_servers) = 0;
-  // A pull_sparse op's pull in trainer thread `thread`: like PullSparse, but a mode may serve it
-  // from rows it prefetched when the thread's batch was announced (StepHook::OnBatchAhead).
-  virtual void PullSparseOfStep(int thread, uint32_t table_id, absl::Span<const int64_t> keys,
-                                absl::Span<float> out, bool from_servers) {
-    PullSparse(table_id, keys, out, from_servers);
-  }
-  // Whether the mode prefetches and does not know yet which variables hold the ids of
-  // `table_id`; the pull_sparse op then tells it (SetPullInputs, the op's Ids, in order).
-  virtual bool WantsPullInputs(uint32_t table_id) const { return false; }
-  virtual void SetPullInputs(uint32_t table_id, std::vector<std::string> ids) {}
-  // Pulls served from prefetched rows so far (0 for a mode that does not prefetch).
-  virtual int64_t prefetched_pulls() const { return 0; }
+  // Copies the rows of `keys` into out[i * dim, ...) for trainer thread `thread` (a mode may
+  // serve them from rows it prefetched for the thread's batch). `from_servers` (inference
+  // programs) reads the servers' values even in GEO mode. Blocks until the rows are there.
+  virtual void PullSparse(int thread, uint32_t table_id, absl::Span<const int64_t> keys,
+                          absl::Span<float> out, bool from_servers) = 0;
   // Hands over the gradient rows of `keys` (one row per key, keys may repeat). Copies them.
   virtual void PushSparse(int thread, uint32_t table_id, absl::Span<const int64_t> keys,
                           absl::Span<const float> grads) = 0;
@@ -127,8 +121,9 @@ class Communicator {
   // Flushes, stops the background threads. Idempotent.
   virtual void Stop() = 0;
 
-  // The hook to register with the executor's RuntimeResources.
-  virtual std::shared_ptr<framework::StepHook> hook() = 0;
+  // The step hooks to register with the executor's RuntimeResources: the mode's, and the ones
+  // it owns (the async mode's sparse prefetch).
+  virtual std::vector<std::shared_ptr<framework::StepHook>> hooks() = 0;
 
   virtual const CommunicatorConfig& config() const = 0;
   virtual ps::PsClient& client() = 0;
@@ -138,5 +133,9 @@ class Communicator {
 // it. InvalidArgument for an inconsistent config (dense offsets, unknown tables).
 std::shared_ptr<Communicator> MakeCommunicator(CommunicatorConfig config,
                                                std::shared_ptr<ps::PsClient> client, Scope* root);
+
+// Pulls an async communicator served from rows prefetched while the step before ran; 0 for the
+// other modes (tests, benchmarks).
+int64_t PrefetchedPulls(const Communicator& communicator);
 
 }  // namespace fleet::distributed

@@ -51,22 +51,17 @@ void PullSparseKernel(const ExecutionContext& ctx) {
     outs[i]->mutable_data<float>();
   }
   const bool is_test = ctx.Attr<bool>("is_test", false);
-  if (!is_test && comm.WantsPullInputs(table_id)) {
-    std::vector<std::string> names;
-    for (size_t i = 0; i < ids.size(); ++i) names.push_back(ctx.InputName("Ids", i));
-    comm.SetPullInputs(table_id, std::move(names));
-  }
   if (ids.size() == 1) {
     const int64_t n = ids[0]->numel();
-    comm.PullSparseOfStep(ctx.thread(), table_id, absl::MakeConstSpan(ids[0]->data<int64_t>(), n),
-                          absl::MakeSpan(outs[0]->mutable_data<float>(), n * dim), is_test);
+    comm.PullSparse(ctx.thread(), table_id, absl::MakeConstSpan(ids[0]->data<int64_t>(), n),
+                    absl::MakeSpan(outs[0]->mutable_data<float>(), n * dim), is_test);
   } else {
     // One request for every slot of the table: keys joined, rows scattered back.
     std::vector<int64_t> keys;
     for (const LoDTensor* t : ids)
       keys.insert(keys.end(), t->data<int64_t>(), t->data<int64_t>() + t->numel());
     std::vector<float> rows(keys.size() * dim);
-    comm.PullSparseOfStep(ctx.thread(), table_id, keys, absl::MakeSpan(rows), is_test);
+    comm.PullSparse(ctx.thread(), table_id, keys, absl::MakeSpan(rows), is_test);
     size_t offset = 0;
     for (size_t i = 0; i < ids.size(); ++i) {
       const size_t floats = static_cast<size_t>(ids[i]->numel() * dim);

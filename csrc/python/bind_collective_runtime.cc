@@ -7,7 +7,7 @@
 #include "collective/gloo_backend.h"
 #include "collective/liveness.h"
 #include "distributed/collective_group.h"
-#include "distributed/even_steps.h"
+#include "distributed/collective_runtime.h"
 #include "distributed/gradient_merge.h"
 #include "python/bindings.h"
 
@@ -15,9 +15,7 @@ namespace fleet::python {
 namespace {
 
 using distributed::CollectiveGroup;
-using distributed::EvenStepsHook;
 using distributed::GradientMergeHook;
-using distributed::OneThreadPerRankHook;
 using framework::RuntimeResources;
 
 collective::Duration FromSeconds(double seconds, const char* what) {
@@ -25,16 +23,13 @@ collective::Duration FromSeconds(double seconds, const char* what) {
   return collective::Duration(static_cast<int64_t>(seconds * 1000.0));
 }
 
-template <class Hook>
-void RemoveHooksOf(RuntimeResources* resources) {
-  std::vector<const framework::StepHook*> found;
-  for (const auto& hook : resources->step_hooks()) {
-    if (dynamic_cast<const Hook*>(hook.get()) != nullptr) found.push_back(hook.get());
-  }
-  for (const auto* hook : found) resources->RemoveStepHook(hook);
-}
-
 void BindGroup(py::module_& m) {
+  py::class_<distributed::OverlapStats>(
+      m, "OverlapStats", "Times of the bucketed all-reduces since the last reset (seconds)")
+      .def_readonly("buckets", &distributed::OverlapStats::buckets)
+      .def_readonly("bytes", &distributed::OverlapStats::bytes)
+      .def_readonly("comm_seconds", &distributed::OverlapStats::comm_seconds)
+      .def_readonly("exposed_seconds", &distributed::OverlapStats::exposed_seconds);
   py::class_<CollectiveGroup, std::shared_ptr<CollectiveGroup>>(
       m, "CollectiveGroup",
       "The group the collective ops of a program run in (csrc/distributed/collective_group.h)")
@@ -60,43 +55,23 @@ void BindGroup(py::module_& m) {
       .def_property_readonly("rank", &CollectiveGroup::rank)
       .def_property_readonly("size", &CollectiveGroup::size)
       .def_property_readonly("name", &CollectiveGroup::name)
-      .def("overlap_stats",
-           [](const CollectiveGroup& g) {
-             distributed::OverlapStats s = g.overlap_stats();
-             py::dict d;
-             d["buckets"] = s.buckets;
-             d["bytes"] = s.bytes;
-             d["comm_s"] = s.comm_seconds;
-             d["exposed_s"] = s.exposed_seconds;
-             return d;
-           })
+      .def("overlap_stats", &CollectiveGroup::overlap_stats)
       .def("reset_overlap_stats", &CollectiveGroup::ResetOverlapStats)
       .def(
           "attach",
           [](std::shared_ptr<CollectiveGroup> g, RuntimeResources& resources) {
-            resources.Set<CollectiveGroup>(g);
-            RemoveHooksOf<OneThreadPerRankHook>(&resources);
-            RemoveHooksOf<EvenStepsHook>(&resources);
-            resources.AddStepHook(std::make_shared<OneThreadPerRankHook>());
             // A trainer thread logs through Python's logging (the GIL is free during a pass).
-            resources.AddStepHook(std::make_shared<EvenStepsHook>(g, [](std::string message) {
+            distributed::AttachCollectiveGroup(resources, std::move(g), [](std::string message) {
               py::gil_scoped_acquire gil;
               py::module_::import("logging")
                   .attr("getLogger")("fleet.collective")
                   .attr("warning")(message);
-            }));
+            });
           },
           py::arg("resources"),
           "Makes this the group of every executor holding `resources` (between runs only).");
-  m.def(
-      "detach_collective_group",
-      [](RuntimeResources& resources) {
-        resources.Remove<CollectiveGroup>();
-        RemoveHooksOf<OneThreadPerRankHook>(&resources);
-        RemoveHooksOf<EvenStepsHook>(&resources);
-        RemoveHooksOf<GradientMergeHook>(&resources);
-      },
-      py::arg("resources"), "Drops the collective group and its step hooks from `resources`.");
+  m.def("detach_collective_group", &distributed::DetachCollectiveGroup, py::arg("resources"),
+        "Drops the collective group and its step hooks from `resources`.");
 }
 
 void BindHelpers(py::module_& m) {

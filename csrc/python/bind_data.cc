@@ -53,7 +53,7 @@ DataFeedConfig MakeConfig(const std::vector<PySlot>& slots, int64_t batch_size, 
 
 // load_into_memory with the GIL released, waking every 100 ms to let Python handle signals: a
 // Ctrl-C stops the readers (children killed, threads joined) and then propagates.
-py::dict LoadIntoMemory(InMemoryDataset& dataset) {
+data::ReadStats LoadIntoMemory(InMemoryDataset& dataset) {
   PyObject *type = nullptr, *value = nullptr, *trace = nullptr;
   ReadStats stats;
   {
@@ -69,7 +69,7 @@ py::dict LoadIntoMemory(InMemoryDataset& dataset) {
     PyErr_Restore(type, value, trace);
     throw py::error_already_set();
   }
-  return ReadStatsToDict(stats);
+  return stats;
 }
 
 void BindDatasets(py::module_& m) {
@@ -139,6 +139,21 @@ void BindDatasets(py::module_& m) {
 
 }  // namespace
 
-void BindData(py::module_& m) { BindDatasets(m); }
+void BindReadStats(py::module_& m) {
+  using data::ReadStats;
+  py::class_<ReadStats>(m, "ReadStats", "What a dataset's readers did (data/file_readers.h)")
+      .def_readonly("files", &ReadStats::files)
+      .def_readonly("lines", &ReadStats::lines)
+      .def_readonly("samples", &ReadStats::samples)
+      .def_readonly("bad_lines", &ReadStats::bad_lines)
+      .def_readonly("bytes", &ReadStats::bytes)
+      .def_readonly("bad_line_examples", &ReadStats::bad_line_examples)
+      .def_readonly("interrupted", &ReadStats::interrupted);
+}
+
+void BindData(py::module_& m) {
+  BindReadStats(m);
+  BindDatasets(m);
+}
 
 }  // namespace fleet::python

@@ -1,11 +1,13 @@
-// Python view of the distributed layer (`_core.distributed`): the worker's PS communicator,
-// made from the typed config that fleet/ps/runtime.py builds from the rewritten program and the
+// Python view of the distributed layer (`_core.distributed`): the worker's PS communicator, made
+// from the typed CommunicatorConfig that fleet/ps/runtime.py fills from the PS pass's plan and the
 // strategy, and attached to the RuntimeResources every fleet.Executor reads.
 
 #include <pybind11/stl.h>
 
 #include <optional>
 
+#include "core/status.h"
+#include "core/timeout.h"
 #include "distributed/communicator.h"
 #include "python/bindings.h"
 
@@ -14,74 +16,85 @@ namespace {
 
 using distributed::Communicator;
 using distributed::CommunicatorConfig;
+using distributed::DenseVar;
 using distributed::PsMode;
+using distributed::SparseVar;
 
-// (param, grad, offset, numel) and (table_id, dim, name, serialised local OptimizerConfig).
-using PyDenseVar = std::tuple<std::string, std::string, size_t, size_t>;
-using PySparseVar = std::tuple<uint32_t, size_t, std::string, py::bytes>;
+void BindConfig(py::module_& d) {
+  py::enum_<PsMode>(d, "PsMode", "The communicator modes (communicator.h)")
+      .value("SYNC", PsMode::kSync)
+      .value("HALF_ASYNC", PsMode::kHalfAsync)
+      .value("ASYNC", PsMode::kAsync)
+      .value("GEO", PsMode::kGeo);
 
-PsMode ParseMode(const std::string& mode) {
-  if (mode == "sync") return PsMode::kSync;
-  if (mode == "half_async") return PsMode::kHalfAsync;
-  if (mode == "async") return PsMode::kAsync;
-  if (mode == "geo") return PsMode::kGeo;
-  throw InvalidArgument("unknown parameter-server mode '" + mode +
-                        "'; valid: sync, half_async, async, geo");
-}
+  py::class_<DenseVar>(d, "DenseVar", "A dense parameter's place in the packed dense table")
+      .def(py::init([](std::string param, std::string grad, size_t offset, size_t numel) {
+             return DenseVar{std::move(param), std::move(grad), offset, numel};
+           }),
+           py::arg("param"), py::arg("grad"), py::arg("offset"), py::arg("numel"))
+      .def_readwrite("param", &DenseVar::param)
+      .def_readwrite("grad", &DenseVar::grad)
+      .def_readwrite("offset", &DenseVar::offset)
+      .def_readwrite("numel", &DenseVar::numel);
 
-std::shared_ptr<Communicator> Make(const std::string& mode, uint32_t worker_id,
-                                   uint32_t num_workers, std::optional<uint32_t> dense_table_id,
-                                   const std::vector<PyDenseVar>& dense,
-                                   const std::vector<PySparseVar>& sparse, size_t send_queue_size,
-                                   size_t max_merge_var_num, int send_wait_times,
-                                   int thread_pool_size, bool independent_recv,
-                                   int max_dense_staleness, bool prefetch_sparse, int64_t geo_steps,
-                                   double step_timeout_s, std::shared_ptr<ps::PsClient> client,
-                                   py::object root) {
-  FLEET_ENFORCE(step_timeout_s > 0, InvalidArgument,
-                "communicator: step_timeout must be positive seconds, got ", step_timeout_s);
-  CommunicatorConfig config;
-  config.mode = ParseMode(mode);
-  config.worker_id = worker_id;
-  config.num_workers = num_workers;
-  config.dense_table_id = dense_table_id;
-  for (const auto& [param, grad, offset, numel] : dense) {
-    config.dense.push_back({param, grad, offset, numel});
-  }
-  for (const auto& [table_id, dim, name, rule] : sparse) {
-    distributed::SparseVar var{table_id, dim, name, {}};
-    FLEET_ENFORCE(var.local_rule.ParseFromString(std::string(rule)), InvalidArgument,
-                  "communicator: cannot parse the local optimizer config of '", name, "'");
-    config.sparse.push_back(std::move(var));
-  }
-  config.send_queue_size = send_queue_size;
-  config.max_merge_var_num = max_merge_var_num;
-  config.send_wait_times = send_wait_times;
-  config.thread_pool_size = thread_pool_size;
-  config.independent_recv = independent_recv;
-  config.max_dense_staleness = max_dense_staleness;
-  config.prefetch_sparse = prefetch_sparse;
-  config.geo_steps = geo_steps;
-  config.step_timeout = absl::Seconds(step_timeout_s);
-  Scope* scope = root.cast<Scope*>();
-  return distributed::MakeCommunicator(std::move(config), std::move(client), scope);
+  py::class_<SparseVar>(d, "SparseVar", "A sparse table the worker pulls from and pushes to")
+      .def(py::init([](uint32_t table_id, size_t dim, std::string name,
+                       std::vector<std::string> ids, const py::bytes& local_rule) {
+             SparseVar var{table_id, dim, std::move(name), std::move(ids), {}};
+             FLEET_ENFORCE(var.local_rule.ParseFromString(std::string(local_rule)), InvalidArgument,
+                           "SparseVar: cannot parse the local optimizer config of '", var.name,
+                           "'");
+             return var;
+           }),
+           py::arg("table_id"), py::arg("dim"), py::arg("name"),
+           py::arg("ids") = std::vector<std::string>{}, py::arg("local_rule") = py::bytes(),
+           "`ids`: the pull_sparse op's Ids variables (async prefetch); `local_rule`: the "
+           "serialised OptimizerConfig a GEO worker applies to its own rows.")
+      .def_readonly("table_id", &SparseVar::table_id)
+      .def_readonly("dim", &SparseVar::dim)
+      .def_readonly("name", &SparseVar::name)
+      .def_readonly("ids", &SparseVar::ids);
+
+  py::class_<CommunicatorConfig>(d, "CommunicatorConfig",
+                                 "A communicator's settings (csrc/distributed/communicator.h)")
+      .def(py::init<>())
+      .def_readwrite("mode", &CommunicatorConfig::mode)
+      .def_readwrite("worker_id", &CommunicatorConfig::worker_id)
+      .def_readwrite("num_workers", &CommunicatorConfig::num_workers)
+      .def_readwrite("dense_table_id", &CommunicatorConfig::dense_table_id)
+      .def_readwrite("dense", &CommunicatorConfig::dense)
+      .def_readwrite("sparse", &CommunicatorConfig::sparse)
+      .def_readwrite("send_queue_size", &CommunicatorConfig::send_queue_size)
+      .def_readwrite("max_merge_var_num", &CommunicatorConfig::max_merge_var_num)
+      .def_readwrite("send_wait_times", &CommunicatorConfig::send_wait_times)
+      .def_readwrite("thread_pool_size", &CommunicatorConfig::thread_pool_size)
+      .def_readwrite("independent_recv", &CommunicatorConfig::independent_recv)
+      .def_readwrite("max_dense_staleness", &CommunicatorConfig::max_dense_staleness)
+      .def_readwrite("prefetch_sparse", &CommunicatorConfig::prefetch_sparse)
+      .def_readwrite("geo_steps", &CommunicatorConfig::geo_steps)
+      .def_property(
+          "step_timeout_s",
+          [](const CommunicatorConfig& c) { return absl::ToDoubleSeconds(c.step_timeout); },
+          [](CommunicatorConfig& c, double seconds) {
+            c.step_timeout = ValueOrThrow(TimeoutFromSeconds(seconds, "step_timeout"));
+          });
 }
 
 }  // namespace
 
 void BindDistributed(py::module_& m) {
   py::module_ d = m.def_submodule("distributed", "Communicators of parameter-server training");
+  BindConfig(d);
   py::class_<Communicator, std::shared_ptr<Communicator>>(
       d, "Communicator", "A worker's PS communicator (see csrc/distributed/communicator.h).")
-      .def(py::init(&Make), py::arg("mode"), py::arg("worker_id"), py::arg("num_workers"),
-           py::arg("dense_table_id"), py::arg("dense"), py::arg("sparse"),
-           py::arg("send_queue_size"), py::arg("max_merge_var_num"), py::arg("send_wait_times"),
-           py::arg("thread_pool_size"), py::arg("independent_recv"), py::arg("max_dense_staleness"),
-           py::arg("prefetch_sparse"), py::arg("geo_steps"), py::arg("step_timeout_s"),
-           py::arg("client"), py::arg("root_scope"), py::keep_alive<1, 18>())
+      .def(py::init(
+               [](CommunicatorConfig config, std::shared_ptr<ps::PsClient> client, Scope* root) {
+                 return distributed::MakeCommunicator(std::move(config), std::move(client), root);
+               }),
+           py::arg("config"), py::arg("client"), py::arg("root_scope"), py::keep_alive<1, 4>())
       .def_property_readonly("mode",
                              [](const Communicator& c) { return PsModeName(c.config().mode); })
-      .def_property_readonly("prefetched_pulls", &Communicator::prefetched_pulls,
+      .def_property_readonly("prefetched_pulls", &distributed::PrefetchedPulls,
                              "pull_sparse calls served from rows prefetched while the step "
                              "before ran (async dataset passes)")
       .def("start", &Communicator::Start, py::call_guard<py::gil_scoped_release>(),
@@ -94,14 +107,14 @@ void BindDistributed(py::module_& m) {
           "attach",
           [](const std::shared_ptr<Communicator>& c, framework::RuntimeResources& resources) {
             resources.Set<Communicator>(c);
-            resources.AddStepHook(c->hook());
+            for (auto& hook : c->hooks()) resources.AddStepHook(std::move(hook));
           },
           py::arg("resources"), "Makes this the communicator the resources' kernels reach.")
       .def(
           "detach",
           [](const std::shared_ptr<Communicator>& c, framework::RuntimeResources& resources) {
             if (resources.Find<Communicator>() == c.get()) resources.Remove<Communicator>();
-            resources.RemoveStepHook(c->hook().get());
+            for (const auto& hook : c->hooks()) resources.RemoveStepHook(hook.get());
           },
           py::arg("resources"));
 }

@@ -1,5 +1,5 @@
-// Python view of the parameter server (fleet._core.ps): server, client and futures, the tables
-// and update rules on their own (for tests without RPC). The fleet.ps package wraps these.
+// Python view of the parameter server (fleet._core.ps): server, client and futures; the tables
+// and update rules on their own are in bind_ps_tables.cc. The fleet.ps package wraps these.
 //
 // Configs cross as serialised protobuf (fleet/proto/ps_pb2.py); arrays cross without copies and
 // must be C-contiguous with the exact dtype (int64 keys, float32 values), which the Python
@@ -19,72 +19,17 @@
 #include "core/status.h"
 #include "core/timeout.h"
 #include "ps/client/client.h"
-#include "ps/client/raw_call.h"
 #include "ps/server/server.h"
 #include "ps/server/serving_allocator.h"
-#include "ps/table/dense_table.h"
-#include "ps/table/sparse_table.h"
 #include "python/bindings.h"
+#include "python/ps_bindings.h"
 
 namespace fleet::python {
 namespace {
 
-using ::fleet::ThrowIfError;
-using ::fleet::ValueOrThrow;
-
 using ps::proto::SaveMode;
 // Shared with C++: a communicator (bind_distributed.cc) holds the client it was made with.
 using PyClientClass = py::class_<ps::PsClient, std::shared_ptr<ps::PsClient>>;
-
-template <class Message>
-Message ParseMessage(const py::bytes& bytes, const char* what) {
-  Message message;
-  FLEET_ENFORCE(message.ParseFromString(std::string(bytes)), InvalidArgument,
-                "cannot parse the serialised ", what);
-  return message;
-}
-
-absl::Duration Seconds(double seconds, absl::string_view name = "timeout_s",
-                       bool allow_zero = false) {
-  return ValueOrThrow(TimeoutFromSeconds(seconds, name, allow_zero));
-}
-
-uint32_t U32(int64_t value, const char* name) {
-  FLEET_ENFORCE(value >= 0 && value <= UINT32_MAX, InvalidArgument, name,
-                " must be in [0, 2^32), got ", value);
-  return static_cast<uint32_t>(value);
-}
-
-// A count of at least 1.
-size_t Count(int64_t value, const char* name) {
-  FLEET_ENFORCE(value >= 1, InvalidArgument, name, " must be at least 1, got ", value);
-  return static_cast<size_t>(value);
-}
-
-// A C-contiguous array of exactly T, as a span over its memory.
-template <class T>
-absl::Span<T> ArraySpan(const py::array& array, const char* what, bool writable) {
-  using Element = std::remove_const_t<T>;
-  FLEET_ENFORCE(array.dtype().is(py::dtype::of<Element>()), InvalidArgument, what,
-                ": expected dtype ", py::str(py::dtype::of<Element>()).cast<std::string>(),
-                ", got ", py::str(array.dtype()).cast<std::string>());
-  FLEET_ENFORCE(array.flags() & py::array::c_style, InvalidArgument, what,
-                ": the array must be C-contiguous");
-  FLEET_ENFORCE(!writable || array.writeable(), InvalidArgument, what,
-                ": the array must be writable");
-  return absl::Span<T>(static_cast<T*>(const_cast<void*>(array.data())),
-                       static_cast<size_t>(array.size()));
-}
-
-py::dict StatsToDict(const ps::proto::TableStats& stats) {
-  py::dict d;
-  d["table_id"] = stats.table_id();
-  d["type"] = stats.type() == ps::proto::SPARSE ? "sparse" : "dense";
-  d["rows"] = stats.rows();
-  d["bytes"] = stats.bytes();
-  d["filtered_keys"] = stats.filtered_keys();
-  return d;
-}
 
 // A client call in flight. Holds the arrays the call reads or writes until it completes; the
 // destructor waits for it (bounded by the RPC deadlines) so that no RPC writes into a freed
@@ -354,158 +299,6 @@ void BindClient(py::module_& m) {
   BindClientAdmin(c);
 }
 
-void BindTables(py::module_& m) {
-  py::class_<ps::SparseTable>(m, "SparseTable", "One server's sparse table, without RPC.")
-      .def(py::init([](const py::bytes& config) {
-             return ValueOrThrow(ps::SparseTable::Create(
-                 ParseMessage<ps::proto::TableConfig>(config, "TableConfig")));
-           }),
-           py::arg("config"))
-      .def_property_readonly("dim", &ps::SparseTable::dim)
-      .def_property_readonly("row_width", &ps::SparseTable::row_width)
-      .def(
-          "pull",
-          [](ps::SparseTable& t, const py::array& keys, std::optional<py::array> out) {
-            auto k = ArraySpan<const int64_t>(keys, "keys", false);
-            py::array result = out ? *out
-                                   : py::array_t<float>({static_cast<py::ssize_t>(k.size()),
-                                                         static_cast<py::ssize_t>(t.dim())});
-            auto o = ArraySpan<float>(result, "out", true);
-            {
-              py::gil_scoped_release release;
-              ThrowIfError(t.Pull(k, o));
-            }
-            return result;
-          },
-          py::arg("keys"), py::arg("out") = py::none(),
-          "The rows of keys, float32 [len(keys), dim], into `out` when given (len(keys) * dim "
-          "float32 elements, reused across calls) or a new array.")
-      .def(
-          "push",
-          [](ps::SparseTable& t, const py::array& keys, const py::array& grads, bool is_delta) {
-            auto k = ArraySpan<const int64_t>(keys, "keys", false);
-            auto g = ArraySpan<const float>(grads, "grads", false);
-            py::gil_scoped_release release;
-            ThrowIfError(t.Push(k, g, is_delta));
-          },
-          py::arg("keys"), py::arg("grads"), py::arg("is_delta") = false)
-      .def(
-          "save",
-          [](ps::SparseTable& t, const std::string& path, bool delta) {
-            py::gil_scoped_release release;
-            return ValueOrThrow(t.Save(path, delta ? ps::proto::DELTA : ps::proto::BASE));
-          },
-          py::arg("path"), py::arg("delta") = false)
-      .def(
-          "load",
-          [](ps::SparseTable& t, const std::vector<std::string>& paths, uint32_t server_index,
-             uint32_t num_servers) {
-            FLEET_ENFORCE(num_servers >= 1 && server_index < num_servers, InvalidArgument,
-                          "server_index must be in [0, num_servers), got ", server_index, " of ",
-                          num_servers);
-            py::gil_scoped_release release;
-            std::vector<std::unique_ptr<ps::TableFileReader>> readers;
-            std::vector<ps::TableFileReader*> parts;
-            // Checked as they load into an empty table, whole first into one holding rows
-            // (SparseTable::Load decides), as a server's restore does.
-            for (const auto& path : paths) {
-              readers.push_back(ValueOrThrow(
-                  ps::TableFileReader::Open(path, ps::TableFileReader::Check::kWhileReading)));
-              parts.push_back(readers.back().get());
-            }
-            if (num_servers == 1) return ValueOrThrow(t.Load(parts));
-            return ValueOrThrow(t.Load(parts, [&](int64_t key) {
-              return ps::HashKeyShard(key, num_servers) == server_index;
-            }));
-          },
-          py::arg("paths"), py::arg("server_index") = 0, py::arg("num_servers") = 1)
-      .def(
-          "shrink",
-          [](ps::SparseTable& t, int64_t max_unseen_saves) {
-            const uint32_t saves = U32(max_unseen_saves, "max_unseen_saves");
-            py::gil_scoped_release release;
-            return t.Shrink(saves);
-          },
-          py::arg("max_unseen_saves"))
-      .def("stats", [](const ps::SparseTable& t) {
-        ps::proto::TableStats stats;
-        {
-          py::gil_scoped_release release;  // takes every shard's lock
-          stats = t.Stats();
-        }
-        return StatsToDict(stats);
-      });
-
-  py::class_<ps::DenseTable>(m, "DenseTable", "One server's blocks of a dense table.")
-      .def(py::init([](const py::bytes& config, uint32_t server_index, uint32_t num_servers) {
-             return ValueOrThrow(
-                 ps::DenseTable::Create(ParseMessage<ps::proto::TableConfig>(config, "TableConfig"),
-                                        server_index, num_servers, ps::RoundRobinBlockShard));
-           }),
-           py::arg("config"), py::arg("server_index") = 0, py::arg("num_servers") = 1)
-      .def_property_readonly("local_size", &ps::DenseTable::local_size)
-      .def("pull",
-           [](const ps::DenseTable& t) {
-             py::array_t<float> out(static_cast<py::ssize_t>(t.local_size()));
-             absl::Span<float> o(out.mutable_data(), out.size());
-             absl::Status status;
-             {
-               py::gil_scoped_release release;
-               status = t.Pull(o);
-             }
-             ThrowIfError(status);
-             return out;
-           })
-      .def(
-          "push",
-          [](ps::DenseTable& t, const py::array& grads, bool is_delta) {
-            auto g = ArraySpan<const float>(grads, "grads", false);
-            py::gil_scoped_release release;
-            ThrowIfError(t.Push(g, is_delta));
-          },
-          py::arg("grads"), py::arg("is_delta") = false)
-      .def("stats", [](const ps::DenseTable& t) {
-        ps::proto::TableStats stats;
-        {
-          py::gil_scoped_release release;  // takes every block's lock
-          stats = t.Stats();
-        }
-        return StatsToDict(stats);
-      });
-}
-
-void BindUpdateRule(py::module_& m) {
-  py::class_<ps::UpdateRule>(m, "UpdateRule", "A server-side optimizer, on NumPy rows.")
-      .def(py::init([](const py::bytes& config) {
-             return ValueOrThrow(ps::MakeUpdateRule(
-                 ParseMessage<ps::proto::OptimizerConfig>(config, "OptimizerConfig")));
-           }),
-           py::arg("config"))
-      .def("state_dim", &ps::UpdateRule::StateDim, py::arg("dim"))
-      .def(
-          "init_state",
-          [](const ps::UpdateRule& rule, size_t dim) {
-            py::array_t<float> state(static_cast<py::ssize_t>(rule.StateDim(dim)));
-            rule.InitState(dim, state.mutable_data());
-            return state;
-          },
-          py::arg("dim"))
-      .def(
-          "update",
-          [](const ps::UpdateRule& rule, const py::array& w, const py::array& state,
-             const py::array& grad) {
-            auto ws = ArraySpan<float>(w, "w", true);
-            auto ss = ArraySpan<float>(state, "state", true);
-            auto gs = ArraySpan<const float>(grad, "grad", false);
-            FLEET_ENFORCE(gs.size() == ws.size() && ss.size() == rule.StateDim(ws.size()),
-                          InvalidArgument, "update: w and grad need the same size and state ",
-                          rule.StateDim(ws.size()), " floats");
-            py::gil_scoped_release release;
-            rule.Update(ws.size(), ws.data(), ss.data(), gs.data());
-          },
-          py::arg("w"), py::arg("state"), py::arg("grad"), "Updates w and state in place.");
-}
-
 }  // namespace
 
 void BindPs(py::module_& m) {
@@ -513,8 +306,7 @@ void BindPs(py::module_& m) {
   BindFuture(ps);
   BindServer(ps);
   BindClient(ps);
-  BindTables(ps);
-  BindUpdateRule(ps);
+  BindPsTables(ps);
   ps.def(
       "tune_allocator_for_serving",
       [] {
@@ -540,22 +332,6 @@ void BindPs(py::module_& m) {
       },
       py::arg("keys"), py::arg("num_servers"),
       "The server owning each key under the default sharding.");
-  ps.def(
-      "raw_call",
-      [](const std::string& endpoint, const std::string& method, const py::bytes& request,
-         double timeout_s) {
-        std::string raw(request);
-        absl::StatusOr<std::string> reply;
-        {
-          py::gil_scoped_release release;
-          reply = ps::RawCall(endpoint, absl::StrCat("/fleet.ps.proto.PsService/", method), raw,
-                              Seconds(timeout_s));
-        }
-        return py::bytes(ValueOrThrow(std::move(reply)));
-      },
-      py::arg("endpoint"), py::arg("method"), py::arg("request"), py::arg("timeout_s") = 10.0,
-      "Sends a serialised request to PsService.<method> unchecked (tests, debugging); returns "
-      "the serialised reply.");
 }
 
 }  // namespace fleet::python

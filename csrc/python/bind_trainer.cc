@@ -8,36 +8,50 @@
 
 #include "python/numpy_convert.h"
 #include "python/py_executor.h"
-#include "python/read_stats.h"
 #include "trainer/multi_trainer.h"
 
 namespace fleet::python {
 namespace {
 
-py::dict ResultToDict(const trainer::TrainerResult& r) {
-  py::dict d;
-  d["batches"] = r.batches;
-  d["samples"] = r.samples;
-  d["seconds"] = r.seconds;
-  d["read"] = ReadStatsToDict(r.read);
-  d["fetch_sums"] = r.fetch_sums;
-  py::list last;
-  for (const auto& t : r.last_fetch) {
-    last.append(t.initialized() ? py::object(TensorToArray(t)) : py::object(py::none()));
-  }
-  d["last_fetch"] = last;
-  py::list lods;
-  for (const auto& t : r.last_fetch) lods.append(py::cast(t.lod()));
-  d["last_fetch_lod"] = lods;
-  const auto& ns = r.run_stats.nanos_by_role;
-  py::dict profile;
-  profile["forward_s"] = ns[0] * 1e-9;
-  profile["backward_s"] = ns[1] * 1e-9;
-  profile["optimize_s"] = ns[2] * 1e-9;
-  profile["other_s"] = ns[3] * 1e-9;
-  profile["runs"] = r.run_stats.runs;
-  d["profile"] = profile;
-  return d;
+void BindResult(py::module_& m) {
+  using framework::RunStats;
+  using trainer::TrainerResult;
+  // Op times by role, summed over the trainer threads (filled when the pass is profiled).
+  py::class_<RunStats>(m, "RunStats", "Op times of a pass by role, in seconds")
+      .def_property_readonly("forward_s",
+                             [](const RunStats& s) { return s.nanos_by_role[0] * 1e-9; })
+      .def_property_readonly("backward_s",
+                             [](const RunStats& s) { return s.nanos_by_role[1] * 1e-9; })
+      .def_property_readonly("optimize_s",
+                             [](const RunStats& s) { return s.nanos_by_role[2] * 1e-9; })
+      .def_property_readonly("other_s", [](const RunStats& s) { return s.nanos_by_role[3] * 1e-9; })
+      .def_readonly("runs", &RunStats::runs);
+  py::class_<TrainerResult>(m, "TrainerResult",
+                            "What one dataset pass did (csrc/trainer/multi_trainer.h)")
+      .def_readonly("batches", &TrainerResult::batches)
+      .def_readonly("samples", &TrainerResult::samples)
+      .def_readonly("seconds", &TrainerResult::seconds)
+      .def_readonly("read", &TrainerResult::read)
+      .def_readonly("fetch_sums", &TrainerResult::fetch_sums)
+      .def_readonly("profile", &TrainerResult::run_stats)
+      .def_property_readonly(
+          "last_fetch",
+          [](const TrainerResult& r) {
+            py::list last;  // a fetch variable no batch wrote is None
+            for (const auto& t : r.last_fetch) {
+              last.append(t.initialized() ? py::object(TensorToArray(t)) : py::object(py::none()));
+            }
+            return last;
+          },
+          "The fetch variables after the last batch to finish, as arrays (None: never written).")
+      .def_property_readonly(
+          "last_fetch_lod",
+          [](const TrainerResult& r) {
+            std::vector<LoD> lods;
+            for (const auto& t : r.last_fetch) lods.push_back(t.lod());
+            return lods;
+          },
+          "Their lod offsets.");
 }
 
 // Runs a Python callable from a C++ thread. An exception raised by it cannot travel back
@@ -61,10 +75,11 @@ void AddStats(framework::RunStats* total, const framework::RunStats& pass) {
 
 // Runs one pass with the GIL released, waking every 100 ms to let Python handle signals
 // (Ctrl-C cancels the pass: threads are joined and children killed before it propagates).
-py::dict RunFromDataset(PyExecutor& executor, PyPrepared& prepared, py::object scope_obj,
-                        data::Dataset& dataset, int threads, std::vector<std::string> fetch_names,
-                        std::vector<std::string> fetch_labels, int64_t print_period, bool debug,
-                        uint64_t seed, const py::object& log) {
+trainer::TrainerResult RunFromDataset(PyExecutor& executor, PyPrepared& prepared,
+                                      py::object scope_obj, data::Dataset& dataset, int threads,
+                                      std::vector<std::string> fetch_names,
+                                      std::vector<std::string> fetch_labels, int64_t print_period,
+                                      bool debug, uint64_t seed, const py::object& log) {
   trainer::TrainerOptions options;
   options.threads = threads;
   options.fetch_names = std::move(fetch_names);
@@ -106,19 +121,19 @@ py::dict RunFromDataset(PyExecutor& executor, PyPrepared& prepared, py::object s
     throw py::error_already_set();
   }
   if (executor.profiling()) AddStats(&executor.stats(), result.run_stats);
-  return ResultToDict(result);
+  return result;
 }
 
 }  // namespace
 
 void BindTrainer(py::module_& m) {
+  BindResult(m);
   auto cls = py::reinterpret_borrow<py::class_<PyExecutor>>(m.attr("Executor"));
   cls.def("run_from_dataset", &RunFromDataset, py::arg("prepared"), py::arg("scope"),
           py::arg("dataset"), py::arg("threads"), py::arg("fetch_names"), py::arg("fetch_labels"),
           py::arg("print_period"), py::arg("debug"), py::arg("seed"), py::arg("log"),
           "Runs a prepared program over one pass of the dataset with `threads` trainer threads "
-          "on this executor (its resources and step hooks); returns counters, per-fetch sums "
-          "and the last fetched values.");
+          "on this executor (its resources and step hooks); returns its TrainerResult.");
 }
 
 }  // namespace fleet::python

@@ -213,7 +213,7 @@ class Fleet:
         if self.role_maker.is_collective:
             self._connect_collective()
             return
-        self._ps("init_worker").init_worker(scope, timeout)
+        self._ps("init_worker").init_worker(scope, timeout, program=self.main_program)
 
     def flush_worker(self) -> None:
         """Pushes every pending gradient and refreshes the dense parameters (e.g. before

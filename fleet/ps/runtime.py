@@ -29,6 +29,7 @@ from typing import Any, Optional
 from google.protobuf import text_format
 
 from fleet import _core
+from fleet.distributed_strategy import PsMode
 from fleet.errors import InvalidArgument
 from fleet.ps.client import PsClient
 from fleet.ps.config import server_config
@@ -39,6 +40,29 @@ from fleet.role_maker import RoleMakerBase
 from fleet.scope import add_run_listener, global_scope, remove_run_listener
 
 logger = logging.getLogger("fleet.ps")
+
+
+def check_pulled_ids(plan: PsPlan, program: Any) -> None:
+    """Refuses a program whose pull_sparse ops read other id variables than the plan names
+    (SparseTablePlan.id_vars): the async prefetch gathers each table's ids from those names, so
+    a variable renamed or lookups fused differently after minimize() would leave it unused
+    without a word. InvalidArgument naming the table and both lists."""
+    ops = program.global_block().ops
+    for table in plan.sparse:
+        pulled = [
+            name
+            for op in ops
+            if op.type == "pull_sparse" and int(op.attrs["table_id"]) == table.table_id
+            for name in op.input("Ids")
+        ]
+        if pulled != table.id_vars:
+            raise InvalidArgument(
+                f"fleet.init_worker(): sparse table {table.table_id} ('{table.param}') was planned "
+                f"to pull the ids of {table.id_vars}, but the program's pull_sparse ops read "
+                f"{pulled}: the program changed after minimize() (a renamed id variable or "
+                "lookups fused differently), so the async prefetch would miss every batch; "
+                "call minimize() on the final program"
+            )
 
 
 class PsRuntime:
@@ -119,7 +143,10 @@ class PsRuntime:
             self._server = None
 
     # -- worker ------------------------------------------------------------------------------
-    def init_worker(self, scope: Any = None, timeout: float = 300.0) -> None:
+    def init_worker(self, scope: Any = None, timeout: float = 300.0, program: Any = None) -> None:
+        """Connects, builds the communicator from the plan and starts it (once the dense
+        parameters exist). `program`, the rewritten main program, is checked against the plan
+        where the communicator relies on its variable names (the async prefetch)."""
         role = self._role
         if not role.is_worker():
             raise InvalidArgument("fleet.init_worker() is for worker processes")
@@ -127,32 +154,36 @@ class PsRuntime:
             raise InvalidArgument("fleet.init_worker() was called already")
         plan = self._plan
         cfg = plan.strategy.async_config
+        if program is not None and plan.mode is PsMode.ASYNC and cfg.prefetch_sparse:
+            check_pulled_ids(plan, program)
         self.client = PsClient(role.server_endpoints(), connect_timeout=timeout, job_id=role.job_id)
         _check_update_rules(plan, self.client)
         dense_id = plan.dense_config.table_id if plan.dense_config is not None else None
         root = scope if scope is not None else global_scope()
-        communicator = _core.distributed.Communicator(
-            mode=plan.mode.value,
-            worker_id=role.worker_index(),
-            num_workers=role.worker_num(),
-            dense_table_id=dense_id,
-            dense=[(d.param, d.grad, d.offset, d.numel) for d in plan.dense],
-            sparse=[
-                (s.table_id, s.dim, s.param, s.config.optimizer.SerializeToString())
-                for s in plan.sparse
-            ],
-            send_queue_size=cfg.send_queue_size,
-            max_merge_var_num=cfg.max_merge_var_num,
-            send_wait_times=cfg.send_wait_times,
-            thread_pool_size=cfg.thread_pool_size,
-            independent_recv=cfg.independent_recv_thread,
-            max_dense_staleness=cfg.max_dense_staleness,
-            prefetch_sparse=cfg.prefetch_sparse,
-            geo_steps=max(cfg.k_steps, 1),
-            step_timeout_s=timeout,
-            client=self.client.core_client,
-            root_scope=root,
-        )
+        config = _core.distributed.CommunicatorConfig()
+        config.mode = getattr(_core.distributed.PsMode, plan.mode.name)
+        config.worker_id = role.worker_index()
+        config.num_workers = role.worker_num()
+        config.dense_table_id = dense_id
+        config.dense = [
+            _core.distributed.DenseVar(d.param, d.grad, d.offset, d.numel) for d in plan.dense
+        ]
+        config.sparse = [
+            _core.distributed.SparseVar(
+                s.table_id, s.dim, s.param, s.id_vars, s.config.optimizer.SerializeToString()
+            )
+            for s in plan.sparse
+        ]
+        config.send_queue_size = cfg.send_queue_size
+        config.max_merge_var_num = cfg.max_merge_var_num
+        config.send_wait_times = cfg.send_wait_times
+        config.thread_pool_size = cfg.thread_pool_size
+        config.independent_recv = cfg.independent_recv_thread
+        config.max_dense_staleness = cfg.max_dense_staleness
+        config.prefetch_sparse = cfg.prefetch_sparse
+        config.geo_steps = max(cfg.k_steps, 1)
+        config.step_timeout_s = timeout
+        communicator = _core.distributed.Communicator(config, self.client.core_client, root)
         self._waiting = (communicator, root)
         if self._dense_missing(root):
             # Paddle 1.x's order (init_worker, then the startup program): start once it ran.

@@ -12,12 +12,15 @@ constexpr absl::Duration kRecvPeriod = absl::Milliseconds(10);
 
 AsyncCommunicator::AsyncCommunicator(CommunicatorConfig config,
                                      std::shared_ptr<ps::PsClient> client, Scope* root)
-    : CommunicatorBase(std::move(config), std::move(client), root), prefetcher_(client_.get()) {
+    : CommunicatorBase(std::move(config), std::move(client), root) {
   FLEET_ENFORCE(config_.send_queue_size > 0 && config_.max_merge_var_num > 0 &&
                     config_.thread_pool_size > 0 && config_.send_wait_times >= 0,
                 InvalidArgument,
                 "async communicator: send_queue_size, max_merge_var_num and "
                 "thread_pool_size must be positive, send_wait_times not negative");
+  if (config_.prefetch_sparse && !config_.sparse.empty()) {
+    prefetcher_ = std::make_shared<SparsePrefetcher>(client_, config_.sparse);
+  }
   auto merge_limit = [this](uint32_t table_id) -> size_t {
     auto table = client_->Table(table_id);
     const bool sgd = table.ok() && table->optimizer().has_sgd();
@@ -102,23 +105,24 @@ void AsyncCommunicator::PushSparse(int thread, uint32_t table_id, absl::Span<con
   size_t q = 0;
   while (q < config_.sparse.size() && config_.sparse[q].table_id != table_id) ++q;
   Enqueue(q, Item{{keys.begin(), keys.end()}, {grads.begin(), grads.end()}});
-  prefetcher_.Release(thread, table_id);  // the next batch's rows may now be pulled
+  // The next batch's rows may now be pulled.
+  if (prefetcher_) prefetcher_->Release(thread, table_id);
 }
 
-void AsyncCommunicator::OnBatchAhead(const framework::StepInfo& next) {
-  if (config_.prefetch_sparse && next.scope != nullptr) {
-    prefetcher_.Announce(next.thread, *next.scope);
-  }
-}
-
-void AsyncCommunicator::PullSparseOfStep(int thread, uint32_t table_id,
-                                         absl::Span<const int64_t> keys, absl::Span<float> out,
-                                         bool from_servers) {
+void AsyncCommunicator::PullSparse(int thread, uint32_t table_id, absl::Span<const int64_t> keys,
+                                   absl::Span<float> out, bool from_servers) {
   // The message is only built on an error: this runs once per table and step.
-  if (!from_servers && prefetcher_.Take(thread, table_id, keys, out, Sparse(table_id).name)) {
+  if (!from_servers && prefetcher_ &&
+      prefetcher_->Take(thread, table_id, keys, out, Sparse(table_id).name)) {
     return;
   }
-  PullSparse(table_id, keys, out, from_servers);
+  PullFromServers(table_id, keys, out);
+}
+
+std::vector<std::shared_ptr<framework::StepHook>> AsyncCommunicator::hooks() {
+  std::vector<std::shared_ptr<framework::StepHook>> all = CommunicatorBase::hooks();
+  if (prefetcher_) all.push_back(prefetcher_);
+  return all;
 }
 
 void AsyncCommunicator::SendDense(int thread, const std::vector<const LoDTensor*>& grads) {
@@ -133,8 +137,6 @@ void AsyncCommunicator::SendDense(int thread, const std::vector<const LoDTensor*
 
 void AsyncCommunicator::OnPassBegin(const framework::PassInfo& pass) {
   dataset_pass_ = pass.dataset_pass;
-  // Only dataset passes announce batches; an Executor.run step leaves the queues alone.
-  if (pass.dataset_pass) prefetcher_.StartPass(pass.num_threads);
 }
 
 void AsyncCommunicator::BeforeStep(const framework::StepInfo& info) {
@@ -302,7 +304,6 @@ void AsyncCommunicator::Flush() {
 
 void AsyncCommunicator::OnPassEnd() {
   if (!dataset_pass_) return;
-  prefetcher_.EndPass();
   if (!failed()) Flush();
 }
 

@@ -46,17 +46,13 @@ class AsyncCommunicator : public CommunicatorBase {
   void PushSparse(int thread, uint32_t table_id, absl::Span<const int64_t> keys,
                   absl::Span<const float> grads) override;
   void SendDense(int thread, const std::vector<const LoDTensor*>& grads) override;
-  // Pulls served from the rows prefetched for the thread's batch (see sparse_prefetch.h).
-  void PullSparseOfStep(int thread, uint32_t table_id, absl::Span<const int64_t> keys,
-                        absl::Span<float> out, bool from_servers) override;
-  bool WantsPullInputs(uint32_t table_id) const override {
-    return prefetcher_.WantsInputs(table_id);
-  }
-  void SetPullInputs(uint32_t table_id, std::vector<std::string> ids) override {
-    prefetcher_.SetInputs(table_id, std::move(ids));
-  }
-  void OnBatchAhead(const framework::StepInfo& next) override;
-  int64_t prefetched_pulls() const override { return prefetcher_.served(); }
+  // Served from the rows prefetched for the thread's batch when there are (sparse_prefetch.h).
+  void PullSparse(int thread, uint32_t table_id, absl::Span<const int64_t> keys,
+                  absl::Span<float> out, bool from_servers) override;
+  // The mode's hook, then the prefetcher's (none without prefetch_sparse).
+  std::vector<std::shared_ptr<framework::StepHook>> hooks() override;
+  // Pulls served from prefetched rows so far.
+  int64_t prefetched_pulls() const { return prefetcher_ ? prefetcher_->served() : 0; }
   void Flush() override;
   void Stop() override;
   void OnPassBegin(const framework::PassInfo& pass) override;
@@ -117,7 +113,7 @@ class AsyncCommunicator : public CommunicatorBase {
   int64_t staged_through_ ABSL_GUARDED_BY(mu_) = -1;  // -1: nothing staged
   std::vector<std::thread> threads_;
   std::atomic<bool> dataset_pass_{false};
-  SparsePrefetcher prefetcher_;
+  std::shared_ptr<SparsePrefetcher> prefetcher_;  // null without prefetch_sparse
   bool started_ = false;
   bool stopped_ = false;
 };

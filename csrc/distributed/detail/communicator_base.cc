@@ -135,8 +135,13 @@ size_t CommunicatorBase::CheckPushSize(uint32_t table_id, absl::Span<const int64
   return dim;
 }
 
-void CommunicatorBase::PullSparse(uint32_t table_id, absl::Span<const int64_t> keys,
+void CommunicatorBase::PullSparse(int thread, uint32_t table_id, absl::Span<const int64_t> keys,
                                   absl::Span<float> out, bool from_servers) {
+  PullFromServers(table_id, keys, out);
+}
+
+void CommunicatorBase::PullFromServers(uint32_t table_id, absl::Span<const int64_t> keys,
+                                       absl::Span<float> out) {
   WaitOk(client_->PullSparse(table_id, keys, out),
          absl::StrCat("pull_sparse of '", Sparse(table_id).name, "'"));
 }

@@ -21,10 +21,10 @@ class CommunicatorBase : public Communicator {
  public:
   CommunicatorBase(CommunicatorConfig config, std::shared_ptr<ps::PsClient> client, Scope* root);
 
-  void PullSparse(uint32_t table_id, absl::Span<const int64_t> keys, absl::Span<float> out,
-                  bool from_servers) override;
+  void PullSparse(int thread, uint32_t table_id, absl::Span<const int64_t> keys,
+                  absl::Span<float> out, bool from_servers) override;
   void Start() override;
-  std::shared_ptr<framework::StepHook> hook() override { return hook_; }
+  std::vector<std::shared_ptr<framework::StepHook>> hooks() override { return {hook_}; }
   const CommunicatorConfig& config() const override { return config_; }
   ps::PsClient& client() override { return *client_; }
 
@@ -47,6 +47,8 @@ class CommunicatorBase : public Communicator {
  protected:
   size_t dense_size() const { return dense_size_; }
   const SparseVar& Sparse(uint32_t table_id) const;
+  // Pulls the rows of `keys` from the servers and waits for them.
+  void PullFromServers(uint32_t table_id, absl::Span<const int64_t> keys, absl::Span<float> out);
   // The table's dim, after checking that `grads` holds one row per key (InvalidArgument).
   size_t CheckPushSize(uint32_t table_id, absl::Span<const int64_t> keys,
                        absl::Span<const float> grads) const;

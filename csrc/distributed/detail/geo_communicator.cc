@@ -123,10 +123,10 @@ void GeoCommunicator::StartThreads() {
   if (dense_size() > 0) ReadDenseParams(dense_synced_.data());
 }
 
-void GeoCommunicator::PullSparse(uint32_t table_id, absl::Span<const int64_t> keys,
+void GeoCommunicator::PullSparse(int thread, uint32_t table_id, absl::Span<const int64_t> keys,
                                  absl::Span<float> out, bool from_servers) {
   if (from_servers) {
-    CommunicatorBase::PullSparse(table_id, keys, out, true);
+    PullFromServers(table_id, keys, out);
     return;
   }
   LocalRows& local = Local(table_id);
@@ -136,7 +136,7 @@ void GeoCommunicator::PullSparse(uint32_t table_id, absl::Span<const int64_t> ke
   std::vector<int64_t> absent(missing.size());
   for (size_t i = 0; i < missing.size(); ++i) absent[i] = keys[missing[i]];
   std::vector<float> rows(absent.size() * dim);
-  CommunicatorBase::PullSparse(table_id, absent, absl::MakeSpan(rows), true);
+  PullFromServers(table_id, absent, absl::MakeSpan(rows));
   local.Reset(absent, rows);
   for (size_t i = 0; i < missing.size(); ++i) {
     std::memcpy(out.data() + missing[i] * dim, rows.data() + i * dim, dim * sizeof(float));
@@ -188,7 +188,7 @@ void GeoCommunicator::Exchange() {
     if (keys[t].empty()) continue;
     const SparseVar& var = config_.sparse[t];
     std::vector<float> rows(keys[t].size() * var.dim);
-    CommunicatorBase::PullSparse(var.table_id, keys[t], absl::MakeSpan(rows), true);
+    PullFromServers(var.table_id, keys[t], absl::MakeSpan(rows));
     Local(var.table_id).Reset(keys[t], rows);
   }
   if (dense_size() > 0) PullDenseIntoRoot(&dense_synced_);

@@ -62,8 +62,8 @@ class GeoCommunicator : public CommunicatorBase {
  public:
   GeoCommunicator(CommunicatorConfig config, std::shared_ptr<ps::PsClient> client, Scope* root);
 
-  void PullSparse(uint32_t table_id, absl::Span<const int64_t> keys, absl::Span<float> out,
-                  bool from_servers) override;
+  void PullSparse(int thread, uint32_t table_id, absl::Span<const int64_t> keys,
+                  absl::Span<float> out, bool from_servers) override;
   void PushSparse(int thread, uint32_t table_id, absl::Span<const int64_t> keys,
                   absl::Span<const float> grads) override;
   void SendDense(int thread, const std::vector<const LoDTensor*>& grads) override;

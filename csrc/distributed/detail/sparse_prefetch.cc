@@ -20,36 +20,47 @@ SparsePrefetcher::Pending::~Pending() {
   if (future) future->Wait().IgnoreError();  // the RPC may still write into `rows`
 }
 
+std::vector<SparsePrefetcher::Inputs> SparsePrefetcher::InputsOf(
+    const std::vector<SparseVar>& tables) {
+  std::vector<SparsePrefetcher::Inputs> inputs;
+  for (const SparseVar& table : tables) {
+    FLEET_ENFORCE(!table.ids.empty(), InvalidArgument, "sparse prefetch: table ", table.table_id,
+                  " ('", table.name,
+                  "') names no id variables to prefetch (SparseVar.ids, the pull_sparse op's "
+                  "Ids from the PS pass's plan); give them or turn prefetch_sparse off");
+    inputs.push_back({table.table_id, table.ids, table.dim});
+  }
+  return inputs;
+}
+
+SparsePrefetcher::SparsePrefetcher(std::shared_ptr<ps::PsClient> client,
+                                   const std::vector<SparseVar>& tables)
+    : client_(std::move(client)), inputs_(InputsOf(tables)) {}
+
 SparsePrefetcher::~SparsePrefetcher() = default;
 
-void SparsePrefetcher::StartPass(int num_threads) {
+void SparsePrefetcher::OnPassBegin(const framework::PassInfo& pass) {
+  dataset_pass_ = pass.dataset_pass;
+  // Only dataset passes announce batches; an Executor.run step leaves the queues alone.
+  if (!dataset_pass_) return;
   pending_.clear();
-  pending_.resize(std::max(1, num_threads));
+  pending_.resize(std::max(1, pass.num_threads));
 }
 
-bool SparsePrefetcher::WantsInputs(uint32_t table_id) const {
-  absl::MutexLock lock(&mu_);
-  return !inputs_.contains(table_id);
+void SparsePrefetcher::OnPassEnd() {
+  if (dataset_pass_) pending_.clear();
 }
 
-void SparsePrefetcher::SetInputs(uint32_t table_id, std::vector<std::string> ids) {
-  auto table = client_->Table(table_id);
-  if (!table.ok()) return;  // the pull itself reports an unknown table
-  absl::MutexLock lock(&mu_);
-  inputs_[table_id] = Inputs{std::move(ids), static_cast<size_t>(table->dim())};
-}
-
-std::vector<std::pair<uint32_t, SparsePrefetcher::Inputs>> SparsePrefetcher::AllInputs() const {
-  absl::MutexLock lock(&mu_);
-  return {inputs_.begin(), inputs_.end()};
-}
-
-void SparsePrefetcher::Announce(int thread, const Scope& scope) {
-  if (thread < 0 || static_cast<size_t>(thread) >= pending_.size()) return;
+void SparsePrefetcher::OnBatchAhead(const framework::StepInfo& next) {
+  const int thread = next.thread;
+  if (next.scope == nullptr || thread < 0 || static_cast<size_t>(thread) >= pending_.size()) {
+    return;
+  }
+  const Scope& scope = *next.scope;
   auto& queue = pending_[thread];
-  for (auto& [table_id, inputs] : AllInputs()) {
+  for (const Inputs& inputs : inputs_) {
     auto pending = std::make_unique<Pending>();
-    pending->table_id = table_id;
+    pending->table_id = inputs.table_id;
     bool usable = true;
     for (const std::string& name : inputs.ids) {
       const Variable* v = scope.FindVar(name);

@@ -6,10 +6,11 @@
 // instead of waiting for a round trip. So the pull of step t + 1 overlaps the end of step t's
 // backward, its dense send and the wait for the dense refresh at the step boundary.
 //
-// The prefetcher learns which variables hold a table's ids from the pull_sparse op itself (its
-// first run), and gathers the keys the same way the op does (the Ids tensors joined in order);
-// a pull whose keys differ from every prefetched set (another program, is_test clones) is not
-// served and pulls as usual.
+// Which variables hold a table's ids comes from the PS pass's plan (SparseVar.ids, the
+// pull_sparse op's Ids in order), given at init_worker, which refuses a plan whose names are not
+// the program's (fleet/ps/runtime.py); the keys are gathered the way the op gathers them (the Ids
+// tensors joined in order). A pull whose keys differ from every prefetched set (another program,
+// is_test clones) is not served and pulls as usual.
 //
 // Why wait for the push: a pull started at the announcement (the start of step t) reads rows
 // before step t's gradients reach them, one step more of staleness for the frequent ids that
@@ -19,36 +20,45 @@
 // push 0.7674 at 34.6k (12 runs), no prefetch 0.7678 at 32.7k (11 runs); one process 0.7720.
 // The strategy's a_sync_configs["prefetch_sparse"] = False turns the prefetch off.
 //
-// Threads: Announce and Take of one trainer thread run on that thread; SetInputs may come from
-// any. A pending prefetch is waited for before its buffer is dropped (the RPC writes into it).
+// A step hook of its own, owned by the async communicator (AsyncCommunicator::hooks): a dataset
+// pass gives every trainer thread a queue, each announced batch (OnBatchAhead) adds its keys to
+// the thread's queue, the pass's end drops what is left. Executor.run steps announce nothing.
+//
+// Threads: OnBatchAhead, Release and Take of one trainer thread run on that thread; the tables
+// are fixed at construction. A pending prefetch is waited for before its buffer is dropped (the
+// RPC writes into it).
 
 #include <deque>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "core/scope.h"
+#include "distributed/communicator.h"
+#include "framework/runtime.h"
 #include "ps/client/client.h"
 
 namespace fleet::distributed::detail {
 
-class SparsePrefetcher {
+class SparsePrefetcher : public framework::StepHook {
  public:
-  explicit SparsePrefetcher(ps::PsClient* client) : client_(client) {}
-  ~SparsePrefetcher();
+  // Prefetches the rows of every table of `tables` through `client`. InvalidArgument naming a
+  // table without id variables (SparseVar.ids).
+  SparsePrefetcher(std::shared_ptr<ps::PsClient> client, const std::vector<SparseVar>& tables);
+  ~SparsePrefetcher() override;
 
-  // Before a pass: one queue per trainer thread (dropping what is left from the last pass).
-  void StartPass(int num_threads);
-  // After a pass: drops (waiting for) what was prefetched and not used.
-  void EndPass() { pending_.clear(); }
-  bool WantsInputs(uint32_t table_id) const;
-  void SetInputs(uint32_t table_id, std::vector<std::string> ids);
-  // Copies the keys of every known table for the batch whose inputs `scope` holds; their pulls
-  // start at Release (or at Take). Skips a table whose id variables are not all int64 tensors.
-  void Announce(int thread, const Scope& scope);
+  // A dataset pass: one queue per trainer thread (dropping what is left from the last pass).
+  void OnPassBegin(const framework::PassInfo& pass) override;
+  // Copies the keys of every table for the batch whose inputs `next.scope` holds; their pulls
+  // start at Release (or at Take). Skips a table whose id variables are not all int64 tensors
+  // there (a pass of another program).
+  void OnBatchAhead(const framework::StepInfo& next) override;
+  // After a dataset pass: drops (waiting for) what was prefetched and not used.
+  void OnPassEnd() override;
+  std::string Name() const override { return "async sparse prefetch"; }
+
   // Starts the pull of `table_id`'s announced rows: `thread` has queued its gradient of the
   // table for the current batch.
   void Release(int thread, uint32_t table_id);
@@ -70,15 +80,17 @@ class SparsePrefetcher {
     ~Pending();
   };
   struct Inputs {
+    uint32_t table_id = 0;
     std::vector<std::string> ids;  // the pull_sparse op's Ids variables, in order
     size_t dim = 0;
   };
-  std::vector<std::pair<uint32_t, Inputs>> AllInputs() const;
+  static std::vector<Inputs> InputsOf(const std::vector<SparseVar>& tables);
   void StartPull(Pending& pending);
 
-  ps::PsClient* client_;
+  std::shared_ptr<ps::PsClient> client_;  // the registered hook may outlive the communicator
+  const std::vector<Inputs> inputs_;
+  bool dataset_pass_ = false;  // set between passes only
   mutable absl::Mutex mu_;
-  absl::flat_hash_map<uint32_t, Inputs> inputs_ ABSL_GUARDED_BY(mu_);
   // Per trainer thread, oldest first; only that thread touches its queue during a pass.
   std::vector<std::deque<std::unique_ptr<Pending>>> pending_;
   int64_t served_ ABSL_GUARDED_BY(mu_) = 0;

@@ -13,6 +13,7 @@ from fleet.errors import InvalidArgument, NotFound, Timeout
 from fleet.proto import ps_pb2
 from fleet.testing.ps_cluster import start_servers
 from fleet.testing.ps_reference import OPTIMIZERS, ReferenceRule
+from tests.python import _ps_testing
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -161,7 +162,7 @@ def test_four_threads_on_two_servers_sum_every_update(cluster):
 
 
 def raw(cluster, method, request, reply_type, server=0):
-    reply = _core.ps.raw_call(cluster.endpoints[server], method, request.SerializeToString())
+    reply = _ps_testing.raw_call(cluster.endpoints[server], method, request.SerializeToString())
     return reply_type.FromString(reply)
 
 

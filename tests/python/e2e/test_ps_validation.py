@@ -14,12 +14,12 @@ import time
 import numpy as np
 import pytest
 
-from fleet import _core
 from fleet.errors import InvalidArgument, NotFound, OutOfMemory, Unavailable
 from fleet.proto import ps_pb2
 from fleet.ps import PsClient, read_server_config, server_config, start_server
 from fleet.testing.ps_cluster import REPO_ROOT
 from fleet.testing.ps_reference import OPTIMIZERS
+from tests.python import _ps_testing
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -124,7 +124,7 @@ def test_barrier_refuses_bad_and_repeated_worker_ids(ps_servers):
     # The server checks too (a request that skipped the client's checks).
     request = ps_pb2.BarrierRequest(name="raw", num_workers=2, worker_id=7, timeout_ms=1000)
     reply = ps_pb2.BarrierReply.FromString(
-        _core.ps.raw_call(cluster.endpoints[0], "Barrier", request.SerializeToString(), 10.0)
+        _ps_testing.raw_call(cluster.endpoints[0], "Barrier", request.SerializeToString(), 10.0)
     )
     assert reply.status.code == 3 and "worker id 7 is not in [0, 2)" in reply.status.message
 

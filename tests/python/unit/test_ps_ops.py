@@ -12,7 +12,7 @@ import pytest
 
 import fleet
 from fleet import _core
-from fleet.errors import Unavailable
+from fleet.errors import InvalidArgument, Unavailable
 from fleet.ps import PsClient, server_config, start_server
 
 DIM = 3
@@ -66,6 +66,34 @@ def _program(padding_idx: int = -1):
     return main
 
 
+def _config(
+    mode,
+    max_dense_staleness,
+    prefetch_sparse,
+    send_queue_size,
+    max_merge_var_num,
+    send_wait_times,
+    ids=("ids",),
+):
+    config = _core.distributed.CommunicatorConfig()
+    config.mode = getattr(_core.distributed.PsMode, mode.upper())
+    config.worker_id = 0
+    config.num_workers = 1
+    config.dense_table_id = 0
+    config.dense = [_core.distributed.DenseVar("w", "w@GRAD", 0, 4)]
+    config.sparse = [_core.distributed.SparseVar(1, DIM, "emb", list(ids))]
+    config.send_queue_size = send_queue_size
+    config.max_merge_var_num = max_merge_var_num
+    config.send_wait_times = send_wait_times
+    config.thread_pool_size = 1
+    config.independent_recv = False
+    config.max_dense_staleness = max_dense_staleness
+    config.prefetch_sparse = prefetch_sparse
+    config.geo_steps = 1
+    config.step_timeout_s = 10.0
+    return config
+
+
 def _executor(
     client,
     scope,
@@ -78,23 +106,16 @@ def _executor(
 ):
     resources = _core.RuntimeResources()
     comm = _core.distributed.Communicator(
-        mode=mode,
-        worker_id=0,
-        num_workers=1,
-        dense_table_id=0,
-        dense=[("w", "w@GRAD", 0, 4)],
-        sparse=[(1, DIM, "emb", b"")],
-        send_queue_size=send_queue_size,
-        max_merge_var_num=max_merge_var_num,
-        send_wait_times=send_wait_times,
-        thread_pool_size=1,
-        independent_recv=False,
-        max_dense_staleness=max_dense_staleness,
-        prefetch_sparse=prefetch_sparse,
-        geo_steps=1,
-        step_timeout_s=10.0,
-        client=client._core,
-        root_scope=scope,
+        _config(
+            mode,
+            max_dense_staleness,
+            prefetch_sparse,
+            send_queue_size,
+            max_merge_var_num,
+            send_wait_times,
+        ),
+        client._core,
+        scope,
     )
     comm.attach(resources)
     return fleet.Executor(fleet.CPUPlace(), resources=resources), comm
@@ -295,3 +316,14 @@ def test_an_async_dataset_pass_pulls_each_next_batch_while_the_current_one_runs(
         assert comm.prefetched_pulls == 0
     expected = client.pull_sparse(1, ids.ravel()).sum()
     assert result.fetch_sums["out"] == pytest.approx(expected, rel=1e-5)
+
+
+def test_an_async_prefetch_without_id_variables_is_refused(cluster):
+    """The prefetcher takes each table's id variables from the plan; a config without them
+    would never prefetch, so the communicator refuses it, naming the table."""
+    _, client = cluster
+    config = _config("async", 0, True, 4, 1, 0, ids=())
+    with pytest.raises(InvalidArgument, match=r"table 1 \('emb'\) names no id variables"):
+        _core.distributed.Communicator(config, client._core, _core.Scope())
+    config.prefetch_sparse = False  # nothing to configure without the prefetch
+    assert _core.distributed.Communicator(config, client._core, _core.Scope()).prefetched_pulls == 0

@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "ps/table/checkpoint.h"
 #include "ps/table/detail/memory.h"
+#include "ps/table/shard_load.h"
 
 namespace fleet::ps::detail {
 namespace {
@@ -170,11 +171,8 @@ absl::Status TableSet::CommitSave(const proto::CommitSaveRequest& request) {
 absl::StatusOr<uint64_t> TableSet::LoadTable(uint32_t table_id,
                                              absl::Span<TableFileReader* const> parts) {
   if (auto it = sparse_.find(table_id); it != sparse_.end()) {
-    const uint32_t index = config_.server_index();
-    const uint32_t servers = config_.num_servers();
-    const KeyShardFn& owner = sharding_.key_to_server;
-    if (servers == 1) return it->second->Load(parts);  // every key is this server's
-    return it->second->Load(parts, [&](int64_t key) { return owner(key, servers) == index; });
+    return LoadShard(*it->second, parts, config_.server_index(), config_.num_servers(),
+                     sharding_.key_to_server);
   }
   if (auto it = dense_.find(table_id); it != dense_.end()) return it->second->Load(parts);
   return absl::NotFoundError(

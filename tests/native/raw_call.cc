@@ -1,4 +1,4 @@
-#include "ps/client/raw_call.h"
+#include "raw_call.h"
 
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
