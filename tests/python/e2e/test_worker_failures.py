@@ -24,8 +24,9 @@ from tests.python.e2e import launch_helpers as lh
 pytestmark = pytest.mark.timeout(240)
 
 # The step timeout the jobs use (fleet.init_worker(timeout=...)): long enough for a loaded
-# machine, short enough that a test of a frozen worker ends.
-STEP_TIMEOUT_S = 20
+# machine and for one progress line of a barrier wait (every 30 s), short enough that a test of a
+# frozen worker ends.
+STEP_TIMEOUT_S = 35
 # A fault must end the job this soon (the step timeout's own wait not counted).
 ENDS_WITHIN_S = 15
 
@@ -111,7 +112,7 @@ def _end_of(launcher, timeout):
     except Exception:
         lh.stop_launcher(launcher)
         raise
-    return launcher.returncode, err, time.monotonic()
+    return launcher.returncode, out, err, time.monotonic()
 
 
 @pytest.mark.parametrize("fault", ["SIGKILL", "SIGSTOP"])
@@ -123,7 +124,7 @@ def test_a_worker_lost_on_another_machine_fails_the_others_naming_it(tmp_path, f
         victim = lh.pids(tmp_path)["worker.1"]
         os.kill(victim, getattr(signal, fault))
         faulted = time.monotonic()
-        code, err, ended = _end_of(here, timeout=STEP_TIMEOUT_S + 120)
+        code, out, err, ended = _end_of(here, timeout=STEP_TIMEOUT_S + 120)
     finally:
         if victim is not None and fault == "SIGSTOP":
             os.kill(victim, signal.SIGKILL)
@@ -142,4 +143,7 @@ def test_a_worker_lost_on_another_machine_fails_the_others_naming_it(tmp_path, f
     else:
         # Alive but frozen: bounded by the step timeout, which the error names.
         assert f"within {STEP_TIMEOUT_S}s; missing worker(s) 1" in err, err
+        # The server said what it waited for while it waited (its output is fleetrun's).
+        progress = f"waiting for worker(s) 1 at barrier '__sync_step__' (30 s of {STEP_TIMEOUT_S})"
+        assert progress in out, out[-3000:]
         assert took < STEP_TIMEOUT_S + ENDS_WITHIN_S, f"the job ended {took:.1f} s after the stop"
