@@ -184,7 +184,8 @@ struct PendingPush {
 
 }  // namespace
 
-PsClient::PsClient(ClientOptions options) : options_(std::move(options)) {}
+PsClient::PsClient(ClientOptions options)
+    : options_(std::move(options)), transport_(std::make_unique<detail::Transport>()) {}
 
 absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(ClientOptions options) {
   if (options.endpoints.empty()) return absl::InvalidArgumentError("PsClient: no endpoints");
@@ -261,18 +262,18 @@ absl::Status PsClient::Handshake() {
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   const absl::Time deadline = absl::Now() + options_.connect_timeout;
   for (const std::string& endpoint : options_.endpoints) {
-    channels_.push_back(
+    transport_->channels.push_back(
         grpc::CreateCustomChannel(endpoint, grpc::InsecureChannelCredentials(), args));
-    stubs_.push_back(proto::PsService::NewStub(channels_.back()));
+    transport_->stubs.push_back(proto::PsService::NewStub(transport_->channels.back()));
   }
-  for (size_t s = 0; s < channels_.size(); ++s) {
-    if (!channels_[s]->WaitForConnected(absl::ToChronoTime(deadline))) {
+  for (size_t s = 0; s < num_servers(); ++s) {
+    if (!transport_->channels[s]->WaitForConnected(absl::ToChronoTime(deadline))) {
       return absl::UnavailableError(absl::StrCat("cannot connect to parameter server ", s, " at ",
                                                  options_.endpoints[s], " within ",
                                                  absl::FormatDuration(options_.connect_timeout)));
     }
   }
-  std::vector<proto::ServerConfig> configs(stubs_.size());
+  std::vector<proto::ServerConfig> configs(num_servers());
   auto status = CallAll<HeartbeatCall>(
       "Heartbeat", options_.rpc_timeout, FLEET_PS_STARTER(Heartbeat), [](HeartbeatCall*) {},
       [&](size_t s, const proto::HeartbeatReply& reply) {
@@ -332,14 +333,14 @@ absl::StatusOr<proto::TableConfig> PsClient::Table(uint32_t table_id) const {
 }
 
 uint32_t PsClient::ServerOf(int64_t key) const {
-  const uint32_t n = static_cast<uint32_t>(stubs_.size());
+  const uint32_t n = static_cast<uint32_t>(num_servers());
   return n == 1 ? 0 : options_.sharding.key_to_server(key, n);
 }
 
 Future PsClient::FailSharding(const std::shared_ptr<detail::CallState>& state) const {
   // Requests already sent finish on their own; the call reports the broken sharding function.
   state->Done(absl::InvalidArgumentError(
-      absl::StrCat("the key sharding function returned a server index >= ", stubs_.size())));
+      absl::StrCat("the key sharding function returned a server index >= ", num_servers())));
   return Future(state);
 }
 
@@ -377,7 +378,7 @@ Future PsClient::PullSparse(uint32_t table_id, absl::Span<const int64_t> keys,
   const std::string what = absl::StrCat("PullSparse of table ", table_id);
   const size_t max_keys = std::min(options_.max_keys_per_request, keys.size());
   RequestStream<PendingPull> stream(
-      stubs_.size(), max_keys,
+      num_servers(), max_keys,
       [&] {
         PendingPull p{new PullSparseCall};
         p.call->request.set_table_id(table_id);
@@ -405,7 +406,7 @@ Future PsClient::PullSparse(uint32_t table_id, absl::Span<const int64_t> keys,
       continue;
     }
     const uint32_t s = ServerOf(keys[i]);
-    if (s >= stubs_.size()) return FailSharding(state);
+    if (s >= num_servers()) return FailSharding(state);
     size_t index;
     PendingPull& p = stream.Next(s, &index);
     std::memcpy(p.keys + index * sizeof(int64_t), &keys[i], sizeof(int64_t));
@@ -469,7 +470,7 @@ Future PsClient::PushSparse(uint32_t table_id, absl::Span<const int64_t> keys,
   const std::string what = absl::StrCat(PushName(kind, "PushSparse"), " of table ", table_id);
   const size_t max_keys = std::min(options_.max_keys_per_request, keys.size());
   RequestStream<PendingPush> stream(
-      stubs_.size(), max_keys,
+      num_servers(), max_keys,
       [&] {
         PendingPush p{new PushSparseCall};
         p.call->request.set_table_id(table_id);
@@ -492,7 +493,7 @@ Future PsClient::PushSparse(uint32_t table_id, absl::Span<const int64_t> keys,
   for (uint32_t i = 0; i < keys.size(); ++i) {
     if (merged.IsRepeat(i)) continue;
     const uint32_t s = ServerOf(keys[i]);
-    if (s >= stubs_.size()) return FailSharding(state);
+    if (s >= num_servers()) return FailSharding(state);
     size_t index;
     PendingPush& p = stream.Next(s, &index);
     std::memcpy(p.keys + index * sizeof(int64_t), &keys[i], sizeof(int64_t));
@@ -604,10 +605,10 @@ Future PsClient::Barrier(const std::string& name, uint32_t num_workers, uint32_t
 
 absl::StatusOr<uint32_t> PsClient::SyncStep(uint32_t num_workers, uint32_t worker_id, bool done,
                                             absl::Duration timeout) {
-  auto state = std::make_shared<detail::CallState>(static_cast<int>(stubs_.size()));
+  auto state = std::make_shared<detail::CallState>(static_cast<int>(num_servers()));
   // Every server reports the same count (each saw the same arrivals); keep the smallest.
   auto done_workers = std::make_shared<std::atomic<uint32_t>>(num_workers);
-  for (size_t s = 0; s < stubs_.size(); ++s) {
+  for (size_t s = 0; s < num_servers(); ++s) {
     auto* call = new BarrierCall;
     call->request.set_name("__sync_step__");
     call->request.set_num_workers(num_workers);

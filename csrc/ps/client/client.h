@@ -7,9 +7,13 @@
 // calls (save, load, shrink, stats, stop) block. Every RPC carries a deadline, and a dead or
 // hung server turns into an error naming its endpoint within that deadline, never a hang.
 // All methods are thread-safe.
+//
+// The header holds no gRPC: the channels and stubs live in detail::Transport (client_call.h),
+// so code that only calls the client compiles against ps.proto's messages alone.
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -20,7 +24,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
-#include "fleet/ps/ps.grpc.pb.h"
+#include "fleet/ps/ps.pb.h"
 #include "ps/client/future.h"
 #include "ps/sharding.h"
 
@@ -29,6 +33,7 @@ namespace detail {
 struct Inflight;
 struct Incarnations;
 struct Presence;
+struct Transport;
 class KeyDedupPool;
 }  // namespace detail
 
@@ -181,8 +186,10 @@ class PsClient {
                            const std::function<void(Call*)>& fill, OnReply on_reply);
 
   ClientOptions options_;
-  std::vector<std::shared_ptr<grpc::Channel>> channels_;
-  std::vector<std::unique_ptr<proto::PsService::Stub>> stubs_;
+  // The number of servers (one channel and stub each in transport_).
+  size_t num_servers() const { return options_.endpoints.size(); }
+
+  std::unique_ptr<detail::Transport> transport_;  // channels and stubs, one per server
   absl::flat_hash_map<uint32_t, proto::TableConfig> tables_;
   absl::flat_hash_map<uint32_t, DenseRoute> dense_;
   // Ends the presence calls of Attend and waits for their callbacks.

@@ -29,7 +29,7 @@ absl::StatusOr<uint64_t> PsClient::Save(const std::string& dirname,
   const std::string save_id = NewSaveId();
   const std::string what = absl::StrCat("Save to ", dirname);
   // Phase one: every server writes its parts under the save id.
-  std::vector<std::vector<proto::CheckpointFile>> files(stubs_.size());
+  std::vector<std::vector<proto::CheckpointFile>> files(num_servers());
   uint64_t rows = 0;
   absl::Mutex mu;
   auto status = CallAll<SaveCall>(
@@ -54,12 +54,12 @@ absl::StatusOr<uint64_t> PsClient::Save(const std::string& dirname,
   proto::CommitSaveRequest commit;
   commit.set_dirname(dirname);
   commit.set_save_id(save_id);
-  commit.set_num_servers(static_cast<uint32_t>(stubs_.size()));
+  commit.set_num_servers(static_cast<uint32_t>(num_servers()));
   for (auto& server_files : files) {
     for (auto& file : server_files) *commit.add_files() = std::move(file);
   }
   std::vector<size_t> others;
-  for (size_t s = 1; s < stubs_.size(); ++s) others.push_back(s);
+  for (size_t s = 1; s < num_servers(); ++s) others.push_back(s);
   for (const std::vector<size_t>& servers : {std::vector<size_t>{0}, others}) {
     status = CallServers<CommitCall>(
         absl::StrCat("Commit of the save to ", dirname), options_.admin_timeout, servers,
@@ -113,7 +113,7 @@ absl::StatusOr<uint64_t> PsClient::Shrink(uint32_t table_id, uint32_t max_unseen
 
 absl::StatusOr<std::vector<std::vector<proto::TableStats>>> PsClient::Stats() {
   if (auto s = CheckUsable("Stats"); !s.ok()) return s;
-  std::vector<std::vector<proto::TableStats>> stats(stubs_.size());
+  std::vector<std::vector<proto::TableStats>> stats(num_servers());
   auto status = CallAll<StatsCall>(
       "Stats", options_.rpc_timeout, FLEET_PS_STARTER(Stats), [](StatsCall*) {},
       [&](size_t s, const proto::StatsReply& reply) {
@@ -145,7 +145,7 @@ absl::Status PsClient::ReportFailure(uint32_t worker_id, const std::string& why)
 void PsClient::Attend(uint32_t worker_id) {
   absl::MutexLock lock(&presence_->mu);
   if (!presence_->calls.empty() || state_.load() != kOpen) return;
-  for (size_t s = 0; s < stubs_.size(); ++s) {
+  for (size_t s = 0; s < num_servers(); ++s) {
     auto call = std::make_unique<BarrierCall>();
     if (!options_.job_id.empty()) call->context.AddMetadata(detail::kJobIdKey, options_.job_id);
     call->request.set_worker_id(worker_id);
@@ -153,11 +153,11 @@ void PsClient::Attend(uint32_t worker_id) {
     ++presence_->open;
     // No deadline: the call lasts as long as the worker. Its outcome does not matter (a server
     // that went away fails the worker's other calls).
-    stubs_[s]->async()->Barrier(&call->context, &call->request, &call->reply,
-                                [presence = presence_.get()](grpc::Status) {
-                                  absl::MutexLock lock(&presence->mu);
-                                  --presence->open;
-                                });
+    transport_->stubs[s]->async()->Barrier(&call->context, &call->request, &call->reply,
+                                           [presence = presence_.get()](grpc::Status) {
+                                             absl::MutexLock lock(&presence->mu);
+                                             --presence->open;
+                                           });
     presence_->calls.push_back(std::move(call));
   }
 }

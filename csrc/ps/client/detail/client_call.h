@@ -12,10 +12,18 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "fleet/ps/ps.grpc.pb.h"
 #include "ps/client/client.h"
 #include "ps/detail/call_metadata.h"
 
 namespace fleet::ps::detail {
+
+// The gRPC side of PsClient, kept out of its header: one channel and stub per server, in the
+// order of ClientOptions.endpoints, filled by Handshake.
+struct Transport {
+  std::vector<std::shared_ptr<grpc::Channel>> channels;
+  std::vector<std::unique_ptr<proto::PsService::Stub>> stubs;
+};
 
 // One RPC: owned by Launch from the start of the call until its callback ends.
 template <class Request, class Reply>
@@ -78,7 +86,7 @@ void PsClient::Launch(size_t server, std::string what, absl::Duration timeout, C
   }
   std::string where =
       absl::StrCat(what, " on parameter server ", server, " at ", options_.endpoints[server]);
-  start(stubs_[server]->async(), &call->context, &call->request, &call->reply,
+  start(transport_->stubs[server]->async(), &call->context, &call->request, &call->reply,
         [call, server, where = std::move(where), state = std::move(state), inflight = inflight_,
          incarnations = incarnations_, on_reply = std::move(on_reply)](grpc::Status transport) {
           absl::Status status = detail::CallStatus(transport, call->reply.status(), where);
@@ -102,7 +110,7 @@ void PsClient::Launch(size_t server, std::string what, absl::Duration timeout, C
 template <class CallT, class Start, class OnReply>
 absl::Status PsClient::CallAll(const std::string& what, absl::Duration timeout, Start start,
                                const std::function<void(CallT*)>& fill, OnReply on_reply) {
-  std::vector<size_t> servers(stubs_.size());
+  std::vector<size_t> servers(num_servers());
   for (size_t s = 0; s < servers.size(); ++s) servers[s] = s;
   return CallServers<CallT>(what, timeout, servers, start, fill, on_reply);
 }
