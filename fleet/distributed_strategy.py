@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import os
 from typing import Any, ClassVar, Mapping
 
 from fleet.compiler import BuildStrategy, ExecutionStrategy
@@ -166,7 +167,11 @@ class DistributedStrategy:
         object.__setattr__(self, "_gradient_merge", False)
         object.__setattr__(self, "_gradient_merge_configs", {"k_steps": 1, "avg": True})
         object.__setattr__(self, "_nccl_comm_num", 1)
-        object.__setattr__(self, "_sparse_table_configs", {"count_filter": 0})
+        object.__setattr__(
+            self,
+            "_sparse_table_configs",
+            {"count_filter": 0, "storage": "memory", "memory_budget_mb": 0.0, "ssd_path": ""},
+        )
         object.__setattr__(self, "_table_optimizers", {})
         # The 1.x accessors' objects (get/set_program_config, ...): fleet/ps_strategy_configs.py.
         object.__setattr__(self, "_program_config", ProgramConfig())
@@ -305,7 +310,12 @@ class DistributedStrategy:
     def sparse_table_configs(self) -> dict[str, Any]:
         """Settings of every sparse table. ``count_filter``: a new id enters a table only once
         it has been pulled that many times (Paddle's CountFilterEntry); until then it reads as
-        zeros and its gradients are dropped. 0 or 1: every id at once."""
+        zeros and its gradients are dropped. 0 or 1: every id at once.
+
+        ``storage``: ``"memory"`` (default) or ``"ssd"``: each server keeps the hot rows of a
+        table in at most ``memory_budget_mb`` MiB of memory and the rest in a RocksDB database
+        under ``ssd_path`` (a directory per table and server); values and checkpoints are those
+        of an in-memory table. A server restarted without a checkpoint keeps nothing."""
         return dict(self._sparse_table_configs)
 
     @sparse_table_configs.setter
@@ -315,13 +325,7 @@ class DistributedStrategy:
             raise InvalidArgument(f"{where} must be a dict, got {type(values).__name__}")
         merged = dict(self._sparse_table_configs)
         for key, value in values.items():
-            if key != "count_filter":
-                raise InvalidArgument(f"{where}: unknown key {key!r}; valid keys: count_filter")
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise InvalidArgument(
-                    f"{where}['count_filter'] must be an integer >= 0, got {value!r}"
-                )
-            merged[key] = value
+            merged[key] = _checked_table_setting(where, key, value)
         object.__setattr__(self, "_sparse_table_configs", merged)
 
     # -- per-table optimizers ----------------------------------------------------------------
@@ -472,3 +476,29 @@ class DistributedStrategyFactory:
 
 
 __all__ = ["AsyncConfig", "DistributedStrategy", "DistributedStrategyFactory", "PsMode"]
+
+
+def _checked_table_setting(where: str, key: str, value: Any) -> Any:
+    """One entry of ``sparse_table_configs``, checked (InvalidArgument naming it)."""
+    if key == "count_filter":
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise InvalidArgument(f"{where}['count_filter'] must be an integer >= 0, got {value!r}")
+        return value
+    if key == "storage":
+        if value not in ("memory", "ssd"):
+            raise InvalidArgument(f"{where}['storage'] must be 'memory' or 'ssd', got {value!r}")
+        return value
+    if key == "memory_budget_mb":
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+            raise InvalidArgument(
+                f"{where}['memory_budget_mb'] must be a number > 0, got {value!r}"
+            )
+        return float(value)
+    if key == "ssd_path":
+        if not isinstance(value, (str, os.PathLike)) or not os.fspath(value):
+            raise InvalidArgument(f"{where}['ssd_path'] must be a directory path, got {value!r}")
+        return os.fspath(value)
+    raise InvalidArgument(
+        f"{where}: unknown key {key!r}; valid keys: count_filter, storage, memory_budget_mb, "
+        "ssd_path"
+    )

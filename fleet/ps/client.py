@@ -193,7 +193,9 @@ class PsClient:
 
     def stats(self) -> List[List[dict]]:
         """Per server, per table: ``table_id``, ``type``, ``rows``, ``bytes``,
-        ``filtered_keys``."""
+        ``filtered_keys``; a table with storage "ssd" also ``ssd``: ``rows_in_memory``,
+        ``rows_on_disk``, ``memory_hits``, ``disk_reads``, ``hit_rate`` (of the rows a request
+        found, the share found in memory), ``bytes_read``, ``bytes_written``, ``evictions``."""
         return self._core.stats()
 
     def heartbeat(self) -> None:

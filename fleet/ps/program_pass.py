@@ -326,7 +326,17 @@ def _sparse_tables(
             _refuse_schedule_in_geo(config.optimizer, strategy, f"sparse table '{name}'")
         else:
             config.optimizer.CopyFrom(rule)
-        config.count_filter.min_count = strategy.sparse_table_configs["count_filter"]
+        settings = strategy.sparse_table_configs
+        config.count_filter.min_count = settings["count_filter"]
+        if settings["storage"] == "ssd":
+            if not settings["memory_budget_mb"] or not settings["ssd_path"]:
+                raise InvalidArgument(
+                    f"sparse table '{name}': sparse_table_configs storage 'ssd' needs "
+                    "memory_budget_mb and ssd_path"
+                )
+            config.storage = "ssd"
+            config.memory_budget_mb = settings["memory_budget_mb"]
+            config.ssd_path = settings["ssd_path"]
         tables.append(SparseTablePlan(table_id, name, dim, config))
     return tables
 

@@ -185,7 +185,13 @@ void SparseTable::SortByRequestOrder(const Groups& g, std::vector<uint32_t>* pos
 absl::Status SparseTable::CheckTierRequest(const Groups& g) const {
   if (!tier_) return absl::OkStatus();
   for (size_t s = 0; s < shards_.size(); ++s) {
-    if (auto status = tier_->CheckRequest(s, g.begin[s + 1] - g.begin[s]); !status.ok()) {
+    size_t keys = g.begin[s + 1] - g.begin[s];
+    if (keys > tier_->shard_capacity()) {  // repeats need no row of their own: count distinct
+      std::vector<int64_t> distinct(g.keys.begin() + g.begin[s], g.keys.begin() + g.begin[s + 1]);
+      std::sort(distinct.begin(), distinct.end());
+      keys = std::unique(distinct.begin(), distinct.end()) - distinct.begin();
+    }
+    if (auto status = tier_->CheckRequest(s, keys); !status.ok()) {
       return absl::Status(status.code(), absl::StrCat(Name(), ": ", status.message()));
     }
   }

@@ -80,7 +80,15 @@ absl::StatusOr<std::unique_ptr<TableSet>> TableSet::Create(const proto::ServerCo
       return absl::InvalidArgumentError(absl::StrCat("server config: table id ", id, " twice"));
     }
     if (table.type() == proto::SPARSE) {
-      auto sparse = SparseTable::Create(table);
+      // An SSD table's database: one per table per server under its ssd_path, so that the
+      // servers of one machine (or a shared path) never open each other's.
+      proto::TableConfig local = table;
+      if (table.storage() == "ssd" && !table.ssd_path().empty()) {
+        local.set_ssd_path((std::filesystem::path(table.ssd_path()) /
+                            absl::StrCat("table_", id, ".server_", config.server_index()))
+                               .string());
+      }
+      auto sparse = SparseTable::Create(local);
       if (!sparse.ok()) return sparse.status();
       set->sparse_[id] = std::move(*sparse);
     } else {
@@ -265,10 +273,14 @@ std::string TableSet::Describe() const {
     const uint32_t id = table.table_id();
     if (auto it = sparse_.find(id); it != sparse_.end()) {
       const SparseTable& t = *it->second;
-      lines.push_back(absl::StrCat("sparse table ", id, " '", table.name(), "': dim ", t.dim(),
-                                   ", ", RuleName(table.optimizer()), " (", t.row_width(),
-                                   " floats a row), count filter ",
-                                   table.count_filter().min_count()));
+      lines.push_back(
+          absl::StrCat("sparse table ", id, " '", table.name(), "': dim ", t.dim(), ", ",
+                       RuleName(table.optimizer()), " (", t.row_width(),
+                       " floats a row), count filter ", table.count_filter().min_count(),
+                       table.storage() == "ssd"
+                           ? absl::StrCat(", storage ssd (", table.memory_budget_mb(),
+                                          " MiB in memory, the rest under ", table.ssd_path(), ")")
+                           : ""));
     } else {
       const DenseTable& t = *dense_.at(id);
       lines.push_back(absl::StrCat("dense table ", id, " '", table.name(), "': dim ",

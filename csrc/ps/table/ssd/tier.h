@@ -50,8 +50,8 @@ class Tier {
   // Rows a shard keeps in memory after an eviction: its budget.
   uint64_t shard_capacity() const { return shard_capacity_; }
 
-  // ResourceExhausted naming the budget and the numbers when `keys` keys of one request fall in
-  // one shard and its budget cannot hold them at once.
+  // ResourceExhausted naming the budget and the numbers when `keys` distinct keys of one request
+  // fall in one shard and its budget cannot hold them at once.
   absl::Status CheckRequest(uint32_t shard, size_t keys) const;
   // Moves the rows of `keys` (absent from `rows`; repeats allowed) found on disk into `rows`.
   // Caller holds the shard's lock.

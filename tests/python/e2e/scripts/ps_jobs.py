@@ -69,12 +69,22 @@ def main() -> int:
     parser.add_argument(
         "--optimizer", choices=("sgd", "adagrad"), default="sgd", help="the servers' rule"
     )
+    parser.add_argument(
+        "--ssd_budget_mb", type=float, default=0, help="sparse tables on the SSD tier, this budget"
+    )
+    parser.add_argument("--ssd_path", default="", help="with --ssd_budget_mb: their directory")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     main_prog, startup, loss, prob, label = build()
     fleet.init()
     strategy = fleet.DistributedStrategyFactory.create_sync_strategy()
     strategy.sparse_table_configs = {"count_filter": args.count_filter}
+    if args.ssd_budget_mb:
+        strategy.sparse_table_configs = {
+            "storage": "ssd",
+            "memory_budget_mb": args.ssd_budget_mb,
+            "ssd_path": args.ssd_path,
+        }
     with fleet.program_guard(main_prog, startup):
         rule = fleet.optimizer.SGD(0.1) if args.optimizer == "sgd" else fleet.optimizer.Adagrad(0.1)
         fleet.distributed_optimizer(rule, strategy).minimize(loss)
@@ -135,7 +145,10 @@ def main() -> int:
         stats = [t for server in client.stats() for t in server if t["table_id"] == 1]
         rows = client.pull_sparse(1, ids)
         extra = {"dropped": dropped, "filtered": sum(t["filtered_keys"] for t in stats)}
-        if args.shrink >= 0 or args.count_filter:
+        if args.ssd_budget_mb:  # the SSD tier's counters beside the values
+            extra = {k: sum(t["ssd"][k] for t in stats) for k in ("rows_on_disk", "evictions")}
+            np.savez(args.out, ids=ids, rows=rows, **extra, **_dense(fleet.main_program))
+        elif args.shrink >= 0 or args.count_filter:
             np.savez(args.out, **extra)
         else:
             np.savez(args.out, ids=ids, rows=rows, **_dense(fleet.main_program))
