@@ -10,6 +10,9 @@ Environment read by PaddleCloudRoleMaker:
                                  PADDLE_TRAINERS_NUM (or PADDLE_NUM_TRAINERS); PADDLE_TRAINER_ID
                                  for trainers; POD_IP and PADDLE_PORT for servers (their own
                                  endpoint); optionally PADDLE_TRAINER_ENDPOINTS.
+  Slurm (srun) or Open MPI       no Paddle variable set: SLURM_PROCID/SLURM_NTASKS/... or
+  (mpirun)                       OMPI_COMM_WORLD_RANK/... (+ FLEET_HOSTS) give them, and
+                                 FLEET_SERVER_NUM which ranks are servers: see fleet.cluster_env.
   no launcher at all             fleet.init() runs the script as a one-worker job (Paddle 2.x's
                                  rule); see role_from_environment.
   collective jobs                PADDLE_TRAINER_ID, PADDLE_TRAINER_ENDPOINTS,
@@ -40,6 +43,7 @@ import os
 from typing import Mapping, Optional, Sequence
 
 from fleet._endpoints import parse_endpoint, parse_endpoint_list
+from fleet.cluster_env import paddle_environment
 from fleet.errors import InvalidArgument
 
 logger = logging.getLogger("fleet")
@@ -366,14 +370,19 @@ def role_from_environment(
     is_collective: bool, environ: Optional[Mapping[str, str]] = None
 ) -> RoleMakerBase:
     """fleet.init()'s role without a role maker: PaddleCloudRoleMaker(is_collective) when a
-    launcher set the job's variables; with none of them, as in Paddle 2.x, a one-worker job
-    (worker 0 of 1, no servers) announced in one line. A trainer count above 1 without the rest
-    of a launch is an error: the job asked for more processes than it got."""
+    launcher set the job's variables, or when Slurm or Open MPI started the process (its
+    variables told in Paddle's by fleet.cluster_env); with none of them, as in Paddle 2.x, a
+    one-worker job (worker 0 of 1, no servers) announced in one line. A trainer count above 1
+    without the rest of a launch is an error: the job asked for more processes than it got."""
     env = dict(os.environ if environ is None else environ)
     launch = {k: env[k].strip() for k in _LAUNCH_VARS if env.get(k, "").strip()}
     counts = {k: v for k, v in launch.items() if k in (TRAINERS_NUM, TRAINERS_NUM_ALIAS)}
     if len(launch) > len(counts):
         return PaddleCloudRoleMaker(is_collective=is_collective, environ=env)
+    # No launcher, but a cluster manager (srun, mpirun): its variables told in Paddle's.
+    translated = paddle_environment(env, is_collective)
+    if translated is not None:
+        return PaddleCloudRoleMaker(is_collective=is_collective, environ={**env, **translated})
     asked = [f"{k}={v}" for k, v in counts.items() if v != "1"]
     if asked:
         raise InvalidArgument(

@@ -128,6 +128,7 @@ PY_LAYER_OF = {
     "parallel_executor": "run",
     "ps_strategy_configs": "run",
     "role_maker": "run",
+    "cluster_env": "run",
     "scope": "run",
     "trainer": "run",
     # engines: the distributed runtimes and their program passes

@@ -1,0 +1,210 @@
+"""fleet.init() under Slurm (srun) and Open MPI (mpirun), without fleetrun (issue 30): each test
+replays the environment the manager gives each task, as separate processes, each "node" a
+loopback address of its own, and the job trains (collective and parameter server). The
+variables are the managers' documented ones (Slurm's srun "OUTPUT ENVIRONMENT VARIABLES",
+Open MPI's mpirun "Environment variables" section); fleet.cluster_env reads them."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from tests.python.e2e import collective_cases as cc
+from tests.python.e2e import launch_helpers as lh
+from tests.python.e2e import multi_host as mh
+
+pytestmark = pytest.mark.timeout(240)
+
+LR, STEPS = 0.5, 10
+TASK_TIMEOUT_S = 180
+
+COLLECTIVE_TRAIN = """
+from tests.python.e2e import collective_cases as cc
+record("where", [fleet.worker_index(), fleet.worker_endpoints()[fleet.worker_index()]])
+cc.run_rank(cc.CASES["dense_sgd"], str(JOB_DIR))
+"""
+
+# Dense weight w (initial 0), loss = mean(w * x) with x = 1: every sync step moves w by -lr
+# whatever the number of workers, so after STEPS steps w is -lr * STEPS exactly.
+PS_TRAIN = f"""
+import fleet as fl
+from fleet import layers
+main, startup = fl.Program(), fl.Program()
+with fl.program_guard(main, startup):
+    x = layers.data("x", [1])
+    y = layers.fc(x, 1, bias_attr=False,
+                  param_attr=fl.ParamAttr(name="w", initializer=fl.initializer.Constant(0.0)))
+    loss = layers.mean(y)
+    strategy = fl.DistributedStrategyFactory.create_sync_strategy()
+    fl.distributed_optimizer(fl.optimizer.SGD({LR}), strategy).minimize(loss)
+record("where", [ME, fl.server_endpoints()[fl.server_index()] if fl.is_server()
+                   else fl.worker_endpoints()[fl.worker_index()]])
+if fl.is_server():
+    fl.init_server()
+    fl.run_server()
+    sys.exit(0)
+exe = fl.Executor(fl.CPUPlace())
+exe.run(fl.startup_program)
+fl.init_worker()
+for step in range({STEPS}):
+    exe.run(fl.main_program, feed={{"x": np.ones((1, 1), np.float32)}}, fetch_list=[loss])
+record("w", float(fl.global_scope().find_var("w").get_tensor().numpy().ravel()[0]))
+fl.stop_worker()
+"""
+
+
+def _run_tasks(job_dir, body: str, task_envs: list[dict], collective: bool) -> None:
+    """Starts one process per task with the manager's variables, as srun/mpirun would, and
+    waits for all; every one must succeed (the first to fail stops the others, and the
+    assertion shows its output)."""
+    script = lh.write_script(job_dir, body)
+    logs = [job_dir / f"task.{rank}.log" for rank in range(len(task_envs))]
+    procs = []
+    for task, log in zip(task_envs, logs):
+        with open(log, "w") as out:
+            procs.append(
+                subprocess.Popen(
+                    [sys.executable, "-u", str(script)],
+                    env=lh.job_env(job_dir, collective, **task),
+                    cwd=lh.REPO_ROOT,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                )
+            )
+    deadline = time.monotonic() + TASK_TIMEOUT_S
+    try:
+        while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
+            failed = [r for r, p in enumerate(procs) if p.poll() not in (None, 0)]
+            assert not failed, f"task {failed[0]} failed:\n{logs[failed[0]].read_text()[-3000:]}"
+            time.sleep(0.1)
+        late = [r for r, p in enumerate(procs) if p.poll() is None]
+        assert not late, f"tasks {late} still run after {TASK_TIMEOUT_S} s:\n" + "\n".join(
+            logs[r].read_text()[-1500:] for r in late
+        )
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+    for rank, proc in enumerate(procs):
+        assert proc.returncode == 0, f"task {rank}:\n{logs[rank].read_text()[-3000:]}"
+
+
+def _slurm_tasks(nodelist: str, tasks_per_node: list[int], **common: str) -> list[dict]:
+    """What srun gives task r of a block distribution over the nodes."""
+    tasks, rank = [], 0
+    compressed = ",".join(f"{k}(x1)" for k in tasks_per_node)
+    nodes = len(tasks_per_node)
+    for node, count in enumerate(tasks_per_node):
+        for local in range(count):
+            tasks.append(
+                dict(
+                    common,
+                    SLURM_JOB_ID="4242",
+                    SLURM_JOB_NODELIST=nodelist,
+                    SLURM_JOB_NUM_NODES=str(nodes),
+                    SLURM_NNODES=str(nodes),
+                    SLURM_NTASKS=str(sum(tasks_per_node)),
+                    SLURM_NPROCS=str(sum(tasks_per_node)),
+                    SLURM_TASKS_PER_NODE=compressed,
+                    SLURM_STEP_NODELIST=nodelist,
+                    SLURM_STEP_NUM_NODES=str(nodes),
+                    SLURM_STEP_NUM_TASKS=str(sum(tasks_per_node)),
+                    SLURM_STEP_TASKS_PER_NODE=compressed,
+                    SLURM_PROCID=str(rank),
+                    SLURM_LOCALID=str(local),
+                    SLURM_NODEID=str(node),
+                )
+            )
+            rank += 1
+    return tasks
+
+
+def _ompi_tasks(size: int, per_host: int, **common: str) -> list[dict]:
+    """What mpirun (mapping by slot) gives rank r."""
+    return [
+        dict(
+            common,
+            OMPI_COMM_WORLD_RANK=str(r),
+            OMPI_COMM_WORLD_SIZE=str(size),
+            OMPI_COMM_WORLD_LOCAL_RANK=str(r % per_host),
+            OMPI_COMM_WORLD_LOCAL_SIZE=str(per_host),
+            OMPI_COMM_WORLD_NODE_RANK=str(r // per_host),
+            OMPI_UNIVERSE_SIZE=str(size),
+        )
+        for r in range(size)
+    ]
+
+
+def _check_collective(job_dir, hosts_of_rank: list[str]) -> None:
+    where = lh.recorded(job_dir, "where")
+    assert {name: (v[0], v[1].rpartition(":")[0]) for name, v in where.items()} == {
+        f"worker.{r}": (r, host) for r, host in enumerate(hosts_of_rank)
+    }
+    ranks = [json.loads((job_dir / f"dense_sgd.{r}.json").read_text()) for r in range(4)]
+    expected = cc.reference(cc.CASES["dense_sgd"], 4, ranks[0]["initial"])
+    for rank in ranks:
+        for name, value in expected.items():
+            np.testing.assert_allclose(rank["final"][name], value, rtol=1e-4, atol=1e-5)
+
+
+def _check_ps(job_dir, host_of: dict[str, str]) -> None:
+    assert {
+        n: (v[0], v[1].rpartition(":")[0]) for n, v in lh.recorded(job_dir, "where").items()
+    } == {n: (n, h) for n, h in host_of.items()}
+    assert lh.recorded(job_dir, "w") == {"worker.0": -LR * STEPS, "worker.1": -LR * STEPS}
+
+
+def test_srun_collective_two_nodes_two_tasks_each(tmp_path):
+    hosts = ["127.0.0.2", "127.0.0.3"]
+    port = mh.common_free_port(hosts, 3)
+    tasks = _slurm_tasks("127.0.0.[2-3]", [2, 2], FLEET_PORT=str(port))
+    _run_tasks(tmp_path, COLLECTIVE_TRAIN, tasks, collective=True)
+    _check_collective(tmp_path, ["127.0.0.2", "127.0.0.2", "127.0.0.3", "127.0.0.3"])
+
+
+def test_srun_ps_servers_on_two_nodes_workers_on_a_third(tmp_path):
+    hosts = ["127.0.0.2", "127.0.0.3", "127.0.0.4"]
+    port = mh.common_free_port(hosts, 3)
+    tasks = _slurm_tasks("127.0.0.[2-4]", [1, 1, 2], FLEET_PORT=str(port), FLEET_SERVER_NUM="2")
+    _run_tasks(tmp_path, PS_TRAIN, tasks, collective=False)
+    _check_ps(
+        tmp_path,
+        {
+            "server.0": "127.0.0.2",
+            "server.1": "127.0.0.3",
+            "worker.0": "127.0.0.4",
+            "worker.1": "127.0.0.4",
+        },
+    )
+
+
+def test_mpirun_collective_two_hosts_two_ranks_each(tmp_path):
+    hosts = ["127.0.0.2", "127.0.0.3"]
+    port = mh.common_free_port(hosts, 3)
+    tasks = _ompi_tasks(4, 2, FLEET_HOSTS=",".join(hosts), FLEET_PORT=str(port))
+    _run_tasks(tmp_path, COLLECTIVE_TRAIN, tasks, collective=True)
+    _check_collective(tmp_path, ["127.0.0.2", "127.0.0.2", "127.0.0.3", "127.0.0.3"])
+
+
+def test_mpirun_ps_servers_on_one_host_workers_on_another(tmp_path):
+    hosts = ["127.0.0.2", "127.0.0.3"]
+    port = mh.common_free_port(hosts, 3)
+    tasks = _ompi_tasks(
+        4, 2, FLEET_HOSTS=",".join(hosts), FLEET_PORT=str(port), FLEET_SERVER_NUM="2"
+    )
+    _run_tasks(tmp_path, PS_TRAIN, tasks, collective=False)
+    _check_ps(
+        tmp_path,
+        {
+            "server.0": "127.0.0.2",
+            "server.1": "127.0.0.2",
+            "worker.0": "127.0.0.3",
+            "worker.1": "127.0.0.3",
+        },
+    )
