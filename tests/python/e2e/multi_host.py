@@ -90,7 +90,8 @@ def start_host(job_dir, host: str, options: list[str], body: str, collective: bo
 def wait_for_records(job_dir, name: str, count: int, launchers: dict, timeout: float = 90):
     """Waits until `count` processes recorded `name`; fails early when a host's fleetrun ends."""
     deadline = time.monotonic() + timeout
-    while len(lh.recorded(job_dir, name)) < count:
+    # Counted by files holding something: a record is created, then written.
+    while sum(p.stat().st_size > 0 for p in job_dir.glob(f"{name}.*.json")) < count:
         for host, launcher in launchers.items():
             if launcher.poll() is not None:
                 out, err = launcher.communicate()

@@ -6,7 +6,10 @@ host's address (never 0.0.0.0 nor 127.0.0.1), read from the processes' sockets w
 from __future__ import annotations
 
 import json
+import os
+import signal
 import socket
+import time
 
 import numpy as np
 import pytest
@@ -238,3 +241,92 @@ def test_pod_ip_says_which_listed_address_is_this_host(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     assert lh.recorded(tmp_path, "rank") == {"worker.1": {"rank": 1, "pod_ip": "127.0.0.3"}}
+
+
+COLLECTIVE_FOREVER = """
+from tests.python.e2e import collective_cases as cc
+r = fleet.worker_index()
+record("up", r)
+while True:
+    fleet.util.all_reduce(np.array([float(r)]))
+    time.sleep(0.01)
+"""
+
+
+def _kill_host(launcher, names, job_dir):
+    """A host that dies: its fleetrun and every process of its share of the job, at once."""
+    pids = lh.pids(job_dir)
+    os.kill(launcher.pid, signal.SIGKILL)
+    for name in names:
+        os.kill(pids[name], signal.SIGKILL)
+
+
+def test_a_collective_host_that_dies_ends_the_job_naming_it(tmp_path):
+    hosts = ["127.0.0.2", "127.0.0.3"]
+    started = mh.common_free_port(hosts, 3)
+    options = [f"--ips={','.join(hosts)}", "--nproc_per_node=2", f"--started_port={started}"]
+    launchers = {}
+    try:
+        for host in hosts:
+            launchers[host] = mh.start_host(
+                tmp_path,
+                host,
+                options,
+                COLLECTIVE_FOREVER,
+                collective=True,
+                FLEET_JOB_ID="dying-host",
+                FLEET_GLOO_COLLECTIVE_TIMEOUT_S="20",
+            )
+        mh.wait_for_records(tmp_path, "up", 4, launchers)
+        _kill_host(launchers["127.0.0.3"], ["worker.2", "worker.3"], tmp_path)
+        started_at = time.monotonic()
+        out, err = launchers["127.0.0.2"].communicate(timeout=90)
+        took = time.monotonic() - started_at
+    finally:
+        for launcher in launchers.values():
+            lh.stop_launcher(launcher)
+    assert launchers["127.0.0.2"].returncode != 0
+    # The survivors' error names the ranks of the dead host and its address.
+    assert "the connection to rank 2" in err and "127.0.0.3" in err, err[-3000:]
+    assert took < 60, f"the job took {took:.1f} s to end after the host died"
+    assert lh.running(list(lh.pids(tmp_path).values())) == []
+
+
+PS_FOREVER = PS_TRAIN.replace(f"for step in range({STEPS}):", "step = 0\nwhile True:").replace(
+    "fetch_list=[loss])",
+    "fetch_list=[loss])\n    if step == 0:\n        record('up', True)\n    step += 1",
+)
+
+
+def test_a_ps_server_host_that_dies_ends_the_workers_naming_it(tmp_path):
+    """Server 1's host dies mid-training: the workers' host ends within seconds, its error
+    naming the server and its address, and none of its processes is left. (Not yet: the
+    surviving server's host ends on its own too; its server outlives the failed workers until
+    it is stopped, see the report of issue 30.)"""
+    s0, s1 = (free_ports(h, 1)[0] for h in SERVER_HOSTS)
+    w0, w1, store = free_ports(WORKER_HOST, 3)
+    dead = f"{SERVER_HOSTS[1]}:{s1}"
+    options = [
+        f"--servers={SERVER_HOSTS[0]}:{s0},{dead}",
+        f"--workers={WORKER_HOST}:{w0},{WORKER_HOST}:{w1}",
+        f"--store_port={store}",
+    ]
+    launchers = {}
+    try:
+        for host in (*SERVER_HOSTS, WORKER_HOST):
+            launchers[host] = mh.start_host(
+                tmp_path, host, options, PS_FOREVER, FLEET_JOB_ID="dying-ps-host"
+            )
+        mh.wait_for_records(tmp_path, "up", 2, launchers)
+        _kill_host(launchers[SERVER_HOSTS[1]], ["server.1"], tmp_path)
+        started_at = time.monotonic()
+        code, out, err = mh.finish({WORKER_HOST: launchers[WORKER_HOST]})[WORKER_HOST]
+        took = time.monotonic() - started_at
+        workers = [pid for name, pid in lh.pids(tmp_path).items() if name.startswith("worker")]
+        assert lh.running(workers) == []
+    finally:
+        for launcher in launchers.values():
+            lh.stop_launcher(launcher)
+    assert code != 0
+    assert f"parameter server 1 at {dead}" in err, err[-3000:]
+    assert took < 60, f"the workers' host took {took:.1f} s to end after the server's died"
