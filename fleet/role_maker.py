@@ -10,6 +10,8 @@ Environment read by PaddleCloudRoleMaker:
                                  PADDLE_TRAINERS_NUM (or PADDLE_NUM_TRAINERS); PADDLE_TRAINER_ID
                                  for trainers; POD_IP and PADDLE_PORT for servers (their own
                                  endpoint); optionally PADDLE_TRAINER_ENDPOINTS.
+  Kubeflow PaddleJob             PADDLE_MASTER, PADDLE_NNODES (+ PADDLE_SERVER_NUM on PS
+                                 servers): the pods meet there, see fleet.paddlejob_env.
   Slurm (srun) or Open MPI       no Paddle variable set: SLURM_PROCID/SLURM_NTASKS/... or
   (mpirun)                       OMPI_COMM_WORLD_RANK/... (+ FLEET_HOSTS) give them, and
                                  FLEET_SERVER_NUM which ranks are servers: see fleet.cluster_env.
@@ -42,6 +44,7 @@ import logging
 import os
 from typing import Mapping, Optional, Sequence
 
+from fleet import paddlejob_env
 from fleet._endpoints import parse_endpoint, parse_endpoint_list
 from fleet.cluster_env import paddle_environment
 from fleet.errors import InvalidArgument
@@ -379,6 +382,11 @@ def role_from_environment(
     counts = {k: v for k, v in launch.items() if k in (TRAINERS_NUM, TRAINERS_NUM_ALIAS)}
     if len(launch) > len(counts):
         return PaddleCloudRoleMaker(is_collective=is_collective, environ=env)
+    if paddlejob_env.is_paddlejob(env):  # Kubeflow's PaddleJob: a rendezvous at PADDLE_MASTER
+        translated, server = paddlejob_env.paddle_environment(env, is_collective)
+        role = PaddleCloudRoleMaker(is_collective=is_collective, environ={**env, **translated})
+        role.rendezvous_server = server  # the other pods may still read it: kept with the role
+        return role
     # No launcher, but a cluster manager (srun, mpirun): its variables told in Paddle's.
     translated = paddle_environment(env, is_collective)
     if translated is not None:

@@ -129,6 +129,7 @@ PY_LAYER_OF = {
     "ps_strategy_configs": "run",
     "role_maker": "run",
     "cluster_env": "run",
+    "paddlejob_env": "run",
     "scope": "run",
     "trainer": "run",
     # engines: the distributed runtimes and their program passes

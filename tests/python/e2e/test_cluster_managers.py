@@ -1,8 +1,9 @@
-"""fleet.init() under Slurm (srun) and Open MPI (mpirun), without fleetrun (issue 30): each test
-replays the environment the manager gives each task, as separate processes, each "node" a
-loopback address of its own, and the job trains (collective and parameter server). The
-variables are the managers' documented ones (Slurm's srun "OUTPUT ENVIRONMENT VARIABLES",
-Open MPI's mpirun "Environment variables" section); fleet.cluster_env reads them."""
+"""fleet.init() under Slurm (srun), Open MPI (mpirun) and Kubeflow's PaddleJob, without fleetrun
+(issue 30): each test replays the environment the manager gives each task or pod, as separate
+processes, each "node" or pod a loopback address of its own, and the job trains (collective and
+parameter server). The variables are the managers' own (Slurm's srun "OUTPUT ENVIRONMENT
+VARIABLES", Open MPI's mpirun "Environment variables" section, the training operator's
+envvar.go); fleet.cluster_env and fleet.paddlejob_env read them."""
 
 from __future__ import annotations
 
@@ -208,3 +209,60 @@ def test_mpirun_ps_servers_on_one_host_workers_on_another(tmp_path):
             "worker.1": "127.0.0.3",
         },
     )
+
+
+def _paddlejob_pods(job: str, masters: list[str], workers: list[str], port: int, **common):
+    """What the Kubeflow training operator gives each pod of a PaddleJob (envvar.go), plus the
+    POD_IP our manifests add from status.podIP. Each pod is one address. The master's service
+    name (<job>-master-0 / <job>-worker-0) stands resolved to that pod's address: this machine
+    has no cluster DNS."""
+    ps = bool(masters)
+    rendezvous_at = (masters or workers)[0]
+    pods = []
+    for kind, addresses in (("master", masters), ("worker", workers)):
+        for index, address in enumerate(addresses):
+            env = dict(
+                common,
+                PYTHONUNBUFFERED="0",
+                PADDLE_JOB_ID=job,
+                PADDLE_NNODES=str(len(masters) + len(workers)),
+                POD_IP=address,
+            )
+            if address == rendezvous_at:  # rank 0 of the master's replica type
+                env.update(POD_IP_DUMMY=address, PADDLE_MASTER=f"{address}:{port}")
+            else:
+                env["PADDLE_MASTER"] = f"{rendezvous_at}:{port}"
+            if ps:
+                env["PADDLE_SERVER_NUM" if kind == "master" else "PADDLE_TRAINER_NUM"] = "1"
+            pods.append(env)
+    return pods
+
+
+def test_paddlejob_collective_four_worker_pods(tmp_path):
+    pods = ["127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5"]
+    master = mh.common_free_port(pods, 3)  # the rendezvous; FLEET_PORT and the store after it
+    port = master + 1
+    tasks = _paddlejob_pods("train-ctr", [], pods, master, FLEET_PORT=str(port))
+    _run_tasks(tmp_path, COLLECTIVE_TRAIN, tasks, collective=True)
+    # Worker 0 is the master pod; the others take the next indices in the order they joined.
+    where = {n: v[1].rpartition(":")[0] for n, v in lh.recorded(tmp_path, "where").items()}
+    assert where["worker.0"] == pods[0] and sorted(where.values()) == pods
+    ranks = [json.loads((tmp_path / f"dense_sgd.{r}.json").read_text()) for r in range(4)]
+    expected = cc.reference(cc.CASES["dense_sgd"], 4, ranks[0]["initial"])
+    for rank in ranks:
+        for name, value in expected.items():
+            np.testing.assert_allclose(rank["final"][name], value, rtol=1e-4, atol=1e-5)
+
+
+def test_paddlejob_ps_two_master_pods_serve_two_worker_pods_train(tmp_path):
+    masters, workers = ["127.0.0.2", "127.0.0.3"], ["127.0.0.4", "127.0.0.5"]
+    master, port = (
+        mh.common_free_port(masters + workers, 1),
+        mh.common_free_port(masters + workers, 2),
+    )
+    tasks = _paddlejob_pods("train-ps", masters, workers, master, FLEET_PORT=str(port))
+    _run_tasks(tmp_path, PS_TRAIN, tasks, collective=False)
+    where = {n: v[1].rpartition(":")[0] for n, v in lh.recorded(tmp_path, "where").items()}
+    assert where["server.0"] == masters[0] and where["server.1"] == masters[1]
+    assert sorted([where["worker.0"], where["worker.1"]]) == workers
+    assert lh.recorded(tmp_path, "w") == {"worker.0": -LR * STEPS, "worker.1": -LR * STEPS}
