@@ -5,10 +5,11 @@ Paddle's variables; each process knows only the manager's: its rank, the number 
 where they run. paddle_environment() derives from those the variables PaddleCloudRoleMaker reads
 (fleet.role_maker), the same for every process of the job, so that they agree on the endpoints:
 
-  Slurm      SLURM_PROCID (rank), SLURM_NTASKS, SLURM_STEP_NODELIST or SLURM_JOB_NODELIST
-             (compressed host list, e.g. "node[01-03,07],gpu5"), SLURM_STEP_TASKS_PER_NODE or
-             SLURM_TASKS_PER_NODE (e.g. "2(x3),1"), SLURM_LOCALID (rank on its node). Tasks are
-             placed as srun's default block distribution does: the first node's tasks first.
+  Slurm      SLURM_PROCID (rank), SLURM_STEP_NUM_TASKS (or SLURM_NTASKS), SLURM_STEP_NODELIST
+             (compressed host list, e.g. "node[01-03,07],gpu5"; srun sets it, so a script run
+             directly in an sbatch allocation is not taken for a task), SLURM_STEP_TASKS_PER_NODE
+             (or SLURM_TASKS_PER_NODE; e.g. "2(x3),1"), SLURM_LOCALID (rank on its node). Tasks
+             are placed as srun's default block distribution does: the first node's tasks first.
   Open MPI   OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_RANK,
              OMPI_COMM_WORLD_LOCAL_SIZE, and FLEET_HOSTS (set by the user, passed with
              `mpirun -x FLEET_HOSTS`): the hosts in the order of the host file, each with the
@@ -48,6 +49,14 @@ class Layout:
     host_of: list[str]
     local_of: list[int]
     source: str
+
+
+def started_by_a_manager(env: Mapping[str, str]) -> bool:
+    """Whether srun or mpirun started this process (paddle_environment then applies)."""
+    return bool(
+        (env.get("SLURM_PROCID", "").strip() and env.get("SLURM_STEP_NODELIST", "").strip())
+        or env.get("OMPI_COMM_WORLD_RANK", "").strip()
+    )
 
 
 def paddle_environment(env: Mapping[str, str], is_collective: bool) -> Optional[dict[str, str]]:
@@ -95,27 +104,31 @@ def paddle_environment(env: Mapping[str, str], is_collective: bool) -> Optional[
 
 
 def slurm_layout(env: Mapping[str, str]) -> Optional[Layout]:
-    if not env.get("SLURM_PROCID", "").strip() or not env.get("SLURM_NTASKS", "").strip():
+    """The tasks of an srun step. Only srun sets the SLURM_STEP_* variables: a script run
+    directly in an sbatch/salloc allocation (SLURM_PROCID=0 there too) is not a task of a step
+    and trains alone."""
+    if not env.get("SLURM_PROCID", "").strip() or not env.get("SLURM_STEP_NODELIST", "").strip():
         return None
-    nodes_var = "SLURM_STEP_NODELIST" if env.get("SLURM_STEP_NODELIST") else "SLURM_JOB_NODELIST"
+    nodes_var = "SLURM_STEP_NODELIST"
     tasks_var = (
         "SLURM_STEP_TASKS_PER_NODE"
         if env.get("SLURM_STEP_TASKS_PER_NODE")
         else "SLURM_TASKS_PER_NODE"
     )
+    size_var = "SLURM_STEP_NUM_TASKS" if env.get("SLURM_STEP_NUM_TASKS") else "SLURM_NTASKS"
     nodes = expand_nodelist(_str(env, nodes_var))
     tasks = expand_tasks_per_node(_str(env, tasks_var))
-    size = _int(env, "SLURM_NTASKS", None, 1)
+    size = _int(env, size_var, None, 1)
     if len(tasks) != len(nodes) or sum(tasks) != size:
         raise InvalidArgument(
-            f"{tasks_var}={env[tasks_var]} does not place SLURM_NTASKS={size} tasks on the "
+            f"{tasks_var}={env[tasks_var]} does not place {size_var}={size} tasks on the "
             f"{len(nodes)} nodes of {nodes_var}={env[nodes_var]}"
         )
     host_of = [n for n, k in zip(nodes, tasks) for _ in range(k)]
     local_of = [j for k in tasks for j in range(k)]
     rank = _int(env, "SLURM_PROCID", None, 0)
     if rank >= size:
-        raise InvalidArgument(f"SLURM_PROCID={rank} is not below SLURM_NTASKS={size}")
+        raise InvalidArgument(f"SLURM_PROCID={rank} is not below {size_var}={size}")
     local = env.get("SLURM_LOCALID", "").strip()
     if local and int(local) != local_of[rank]:
         raise InvalidArgument(

@@ -46,7 +46,7 @@ from typing import Mapping, Optional, Sequence
 
 from fleet import paddlejob_env
 from fleet._endpoints import parse_endpoint, parse_endpoint_list
-from fleet.cluster_env import paddle_environment
+from fleet.cluster_env import paddle_environment, started_by_a_manager
 from fleet.errors import InvalidArgument
 
 logger = logging.getLogger("fleet")
@@ -369,6 +369,22 @@ _LAUNCH_VARS = (
 )
 
 
+def is_launched(environ: Optional[Mapping[str, str]] = None) -> bool:
+    """Whether a launcher (fleetrun, a scheduler speaking Paddle's variables), a Kubeflow
+    PaddleJob, srun or mpirun started this process: a script that also runs alone asks this
+    before fleet.init(is_collective=True)."""
+    env = os.environ if environ is None else environ
+    return (
+        any(
+            env.get(k, "").strip()
+            for k in _LAUNCH_VARS
+            if k not in (TRAINERS_NUM, TRAINERS_NUM_ALIAS)
+        )
+        or paddlejob_env.is_paddlejob(env)
+        or started_by_a_manager(env)
+    )
+
+
 def role_from_environment(
     is_collective: bool, environ: Optional[Mapping[str, str]] = None
 ) -> RoleMakerBase:
@@ -555,5 +571,6 @@ __all__ = [
     "RoleMakerBase",
     "UserDefinedCollectiveRoleMaker",
     "UserDefinedRoleMaker",
+    "is_launched",
     "role_from_environment",
 ]

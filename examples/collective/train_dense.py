@@ -13,7 +13,6 @@ the whole job; rank 0 ends with `test_accuracy=<value>`.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 
@@ -21,6 +20,7 @@ import numpy as np
 
 import fleet
 from fleet import layers
+from fleet.role_maker import is_launched
 
 FEATURES, CLASSES = 32, 2
 
@@ -58,8 +58,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--print_period", type=int, default=50)
     args = parser.parse_args(argv)
 
-    # Under fleetrun the job's role is in the environment; alone, this is a plain run.
-    collective = "PADDLE_TRAINER_ENDPOINTS" in os.environ
+    # Under fleetrun, a PaddleJob, srun or mpirun the job's role is in the environment; alone,
+    # this is a plain run.
+    collective = is_launched()
     main_prog, startup, test, loss, predict = build(args.hidden)
     optimizer = fleet.optimizer.Adam(args.learning_rate)
     rank, nranks = 0, 1

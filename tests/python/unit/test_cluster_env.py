@@ -37,6 +37,7 @@ def test_tasks_per_node_expand_their_repeat_counts():
 SLURM = dict(
     SLURM_NTASKS="4",
     SLURM_JOB_NODELIST="n[1-3]",
+    SLURM_STEP_NODELIST="n[1-3]",
     SLURM_TASKS_PER_NODE="1(x2),2",
     FLEET_PORT="7000",
 )
@@ -95,3 +96,9 @@ def test_paddle_variables_win_over_the_managers():
         PADDLE_CURRENT_ENDPOINT="127.0.0.1:6170",
     )
     assert role_from_environment(True, env).worker_endpoints() == ["127.0.0.1:6170"]
+
+
+def test_a_script_run_directly_in_an_sbatch_allocation_is_not_a_task():
+    batch_step = dict(SLURM_PROCID="0", SLURM_NTASKS="4", SLURM_JOB_NODELIST="n[1-2]")
+    assert ce.paddle_environment(batch_step, True) is None
+    assert not ce.started_by_a_manager(batch_step)
