@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/prefetch.h"
 #include "ps/table/detail/magnitude.h"
-#include "ps/table/detail/run_both.h"
+#include "ps/table/shard_load.h"
 #include "ps/table/ssd/tier.h"
 
 namespace fleet::ps {
@@ -21,11 +21,6 @@ inline void CopyFloats(float* dst, const float* src, size_t n) {
   size_t i = 0;
   for (; i + 8 <= n; i += 8) std::memcpy(dst + i, src + i, 8 * sizeof(float));
   if (i < n) std::memcpy(dst + i, src + i, (n - i) * sizeof(float));
-}
-
-// Bytes of one record of a sparse part: its int64 key, then row_floats floats.
-uint64_t RecordBytes(const TableFileHeader& header) {
-  return sizeof(int64_t) + uint64_t{header.row_floats} * sizeof(float);
 }
 
 }  // namespace
@@ -424,7 +419,7 @@ absl::Status SparseTable::CheckPart(const TableFileReader& part) const {
         h.row_floats, " floats a row, rule ", h.rule, "); ", Name(), " expects dim ", dim_, ", ",
         width_, " floats a row, rule ", config_.optimizer().rule_case()));
   }
-  const uint64_t record = RecordBytes(h);
+  const uint64_t record = SparseRecordBytes(h);
   if (part.body_bytes() % record != 0 || part.body_bytes() / record != h.row_count) {
     return absl::DataLossError(absl::StrCat(part.path(), " holds ", part.body_bytes(),
                                             " bytes of records, its header says ", h.row_count,
@@ -433,86 +428,73 @@ absl::Status SparseTable::CheckPart(const TableFileReader& part) const {
   return absl::OkStatus();
 }
 
-absl::Status SparseTable::LoadRecords(const TableFileReader& part, uint64_t begin, uint64_t end,
-                                      uint32_t stamp, const absl::FunctionRef<bool(int64_t)>* keep,
-                                      const std::atomic<bool>* stop, uint64_t* loaded,
-                                      uint32_t* crc) {
-  // Records are read a block at a time and grouped by shard, so that each shard is locked once
-  // a block rather than once a row (a lock per row was most of a 10M-row load). CheckPart allowed
-  // width_ floats a record, or dim_ (values only: the state starts afresh).
-  const size_t floats = part.header().row_floats;
-  const size_t record_floats = 2 + floats;  // int64 key as two floats' bytes, then the row
-  const size_t record_bytes = RecordBytes(part.header());
-  // 8192 records a block, or fewer of wide rows: at most 8 MB (with 8192 rows of 140k floats
-  // the block alone was 9 GB, zeroed before the first read). Never more than the part holds.
-  constexpr uint64_t kMaxBlockBytes = uint64_t{8} << 20;
-  const uint64_t block_rows =
-      std::max<uint64_t>(1, std::min<uint64_t>({8192, kMaxBlockBytes / record_bytes, end - begin}));
-  std::vector<float> fresh_state(width_ - dim_);
-  if (floats < width_) rule_->InitState(dim_, fresh_state.data());
-  std::vector<float> block(block_rows * record_floats);
-  std::vector<uint64_t> hashes(block_rows);
-  std::vector<uint32_t> order(block_rows);
-  std::vector<uint32_t> starts(shards_.size() + 1);
-  for (uint64_t done = begin; done < end && !stop->load(std::memory_order_relaxed);) {
-    const uint64_t n = std::min(block_rows, end - done);
-    if (auto s = part.ReadAt(done * record_bytes, block.data(), n * record_bytes); !s.ok()) {
-      return s;
+absl::Status SparseTable::InsertRecords(size_t shard_index, const RecordBlock& block,
+                                        absl::Span<const uint32_t> records, uint32_t stamp,
+                                        uint64_t* inserted) {
+  if (records.empty()) return absl::OkStatus();
+  // CheckPart allowed width_ floats a record, or dim_ (values only: the state starts afresh).
+  const size_t floats = block.row_floats;
+  std::vector<float> fresh_state;
+  if (floats < width_) {
+    fresh_state.resize(width_ - dim_);
+    rule_->InitState(dim_, fresh_state.data());
+  }
+  auto key_of = [&](uint32_t r) {
+    int64_t key;
+    std::memcpy(&key, block.data + r * block.stride, sizeof(key));
+    return key;
+  };
+  Shard& shard = *shards_[shard_index];
+  std::lock_guard<std::mutex> lock(shard.mu);
+  if (tier_) {
+    // Rows on disk that the block replaces move to memory first, to be loaded over.
+    std::vector<int64_t> keys;
+    keys.reserve(records.size());
+    for (uint32_t r : records) keys.push_back(key_of(r));
+    if (auto s = tier_->Loaded(shard_index, shard.rows, keys); !s.ok()) return s;
+  }
+  // Each record's index slot is prefetched a few records ahead, so that the cache misses of the
+  // probes overlap: one probe after another was 40% of a 4M-row load.
+  constexpr size_t kSlotAhead = 16;
+  uint64_t inserted_here = 0;  // in a register, not through `inserted` once a row
+  for (size_t i = 0; i < records.size(); ++i) {
+    if (i + kSlotAhead < records.size()) {
+      shard.rows.PrefetchSlot(block.hashes[records[i + kSlotAhead]]);
     }
-    // The check while the block is in cache, instead of a pass of its own over the file.
-    if (crc != nullptr) *crc = ExtendCrc(*crc, block.data(), n * record_bytes);
-    done += n;
-    // Counting sort of the block's records by shard.
-    std::fill(starts.begin(), starts.end(), 0u);
-    for (uint64_t r = 0; r < n; ++r) {
-      int64_t key;
-      std::memcpy(&key, block.data() + r * record_floats, sizeof(key));
-      hashes[r] = detail::RowStore::Hash(key);
-      ++starts[ShardOf(hashes[r]) + 1];
+    const uint32_t r = records[i];
+    const float* record = block.data + r * block.stride;
+    const int64_t key = key_of(r);
+    bool created;
+    float* row = shard.rows.FindOrInsert(key, block.hashes[r], stamp, &created);
+    if (row == nullptr) return absl::ResourceExhaustedError(absl::StrCat(Name(), " is full"));
+    CopyFloats(row, record + 2, floats);
+    if (floats < width_) {
+      std::memcpy(row + dim_, fresh_state.data(), fresh_state.size() * sizeof(float));
     }
-    for (size_t i = 1; i < starts.size(); ++i) starts[i] += starts[i - 1];
-    std::vector<uint32_t> next(starts.begin(), starts.end() - 1);
-    for (uint64_t r = 0; r < n; ++r) order[next[ShardOf(hashes[r])]++] = static_cast<uint32_t>(r);
-    for (size_t sh = 0; sh < shards_.size(); ++sh) {
-      if (starts[sh] == starts[sh + 1]) continue;
-      Shard& shard = *shards_[sh];
-      std::lock_guard<std::mutex> lock(shard.mu);
-      if (tier_) {
-        // Rows on disk that the block replaces move to memory first, to be loaded over.
-        std::vector<int64_t> keys;
-        for (uint32_t i = starts[sh]; i < starts[sh + 1]; ++i) {
-          int64_t key;
-          std::memcpy(&key, block.data() + order[i] * record_floats, sizeof(key));
-          if (keep == nullptr || (*keep)(key)) keys.push_back(key);
-        }
-        if (auto s = tier_->Loaded(sh, shard.rows, keys); !s.ok()) return s;
-      }
-      // Each record's index slot is prefetched a few records ahead, so that the cache misses
-      // of the probes overlap: one probe after another was 40% of a 4M-row load.
-      constexpr uint32_t kSlotAhead = 16;
-      uint64_t loaded_here = 0;  // in a register, not through `loaded` once a row
-      for (uint32_t i = starts[sh]; i < starts[sh + 1]; ++i) {
-        if (i + kSlotAhead < starts[sh + 1]) shard.rows.PrefetchSlot(hashes[order[i + kSlotAhead]]);
-        const uint32_t r = order[i];
-        const float* record = block.data() + r * record_floats;
-        int64_t key;
-        std::memcpy(&key, record, sizeof(key));
-        if (keep != nullptr && !(*keep)(key)) continue;
-        bool inserted;
-        float* row = shard.rows.FindOrInsert(key, hashes[r], stamp, &inserted);
-        if (row == nullptr) return absl::ResourceExhaustedError(absl::StrCat(Name(), " is full"));
-        CopyFloats(row, record + 2, floats);
-        if (floats < width_) {
-          std::memcpy(row + dim_, fresh_state.data(), fresh_state.size() * sizeof(float));
-        }
-        if (!inserted) detail::RowStore::SetStamp(row, stamp);  // a new row has it already
-        if (!shard.pending.empty()) shard.pending.erase(key);
-        ++loaded_here;
-      }
-      *loaded += loaded_here;
-      if (tier_) {
-        if (auto s = tier_->Evict(sh, shard.rows); !s.ok()) return s;
-      }
+    if (!created) detail::RowStore::SetStamp(row, stamp);  // a new row has it already
+    if (!shard.pending.empty()) shard.pending.erase(key);
+    ++inserted_here;
+  }
+  *inserted += inserted_here;
+  if (tier_) {
+    if (auto s = tier_->Evict(shard_index, shard.rows); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SparseTable::ReserveShards(size_t first, size_t last, uint64_t rows_per_shard,
+                                        uint64_t total_rows) {
+  // An SSD table keeps no more than its budget in memory: the rest go to disk as they load.
+  const uint64_t share =
+      tier_ ? std::min<uint64_t>(rows_per_shard, tier_->shard_capacity()) : rows_per_shard;
+  for (size_t i = first; i < last; ++i) {
+    Shard& shard = *shards_[i];
+    std::lock_guard<std::mutex> lock(shard.mu);
+    try {
+      shard.rows.Reserve(shard.rows.size() + share + share / 16);
+    } catch (const std::bad_alloc&) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat(Name(), ": out of memory reserving room for ", total_rows, " rows"));
     }
   }
   return absl::OkStatus();
@@ -520,11 +502,11 @@ absl::Status SparseTable::LoadRecords(const TableFileReader& part, uint64_t begi
 
 absl::StatusOr<uint64_t> SparseTable::Load(absl::Span<TableFileReader* const> parts,
                                            absl::FunctionRef<bool(int64_t)> keep) {
-  return LoadParts(parts, &keep);
+  return LoadParts(*this, parts, &keep);
 }
 
 absl::StatusOr<uint64_t> SparseTable::Load(absl::Span<TableFileReader* const> parts) {
-  return LoadParts(parts, nullptr);
+  return LoadParts(*this, parts, nullptr);
 }
 
 uint64_t SparseTable::RowCount() const {
@@ -542,128 +524,13 @@ void SparseTable::Clear() {
     shard->rows.Clear();
     shard->pending.clear();
   }
-  // A failure to clear the disk shows at the load that called this (LoadChecked clears again).
+  // A failure to clear the disk shows at the load that called this (DropAllRows clears again).
   if (tier_) tier_->Clear().IgnoreError();
 }
 
-absl::StatusOr<uint64_t> SparseTable::LoadParts(absl::Span<TableFileReader* const> parts,
-                                                const absl::FunctionRef<bool(int64_t)>* keep) {
-  for (TableFileReader* part : parts) {
-    if (auto s = CheckPart(*part); !s.ok()) return s;
-  }
-  // Parts not yet checked are checked as they load only into an empty table, which a failure
-  // empties again; a table holding rows must keep them when a part is damaged.
-  if (RowCount() > 0) {
-    for (TableFileReader* part : parts) {
-      if (auto s = part->CheckNow(); !s.ok()) return s;  // no pass for a part checked before
-    }
-  }
-  bool changed = false;
-  auto loaded = LoadChecked(parts, keep, &changed);
-  if (!loaded.ok() && changed) {
-    // Never a partial table: a part found damaged as it loaded, or a load out of memory half
-    // way, leaves the table empty, and the error says so.
-    Clear();
-    return absl::Status(loaded.status().code(),
-                        absl::StrCat(loaded.status().message(), "; ", Name(), " is left empty"));
-  }
-  return loaded;
-}
-
-absl::StatusOr<uint64_t> SparseTable::LoadChecked(absl::Span<TableFileReader* const> parts,
-                                                  const absl::FunctionRef<bool(int64_t)>* keep,
-                                                  bool* changed) {
-  bool has_base = false;  // base or values-only: the table starts again from the files
-  for (TableFileReader* part : parts) has_base |= part->header().save_mode != proto::DELTA;
-  if (has_base) {
-    *changed = true;
-    Clear();
-    if (tier_) {
-      if (auto s = tier_->Clear(); !s.ok()) return s;
-    }
-  }
-  // Size each shard's index for its share of the rows in the files (keys spread evenly over
-  // shards by hash), plus slack, so the load rehashes once instead of at every growth step.
-  uint64_t file_rows = 0;
-  for (TableFileReader* part : parts) file_rows += part->header().row_count;
-  // An SSD table keeps no more than its budget in memory: the rest go to disk as they load.
-  const uint64_t share = tier_ ? std::min(file_rows / shards_.size(), tier_->shard_capacity())
-                               : file_rows / shards_.size();
-  auto reserve = [&](size_t first, size_t last) {
-    for (size_t i = first; i < last; ++i) {
-      Shard& shard = *shards_[i];
-      std::lock_guard<std::mutex> lock(shard.mu);
-      try {
-        shard.rows.Reserve(shard.rows.size() + share + share / 16);
-      } catch (const std::bad_alloc&) {
-        return absl::ResourceExhaustedError(
-            absl::StrCat(Name(), ": out of memory reserving room for ", file_rows, " rows"));
-      }
-    }
-    return absl::OkStatus();
-  };
-  // A large load's indexes (50 MB at 10M rows, every page faulted in) are sized by two threads,
-  // half the shards each; so are a large part's rows below. From 128k rows (9 MB at 8 floats
-  // with Adagrad) two threads pay: 1M rows restored in 48 ms against 72 ms on one, 200k in 11
-  // against 15.
-  constexpr uint64_t kSplitRows = uint64_t{1} << 17;
-  const size_t half = file_rows >= kSplitRows && detail::HaveSecondCore() ? shards_.size() / 2 : 0;
-  absl::Status reserved, helper_reserved;
-  if (half > 0) {
-    detail::RunBoth([&] { reserved = reserve(half, shards_.size()); },
-                    [&] { helper_reserved = reserve(0, half); });
-  } else {
-    reserved = reserve(0, shards_.size());
-  }
-  if (!reserved.ok()) return reserved;
-  if (!helper_reserved.ok()) return helper_reserved;
-  const uint32_t start = epoch_.fetch_add(1);
-  uint64_t loaded = 0;
-  *changed = true;  // rows from here on
-  for (TableFileReader* part : parts) {
-    // A large part in two halves at once. A saved part holds its rows shard by shard, so the
-    // halves mostly fill different shards and seldom wait for each other's shard locks.
-    const uint64_t rows = part->header().row_count;
-    const uint64_t middle = rows >= kSplitRows && detail::HaveSecondCore() ? rows / 2 : rows;
-    std::atomic<bool> stop{false};
-    uint64_t helper_loaded = 0;
-    absl::Status status, helper_status;
-    // CRCs of the two ranges when the part is checked as it loads.
-    uint32_t crc = 0, helper_crc = 0;
-    uint32_t* want_crc = part->checked() ? nullptr : &crc;
-    uint32_t* want_helper_crc = part->checked() ? nullptr : &helper_crc;
-    // Out of memory is a status here, never an exception: one escaping the helper thread would
-    // end the server.
-    auto load_range = [&](uint64_t begin, uint64_t end, uint64_t* count, uint32_t* range_crc) {
-      absl::Status status;
-      try {
-        status = LoadRecords(*part, begin, end, start, keep, &stop, count, range_crc);
-      } catch (const std::bad_alloc&) {
-        status = absl::ResourceExhaustedError(absl::StrCat(Name(), ": out of memory loading rows ",
-                                                           begin, "-", end, " of ", part->path()));
-      }
-      if (!status.ok()) stop = true;
-      return status;
-    };
-    if (middle < rows) {
-      detail::RunBoth(
-          [&] { status = load_range(0, middle, &loaded, want_crc); },
-          [&] { helper_status = load_range(middle, rows, &helper_loaded, want_helper_crc); });
-    } else {
-      status = load_range(0, rows, &loaded, want_crc);
-    }
-    loaded += helper_loaded;
-    if (!status.ok()) return status;
-    if (!helper_status.ok()) return helper_status;
-    if (!part->checked()) {
-      const uint32_t body_crc =
-          middle < rows ? CombineCrc(crc, helper_crc, (rows - middle) * RecordBytes(part->header()))
-                        : crc;
-      if (auto s = part->CheckContent(body_crc); !s.ok()) return s;
-    }
-  }
-  delta_since_.store(start + 1);
-  return loaded;
+absl::Status SparseTable::DropAllRows() {
+  Clear();
+  return tier_ ? tier_->Clear() : absl::OkStatus();
 }
 
 uint64_t SparseTable::Shrink(uint32_t max_unseen_saves) {

@@ -83,6 +83,8 @@ class SparseTable {
   // checked whole before anything changes, so a damaged part leaves the table as it was either
   // way. A load that fails once rows changed (a part found damaged as it loaded, no memory left)
   // empties the table, never leaving it partly loaded, and its error says so.
+  // The loading itself is the checkpoint loader's (shard_load.h: LoadParts), over the bulk
+  // insert below.
   absl::StatusOr<uint64_t> Load(absl::Span<TableFileReader* const> parts,
                                 absl::FunctionRef<bool(int64_t)> keep);
   absl::StatusOr<uint64_t> Load(absl::Span<TableFileReader* const> parts);
@@ -98,6 +100,55 @@ class SparseTable {
   // Row count, memory held and keys pending in the count filter, and the SSD tier's counters.
   // Thread-safe.
   proto::TableStats Stats() const;
+
+  // Bulk insert: what the checkpoint loader (shard_load.h) fills the table through. A load
+  // checks its parts (CheckPart), empties the table for a base (DropAllRows), sizes the shards
+  // (ReserveShards), takes a stamp (BeginBulkInsert), inserts blocks of records shard by shard
+  // (InsertRecords, from several threads at once if it likes: each call locks its shard) and
+  // ends with EndBulkInsert. Not meant to run beside pushes.
+  //
+  // InvalidArgument naming the part when its header is not of this table (id, type, dim, update
+  // rule; a values-only part fits any rule), DataLoss when its size disagrees with its header.
+  absl::Status CheckPart(const TableFileReader& part) const;
+  // Clear, and the SSD tier's error when its database could not be emptied.
+  absl::Status DropAllRows();
+  size_t num_shards() const { return shards_.size(); }
+  // The hash of a row's key (the index's and ShardOf's).
+  static uint64_t KeyHash(int64_t key) { return detail::RowStore::Hash(key); }
+  // The shard of a row: the low 32 bits of its RowStore hash modulo the shard count (the index
+  // uses the high bits), computed without a division (Lemire, Kaser and Kurz, "Faster remainder
+  // by direct computation", 2019): two divisions a key were a tenth of a pull.
+  size_t ShardOf(uint64_t hash) const {
+    const uint64_t low_bits = shard_magic_ * static_cast<uint32_t>(hash);
+    return static_cast<size_t>((static_cast<unsigned __int128>(low_bits) * shards_.size()) >> 64);
+  }
+  // Sizes the indexes of shards [first, last) for `rows_per_shard` more rows each, plus slack
+  // (an SSD table's for no more than its memory budget), so that a load rehashes once.
+  // ResourceExhausted naming the table and `total_rows` when memory runs out.
+  absl::Status ReserveShards(size_t first, size_t last, uint64_t rows_per_shard,
+                             uint64_t total_rows);
+  // Ends the current save cycle and returns the stamp of the rows a bulk insert brings.
+  uint32_t BeginBulkInsert() { return epoch_.fetch_add(1); }
+  // Saved records in memory (table_file.h's layout): record r starts at data + r * stride
+  // floats, its int64 key in the bytes of the first two floats, then row_floats floats: the row
+  // (row_width()) or the value alone (dim(): the update rule's state starts afresh).
+  // hashes[r] is KeyHash of record r's key.
+  struct RecordBlock {
+    const float* data;
+    size_t stride;
+    size_t row_floats;
+    const uint64_t* hashes;
+  };
+  // Sets the rows of block's `records` (all in shard `shard`, applied in order, so a later
+  // repeat wins), stamped `stamp`, and adds their count to *inserted. Locks the shard once.
+  // ResourceExhausted naming the table when the shard is full; the SSD tier's errors.
+  absl::Status InsertRecords(size_t shard, const RecordBlock& block,
+                             absl::Span<const uint32_t> records, uint32_t stamp,
+                             uint64_t* inserted);
+  // Ends a bulk insert that succeeded: the next delta save holds what changed after it.
+  void EndBulkInsert(uint32_t stamp) { delta_since_.store(stamp + 1); }
+  // "sparse table <id> '<name>'", for errors.
+  std::string Name() const;
 
  private:
   struct alignas(64) Shard {
@@ -124,13 +175,6 @@ class SparseTable {
 
   SparseTable(const proto::TableConfig& config, std::unique_ptr<UpdateRule> rule,
               Initializer initializer);
-  // The shard of a row: the low 32 bits of its RowStore hash modulo the shard count (the index
-  // uses the high bits), computed without a division (Lemire, Kaser and Kurz, "Faster remainder
-  // by direct computation", 2019): two divisions a key were a tenth of a pull.
-  size_t ShardOf(uint64_t hash) const {
-    const uint64_t low_bits = shard_magic_ * static_cast<uint32_t>(hash);
-    return static_cast<size_t>((static_cast<unsigned __int128>(low_bits) * shards_.size()) >> 64);
-  }
   std::unique_ptr<Groups> GroupByShard(absl::Span<const int64_t> keys);
   void ReleaseGroups(std::unique_ptr<Groups> groups);
   // Pull and Push on keys already grouped (the requests were validated).
@@ -165,21 +209,6 @@ class SparseTable {
                  detail::OverflowGuard* guard);
   // A new initialised row, or nullptr when the shard is full. Caller holds shard.mu.
   float* CreateRow(Shard& shard, int64_t key, uint64_t hash, uint32_t stamp);
-  // Load with keep == nullptr for all keys (no call per key).
-  absl::StatusOr<uint64_t> LoadParts(absl::Span<TableFileReader* const> parts,
-                                     const absl::FunctionRef<bool(int64_t)>* keep);
-  // LoadParts once every part is either checked or to be checked as it loads. Sets *changed
-  // once it has cleared the table or applied a row.
-  absl::StatusOr<uint64_t> LoadChecked(absl::Span<TableFileReader* const> parts,
-                                       const absl::FunctionRef<bool(int64_t)>* keep, bool* changed);
-  // Loads records [begin, end) of `part`; stops early (OK) once `*stop` is set. Threads may
-  // load ranges of one part at once: shards lock as usual. With `crc`, sets *crc to the CRC of
-  // the range's bytes.
-  absl::Status LoadRecords(const TableFileReader& part, uint64_t begin, uint64_t end,
-                           uint32_t stamp, const absl::FunctionRef<bool(int64_t)>* keep,
-                           const std::atomic<bool>* stop, uint64_t* loaded, uint32_t* crc);
-  absl::Status CheckPart(const TableFileReader& part) const;
-  std::string Name() const;
 
   proto::TableConfig config_;
   std::unique_ptr<UpdateRule> rule_;

@@ -47,6 +47,11 @@ inline constexpr uint32_t kTableFileVersion = 1;
 // A header with magic and version set and every other field zero.
 TableFileHeader NewTableFileHeader();
 
+// Bytes of one record of a sparse part: its int64 key, then row_floats floats.
+inline uint64_t SparseRecordBytes(const TableFileHeader& header) {
+  return sizeof(int64_t) + header.row_floats * sizeof(float);
+}
+
 namespace detail {
 class WriteBehind;
 }  // namespace detail
