@@ -46,13 +46,15 @@ def test_word2vec_big_config_learns_on_the_text_corpus(tmp_path):
     epochs = rec_jobs.epoch_metrics(trained.stdout)
     assert len(epochs) == 2
     assert epochs[0]["samples"] > 500_000  # every (centre, context) pair of the kept words
-    # The loss of a sample starts at 6 ln 2 = 4.16 (output vectors at zero); seen: 2.4, 2.0.
-    assert epochs[-1]["cost"] < 0.6 * 4.16, epochs
+    # The AUC of the epoch's pairs against their negatives (0.5 untrained; seen 0.61, 0.66).
+    # (The printed cost is the last batch's, 100 samples: too noisy to test.)
+    assert epochs[-1]["auc"] > 0.58, epochs
 
     inferred = rec_jobs.run_module(tmp_path, INFER, config, *overrides, "runner.infer_end_epoch=2")
     assert inferred.returncode == 0, inferred.stdout[-3000:] + inferred.stderr[-3000:]
     held_out = rec_jobs.epoch_metrics(inferred.stdout)
-    print(f"word2vec big config, 300k words: held-out AUC {[e['auc'] for e in held_out]}")
+    train_aucs, held_out_aucs = [e["auc"] for e in epochs], [e["auc"] for e in held_out]
+    print(f"word2vec big config, 300k words: train AUC {train_aucs}, held-out {held_out_aucs}")
     # Context words of the held-out text against unigram^0.75 negatives: 0.5 untrained, seen
-    # 0.57 and 0.59 after one and two epochs (function words dominate both sides).
+    # 0.58-0.60 after one and two epochs in 4 runs (function words dominate both sides).
     assert held_out[-1]["auc"] > 0.54, held_out
