@@ -93,7 +93,9 @@ def test_killed_server_is_an_error_naming_it_within_the_timeout(ps_servers):
     start = time.monotonic()
     with pytest.raises((Unavailable, Timeout), match=cluster.endpoints[1]):
         client.pull_sparse(1, keys)
-    assert time.monotonic() - start < 3.0 + 1.0
+    # Bounded by the 3 s RPC timeout; the 4 s on top hold when a loaded machine (load 6 on 2
+    # cores) leaves the test process off the CPU for a while, and still far below a hang.
+    assert time.monotonic() - start < 3.0 + 4.0
     client.pull_sparse(1, keys_of_server(0, 2))  # the live server still answers
 
 
@@ -127,7 +129,8 @@ def test_hung_server_times_out_naming_it(ps_servers):
         start = time.monotonic()
         with pytest.raises(Timeout, match=cluster.endpoints[0]):
             client.push_sparse(1, np.array([1, 2]), np.ones((2, 8), np.float32))
-        assert time.monotonic() - start < 1.0 + 1.0
+        # The 1 s RPC timeout, plus 4 s for a loaded machine (the process may wait for a CPU).
+        assert time.monotonic() - start < 1.0 + 4.0
     finally:
         cluster.procs[0].send_signal(signal.SIGCONT)
 
@@ -139,7 +142,8 @@ def test_connecting_to_no_server_fails_naming_the_endpoint():
     start = time.monotonic()
     with pytest.raises(Unavailable, match=endpoint):
         PsClient([endpoint], connect_timeout=1.0)
-    assert time.monotonic() - start < 1.0 + 1.0
+    # The 1 s connect timeout, plus 4 s for a loaded machine (the process may wait for a CPU).
+    assert time.monotonic() - start < 1.0 + 4.0
 
 
 def test_client_rejects_servers_listed_in_the_wrong_order(ps_servers):

@@ -85,7 +85,8 @@ def test_malformed_endpoint_fails_at_once(endpoint):
     start = time.monotonic()
     with pytest.raises(InvalidArgument, match="endpoint of server 0 .* is not host:port"):
         PsClient([endpoint], connect_timeout=30)
-    assert time.monotonic() - start < 1.0
+    # At once means long before the 30 s connect timeout; 10 s holds on a loaded machine.
+    assert time.monotonic() - start < 10.0
 
 
 def test_malformed_server_address_is_refused():

@@ -64,7 +64,8 @@ def test_store_set_get_add_check_wait(store_factory):
     started = time.monotonic()
     with pytest.raises(Timeout, match=r"keys \[late, never\] did not appear within 0.2 s"):
         a.wait(["key", "late", "never"], timeout_s=0.2)
-    assert time.monotonic() - started < 2
+    # The 0.2 s timeout, not a hang; 5 s holds when a loaded machine delays the process.
+    assert time.monotonic() - started < 5
     threading.Timer(0.1, lambda: b.set("late", b"1")).start()
     a.wait(["key", "late"], timeout_s=5)
     with pytest.raises(Timeout, match="key 'never' did not appear"):
