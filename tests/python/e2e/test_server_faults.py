@@ -1,0 +1,167 @@
+"""Faults on the servers' side of a sync job end it in bounded time (issue 29): a frozen
+(SIGSTOPped) server is an error naming it once the RPC timeout has passed, and the job ends soon
+after (the workers' teardown pushes nothing to the frozen server, and fleetrun SIGKILLs it after
+its grace period); a `load_model` that worker 0 refuses (a damaged checkpoint) ends the job
+within seconds, worker 1 not left waiting.
+
+Each test asserts the time from the fault to the end of the job, with margins for a loaded
+machine (2 cores shared with other jobs).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+
+from tests.python.e2e import launch_helpers as lh
+
+pytestmark = pytest.mark.timeout(240)
+
+# The PS client's RPC deadline (fleet.ps.client.PsClient's default, used by fleet jobs).
+RPC_TIMEOUT_S = 30
+# The step timeout of the jobs (fleet.init_worker(timeout=...)): above the RPC timeout, so that
+# a frozen server is found by the RPC deadline, not by a barrier's.
+STEP_TIMEOUT_S = 60
+# A failed worker tells the servers before it raises, with this deadline (PsClient's
+# ReportFailure): spent in full when the server is frozen.
+FAILURE_REPORT_S = 5
+# fleetrun's default --grace_period: a frozen server ignores SIGTERM, so it is SIGKILLed after it.
+GRACE_S = 5
+# A fault must end the job this soon after the fault (plus the waits above where they apply):
+# measured, 0.6-0.7 s for the refused load and 0.6 s past the waits for the frozen server on an
+# idle machine; 10 s holds beside two CPU-bound processes on 2 cores.
+ENDS_WITHIN_S = 10
+
+TRAIN = f"""
+import fleet as fl
+from fleet import layers
+main, startup = fl.Program(), fl.Program()
+with fl.program_guard(main, startup):
+    x = layers.data("x", [1])
+    y = layers.fc(x, 1, bias_attr=False,
+                  param_attr=fl.ParamAttr(name="w", initializer=fl.initializer.Constant(0.0)))
+    loss = layers.mean(y)
+    strategy = fl.DistributedStrategyFactory.create_sync_strategy()
+    fl.distributed_optimizer(fl.optimizer.SGD(0.5), strategy).minimize(loss)
+if fl.is_server():
+    fl.init_server()
+    fl.run_server()
+    sys.exit(0)
+exe = fl.Executor(fl.CPUPlace())
+exe.run(fl.startup_program)
+fl.init_worker(timeout={STEP_TIMEOUT_S})
+me = fl.worker_index()
+steps = int(os.environ.get("STEPS", "400"))
+checkpoint = os.environ.get("CHECKPOINT")
+record("server", fl.server_endpoints()[0])
+try:
+    for step in range(steps):
+        exe.run(fl.main_program, feed={{"x": np.ones((1, 1), np.float32)}}, fetch_list=[loss])
+        if step == 3:
+            record("training", time.time())
+        if checkpoint and step == 5:
+            fl.save_persistables(exe, checkpoint)
+            if me == 0:
+                # Damage the checkpoint: the manifest that names its parts.
+                manifest = pathlib.Path(checkpoint) / "ps_manifest.json"
+                manifest.write_text("{{ not json")
+                record("fault", time.time())
+            fl.load_model(checkpoint, timeout={STEP_TIMEOUT_S})
+        time.sleep(0.05)
+except Exception as e:
+    record("error", [time.time(), type(e).__name__, str(e)])
+    raise
+record("steps", step + 1)
+fl.stop_worker()
+"""
+
+
+def _stopped(pid: int, timeout: float = 10.0) -> None:
+    """SIGSTOP reaches every thread only once each gets a CPU: wait until the kernel says all
+    are stopped, so the time to the error is counted from a frozen server."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        states = []
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{tid}/stat", encoding="ascii") as f:
+                    states.append(f.read().rsplit(")", 1)[1].split()[0])
+            except FileNotFoundError:  # a thread that just ended
+                pass
+        if states and all(state in ("T", "t") for state in states):
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"server {pid} not stopped {timeout} s after SIGSTOP")
+
+
+def _kill_leftovers(job_dir) -> None:
+    for pid in lh.pids(job_dir).values():
+        if lh.is_running(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_a_frozen_server_ends_the_sync_job_naming_it_after_the_rpc_timeout(tmp_path):
+    launcher = lh.start_job(tmp_path, ["--server_num=1", "--worker_num=2"], TRAIN, STEPS="100000")
+    server = None
+    try:
+        deadline = time.monotonic() + 90
+        while len(lh.recorded(tmp_path, "training")) < 2:
+            assert launcher.poll() is None, launcher.communicate()[1][-3000:]
+            assert time.monotonic() < deadline, "the job did not start training"
+            time.sleep(0.05)
+        server = lh.pids(tmp_path)["server.0"]
+        os.kill(server, signal.SIGSTOP)
+        _stopped(server)
+        frozen, frozen_at = time.monotonic(), time.time()
+        out, err = launcher.communicate(timeout=RPC_TIMEOUT_S + STEP_TIMEOUT_S + 60)
+        ended = time.monotonic()
+    finally:
+        if server is not None and lh.is_running(server):
+            os.kill(server, signal.SIGKILL)
+        lh.stop_launcher(launcher)
+        _kill_leftovers(tmp_path)
+    took = ended - frozen
+    errors = lh.recorded(tmp_path, "error")
+    print(
+        f"SIGSTOP of the server to the end of the job: {took:.1f} s; to each worker's error: "
+        + ", ".join(f"{w} {e[0] - frozen_at:.1f} s" for w, e in sorted(errors.items()))
+    )
+    assert launcher.returncode != 0, err[-3000:]
+    # The first worker to fail names the frozen server; the other may instead fail on its peer.
+    first = min(errors.values())
+    endpoint = lh.recorded(tmp_path, "server")["worker.0"]
+    assert endpoint in first[2], first
+    assert first[0] - frozen_at < RPC_TIMEOUT_S + FAILURE_REPORT_S + ENDS_WITHIN_S, first
+    bound = RPC_TIMEOUT_S + FAILURE_REPORT_S + GRACE_S + ENDS_WITHIN_S
+    assert took < bound, f"the job ended {took:.1f} s after the stop"
+
+
+def test_a_load_model_refused_on_one_worker_ends_the_job_within_seconds(tmp_path):
+    checkpoint = tmp_path / "checkpoint"
+    started = time.monotonic()
+    try:
+        result = lh.run_job(
+            tmp_path,
+            ["--server_num=1", "--worker_num=2"],
+            TRAIN,
+            timeout=200,
+            STEPS="400",
+            CHECKPOINT=str(checkpoint),
+        )
+    finally:
+        _kill_leftovers(tmp_path)
+    ended = time.time()
+    assert result.returncode != 0, result.stderr[-3000:]
+    # Worker 0's own error names the damaged file (fleetrun shows the output of whichever worker
+    # exited first, so it is read from the worker's record).
+    errors = lh.recorded(tmp_path, "error")
+    assert "ps_manifest.json" in errors["worker.0"][2], errors
+    fault = lh.recorded(tmp_path, "fault")["worker.0"]
+    print(f"damaged checkpoint to the end of the job: {ended - fault:.1f} s")
+    assert ended - fault < ENDS_WITHIN_S, f"the job ended {ended - fault:.1f} s after the fault"
+    # Worker 1 did not train on alone (it had 400 steps of 0.05 s after the load).
+    assert "steps.worker.1.json" not in os.listdir(tmp_path)
+    assert time.monotonic() - started < 150
