@@ -371,13 +371,13 @@ def measure_memory(dim: int, rule: str, rows: int) -> dict:
     floats = table.row_width
     bound = 8 + 4 * floats
     return dict(
-        rows=stats["rows"],
+        rows=stats.rows,
         dim=dim,
         rule=rule,
         floats_per_row=floats,
         key_and_floats_bytes=bound,
         resident_bytes_per_row=round(resident / rows, 2),
-        table_bytes_per_row=round(stats["bytes"] / rows, 2),
+        table_bytes_per_row=round(stats.bytes / rows, 2),
         bytes_per_row_ratio=round(resident / rows / bound, 3),
         insert_keys_per_s=round(rows / seconds),
     )

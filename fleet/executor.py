@@ -26,7 +26,7 @@ from fleet.framework import (
 )
 from fleet.proto import framework_pb2 as pb
 from fleet.scope import default_resources, global_scope, notify_run_listeners, scope_guard
-from fleet.trainer import DatasetRunResult, PassRequest, check_pass, pass_result
+from fleet.trainer import DatasetRunResult, PassRequest, check_pass, pass_result, profile_dict
 
 FEED_HOLDER, FETCH_HOLDER = "feed", "fetch"
 
@@ -399,7 +399,9 @@ class Executor:
         self._core.set_profiling(on)
 
     def profile(self) -> dict[str, float]:
-        return dict(self._core.stats())
+        """Op time by role in seconds (forward_s, backward_s, optimize_s, other_s) and the runs
+        counted, since enable_profiling or reset_profile."""
+        return profile_dict(self._core.stats())
 
     def reset_profile(self) -> None:
         self._core.reset_stats()

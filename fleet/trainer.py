@@ -135,9 +135,20 @@ def check_pass(request: PassRequest) -> CheckedPass:
     )
 
 
+def profile_dict(stats: Any) -> dict[str, float]:
+    """The user's view of op times by role (`_core.RunStats`): seconds per role and the runs."""
+    return {
+        "forward_s": stats.forward_s,
+        "backward_s": stats.backward_s,
+        "optimize_s": stats.optimize_s,
+        "other_s": stats.other_s,
+        "runs": stats.runs,
+    }
+
+
 def pass_result(raw: Any, fetch_names: list[str]) -> DatasetRunResult:
     """The result of a pass from the C++ trainer's (`_core.TrainerResult`)."""
-    read, profile = raw.read, raw.profile
+    read = raw.read
     return DatasetRunResult(
         batches=raw.batches,
         samples=raw.samples,
@@ -150,13 +161,7 @@ def pass_result(raw: Any, fetch_names: list[str]) -> DatasetRunResult:
             n: [list(level) for level in lod] for n, lod in zip(fetch_names, raw.last_fetch_lod)
         },
         fetch_sums=dict(zip(fetch_names, raw.fetch_sums)),
-        profile={
-            "forward_s": profile.forward_s,
-            "backward_s": profile.backward_s,
-            "optimize_s": profile.optimize_s,
-            "other_s": profile.other_s,
-            "runs": profile.runs,
-        },
+        profile=profile_dict(raw.profile),
     )
 
 

@@ -118,7 +118,9 @@ void BindFramework(py::module_& m) {
                              [](const PyExecutor& e) { return e.executor().place().ToString(); })
       .def_property("resources", &PyExecutor::resources, &PyExecutor::set_resources)
       .def("set_profiling", &PyExecutor::set_profiling)
-      .def("stats", &PyExecutor::StatsDict)
+      .def(
+          "stats", [](PyExecutor& e) { return e.stats(); },
+          "Op times by role since profiling began (a copy, _core.RunStats)")
       .def("reset_stats", &PyExecutor::reset_stats);
 
   m.def("set_blas_threads", &operators::blas::SetNumThreads, py::arg("threads"));

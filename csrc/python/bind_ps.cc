@@ -15,6 +15,7 @@
 
 #include <optional>
 
+#include "absl/strings/str_cat.h"
 #include "core/errors.h"
 #include "core/status.h"
 #include "core/timeout.h"
@@ -242,13 +243,7 @@ void BindClientAdmin(PyClientClass& c) {
                py::gil_scoped_release release;
                stats = client.Stats();
              }
-             py::list servers;
-             for (const auto& tables : ValueOrThrow(std::move(stats))) {
-               py::list list;
-               for (const auto& t : tables) list.append(StatsToDict(t));
-               servers.append(list);
-             }
-             return servers;
+             return ValueOrThrow(std::move(stats));  // lists of _core.ps.TableStats
            })
       .def("heartbeat",
            [](ps::PsClient& client) {
@@ -307,19 +302,20 @@ void BindPs(py::module_& m) {
   BindServer(ps);
   BindClient(ps);
   BindPsTables(ps);
-  ps.def(
-      "tune_allocator_for_serving",
-      [] {
-        const ps::AllocatorTuning t = ps::TuneAllocatorForServing();
-        py::dict out;
-        out["applied"] = t.applied;
-        out["mmap_threshold"] = t.mmap_threshold;
-        out["trim_threshold"] = t.trim_threshold;
-        return out;
-      },
-      "Keeps large freed buffers in the heap for reuse instead of unmapping them (glibc), so "
-      "that requests do not fault their buffers in again; process-wide, for server processes. "
-      "Returns what was applied.");
+  py::class_<ps::AllocatorTuning>(ps, "AllocatorTuning",
+                                  "What tune_allocator_for_serving applied (serving_allocator.h)")
+      .def_readonly("applied", &ps::AllocatorTuning::applied)
+      .def_readonly("mmap_threshold", &ps::AllocatorTuning::mmap_threshold)
+      .def_readonly("trim_threshold", &ps::AllocatorTuning::trim_threshold)
+      .def("__repr__", [](const ps::AllocatorTuning& t) {
+        return absl::StrCat("AllocatorTuning(applied=", t.applied ? "True" : "False",
+                            ", mmap_threshold=", t.mmap_threshold,
+                            ", trim_threshold=", t.trim_threshold, ")");
+      });
+  ps.def("tune_allocator_for_serving", &ps::TuneAllocatorForServing,
+         "Keeps large freed buffers in the heap for reuse instead of unmapping them (glibc), so "
+         "that requests do not fault their buffers in again; process-wide, for server processes. "
+         "Returns what was applied.");
   ps.def(
       "hash_key_shard",
       [](const py::array& keys, uint32_t num_servers) {

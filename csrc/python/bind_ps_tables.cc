@@ -7,6 +7,7 @@
 
 #include <optional>
 
+#include "absl/strings/str_cat.h"
 #include "ps/table/dense_table.h"
 #include "ps/table/shard_load.h"
 #include "ps/table/sparse_table.h"
@@ -15,6 +16,57 @@
 
 namespace fleet::python {
 namespace {
+
+// Statistics of a table on one server, as typed objects (`_core.ps.TableStats`, with `ssd` an
+// `SsdTierStats` or None), read by the tables here and by the client's stats() (bind_ps.cc).
+void BindTableStats(py::module_& m) {
+  using ps::proto::SsdTierStats;
+  using ps::proto::TableStats;
+  py::class_<SsdTierStats>(m, "SsdTierStats",
+                           "A sparse table's SSD tier on one server; counters since its start.")
+      .def_property_readonly("rows_in_memory", &SsdTierStats::rows_in_memory)
+      .def_property_readonly("rows_on_disk", &SsdTierStats::rows_on_disk)
+      .def_property_readonly("memory_hits", &SsdTierStats::memory_hits)
+      .def_property_readonly("disk_reads", &SsdTierStats::disk_reads)
+      .def_property_readonly("hit_rate",
+                             [](const SsdTierStats& s) {
+                               // Of the rows requests found, the share found in memory (1 before
+                               // any request).
+                               const uint64_t looked_up = s.memory_hits() + s.disk_reads();
+                               return looked_up == 0 ? 1.0
+                                                     : double(s.memory_hits()) / double(looked_up);
+                             })
+      .def_property_readonly("bytes_read", &SsdTierStats::bytes_read)
+      .def_property_readonly("bytes_written", &SsdTierStats::bytes_written)
+      .def_property_readonly("evictions", &SsdTierStats::evictions)
+      .def("__repr__", [](const SsdTierStats& s) {
+        return absl::StrCat("SsdTierStats(rows_in_memory=", s.rows_in_memory(),
+                            ", rows_on_disk=", s.rows_on_disk(), ", memory_hits=", s.memory_hits(),
+                            ", disk_reads=", s.disk_reads(), ", evictions=", s.evictions(), ")");
+      });
+  py::class_<TableStats>(m, "TableStats", "A table's statistics on one server.")
+      .def_property_readonly("table_id", &TableStats::table_id)
+      .def_property_readonly(
+          "type",
+          [](const TableStats& s) { return s.type() == ps::proto::SPARSE ? "sparse" : "dense"; })
+      .def_property_readonly("rows", &TableStats::rows, "sparse rows, or dense blocks")
+      .def_property_readonly("bytes", &TableStats::bytes, "memory held by the table")
+      .def_property_readonly("filtered_keys", &TableStats::filtered_keys,
+                             "keys the count filter still holds back")
+      .def_property_readonly(
+          "ssd",
+          [](const TableStats& s) -> std::optional<ps::proto::SsdTierStats> {
+            if (!s.has_ssd()) return std::nullopt;  // storage "memory"
+            return s.ssd();
+          },
+          "the SSD tier's statistics (storage \"ssd\"), else None")
+      .def("__repr__", [](const TableStats& s) {
+        return absl::StrCat("TableStats(table_id=", s.table_id(),
+                            ", type=", s.type() == ps::proto::SPARSE ? "sparse" : "dense",
+                            ", rows=", s.rows(), ", bytes=", s.bytes(),
+                            ", filtered_keys=", s.filtered_keys(), s.has_ssd() ? ", ssd" : "", ")");
+      });
+}
 
 void BindSparseTable(py::module_& m) {
   py::class_<ps::SparseTable>(m, "SparseTable", "One server's sparse table, without RPC.")
@@ -82,7 +134,7 @@ void BindSparseTable(py::module_& m) {
           py::gil_scoped_release release;  // takes every shard's lock
           stats = t.Stats();
         }
-        return StatsToDict(stats);
+        return stats;
       });
 }
 
@@ -121,7 +173,7 @@ void BindDenseTable(py::module_& m) {
           py::gil_scoped_release release;  // takes every block's lock
           stats = t.Stats();
         }
-        return StatsToDict(stats);
+        return stats;
       });
 }
 
@@ -160,6 +212,7 @@ void BindUpdateRule(py::module_& m) {
 }  // namespace
 
 void BindPsTables(py::module_& ps) {
+  BindTableStats(ps);
   BindSparseTable(ps);
   BindDenseTable(ps);
   BindUpdateRule(ps);

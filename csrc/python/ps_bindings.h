@@ -65,28 +65,4 @@ absl::Span<T> ArraySpan(const py::array& array, const char* what, bool writable)
                        static_cast<size_t>(array.size()));
 }
 
-inline py::dict StatsToDict(const ps::proto::TableStats& stats) {
-  py::dict d;
-  d["table_id"] = stats.table_id();
-  d["type"] = stats.type() == ps::proto::SPARSE ? "sparse" : "dense";
-  d["rows"] = stats.rows();
-  d["bytes"] = stats.bytes();
-  d["filtered_keys"] = stats.filtered_keys();
-  if (stats.has_ssd()) {  // storage "ssd": the tier's counters since the server started
-    const ps::proto::SsdTierStats& ssd = stats.ssd();
-    py::dict tier;
-    tier["rows_in_memory"] = ssd.rows_in_memory();
-    tier["rows_on_disk"] = ssd.rows_on_disk();
-    tier["memory_hits"] = ssd.memory_hits();
-    tier["disk_reads"] = ssd.disk_reads();
-    const uint64_t looked_up = ssd.memory_hits() + ssd.disk_reads();
-    tier["hit_rate"] = looked_up == 0 ? 1.0 : double(ssd.memory_hits()) / double(looked_up);
-    tier["bytes_read"] = ssd.bytes_read();
-    tier["bytes_written"] = ssd.bytes_written();
-    tier["evictions"] = ssd.evictions();
-    d["ssd"] = tier;
-  }
-  return d;
-}
-
 }  // namespace fleet::python

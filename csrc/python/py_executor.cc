@@ -72,14 +72,4 @@ std::vector<LoDTensor> PyExecutor::Run(PyPrepared& prepared, py::object scope_ob
   return fetched;
 }
 
-py::dict PyExecutor::StatsDict() const {
-  py::dict d;
-  d["forward_s"] = stats_.nanos_by_role[0] * 1e-9;
-  d["backward_s"] = stats_.nanos_by_role[1] * 1e-9;
-  d["optimize_s"] = stats_.nanos_by_role[2] * 1e-9;
-  d["other_s"] = stats_.nanos_by_role[3] * 1e-9;
-  d["runs"] = stats_.runs;
-  return d;
-}
-
 }  // namespace fleet::python

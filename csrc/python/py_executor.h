@@ -51,7 +51,6 @@ class PyExecutor {
   bool profiling() const { return profiling_; }
   void set_profiling(bool on) { profiling_ = on; }
   framework::RunStats& stats() { return stats_; }
-  py::dict StatsDict() const;
   void reset_stats() { stats_ = framework::RunStats{}; }
 
   const std::shared_ptr<framework::RuntimeResources>& resources() const {

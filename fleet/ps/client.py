@@ -9,7 +9,7 @@ dead server raises ``fleet.errors.Unavailable`` or ``fleet.errors.Timeout`` nami
 from __future__ import annotations
 
 import os
-from typing import Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
@@ -191,11 +191,12 @@ class PsClient:
         """Drops sparse rows untouched for more than ``max_unseen_saves`` saves."""
         return self._core.shrink(table_id, max_unseen_saves)
 
-    def stats(self) -> List[List[dict]]:
-        """Per server, per table: ``table_id``, ``type``, ``rows``, ``bytes``,
-        ``filtered_keys``; a table with storage "ssd" also ``ssd``: ``rows_in_memory``,
-        ``rows_on_disk``, ``memory_hits``, ``disk_reads``, ``hit_rate`` (of the rows a request
-        found, the share found in memory), ``bytes_read``, ``bytes_written``, ``evictions``."""
+    def stats(self) -> List[List[Any]]:
+        """Per server, per table, a ``_core.ps.TableStats``: ``table_id``, ``type``, ``rows``,
+        ``bytes``, ``filtered_keys``, and ``ssd``, None unless the table has storage "ssd", else
+        a ``_core.ps.SsdTierStats``: ``rows_in_memory``, ``rows_on_disk``, ``memory_hits``,
+        ``disk_reads``, ``hit_rate`` (of the rows a request found, the share found in memory),
+        ``bytes_read``, ``bytes_written``, ``evictions``."""
         return self._core.stats()
 
     def heartbeat(self) -> None:

@@ -117,7 +117,7 @@ def test_damaged_record_empties_every_sparse_table_a_fresh_server_was_restoring(
         match=f"{damaged}: checksum mismatch.*'emb2' is left empty; so is the other sparse table",
     ):
         target.load(tmp_path / "ckpt")
-    rows = {t["table_id"]: t["rows"] for t in target.stats()[0] if t["table_id"] != DENSE}
+    rows = {t.table_id: t.rows for t in target.stats()[0] if t.table_id != DENSE}
     assert rows == {SPARSE: 0, 3: 0}
     np.testing.assert_array_equal(target.pull_dense(DENSE), fresh_dense)
     # A server whose tables hold rows checks every part before it changes any: rows stay.

@@ -155,8 +155,7 @@ def test_four_threads_on_two_servers_sum_every_update(cluster):
     final = shared_client.pull_sparse(EXACT_ID, keys)
     np.testing.assert_array_equal(final, np.stack([expected[k] for k in keys]).astype(np.float32))
     rows = [
-        next(t for t in server if t["table_id"] == EXACT_ID)["rows"]
-        for server in shared_client.stats()
+        next(t for t in server if t.table_id == EXACT_ID).rows for server in shared_client.stats()
     ]
     assert sum(rows) == keys.size and min(rows) > 0  # both servers hold a share
 
@@ -229,7 +228,7 @@ def test_stats_and_heartbeat(cluster):
     client.heartbeat()
     stats = client.stats()
     assert len(stats) == 2
-    ids = sorted(t["table_id"] for t in stats[0])
+    ids = sorted(t.table_id for t in stats[0])
     assert ids == sorted(t["table_id"] for t in TABLES)
-    dense = next(t for t in stats[1] if t["table_id"] == DENSE_ID["sgd"])
-    assert dense["type"] == "dense" and dense["rows"] == 2  # blocks 1 and 3 of 0..3
+    dense = next(t for t in stats[1] if t.table_id == DENSE_ID["sgd"])
+    assert dense.type == "dense" and dense.rows == 2  # blocks 1 and 3 of 0..3

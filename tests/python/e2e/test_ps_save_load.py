@@ -67,7 +67,7 @@ def test_save_on_two_servers_load_on_three(ps_servers, tmp_path):
         client3.pull_sparse(SPARSE, keys), client2.pull_sparse(SPARSE, keys)
     )
     np.testing.assert_array_equal(client3.pull_dense(DENSE), client2.pull_dense(DENSE))
-    rows = [next(t for t in s if t["table_id"] == SPARSE)["rows"] for s in client3.stats()]
+    rows = [next(t for t in s if t.table_id == SPARSE).rows for s in client3.stats()]
     assert sum(rows) == keys.size and min(rows) > 0
     # Optimizer state travelled with the rows: the same next step gives the same rows.
     train(client2, keys, steps=1, seed=5)
@@ -104,7 +104,7 @@ def test_shrink_and_count_filter_over_rpc(ps_servers, tmp_path):
     client = ps_servers(TABLES + [filtered], 2).client()
     keys = np.arange(100, dtype=np.int64)
     np.testing.assert_array_equal(client.pull_sparse(3, keys), np.zeros((100, 8), np.float32))
-    pending = sum(next(t for t in s if t["table_id"] == 3)["filtered_keys"] for s in client.stats())
+    pending = sum(next(t for t in s if t.table_id == 3).filtered_keys for s in client.stats())
     assert pending == 100
     admitted = client.pull_sparse(3, keys)
     np.testing.assert_array_equal(admitted, client.pull_sparse(SPARSE, keys))  # same init
@@ -114,5 +114,5 @@ def test_shrink_and_count_filter_over_rpc(ps_servers, tmp_path):
     client.save(str(tmp_path / "b"), SPARSE)
     assert client.shrink(SPARSE, 2) == 0
     assert client.shrink(SPARSE, 1) == 70  # untouched since before the saves "a" and "b"
-    rows = sum(next(t for t in s if t["table_id"] == SPARSE)["rows"] for s in client.stats())
+    rows = sum(next(t for t in s if t.table_id == SPARSE).rows for s in client.stats())
     assert rows == 30

@@ -69,11 +69,11 @@ def test_values_survive_eviction_exactly_and_checkpoints_cross_kinds(tmp_path):
             _pull_all(client, MEMORY_ID, touched), _pull_all(client, SSD_ID, touched)
         )
         for server in client.stats():
-            tier = next(t for t in server if t["table_id"] == SSD_ID)["ssd"]
-            assert tier["rows_on_disk"] > tier["rows_in_memory"] > 0
-            assert tier["evictions"] > 0 and tier["disk_reads"] > 0
-            assert 0 < tier["hit_rate"] < 1
-            assert tier["bytes_written"] > 0 and tier["bytes_read"] > 0
+            tier = next(t for t in server if t.table_id == SSD_ID).ssd
+            assert tier.rows_on_disk > tier.rows_in_memory > 0
+            assert tier.evictions > 0 and tier.disk_reads > 0
+            assert 0 < tier.hit_rate < 1
+            assert tier.bytes_written > 0 and tier.bytes_read > 0
         expected = _pull_all(client, MEMORY_ID, touched)
         client.save(str(tmp_path / "ckpt"))
     # The same checkpoint into a cluster where the kinds are swapped: table 1 (saved from

@@ -119,7 +119,7 @@ def _servers_report(plan, endpoints):
         for s in servers:
             s.shutdown(1.0)
     dense_id = plan.dense_config.table_id
-    return [next(t for t in tables if t["table_id"] == dense_id) for tables in stats]
+    return [next(t for t in tables if t.table_id == dense_id) for tables in stats]
 
 
 def _numels():
@@ -134,8 +134,8 @@ def test_sliced_dense_parameters_are_blocks_of_min_block_size_round_robin():
     total = sum(_numels().values())  # 169 elements: 11 blocks of 16 (the last of 9)
     assert t.plan.dense_config.dense_block_size == 16
     report = _servers_report(t.plan, ["a:1", "b:2", "c:3"])
-    assert [r["rows"] for r in report] == [4, 4, 3]
-    assert sum(r["rows"] for r in report) == -(-total // 16)
+    assert [r.rows for r in report] == [4, 4, 3]
+    assert sum(r.rows for r in report) == -(-total // 16)
 
 
 @pytest.mark.parametrize("method", [RoundRobin, HashName])
@@ -161,7 +161,7 @@ def test_whole_dense_variables_go_where_split_method_puts_them(method):
     # Each server holds its own variables' blocks (and the table's trailing block, if any).
     blocks = plan.dense_config.dim // block
     owned = [len(range(s, blocks, 2)) for s in range(2)]
-    assert [r["rows"] for r in report] == owned
+    assert [r.rows for r in report] == owned
     for s, used in enumerate(per_server):
         assert all(b % 2 == s for b in used)
 

@@ -77,14 +77,25 @@ def test_update_rule_rejects_bad_config(optimizer):
         _core.ps.UpdateRule(raw)
 
 
+def test_stats_are_typed_objects_naming_the_table():
+    table = sparse_table(table_id=5)
+    table.pull(np.array([1, 2, 3], dtype=np.int64))
+    stats = table.stats()
+    assert isinstance(stats, _core.ps.TableStats)
+    assert (stats.table_id, stats.type, stats.rows) == (5, "sparse", 3)
+    assert stats.bytes > 0 and stats.filtered_keys == 0
+    assert stats.ssd is None  # storage "memory"
+    assert "table_id=5" in repr(stats) and "rows=3" in repr(stats)
+
+
 def test_rows_are_created_lazily_over_the_whole_int64_range():
     table = sparse_table()
     keys = np.array([0, -1, 7, I64.min, I64.max, -(2**40)], dtype=np.int64)
-    assert table.stats()["rows"] == 0
+    assert table.stats().rows == 0
     rows = table.pull(keys)
     assert rows.shape == (6, 4)
     assert np.all((rows >= -0.5) & (rows < 0.5)) and np.unique(rows[:, 0]).size == 6
-    assert table.stats()["rows"] == 6
+    assert table.stats().rows == 6
     np.testing.assert_array_equal(table.pull(keys[::-1].copy()), rows[::-1])
     # The initial value is a function of (seed, key): shard count and pull order do not matter.
     other = sparse_table(shards=7)
@@ -103,7 +114,7 @@ def test_batched_lookup_with_repeats_new_keys_and_growth(shards):
     table.pull(old)
     keys = rng.permutation(np.concatenate([old, new, new, new[:4_000]]))
     rows = table.pull(keys)
-    assert table.stats()["rows"] == old.size + new.size
+    assert table.stats().rows == old.size + new.size
     first = {}
     for k, r in zip(keys.tolist(), rows):
         np.testing.assert_array_equal(first.setdefault(k, r), r)
@@ -151,7 +162,7 @@ def test_delta_push_adds_to_the_value_and_creates_rows():
     table.push(np.array([1, 2]), delta, is_delta=True)
     np.testing.assert_allclose(table.pull(np.array([1, 2])), before + delta)
     table.push(np.array([99]), np.ones((1, 4), np.float32), is_delta=True)  # new row
-    assert table.stats()["rows"] == 3
+    assert table.stats().rows == 3
 
 
 def test_bad_pushes_are_rejected_and_change_nothing():
@@ -178,10 +189,10 @@ def test_count_filter_admits_a_key_on_its_third_pull():
     for _ in range(2):
         np.testing.assert_array_equal(table.pull(key), np.zeros((1, 4), np.float32))
         table.push(key, np.ones((1, 4), np.float32))  # dropped: not admitted yet
-    assert table.stats()["rows"] == 0 and table.stats()["filtered_keys"] == 1
+    assert table.stats().rows == 0 and table.stats().filtered_keys == 1
     admitted = table.pull(key)
     np.testing.assert_array_equal(admitted, sparse_table().pull(key))  # fresh initial value
-    assert table.stats()["rows"] == 1 and table.stats()["filtered_keys"] == 0
+    assert table.stats().rows == 1 and table.stats().filtered_keys == 0
 
 
 def filled_table(n=500, **kwargs):
@@ -204,7 +215,7 @@ def test_save_and_load_on_other_server_counts(tmp_path):
     owner = _core.ps.hash_key_shard(keys, 3)
     for i, piece in enumerate(pieces):
         mine = keys[owner == i]
-        assert piece.stats()["rows"] == mine.size
+        assert piece.stats().rows == mine.size
         np.testing.assert_array_equal(piece.pull(mine), expected[owner == i])
     # The optimizer state came along: one more identical push gives identical rows.
     whole = sparse_table(optimizer="adagrad")
@@ -255,7 +266,7 @@ def test_load_rejects_damaged_or_foreign_files(tmp_path):
     fresh = sparse_table(optimizer="adagrad")
     with pytest.raises(InvalidArgument, match="checksum"):
         fresh.load([str(path)])
-    assert fresh.stats()["rows"] == 0
+    assert fresh.stats().rows == 0
 
 
 def test_a_damaged_part_leaves_a_table_as_it_was(tmp_path):
@@ -272,13 +283,13 @@ def test_a_damaged_part_leaves_a_table_as_it_was(tmp_path):
     empty = sparse_table(optimizer="adagrad")
     with pytest.raises(InvalidArgument, match=f"{delta}: checksum mismatch.*'emb' is left empty"):
         empty.load([str(base), str(delta)])  # the base loads whole before the delta fails
-    assert empty.stats()["rows"] == 0
+    assert empty.stats().rows == 0
     holding = sparse_table(optimizer="adagrad")
     holding.push(keys[:5], np.ones((5, 4), np.float32))
     before = holding.pull(keys[:5])
     with pytest.raises(InvalidArgument, match=f"{delta}: checksum mismatch"):
         holding.load([str(base), str(delta)])
-    assert holding.stats()["rows"] == 5
+    assert holding.stats().rows == 5
     np.testing.assert_array_equal(holding.pull(keys[:5]), before)
 
 
@@ -306,7 +317,7 @@ def test_a_large_part_is_checked_in_halves_and_loaded_by_two_threads(tmp_path):
     loaded = sparse_table(dim=16, shards=8)
     assert loaded.load([str(path)]) == n
     np.testing.assert_array_equal(loaded.pull(keys), values)
-    assert loaded.stats()["rows"] == n
+    assert loaded.stats().rows == n
     # Into two servers: each thread keeps only this server's keys, and the halves add up.
     halves = [sparse_table(dim=16, shards=8) for _ in range(2)]
     counts = [t.load([str(path)], server_index=i, num_servers=2) for i, t in enumerate(halves)]
@@ -323,7 +334,7 @@ def test_a_large_part_is_checked_in_halves_and_loaded_by_two_threads(tmp_path):
         fresh = sparse_table(dim=16, shards=8)
         with pytest.raises(InvalidArgument, match="checksum"):
             fresh.load([str(path)])
-        assert fresh.stats()["rows"] == 0
+        assert fresh.stats().rows == 0
 
 
 def test_shrink_drops_rows_untouched_since_the_last_saves(tmp_path):
@@ -334,7 +345,7 @@ def test_shrink_drops_rows_untouched_since_the_last_saves(tmp_path):
     assert table.shrink(1) == 0
     table.save(str(tmp_path / "b"))
     assert table.shrink(1) == 2  # keys 2 and 3: untouched for two saves
-    assert table.stats()["rows"] == 1
+    assert table.stats().rows == 1
     np.testing.assert_array_equal(table.pull(np.array([1])).shape, (1, 4))
 
 
@@ -350,10 +361,10 @@ def test_rows_keep_their_values_across_grouped_slab_chunks_shrink_and_load(tmp_p
     table.push(keys[:kept], np.ones((kept, 4), np.float32))
     touched = table.pull(keys[:kept])
     table.save(str(tmp_path / "b"))
-    big = table.stats()["bytes"]
+    big = table.stats().bytes
     assert table.shrink(1) == n - kept
-    assert table.stats()["rows"] == kept
-    assert table.stats()["bytes"] < big / 4
+    assert table.stats().rows == kept
+    assert table.stats().bytes < big / 4
     np.testing.assert_array_equal(table.pull(keys[:kept]), touched)
     more = np.arange(n, dtype=np.int64) * 7919 + 10**12
     fresh = table.pull(more)
@@ -362,7 +373,7 @@ def test_rows_keep_their_values_across_grouped_slab_chunks_shrink_and_load(tmp_p
     table.save(str(tmp_path / "c"))
     loaded = sparse_table(shards=1)
     loaded.load([str(tmp_path / "c")])
-    assert loaded.stats()["rows"] == kept + n
+    assert loaded.stats().rows == kept + n
     np.testing.assert_array_equal(loaded.pull(keys[:kept]), touched)
     np.testing.assert_array_equal(loaded.pull(more), fresh)
     assert not np.array_equal(before[:kept], touched)
@@ -399,5 +410,5 @@ def test_memory_per_row_stays_within_1_3x_of_key_and_floats():
     keys = np.arange(-n // 2, n // 2, dtype=np.int64) * 7919
     table.pull(keys)
     stats = table.stats()
-    assert stats["rows"] == n
-    assert stats["bytes"] / n <= 1.3 * (8 + 4 * 8)
+    assert stats.rows == n
+    assert stats.bytes / n <= 1.3 * (8 + 4 * 8)

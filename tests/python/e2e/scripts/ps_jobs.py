@@ -142,11 +142,13 @@ def main() -> int:
 
         client = PsClient(fleet.server_endpoints())
         ids = np.array(sorted({int(i) for i in batch(0, 0, 8)["ids"][:, 0]}))
-        stats = [t for server in client.stats() for t in server if t["table_id"] == 1]
+        stats = [t for server in client.stats() for t in server if t.table_id == 1]
         rows = client.pull_sparse(1, ids)
-        extra = {"dropped": dropped, "filtered": sum(t["filtered_keys"] for t in stats)}
+        extra = {"dropped": dropped, "filtered": sum(t.filtered_keys for t in stats)}
         if args.ssd_budget_mb:  # the SSD tier's counters beside the values
-            extra = {k: sum(t["ssd"][k] for t in stats) for k in ("rows_on_disk", "evictions")}
+            extra = {
+                k: sum(getattr(t.ssd, k) for t in stats) for k in ("rows_on_disk", "evictions")
+            }
             np.savez(args.out, ids=ids, rows=rows, **extra, **_dense(fleet.main_program))
         elif args.shrink >= 0 or args.count_filter:
             np.savez(args.out, **extra)
