@@ -143,6 +143,14 @@ void CallChecker::Check(const CallSignature& mine, uint32_t tag, Duration timeou
   std::vector<int> missing, arrived;
   std::vector<std::string> closed;
   bool timed_out = false;
+  const auto started = deadline - timeout;
+  auto describe = [&] {
+    return absl::StrCat(DescribeCall(mine), " #", mine.sequence, " in ", where);
+  };
+  struct ProgressOff {
+    WaitProgress& progress;
+    ~ProgressOff() { progress.Done(); }
+  } progress_off{progress_};
   for (int peer = 0; peer < size; ++peer) {
     if (peer == rank) continue;
     if (!lost_[peer].empty()) {
@@ -150,6 +158,7 @@ void CallChecker::Check(const CallSignature& mine, uint32_t tag, Duration timeou
       continue;
     }
     try {
+      progress_.Waiting(peer, started, timeout, describe);
       // A description that already arrived is returned even after a timeout; Gloo's timeout
       // closes every connection of the context, so any later failure means "did not arrive".
       receives_[peer]->waitRecv(remaining());

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "collective/detail/wait_progress.h"
 #include "collective/store.h"
 
 namespace gloo {
@@ -96,6 +97,7 @@ class CallChecker {
   std::vector<std::string> lost_;
   CallSignature outgoing_;
   std::unique_ptr<gloo::transport::UnboundBuffer> send_;
+  WaitProgress progress_;  // progress lines of long waits for a peer
 };
 
 }  // namespace fleet::collective::detail

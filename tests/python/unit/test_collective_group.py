@@ -408,3 +408,36 @@ def test_bad_arguments_are_invalid_argument():
         group.broadcast(np.ones(4)[::2])
     with pytest.raises(InvalidArgument, match="timeout_s must be a finite number of seconds > 0"):
         group.barrier(timeout_s=0)
+
+
+@pytest.mark.slow
+def test_a_long_wait_for_a_peer_prints_progress_every_30_s(capfd):
+    """A rank that waits at a collective for a late peer says what it waits for every 30 s
+    (csrc/collective/detail/wait_progress.h), so a long timeout is never a silent wait."""
+    store = _core.MemoryStore()
+    errors = [None, None]
+
+    def rank_main(rank):
+        try:
+            group = _core.GlooGroup.connect(
+                store, rank, 2, "127.0.0.1", "late", 60.0, collective_timeout_s=50
+            )
+            if rank == 1:
+                time.sleep(32)  # past the first progress line (30 s), well within the timeout
+            group.barrier()
+        except Exception as e:  # noqa: BLE001 - checked below
+            errors[rank] = e
+
+    threads = [threading.Thread(target=rank_main, args=(r,)) for r in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert errors == [None, None]
+    err = capfd.readouterr().err
+    line = (
+        r"fleet: waiting for rank 1 at barrier\(\) #\d+ in group 'late' \(rank 0 of 2\) "
+        r"\(3\d s of 50\)"
+    )
+    assert re.search(line, err), err
+    assert "waiting for rank 0" not in err  # rank 1 came late, not rank 0
