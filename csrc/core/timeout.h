@@ -32,7 +32,8 @@ inline absl::StatusOr<absl::Duration> TimeoutFromSeconds(double seconds, absl::s
   return absl::Milliseconds(seconds * 1000.0);
 }
 
-// For the areas whose types follow a library's std::chrono (the collective area and Gloo): the same validation, whole milliseconds, at least 1.
+// For the areas whose types follow a library's std::chrono (the collective area and Gloo): the same
+// validation, whole milliseconds, at least 1.
 inline absl::StatusOr<std::chrono::milliseconds> TimeoutMillisFromSeconds(double seconds,
                                                                           absl::string_view name) {
   auto timeout = TimeoutFromSeconds(seconds, name);

@@ -3,8 +3,8 @@
 
 #include <pybind11/stl.h>
 
-#include "core/scope.h"
 #include "core/device_memory.h"
+#include "core/scope.h"
 #include "python/numpy_convert.h"
 
 namespace fleet::python {

@@ -129,8 +129,8 @@ void BindDataParallel(py::module_& m) {
       .def_readonly("batches", &trainer::DataParallelPassResult::batches)
       .def_readonly("samples", &trainer::DataParallelPassResult::samples)
       .def_readonly("seconds", &trainer::DataParallelPassResult::seconds)
-      .def_property_readonly(
-          "read", [](const trainer::DataParallelPassResult& r) { return r.read; })
+      .def_property_readonly("read",
+                             [](const trainer::DataParallelPassResult& r) { return r.read; })
       .def_readonly("fetch_sums", &trainer::DataParallelPassResult::fetch_sums)
       .def_property_readonly("last_fetch", [](const trainer::DataParallelPassResult& r) {
         py::list out;

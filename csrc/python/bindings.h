@@ -15,8 +15,8 @@ void BindCuda(py::module_& m);        // bind_cuda.cc: CUDA devices, GPU optimiz
 void BindCollective(py::module_& m);  // bind_collective.cc: stores, TCP store server, Gloo groups
 void BindNccl(py::module_& m);        // bind_nccl.cc: NCCL backend availability, id exchange, group
 void BindCollectiveRuntime(py::module_& m);  // bind_collective_runtime.cc: group, hooks
-void BindPs(py::module_& m);           // bind_ps.cc: parameter server, client, tables (_core.ps)
-void BindDistributed(py::module_& m);  // bind_distributed.cc: PS communicators
+void BindPs(py::module_& m);            // bind_ps.cc: parameter server, client, tables (_core.ps)
+void BindDistributed(py::module_& m);   // bind_distributed.cc: PS communicators
 void BindDataParallel(py::module_& m);  // bind_data_parallel.cc: one-process data parallelism
 
 }  // namespace fleet::python

@@ -10,7 +10,7 @@ PYBIND11_MODULE(_core, m) {
   fleet::python::BindCore(m);
   fleet::python::BindFramework(m);
   fleet::python::BindData(m);
-  fleet::python::BindTrainer(m);  // after BindFramework and BindData: extends _core.Executor
+  fleet::python::BindTrainer(m);       // after BindFramework and BindData: extends _core.Executor
   fleet::python::BindDataParallel(m);  // after BindFramework: uses its Executor and programs
   fleet::python::BindCuda(m);
   fleet::python::BindCollective(m);
