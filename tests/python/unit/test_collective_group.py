@@ -416,6 +416,7 @@ def test_a_long_wait_for_a_peer_prints_progress_every_30_s(capfd):
     (csrc/collective/detail/wait_progress.h), so a long timeout is never a silent wait."""
     store = _core.MemoryStore()
     errors = [None, None]
+    rank0_waits = threading.Event()
 
     def rank_main(rank):
         try:
@@ -423,7 +424,12 @@ def test_a_long_wait_for_a_peer_prints_progress_every_30_s(capfd):
                 store, rank, 2, "127.0.0.1", "late", 60.0, collective_timeout_s=50
             )
             if rank == 1:
-                time.sleep(32)  # past the first progress line (30 s), well within the timeout
+                # 34 s after rank 0 began to wait: past its first line (due at 30 s, printed
+                # within the progress thread's 1 s tick), with 3 s to spare for a loaded machine.
+                rank0_waits.wait(30)
+                time.sleep(34)
+            else:
+                rank0_waits.set()
             group.barrier()
         except Exception as e:  # noqa: BLE001 - checked below
             errors[rank] = e
