@@ -10,6 +10,11 @@
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
+if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then
+  sed -n '2,/^set /p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
+  echo "Any other arguments go to pytest (e.g. a test path, -k EXPR)."
+  exit 0
+fi
 bash scripts/setup_env.sh || exit 1
 
 if [ "${1:-}" = "--repeat" ]; then
