@@ -166,6 +166,34 @@ class Optimizer:
     def _append_update(self, main: Program, param: Parameter, grad: Variable) -> Operator:
         raise NotImplementedError(f"{type(self).__name__} must implement _append_update")
 
+    def _append_rule(
+        self,
+        main: Program,
+        param: Parameter,
+        grad: Variable,
+        state: Mapping[str, Variable],
+        attrs: Mapping[str, Any] | None = None,
+        out_slots: Mapping[str, str] | None = None,
+    ) -> Operator:
+        """Appends this optimizer's op (`op_type`) updating `param` in place from `grad`. Each
+        state slot S (an accumulator, updated in place) is input S and output S + "Out", as
+        fluid's update ops name them, unless `out_slots` names its output otherwise."""
+        renamed = out_slots or {}
+        return main.global_block().append_op(
+            self.op_type,
+            inputs={
+                "Param": param,
+                "Grad": grad,
+                "LearningRate": self._param_lr(main, param),
+                **state,
+            },
+            outputs={
+                "ParamOut": param,
+                **{renamed.get(slot, f"{slot}Out"): var for slot, var in state.items()},
+            },
+            attrs=dict(attrs or {}),
+        )
+
 
 def apply_per_parameter(
     default: Optimizer,
@@ -188,11 +216,7 @@ class SGD(Optimizer):
     op_type = "sgd"
 
     def _append_update(self, main: Program, param: Parameter, grad: Variable) -> Operator:
-        return main.global_block().append_op(
-            "sgd",
-            inputs={"Param": param, "Grad": grad, "LearningRate": self._param_lr(main, param)},
-            outputs={"ParamOut": param},
-        )
+        return self._append_rule(main, param, grad, {})
 
 
 class Momentum(Optimizer):
@@ -210,17 +234,8 @@ class Momentum(Optimizer):
 
     def _append_update(self, main: Program, param: Parameter, grad: Variable) -> Operator:
         velocity = self._accumulator(main, param, "velocity")
-        return main.global_block().append_op(
-            "momentum",
-            inputs={
-                "Param": param,
-                "Grad": grad,
-                "Velocity": velocity,
-                "LearningRate": self._param_lr(main, param),
-            },
-            outputs={"ParamOut": param, "VelocityOut": velocity},
-            attrs={"mu": float(self.momentum), "use_nesterov": self.use_nesterov},
-        )
+        attrs = {"mu": float(self.momentum), "use_nesterov": self.use_nesterov}
+        return self._append_rule(main, param, grad, {"Velocity": velocity}, attrs)
 
 
 class Adagrad(Optimizer):
@@ -238,16 +253,8 @@ class Adagrad(Optimizer):
 
     def _append_update(self, main: Program, param: Parameter, grad: Variable) -> Operator:
         moment = self._accumulator(main, param, "moment", self.initial_accumulator_value)
-        return main.global_block().append_op(
-            "adagrad",
-            inputs={
-                "Param": param,
-                "Grad": grad,
-                "Moment": moment,
-                "LearningRate": self._param_lr(main, param),
-            },
-            outputs={"ParamOut": param, "MomentOut": moment},
-            attrs={"epsilon": float(self.epsilon)},
+        return self._append_rule(
+            main, param, grad, {"Moment": moment}, {"epsilon": float(self.epsilon)}
         )
 
 
@@ -271,31 +278,14 @@ class Adam(Optimizer):
         m2 = self._accumulator(main, param, "moment2")
         b1 = self._accumulator(main, param, "beta1_pow_acc", self.beta1, shape=[1])
         b2 = self._accumulator(main, param, "beta2_pow_acc", self.beta2, shape=[1])
-        return main.global_block().append_op(
-            "adam",
-            inputs={
-                "Param": param,
-                "Grad": grad,
-                "LearningRate": self._param_lr(main, param),
-                "Moment1": m1,
-                "Moment2": m2,
-                "Beta1Pow": b1,
-                "Beta2Pow": b2,
-            },
-            outputs={
-                "ParamOut": param,
-                "Moment1Out": m1,
-                "Moment2Out": m2,
-                "Beta1PowOut": b1,
-                "Beta2PowOut": b2,
-            },
-            attrs={
-                "beta1": float(self.beta1),
-                "beta2": float(self.beta2),
-                "epsilon": float(self.epsilon),
-                "lazy_mode": self.lazy_mode,
-            },
-        )
+        state = {"Moment1": m1, "Moment2": m2, "Beta1Pow": b1, "Beta2Pow": b2}
+        attrs = {
+            "beta1": float(self.beta1),
+            "beta2": float(self.beta2),
+            "epsilon": float(self.epsilon),
+            "lazy_mode": self.lazy_mode,
+        }
+        return self._append_rule(main, param, grad, state, attrs)
 
 
 class DecayedAdagrad(Optimizer):
@@ -315,17 +305,8 @@ class DecayedAdagrad(Optimizer):
 
     def _append_update(self, main: Program, param: Parameter, grad: Variable) -> Operator:
         moment = self._accumulator(main, param, "moment")
-        return main.global_block().append_op(
-            "decayed_adagrad",
-            inputs={
-                "Param": param,
-                "Grad": grad,
-                "Moment": moment,
-                "LearningRate": self._param_lr(main, param),
-            },
-            outputs={"ParamOut": param, "MomentOut": moment},
-            attrs={"decay": float(self.decay), "epsilon": float(self.epsilon)},
-        )
+        attrs = {"decay": float(self.decay), "epsilon": float(self.epsilon)}
+        return self._append_rule(main, param, grad, {"Moment": moment}, attrs)
 
 
 class RMSProp(Optimizer):
@@ -347,30 +328,19 @@ class RMSProp(Optimizer):
         self.rho, self.epsilon, self.momentum, self.centered = rho, epsilon, momentum, centered
 
     def _append_update(self, main: Program, param: Parameter, grad: Variable) -> Operator:
-        mean_square = self._accumulator(main, param, "mean_square")
-        moment = self._accumulator(main, param, "momentum")
-        inputs = {
-            "Param": param,
-            "Grad": grad,
-            "MeanSquare": mean_square,
-            "Moment": moment,
-            "LearningRate": self._param_lr(main, param),
+        state = {
+            "MeanSquare": self._accumulator(main, param, "mean_square"),
+            "Moment": self._accumulator(main, param, "momentum"),
         }
-        outputs = {"ParamOut": param, "MeanSquareOut": mean_square, "MomentOut": moment}
         if self.centered:
-            mean_grad = self._accumulator(main, param, "mean_grad")
-            inputs["MeanGrad"], outputs["MeanGradOut"] = mean_grad, mean_grad
-        return main.global_block().append_op(
-            "rmsprop",
-            inputs=inputs,
-            outputs=outputs,
-            attrs={
-                "decay": float(self.rho),
-                "epsilon": float(self.epsilon),
-                "momentum": float(self.momentum),
-                "centered": bool(self.centered),
-            },
-        )
+            state["MeanGrad"] = self._accumulator(main, param, "mean_grad")
+        attrs = {
+            "decay": float(self.rho),
+            "epsilon": float(self.epsilon),
+            "momentum": float(self.momentum),
+            "centered": bool(self.centered),
+        }
+        return self._append_rule(main, param, grad, state, attrs)
 
 
 class Ftrl(Optimizer):
@@ -391,20 +361,14 @@ class Ftrl(Optimizer):
         self.l1, self.l2, self.lr_power = l1, l2, lr_power
 
     def _append_update(self, main: Program, param: Parameter, grad: Variable) -> Operator:
-        squared = self._accumulator(main, param, "squared")
-        linear = self._accumulator(main, param, "linear")
-        return main.global_block().append_op(
-            "ftrl",
-            inputs={
-                "Param": param,
-                "Grad": grad,
-                "SquaredAccumulator": squared,
-                "LinearAccumulator": linear,
-                "LearningRate": self._param_lr(main, param),
-            },
-            outputs={"ParamOut": param, "SquaredAccumOut": squared, "LinearAccumOut": linear},
-            attrs={"l1": float(self.l1), "l2": float(self.l2), "lr_power": float(self.lr_power)},
-        )
+        state = {
+            "SquaredAccumulator": self._accumulator(main, param, "squared"),
+            "LinearAccumulator": self._accumulator(main, param, "linear"),
+        }
+        attrs = {"l1": float(self.l1), "l2": float(self.l2), "lr_power": float(self.lr_power)}
+        # fluid's ftrl op shortens its outputs' names.
+        out_slots = {"SquaredAccumulator": "SquaredAccumOut", "LinearAccumulator": "LinearAccumOut"}
+        return self._append_rule(main, param, grad, state, attrs, out_slots)
 
 
 class Adamax(Optimizer):
@@ -427,28 +391,13 @@ class Adamax(Optimizer):
         moment = self._accumulator(main, param, "moment")
         inf_norm = self._accumulator(main, param, "inf_norm")
         b1 = self._accumulator(main, param, "beta1_pow_acc", self.beta1, shape=[1])
-        return main.global_block().append_op(
-            "adamax",
-            inputs={
-                "Param": param,
-                "Grad": grad,
-                "LearningRate": self._param_lr(main, param),
-                "Moment": moment,
-                "InfNorm": inf_norm,
-                "Beta1Pow": b1,
-            },
-            outputs={
-                "ParamOut": param,
-                "MomentOut": moment,
-                "InfNormOut": inf_norm,
-                "Beta1PowOut": b1,
-            },
-            attrs={
-                "beta1": float(self.beta1),
-                "beta2": float(self.beta2),
-                "epsilon": float(self.epsilon),
-            },
-        )
+        state = {"Moment": moment, "InfNorm": inf_norm, "Beta1Pow": b1}
+        attrs = {
+            "beta1": float(self.beta1),
+            "beta2": float(self.beta2),
+            "epsilon": float(self.epsilon),
+        }
+        return self._append_rule(main, param, grad, state, attrs)
 
 
 class Lamb(Optimizer):
@@ -478,31 +427,14 @@ class Lamb(Optimizer):
         b1 = self._accumulator(main, param, "beta1_pow_acc", self.beta1, shape=[1])
         b2 = self._accumulator(main, param, "beta2_pow_acc", self.beta2, shape=[1])
         decay = 0.0 if self.exclude_fn is not None and self.exclude_fn(param) else self.weight_decay
-        return main.global_block().append_op(
-            "lamb",
-            inputs={
-                "Param": param,
-                "Grad": grad,
-                "LearningRate": self._param_lr(main, param),
-                "Moment1": m1,
-                "Moment2": m2,
-                "Beta1Pow": b1,
-                "Beta2Pow": b2,
-            },
-            outputs={
-                "ParamOut": param,
-                "Moment1Out": m1,
-                "Moment2Out": m2,
-                "Beta1PowOut": b1,
-                "Beta2PowOut": b2,
-            },
-            attrs={
-                "beta1": float(self.beta1),
-                "beta2": float(self.beta2),
-                "epsilon": float(self.epsilon),
-                "weight_decay": float(decay),
-            },
-        )
+        state = {"Moment1": m1, "Moment2": m2, "Beta1Pow": b1, "Beta2Pow": b2}
+        attrs = {
+            "beta1": float(self.beta1),
+            "beta2": float(self.beta2),
+            "epsilon": float(self.epsilon),
+            "weight_decay": float(decay),
+        }
+        return self._append_rule(main, param, grad, state, attrs)
 
 
 SGDOptimizer = SGD
