@@ -21,8 +21,11 @@ appended backward and update ops, and records the tables the servers must hold.
   gradients once), otherwise once per worker's push, so that decay_steps count the steps of all
   workers together, as Paddle's servers count their trainers' steps (a sparse table's share on
   a server steps only on pushes with keys there; the async communicator's merged pushes count
-  once). A table's step count restarts with its server (it is not in checkpoints). GEO workers
-  apply the optimizer themselves and refuse a schedule.
+  once). A table's step count restarts with its server (it is not in checkpoints). In GEO mode
+  the workers apply the optimizer themselves and the servers only add their deltas (no step):
+  dense update ops stay in the program and read its own lr variable, and the GEO communicator
+  steps each sparse table's local rule once per training step of the worker, so that step k
+  updates rows at the schedule's rate of step k, as the program's lr variable has it.
 
 Internal: fleet.distributed_optimizer(optimizer, strategy).minimize(loss) runs it.
 """
@@ -108,17 +111,6 @@ def _schedule_config(lr: Variable, where: str) -> ps_pb2.LrScheduleConfig:
             else:
                 setattr(config, field.name, type(getattr(config, field.name))(value))
     return config
-
-
-def _refuse_schedule_in_geo(
-    rule: ps_pb2.OptimizerConfig, strategy: DistributedStrategy, where: str
-) -> None:
-    if strategy.mode is PsMode.GEO and rule.HasField("schedule"):
-        raise InvalidArgument(
-            f"{where}: in GEO mode the workers apply the optimizer to their own copies, and a "
-            f"learning-rate schedule ({rule.schedule.name}) runs on the servers only; use a "
-            "constant learning rate, or the async mode"
-        )
 
 
 def optimizer_config(optimizer: Optimizer, where: str) -> ps_pb2.OptimizerConfig:
@@ -260,7 +252,6 @@ def rewrite(
         )
     block = main.global_block()
     rule = optimizer_config(optimizer, "distributed_optimizer")
-    _refuse_schedule_in_geo(rule, strategy, "distributed_optimizer")
     update_ops = _update_ops(block)
     sparse = _sparse_tables(main, startup, strategy, rule)
     _lookups_to_pulls_and_pushes(block, {t.param: t for t in sparse})
@@ -323,7 +314,6 @@ def _sparse_tables(
         )
         if name in own:
             config.optimizer.CopyFrom(optimizer_config(own[name], f"sparse table '{name}'"))
-            _refuse_schedule_in_geo(config.optimizer, strategy, f"sparse table '{name}'")
         else:
             config.optimizer.CopyFrom(rule)
         settings = strategy.sparse_table_configs

@@ -108,6 +108,8 @@ GeoCommunicator::GeoCommunicator(CommunicatorConfig config, std::shared_ptr<ps::
     auto rule = ps::MakeUpdateRule(var.local_rule);
     ThrowIfError(rule.status(), absl::StrCat("GEO local optimizer of '", var.name, "'"));
     local_[var.table_id] = std::make_unique<LocalRows>(var.dim, std::move(*rule));
+    // The first step's rate: the schedule's rate at its `begin` (AfterStep steps on from there).
+    local_[var.table_id]->StepSchedule();
   }
 }
 
@@ -195,6 +197,9 @@ void GeoCommunicator::Exchange() {
 }
 
 void GeoCommunicator::AfterStep(const framework::StepInfo& info) {
+  // A step of the worker (of any of its threads) is a step of the local schedules, as it is one
+  // run of the program's increment op, whatever k_steps is.
+  for (auto& [table_id, local] : local_) local->StepSchedule();
   const int64_t step = steps_.fetch_add(1) + 1;
   if (step % config_.geo_steps == 0) Exchange();
 }

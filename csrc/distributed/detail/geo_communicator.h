@@ -37,6 +37,10 @@ class LocalRows {
   // Applies gradients through the update rule (repeated keys summed first) and remembers the ids.
   // Absent keys are an error (pull_sparse always runs before push_sparse).
   void Update(absl::Span<const int64_t> keys, absl::Span<const float> grads);
+  // One training step of the rule's learning-rate schedule (nothing without one): the worker
+  // calls it once per step, so that its k-th step updates rows at the schedule's rate of step k,
+  // the rate the program's own lr variable has then (the servers only add GEO deltas).
+  void StepSchedule() { rule_->BeginUpdate(); }
   // The ids updated since the last call, with their deltas scale * (value - synced).
   void TakeDeltas(float scale, std::vector<int64_t>* keys, std::vector<float>* deltas);
 

@@ -1,6 +1,7 @@
 """A learning-rate schedule on the parameter servers: tables step it once per push (no RPC here;
 tests/python/e2e/test_ps_lr_schedule.py pushes over gRPC), and the program pass sends a fluid
-schedule to the servers with the rule (refused in GEO mode, and for a rate other ops compute)."""
+schedule to the servers with the rule (in GEO mode to the workers' local rules; refused for a rate
+other ops compute)."""
 
 from __future__ import annotations
 
@@ -134,12 +135,15 @@ def test_the_pass_gives_every_table_the_schedule():
     assert piecewise["dense"].learning_rate == pytest.approx(0.3)
 
 
-def test_geo_refuses_a_schedule_and_the_pass_refuses_a_rate_other_ops_compute():
-    with pytest.raises(InvalidArgument, match="in GEO mode the workers apply the optimizer"):
-        _minimize(
-            DistributedStrategyFactory.create_geo_strategy(4),
-            lambda: layers.cosine_decay(0.1, step_each_epoch=10, epochs=3),
-        )
+def test_geo_takes_a_schedule_and_the_pass_refuses_a_rate_other_ops_compute():
+    # In GEO the sparse table's rule (with its schedule) is the worker's local rule; the servers
+    # only add deltas.
+    geo = _minimize(
+        DistributedStrategyFactory.create_geo_strategy(4),
+        lambda: layers.cosine_decay(0.1, step_each_epoch=10, epochs=3),
+    )
+    assert geo["emb"].schedule.name == "cosine_decay"
+    assert geo["emb"].schedule.step_each_epoch == 10
 
     def computed():
         return layers.scale(layers.fill_constant([1], "float32", 0.1), 0.5)

@@ -80,7 +80,14 @@ def main() -> int:
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--mode", default="sync")
+    parser.add_argument("--geo_steps", type=int, default=2, help="GEO: k_steps")
     parser.add_argument("--single", action="store_true")
+    parser.add_argument(
+        "--only_worker",
+        type=int,
+        default=None,
+        help="--single: train on this worker's share only (a GEO worker's local training)",
+    )
     parser.add_argument(
         "--flush_each_step",
         action="store_true",
@@ -95,7 +102,8 @@ def main() -> int:
             fleet.optimizer.apply_per_parameter(opt, opt.backward(loss), table_optimizers)
         exe.run(startup)
         for step in range(args.steps):
-            parts = [batch(step, w, args.batch) for w in range(args.workers)]
+            shares = range(args.workers) if args.only_worker is None else [args.only_worker]
+            parts = [batch(step, w, args.batch) for w in shares]
             exe.run(main_prog, feed=feed_of(parts, raw_ids=False), fetch_list=[loss])
         ids = np.array(sorted({int(i) for i in batch(0, 0, args.batch)["ids"][:, 0]}))
         emb = fleet.global_scope().find_var("emb").get_tensor().numpy()
@@ -107,7 +115,7 @@ def main() -> int:
         "sync": fleet.DistributedStrategyFactory.create_sync_strategy(),
         "async": fleet.DistributedStrategyFactory.create_async_strategy(),
         "half_async": fleet.DistributedStrategyFactory.create_half_async_strategy(),
-        "geo": fleet.DistributedStrategyFactory.create_geo_strategy(2),
+        "geo": fleet.DistributedStrategyFactory.create_geo_strategy(args.geo_steps),
     }[args.mode]
     strategy.table_optimizers = table_optimizers
     with fleet.program_guard(main_prog, startup):
@@ -125,7 +133,17 @@ def main() -> int:
         )
         if args.flush_each_step:
             fleet.flush_worker()
+    if args.mode == "geo":
+        # A GEO worker reads a row from the servers on its first pull: no worker exchanges before
+        # every worker has trained, so that all start from the same values whatever the timing.
+        fleet.barrier_worker()
     fleet.flush_worker()
+    if args.mode == "geo":
+        # Every worker's last deltas are on the servers; worker 0's second exchange (a zero dense
+        # delta, no sparse rows) refreshes its dense parameters with them.
+        fleet.barrier_worker()
+        if worker == 0:
+            fleet.flush_worker()
     if worker == 0:
         from fleet.ps import PsClient
 
