@@ -182,8 +182,14 @@ def run(args: argparse.Namespace) -> int:
             )
         if args.save_dir:
             # Day 1 (or every epoch without --days): a base save; later days: the day's delta.
+            # A save is the first worker's own call; for a checkpoint that holds every worker's
+            # whole day and nothing of the next, all flush and meet before it and after it.
             mode = 1 if args.days and epoch > 1 else 0
-            fleet.save_persistables(exe, args.save_dir, net.main, mode=mode)
+            fleet.flush_worker()
+            fleet.barrier_worker()
+            if fleet.is_first_worker():
+                fleet.save_persistables(exe, args.save_dir, net.main, mode=mode)
+            fleet.barrier_worker()
             if worker == 0:
                 print(
                     f"saved {'delta' if mode else 'base'} checkpoint of day {epoch} into "

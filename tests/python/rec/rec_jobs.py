@@ -5,6 +5,7 @@ fleetrun on 127.0.0.1."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import pathlib
 import re
@@ -147,11 +148,13 @@ def rank_model_test_auc(tmp: pathlib.Path, exported: pathlib.Path, config: pathl
     from fleet.rec.config import load_config
 
     loaded = load_config(str(config))
-    sys.path.insert(0, str(tmp / "rank" / "dnn"))
-    try:
-        import criteo_reader
-    finally:
-        sys.path.pop(0)
+    # Loaded from its file under a name of its own: a plain `import criteo_reader` would return
+    # examples/ctr_dnn's reader when another test of this pytest worker imported that one first.
+    spec = importlib.util.spec_from_file_location(
+        "rec_jobs_dnn_criteo_reader", tmp / "rank" / "dnn" / "criteo_reader.py"
+    )
+    criteo_reader = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(criteo_reader)
     test_dir = tmp / "rank" / "sample_data" / "test"
     samples = list(criteo_reader.RecDataset(sorted(map(str, test_dir.iterdir())), loaded))
     exe = fleet.Executor(fleet.CPUPlace())
