@@ -4,9 +4,11 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any, Sequence
+import sys
+import time
+from typing import Any, Callable, Sequence
 
-from fleet.errors import InvalidArgument
+from fleet.errors import FleetError, InvalidArgument
 from fleet.rec.config import Config, load_config
 from fleet.rec.model_loader import check_supported
 
@@ -45,3 +47,22 @@ def metrics_of(fetched: Any, config: Config, method: str) -> dict[str, Any]:
             f"variable, got {type(fetched).__name__}"
         )
     return dict(fetched)
+
+
+def run_main(
+    argv: Sequence[str] | None,
+    description: str,
+    run: Callable[[Config], Any],
+    program: str,
+    done: str,
+) -> int:
+    """A trainer's command: loads the config, runs it, prints `done` with the time taken; a
+    FleetError is printed naming `program` and gives exit status 2."""
+    start = time.perf_counter()
+    try:
+        run(prepare(argv, description))
+    except FleetError as e:
+        print(f"{program}: error: {e}", file=sys.stderr, flush=True)
+        return 2
+    print(f"{done} in {time.perf_counter() - start:.1f} s", flush=True)
+    return 0

@@ -14,14 +14,12 @@ from __future__ import annotations
 import inspect
 import os
 import sys
-import time
 from typing import Any, Sequence
 
 import fleet
-from fleet.errors import FleetError
 from fleet.rec import data, saving
 from fleet.rec.config import Config, ConfigError
-from fleet.rec.entry import metrics_of, prepare
+from fleet.rec.entry import metrics_of, run_main
 from fleet.rec.model_loader import load_model, seed_programs
 from fleet.rec.progress import Progress
 from fleet.rec.train_loop import loader_epoch, reset_auc_states
@@ -71,15 +69,7 @@ def run(config: Config) -> dict[int, dict[str, float]]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    start = time.perf_counter()
-    try:
-        config = prepare(argv, __doc__)
-        run(config)
-    except FleetError as e:
-        print(f"static_infer: error: {e}", file=sys.stderr, flush=True)
-        return 2
-    print(f"infer done in {time.perf_counter() - start:.1f} s", flush=True)
-    return 0
+    return run_main(argv, __doc__, run, "static_infer", "infer done")
 
 
 if __name__ == "__main__":

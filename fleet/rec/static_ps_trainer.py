@@ -15,14 +15,12 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from typing import Sequence
 
 import fleet
-from fleet.errors import FleetError
 from fleet.rec import data, saving
 from fleet.rec.config import Config, ConfigError
-from fleet.rec.entry import metrics_of, prepare
+from fleet.rec.entry import metrics_of, run_main
 from fleet.rec.model_loader import load_model, seed_programs
 from fleet.rec.train_loop import train_epochs
 
@@ -101,15 +99,7 @@ def _save(config: Config, exe: fleet.Executor, program: fleet.Program, epoch: in
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    start = time.perf_counter()
-    try:
-        config = prepare(argv, __doc__)
-        run(config)
-    except FleetError as e:
-        print(f"static_ps_trainer: error: {e}", file=sys.stderr, flush=True)
-        return 2
-    print(f"done in {time.perf_counter() - start:.1f} s", flush=True)
-    return 0
+    return run_main(argv, __doc__, run, "static_ps_trainer", "done")
 
 
 if __name__ == "__main__":

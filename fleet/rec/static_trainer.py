@@ -12,14 +12,12 @@ Each epoch prints the model's metrics with samples/s and the run's ETA, and save
 from __future__ import annotations
 
 import sys
-import time
 from typing import Sequence
 
 import fleet
-from fleet.errors import FleetError
 from fleet.rec import data, saving
 from fleet.rec.config import Config
-from fleet.rec.entry import metrics_of, prepare
+from fleet.rec.entry import metrics_of, run_main
 from fleet.rec.model_loader import check_collective, load_model, seed_programs
 from fleet.rec.train_loop import train_epochs
 
@@ -63,15 +61,7 @@ def run(config: Config) -> dict[str, float]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    start = time.perf_counter()
-    try:
-        config = prepare(argv, __doc__)
-        run(config)
-    except FleetError as e:
-        print(f"static_trainer: error: {e}", file=sys.stderr, flush=True)
-        return 2
-    print(f"training done in {time.perf_counter() - start:.1f} s", flush=True)
-    return 0
+    return run_main(argv, __doc__, run, "static_trainer", "training done")
 
 
 if __name__ == "__main__":
