@@ -63,43 +63,39 @@ def _positive(name: str, value: float, where: str) -> float:
     return float(value)
 
 
+def _rate_decay(
+    schedule: str, learning_rate: float, decay_steps: int, decay_rate: float, staircase: bool
+) -> Variable:
+    """The schedules of one rate decaying over `decay_steps` (exponential, natural_exp,
+    inverse_time): the same attributes, checked the same way."""
+    return _lr_decay(
+        schedule,
+        learning_rate=float(learning_rate),
+        decay_steps=_positive("decay_steps", decay_steps, schedule),
+        decay_rate=float(decay_rate),
+        staircase=bool(staircase),
+    )
+
+
 def exponential_decay(
     learning_rate: float, decay_steps: int, decay_rate: float, staircase: bool = False
 ) -> Variable:
     """learning_rate * decay_rate ^ (step / decay_steps), the exponent floored with staircase."""
-    return _lr_decay(
-        "exponential_decay",
-        learning_rate=float(learning_rate),
-        decay_steps=_positive("decay_steps", decay_steps, "exponential_decay"),
-        decay_rate=float(decay_rate),
-        staircase=bool(staircase),
-    )
+    return _rate_decay("exponential_decay", learning_rate, decay_steps, decay_rate, staircase)
 
 
 def natural_exp_decay(
     learning_rate: float, decay_steps: int, decay_rate: float, staircase: bool = False
 ) -> Variable:
     """learning_rate * exp(-decay_rate * step / decay_steps)."""
-    return _lr_decay(
-        "natural_exp_decay",
-        learning_rate=float(learning_rate),
-        decay_steps=_positive("decay_steps", decay_steps, "natural_exp_decay"),
-        decay_rate=float(decay_rate),
-        staircase=bool(staircase),
-    )
+    return _rate_decay("natural_exp_decay", learning_rate, decay_steps, decay_rate, staircase)
 
 
 def inverse_time_decay(
     learning_rate: float, decay_steps: int, decay_rate: float, staircase: bool = False
 ) -> Variable:
     """learning_rate / (1 + decay_rate * step / decay_steps)."""
-    return _lr_decay(
-        "inverse_time_decay",
-        learning_rate=float(learning_rate),
-        decay_steps=_positive("decay_steps", decay_steps, "inverse_time_decay"),
-        decay_rate=float(decay_rate),
-        staircase=bool(staircase),
-    )
+    return _rate_decay("inverse_time_decay", learning_rate, decay_steps, decay_rate, staircase)
 
 
 def piecewise_decay(boundaries: Sequence[float], values: Sequence[float]) -> Variable:
