@@ -267,9 +267,10 @@ void BindClient(py::module_& m) {
   PyClientClass c(m, "Client", "A worker's connection to every parameter server.");
   c.def(py::init([](const std::vector<std::string>& endpoints, double connect_timeout_s,
                     double rpc_timeout_s, double admin_timeout_s, int64_t max_keys_per_request,
-                    const std::string& job_id) {
+                    const std::string& job_id, bool server_restarts) {
           ps::ClientOptions options;
           options.job_id = job_id;
+          options.server_restarts = server_restarts;
           options.endpoints = endpoints;
           options.connect_timeout = Seconds(connect_timeout_s, "connect_timeout");
           options.rpc_timeout = Seconds(rpc_timeout_s, "rpc_timeout");
@@ -281,7 +282,7 @@ void BindClient(py::module_& m) {
         }),
         py::arg("endpoints"), py::arg("connect_timeout_s") = 10.0, py::arg("rpc_timeout_s") = 30.0,
         py::arg("admin_timeout_s") = 600.0, py::arg("max_keys_per_request") = 32768,
-        py::arg("job_id") = "")
+        py::arg("job_id") = "", py::arg("server_restarts") = false)
       .def_property_readonly("endpoints", &ps::PsClient::endpoints)
       .def(
           "table_config",

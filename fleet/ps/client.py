@@ -48,6 +48,11 @@ class PsClient:
         job_id: this process's job identity (``fleet.role_maker``'s ``job_id``), sent with
             every call; servers of another job refuse the calls, naming both jobs ("" names
             none, and any server answers).
+        server_restarts: take a server restarted under the client when it reloaded a checkpoint
+            (the job's ``a_sync_configs["server_restarts"]``): calls wait for a server that is
+            down and resend a call its death cut, within ``rpc_timeout``, and a line on stderr
+            says which checkpoint the server came back with. Without it (and for a server that
+            came back empty) every call to a restarted server raises Unavailable naming it.
 
     Timeouts must be finite and positive, ``max_keys_per_request`` at least 1 (InvalidArgument
     otherwise). After ``close()``, or after ``stop_servers()``, every call raises Unavailable.
@@ -62,6 +67,7 @@ class PsClient:
         admin_timeout: float = 600.0,
         max_keys_per_request: int = 32768,
         job_id: str = "",
+        server_restarts: bool = False,
     ) -> None:
         if isinstance(endpoints, str):
             raise InvalidArgument(
@@ -74,6 +80,7 @@ class PsClient:
             float(admin_timeout),
             int(max_keys_per_request),
             str(job_id),
+            bool(server_restarts),
         )
         self._endpoints = list(endpoints)
         self._tables: Dict[int, ps_pb2.TableConfig] = {}

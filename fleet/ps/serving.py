@@ -83,10 +83,12 @@ def run_server(
     address: str = "127.0.0.1:0",
     ready_file: Optional[str] = None,
     grace: float = 5.0,
+    load_dirname: Optional[str] = None,
 ) -> None:
-    """Starts a server, logs its endpoint and tables, writes the endpoint to ``ready_file``
-    (atomically) when given, and blocks until it is stopped (see ``serve_until_stopped``)."""
-    server = start_server(config, address)
+    """Starts a server (loading the checkpoint ``load_dirname`` first, when given), logs its
+    endpoint and tables, writes the endpoint to ``ready_file`` (atomically) when given, and
+    blocks until it is stopped (see ``serve_until_stopped``)."""
+    server = start_server(config, address, load_dirname=load_dirname)
     for line in server.describe().splitlines():
         logger.info("%s", line)
     if ready_file:
@@ -99,6 +101,12 @@ def main(argv: Optional[list] = None) -> int:
     parser.add_argument("--config", help="ServerConfig as .json or binary protobuf")
     parser.add_argument("--address", default="127.0.0.1:0", help="host:port; port 0 = any free")
     parser.add_argument("--ready-file", help="file to receive host:port once serving")
+    parser.add_argument(
+        "--load",
+        metavar="DIR",
+        help="load every table from the checkpoint in DIR before the port opens (a server "
+        "restarted under a job that takes restarted servers)",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.INFO,
@@ -110,5 +118,7 @@ def main(argv: Optional[list] = None) -> int:
     logger.info("allocator tuned for serving: %s", tuning)
     if not args.config:
         parser.error("--config is required")
-    run_server(read_server_config(args.config), args.address, args.ready_file)
+    run_server(
+        read_server_config(args.config), args.address, args.ready_file, load_dirname=args.load
+    )
     return 0

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 
@@ -28,20 +29,43 @@ absl::Status CallStatus(const grpc::Status& transport, const proto::RpcStatus& r
 }
 
 absl::Status CheckIncarnation(Incarnations* incarnations, size_t server,
-                              const grpc::ClientContext& context) {
+                              const grpc::Status& transport, const grpc::ClientContext& context,
+                              const std::string& where) {
+  if (!transport.ok()) {
+    const auto code = transport.error_code();
+    if (code == grpc::StatusCode::DEADLINE_EXCEEDED || code == grpc::StatusCode::UNAVAILABLE) {
+      absl::MutexLock lock(&incarnations->mu);
+      incarnations->unresponsive[server] = true;
+    }
+  }
   const auto& metadata = context.GetServerInitialMetadata();
   auto it = metadata.find(kIncarnationKey);
   if (it == metadata.end()) return absl::OkStatus();
   const std::string seen(it->second.data(), it->second.size());
   absl::MutexLock lock(&incarnations->mu);
+  incarnations->unresponsive[server] = false;
   std::string& first = incarnations->first[server];
   if (first.empty()) first = seen;
   if (seen == first) return absl::OkStatus();
+  auto loaded = metadata.find(kLoadedFromKey);
+  if (incarnations->accept_reloaded && loaded != metadata.end() && !loaded->second.empty()) {
+    const std::string from(loaded->second.data(), loaded->second.size());
+    std::fprintf(stderr,
+                 "fleet: parameter server %zu restarted under the running job (incarnation %s, "
+                 "now %s) and reloaded its tables from checkpoint %s; going on with it (%s)\n",
+                 server, first.c_str(), seen.c_str(), from.c_str(), where.c_str());
+    first = seen;
+    return absl::OkStatus();
+  }
   return absl::AbortedError(absl::StrCat(
       "parameter server ", server, " restarted under the running job (incarnation ", first,
-      ", now ", seen,
-      "): it lost the rows the job had put in its tables, so its replies cannot be trusted; "
-      "restart the job from a checkpoint"));
+      ", now ", seen, ")", incarnations->accept_reloaded ? " without loading a checkpoint" : "",
+      ": it lost the rows the job had put in its tables, so its replies cannot be trusted; "
+      "restart the job from a checkpoint",
+      incarnations->accept_reloaded
+          ? " (the job takes restarted servers: start the server again with the job's latest "
+            "checkpoint, fleet.init_server(dirname))"
+          : ""));
 }
 
 }  // namespace detail
@@ -215,6 +239,8 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(ClientOptions option
   {
     absl::MutexLock lock(&client->incarnations_->mu);
     client->incarnations_->first.resize(client->options_.endpoints.size());
+    client->incarnations_->unresponsive.resize(client->options_.endpoints.size());
+    client->incarnations_->accept_reloaded = client->options_.server_restarts;
   }
   client->presence_ = std::make_unique<detail::Presence>();
   client->dedup_pool_ = std::make_unique<detail::KeyDedupPool>();

@@ -58,6 +58,14 @@ struct ClientOptions {
   // another job refuses the calls (the first, Connect's, fails naming both jobs). Empty: unnamed.
   std::string job_id;
 };
+  // The job takes restarted servers (strategy a_sync_configs["server_restarts"]): a server
+  // whose incarnation changed is trusted when it reloaded its tables from a checkpoint before
+  // its port opened (it says which, call_metadata.h), with one line on stderr saying so; a
+  // server that came back empty is still refused. Calls then also wait for a server that is
+  // down (up to their deadline) and a call whose connection dropped is sent again within its
+  // deadline, so the job goes on across the restart. A push the lost server had applied is
+  // replaced by the checkpoint's rows, as a push it never received would be.
+  bool server_restarts = false;
 
 class PsClient {
  public:
@@ -65,7 +73,8 @@ class PsClient {
   // index i of endpoints.size(), serves this job, and that all servers hold the same tables.
   // Every later reply must come from the same start of its server (its incarnation, see
   // ps/detail/call_metadata.h): a server restarted under the job has lost the job's rows, and
-  // every call to it fails with ABORTED naming it. InvalidArgument,
+  // every call to it fails with ABORTED naming it (unless options.server_restarts and it
+  // reloaded a checkpoint). InvalidArgument,
   // before connecting, for a malformed endpoint, a timeout that is not positive or a zero
   // max_keys_per_request; Unavailable naming the endpoint that cannot be reached;
   // InvalidArgument for inconsistent servers.
@@ -145,6 +154,8 @@ class PsClient {
   // Keeps one call open to every server while this worker lives: when its process dies, the
   // servers see the connection drop and fail their barriers naming it. Returns at once;
   // idempotent. Close() (or the destructor) ends the calls.
+  // Servers whose last call ended without an answer (deadline passed or unreachable: frozen or
+  // dead) are skipped, so a frozen server does not hold the failing worker 5 s more.
   void Attend(uint32_t worker_id);
   // The worker ends normally: tells every server (bounded by rpc_timeout), then ends the calls
   // of Attend.

@@ -132,8 +132,18 @@ absl::Status PsClient::Heartbeat() {
 }
 
 absl::Status PsClient::ReportFailure(uint32_t worker_id, const std::string& why) {
-  return CallAll<BarrierCall>(
-      "report of the worker's failure", std::min(options_.rpc_timeout, absl::Seconds(5)),
+  // A frozen server would hold the report for its whole deadline, and a dead one cannot be
+  // told: both are left out. A server that did not answer the failing call has either failed
+  // itself or will see this worker's presence call drop when its process exits.
+  std::vector<size_t> answering;
+  {
+    absl::MutexLock lock(&incarnations_->mu);
+    for (size_t s = 0; s < num_servers(); ++s) {
+      if (!incarnations_->unresponsive[s]) answering.push_back(s);
+    }
+  }
+  return CallServers<BarrierCall>(
+      "report of the worker's failure", std::min(options_.rpc_timeout, absl::Seconds(5)), answering,
       FLEET_PS_STARTER(Barrier),
       [&](BarrierCall* call) {
         call->request.set_worker_id(worker_id);

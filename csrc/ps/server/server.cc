@@ -51,7 +51,7 @@ absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Start(const ServerOptions& o
   PsServer* self = server.get();
   server->service_ = std::make_unique<detail::PsServiceImpl>(
       server->tables_.get(), server->barriers_.get(), [self] { self->RequestStop(); },
-      options.job_id, server->incarnation_);
+      options.job_id, server->incarnation_, options.load_dirname);
 
   grpc::ServerBuilder builder;
   int port = 0;

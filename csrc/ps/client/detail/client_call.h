@@ -45,17 +45,26 @@ struct Inflight {
 absl::Status CallStatus(const grpc::Status& transport, const proto::RpcStatus& reply,
                         const std::string& where);
 
-// Each server's incarnation (call_metadata.h) as the client first saw it.
+// What the calls' outcomes tell of each server, indexed by server: its incarnation
+// (call_metadata.h) as the client first saw it (or adopted it after a reload), and whether its
+// last call ended without an answer.
 struct Incarnations {
   absl::Mutex mu;
-  std::vector<std::string> first ABSL_GUARDED_BY(mu);  // by server; empty until seen
+  std::vector<std::string> first ABSL_GUARDED_BY(mu);  // empty until seen
+  // The last call's transport failed with DEADLINE_EXCEEDED or UNAVAILABLE (a frozen or dead
+  // server); cleared by the next reply.
+  std::vector<bool> unresponsive ABSL_GUARDED_BY(mu);
+  bool accept_reloaded = false;  // ClientOptions.server_restarts
 };
 
-// OK when the reply of `context` (a completed call to `server`) comes from the server's
-// incarnation first seen (which it records on a first reply); ABORTED naming the server
-// otherwise. A reply without one (a transport failure) is not checked.
+// Records the outcome of a completed call to `server` (`where` names it) and returns OK when
+// its reply comes from the server's incarnation first seen (recorded on a first reply), or
+// from a new one that reloaded a checkpoint when accept_reloaded (adopted, with one line on
+// stderr); ABORTED naming the server otherwise. A reply without an incarnation (a transport
+// failure) is not checked.
 absl::Status CheckIncarnation(Incarnations* incarnations, size_t server,
-                              const grpc::ClientContext& context);
+                              const grpc::Status& transport, const grpc::ClientContext& context,
+                              const std::string& where);
 
 // Open presence calls (PsClient::Attend), one per server.
 struct Presence {
@@ -78,7 +87,11 @@ namespace fleet::ps {
 template <class CallT, class Start, class OnReply>
 void PsClient::Launch(size_t server, std::string what, absl::Duration timeout, CallT* call,
                       Start start, std::shared_ptr<detail::CallState> state, OnReply on_reply) {
-  call->context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  const absl::Time deadline = absl::Now() + timeout;
+  call->context.set_deadline(absl::ToChronoTime(deadline));
+  // A job that takes restarted servers waits for a server that is down instead of failing at
+  // once (bounded by the deadline all the same).
+  if (options_.server_restarts) call->context.set_wait_for_ready(true);
   if (!options_.job_id.empty()) call->context.AddMetadata(detail::kJobIdKey, options_.job_id);
   {
     absl::MutexLock lock(&inflight_->mu);
@@ -87,11 +100,27 @@ void PsClient::Launch(size_t server, std::string what, absl::Duration timeout, C
   std::string where =
       absl::StrCat(what, " on parameter server ", server, " at ", options_.endpoints[server]);
   start(transport_->stubs[server]->async(), &call->context, &call->request, &call->reply,
-        [call, server, where = std::move(where), state = std::move(state), inflight = inflight_,
-         incarnations = incarnations_, on_reply = std::move(on_reply)](grpc::Status transport) {
+        [this, call, server, what = std::move(what), deadline, start, where = std::move(where),
+         state = std::move(state), inflight = inflight_, incarnations = incarnations_,
+         on_reply = std::move(on_reply)](grpc::Status transport) mutable {
+          if (options_.server_restarts && transport.error_code() == grpc::StatusCode::UNAVAILABLE &&
+              absl::Now() < deadline) {
+            // The connection dropped under the call (the server died): send it again, to wait
+            // for the server's restart within the same deadline. The new call holds the
+            // in-flight count before this one gives it back, so the client outlives both.
+            auto* again = new CallT;
+            again->request = std::move(call->request);
+            delete call;
+            Launch(server, std::move(what), deadline - absl::Now(), again, start, std::move(state),
+                   std::move(on_reply));
+            absl::MutexLock lock(&inflight->mu);
+            --inflight->count;
+            return;
+          }
           absl::Status status = detail::CallStatus(transport, call->reply.status(), where);
           // A reply of a restarted server is refused whatever it says.
-          if (auto same = detail::CheckIncarnation(incarnations.get(), server, call->context);
+          if (auto same = detail::CheckIncarnation(incarnations.get(), server, transport,
+                                                   call->context, where);
               !same.ok()) {
             status = absl::Status(same.code(), absl::StrCat(where, ": ", same.message()));
           }

@@ -41,18 +41,20 @@ auto Guarded(const char* rpc, Fn&& body) -> decltype(body()) {
 }  // namespace
 
 PsServiceImpl::PsServiceImpl(TableSet* tables, BarrierSet* barriers, std::function<void()> on_stop,
-                             std::string job_id, std::string incarnation)
+                             std::string job_id, std::string incarnation, std::string loaded_from)
     : tables_(tables),
       barriers_(barriers),
       accumulator_(tables),
       on_stop_(std::move(on_stop)),
       job_id_(std::move(job_id)),
       incarnation_(std::move(incarnation)),
+      loaded_from_(std::move(loaded_from)),
       started_(absl::Now()) {}
 
 bool PsServiceImpl::Admit(grpc::ServerContext* context, proto::RpcStatus* status) const {
   if (context == nullptr) return true;  // called in process, not over gRPC
   context->AddInitialMetadata(kIncarnationKey, incarnation_);
+  if (!loaded_from_.empty()) context->AddInitialMetadata(kLoadedFromKey, loaded_from_);
   if (job_id_.empty()) return true;
   const auto& metadata = context->client_metadata();
   auto it = metadata.find(kJobIdKey);
