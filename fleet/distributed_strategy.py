@@ -64,6 +64,16 @@ class AsyncConfig:
         6% fewer samples/s without).
     k_steps: GEO's update frequency (0, or Paddle's default -1: not GEO).
     launch_barrier: workers wait for every server before training.
+    rpc_timeout_s: the deadline in seconds of each call a worker makes to a server (pulls,
+        pushes, stats; a barrier's is its own timeout plus this): a frozen or unreachable server
+        is an error naming it once it passed. Any mode. Default 30.
+    server_restarts: the job takes restarted servers (any mode). A server that died and was
+        started again on its endpoint with the job's latest checkpoint (``fleet.init_server()``
+        loads ``fleet.restart_checkpoint()`` by itself in such a job; or
+        ``fleet.init_server(dirname)``) is trusted again: the workers wait for it within their
+        RPC timeout, resend the calls its death cut, say so on stderr and go on from the
+        checkpoint's rows. A server that came back without loading one is refused as without
+        this option (the job fails naming it). Default False.
 
     Keys Paddle 2.6.2 prints in a_sync_configs that Fleet does not act on (PADDLE_ONLY_KEYS) are
     accepted, kept in `paddle_only` (so that a printed config assigned back round-trips) and
@@ -79,6 +89,8 @@ class AsyncConfig:
     prefetch_sparse: bool = True
     k_steps: int = 0
     launch_barrier: bool = True
+    rpc_timeout_s: float = 30.0
+    server_restarts: bool = False
     paddle_only: dict = dataclasses.field(default_factory=dict)
 
     # Key -> (type, why Fleet does not act on it).
@@ -116,9 +128,16 @@ class AsyncConfig:
                 raise InvalidArgument(
                     f"{where}: unknown key {key!r}; valid keys: {', '.join(names)}"
                 )
-            if key in ("independent_recv_thread", "launch_barrier", "prefetch_sparse"):
+            if key in (
+                "independent_recv_thread",
+                "launch_barrier",
+                "prefetch_sparse",
+                "server_restarts",
+            ):
                 if not isinstance(value, bool):
                     raise InvalidArgument(f"{where}[{key!r}] must be a bool, got {value!r}")
+            elif key == "rpc_timeout_s":
+                value = _seconds(value, f"{where}[{key!r}]")
             else:
                 minimum = {"k_steps": -1, "max_dense_staleness": -1}.get(key, 1)
                 if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
@@ -139,6 +158,24 @@ class AsyncConfig:
 
 
 _GRADIENT_MERGE_KEYS = {"k_steps": int, "avg": bool}
+
+# The longest RPC timeout taken: a day. Anything longer is a typo (milliseconds for seconds?)
+# and would hide a frozen server for as long.
+_MAX_RPC_TIMEOUT_S = 86400.0
+
+
+def _seconds(value: Any, where: str) -> float:
+    """A timeout in seconds: a number in (0, 86400]; InvalidArgument naming `where` else."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not (0 < value <= _MAX_RPC_TIMEOUT_S)
+    ):
+        raise InvalidArgument(
+            f"{where} must be a number of seconds in (0, {_MAX_RPC_TIMEOUT_S:.0f}] (the deadline "
+            f"of each call a worker makes to a parameter server), got {value!r}"
+        )
+    return float(value)
 
 
 class DistributedStrategy:

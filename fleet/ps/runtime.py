@@ -124,6 +124,15 @@ class PsRuntime:
         index, endpoints = role.server_index(), role.server_endpoints()
         config = server_config(index, len(endpoints), plan.table_configs())
         address = endpoints[index]
+        restart = getattr(role, "restart_checkpoint", None)
+        if model_dir is None and plan.strategy.async_config.server_restarts and restart:
+            # A job that takes restarted servers: this server was started again (by fleetrun
+            # or a cluster manager) with the job's latest checkpoint, which it reloads before
+            # its port opens; the workers go on with it once they see that it did.
+            logger.warning(
+                "server %d: restarted under the job; reloading its tables from %s", index, restart
+            )
+            model_dir = restart
         # With model_dir each server loads its share of every table before its port opens:
         # a worker's first pull waits for the load (init_worker's connect timeout bounds it),
         # and worker 0's start-up dense values are refused by the loaded (no longer pristine)
@@ -156,7 +165,13 @@ class PsRuntime:
         cfg = plan.strategy.async_config
         if program is not None and plan.mode is PsMode.ASYNC and cfg.prefetch_sparse:
             check_pulled_ids(plan, program)
-        self.client = PsClient(role.server_endpoints(), connect_timeout=timeout, job_id=role.job_id)
+        self.client = PsClient(
+            role.server_endpoints(),
+            connect_timeout=timeout,
+            rpc_timeout=cfg.rpc_timeout_s,
+            job_id=role.job_id,
+            server_restarts=cfg.server_restarts,
+        )
         _check_update_rules(plan, self.client)
         dense_id = plan.dense_config.table_id if plan.dense_config is not None else None
         root = scope if scope is not None else global_scope()

@@ -1,5 +1,5 @@
-"""a_sync_configs: the async knobs are validated, and max_dense_staleness accepts -1 (no bound)
-and any count of steps, nothing else."""
+"""a_sync_configs: the knobs are validated; max_dense_staleness accepts -1 (no bound) and any
+count of steps, rpc_timeout_s seconds in (0, 86400], server_restarts a bool, nothing else."""
 
 from __future__ import annotations
 
@@ -64,3 +64,27 @@ def test_create_names_the_valid_modes_for_an_unknown_one():
         fleet.DistributedStrategyFactory.create("asyn")
     with pytest.raises(InvalidArgument, match="update_frequency must be an integer >= 1"):
         fleet.DistributedStrategyFactory.create("geo", 0)
+
+
+def test_rpc_timeout_s_defaults_to_30_and_takes_seconds_in_any_mode():
+    strategy = fleet.DistributedStrategyFactory.create_sync_strategy()
+    assert strategy.a_sync_configs["rpc_timeout_s"] == 30.0
+    strategy.a_sync_configs = {"rpc_timeout_s": 5}
+    assert strategy.async_config.rpc_timeout_s == 5.0
+    assert strategy.mode.value == "sync"  # a timeout does not change the mode
+
+
+@pytest.mark.parametrize("value", [0, -1, float("nan"), float("inf"), 86401, True, "10", None])
+def test_a_bad_rpc_timeout_s_names_the_key_the_value_and_the_range(value):
+    strategy = fleet.DistributedStrategy()
+    with pytest.raises(InvalidArgument, match=r"rpc_timeout_s'\] must be a number of seconds in"):
+        strategy.a_sync_configs = {"rpc_timeout_s": value}
+
+
+def test_server_restarts_is_off_by_default_and_takes_only_a_bool():
+    strategy = fleet.DistributedStrategy()
+    assert strategy.a_sync_configs["server_restarts"] is False
+    strategy.a_sync_configs = {"server_restarts": True}
+    assert strategy.async_config.server_restarts is True
+    with pytest.raises(InvalidArgument, match=r"server_restarts.*must be a bool"):
+        strategy.a_sync_configs = {"server_restarts": 1}
