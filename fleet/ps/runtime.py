@@ -88,6 +88,11 @@ class PsRuntime:
             self._server is not None or self.communicator is not None or self._waiting is not None
         )
 
+    @property
+    def server(self) -> Optional[Any]:
+        """The `_core.ps.Server` init_server started, until run_server returns; else None."""
+        return self._server
+
     def worker_connection(self, what: str) -> tuple[PsClient, Any]:
         """(client, communicator) of the started worker; InvalidArgument naming `what`, the API
         called, and why there is none: before init_worker(), before the startup program ran
@@ -133,6 +138,9 @@ class PsRuntime:
                 "server %d: restarted under the job; reloading its tables from %s", index, restart
             )
             model_dir = restart
+        # Every pull and push builds megabyte buffers: keep freed ones for reuse instead of
+        # faulting fresh pages in per request (serving_allocator.h).
+        _core.ps.tune_allocator_for_serving()
         # With model_dir each server loads its share of every table before its port opens:
         # a worker's first pull waits for the load (init_worker's connect timeout bounds it),
         # and worker 0's start-up dense values are refused by the loaded (no longer pristine)
@@ -165,6 +173,8 @@ class PsRuntime:
         cfg = plan.strategy.async_config
         if program is not None and plan.mode is PsMode.ASYNC and cfg.prefetch_sparse:
             check_pulled_ids(plan, program)
+        # A worker's communicator builds megabyte buffers every step too (the same tuning).
+        _core.ps.tune_allocator_for_serving()
         self.client = PsClient(
             role.server_endpoints(),
             connect_timeout=timeout,

@@ -7,6 +7,9 @@ namespace {
 
 constexpr absl::Duration kMergeWait = absl::Milliseconds(10);
 constexpr absl::Duration kRecvPeriod = absl::Milliseconds(10);
+// Spare dense buffers kept for reuse: one being filled by a trainer thread, one being pushed and
+// one being pulled into at a time, plus the staged values (which swap with the pulled ones).
+constexpr size_t kMaxSpareDense = 4;
 
 }  // namespace
 
@@ -127,7 +130,11 @@ std::vector<std::shared_ptr<framework::StepHook>> AsyncCommunicator::hooks() {
 
 void AsyncCommunicator::SendDense(int thread, const std::vector<const LoDTensor*>& grads) {
   Item item;
-  item.values.resize(dense_size());
+  {
+    absl::MutexLock lock(&mu_);
+    item.values = TakeDenseBuffer();
+  }
+  // The dense variables tile [0, dense_size()) (checked at construction): every float is set.
   GatherDense(grads, item.values.data(), /*add=*/false);
   const int64_t number = Enqueue(config_.sparse.size(), std::move(item));
   absl::MutexLock lock(&mu_);
@@ -166,19 +173,38 @@ void AsyncCommunicator::InstallStagedDense() {
 
 void AsyncCommunicator::RefreshDense() {
   int64_t through;
+  std::vector<float> values;
   {
     absl::MutexLock lock(&mu_);
     through = dense_pushed_;
+    values = TakeDenseBuffer();
   }
-  std::vector<float> values(dense_size());
   WaitOk(client_->PullDense(*config_.dense_table_id, absl::MakeSpan(values)),
          "pull of the dense parameters");
   absl::MutexLock lock(&mu_);
   if (through >= staged_through_) {
-    staged_dense_ = std::move(values);
+    // The previous staged values, installed or superseded, become a spare buffer.
+    staged_dense_.swap(values);
     staged_through_ = through;
   }
+  ReturnDenseBuffer(std::move(values));
   changed_.SignalAll();
+}
+
+std::vector<float> AsyncCommunicator::TakeDenseBuffer() {
+  std::vector<float> buffer;
+  if (!spare_dense_.empty()) {
+    buffer = std::move(spare_dense_.back());
+    spare_dense_.pop_back();
+  }
+  buffer.resize(dense_size());
+  return buffer;
+}
+
+void AsyncCommunicator::ReturnDenseBuffer(std::vector<float> buffer) {
+  if (buffer.size() == dense_size() && spare_dense_.size() < kMaxSpareDense) {
+    spare_dense_.push_back(std::move(buffer));
+  }
 }
 
 std::vector<AsyncCommunicator::Item> AsyncCommunicator::Take(size_t q) {
@@ -239,7 +265,10 @@ void AsyncCommunicator::SendLoop(std::vector<size_t> queues, bool refresh_dense)
         sent = true;
         absl::MutexLock lock(&mu_);
         queue->in_flight -= n;
-        if (queue->dense) dense_pushed_ += n;
+        if (queue->dense) {
+          dense_pushed_ += n;
+          for (Item& item : items) ReturnDenseBuffer(std::move(item.values));
+        }
         changed_.SignalAll();
       }
       if (sent && refresh_dense) RefreshDense();

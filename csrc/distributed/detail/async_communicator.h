@@ -93,6 +93,11 @@ class AsyncCommunicator : public CommunicatorBase {
   void Send(const Queue& queue, std::vector<Item>& items);
   void CheckError() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void JoinThreads();
+  // A buffer of dense_size() floats: a spare one (its old values are overwritten by the caller)
+  // or a new one. Reuse keeps the per-step megabytes of gradients and pulled values from being
+  // allocated, zeroed and faulted in every step.
+  std::vector<float> TakeDenseBuffer() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReturnDenseBuffer(std::vector<float> buffer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   absl::Mutex mu_;
   absl::CondVar changed_;  // an item was queued or pushed, or stop
@@ -110,6 +115,7 @@ class AsyncCommunicator : public CommunicatorBase {
   // a trainer thread between its steps, never while it computes (a refresh written in the middle
   // of a step tears it: its forward and backward would read different weights).
   std::vector<float> staged_dense_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::vector<float>> spare_dense_ ABSL_GUARDED_BY(mu_);
   int64_t staged_through_ ABSL_GUARDED_BY(mu_) = -1;  // -1: nothing staged
   std::vector<std::thread> threads_;
   std::atomic<bool> dataset_pass_{false};
