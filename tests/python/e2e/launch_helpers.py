@@ -29,7 +29,10 @@ PREAMBLE = textwrap.dedent("""\
     (JOB_DIR / "pids" / ME).write_text(str(os.getpid()))
 
     def record(name, value):
-        (JOB_DIR / f"{name}.{ME}.json").write_text(json.dumps(value))
+        # Written whole, then renamed: a test polling the records never reads half of one.
+        part = JOB_DIR / f".{name}.{ME}.part"
+        part.write_text(json.dumps(value))
+        os.replace(part, JOB_DIR / f"{name}.{ME}.json")
 
     def serve_until_stopped():
         while True:
@@ -167,3 +170,41 @@ def running(pid_list: list[int], settle_s: float = 2.0) -> list[int]:
         time.sleep(0.05)
         alive = [p for p in alive if is_running(p)]
     return alive
+
+
+def wait_for_records(
+    job_dir: pathlib.Path, name: str, count: int, launchers, timeout: float = 90
+) -> dict[str, object]:
+    """Waits until `count` processes recorded `name` and returns the records (see recorded);
+    fails at once, with its output, when one of `launchers` (the fleetruns of the job) ends
+    first."""
+    deadline = time.monotonic() + timeout
+    while len(found := recorded(job_dir, name)) < count:
+        for launcher in launchers:
+            if launcher.poll() is not None:
+                out, err = launcher.communicate()
+                raise AssertionError(
+                    f"a fleetrun ended ({launcher.returncode}) before {count} '{name}' records:"
+                    f"\n{out[-2000:]}\n{err[-3000:]}"
+                )
+        assert time.monotonic() < deadline, f"{count} '{name}' records not there in {timeout} s"
+        time.sleep(0.05)
+    return found
+
+
+def finish(launcher: subprocess.Popen, timeout: float = 120) -> tuple[int, str, str]:
+    """(exit code, stdout, stderr) of a background fleetrun once it ends; stopped (and its
+    session killed) when it does not end within `timeout`, or on any error."""
+    try:
+        out, err = launcher.communicate(timeout=timeout)
+    finally:
+        stop_launcher(launcher)
+    return launcher.returncode, out, err
+
+
+def kill_leftovers(*job_dirs: pathlib.Path) -> None:
+    """SIGKILLs every recorded process of the jobs still running (a test's last clean-up)."""
+    for job_dir in job_dirs:
+        for pid in pids(job_dir).values():
+            if is_running(pid):
+                os.kill(pid, signal.SIGKILL)

@@ -9,8 +9,6 @@ step moves w by -lr whatever the number of workers: after STEPS steps w is -lr *
 
 from __future__ import annotations
 
-import os
-import signal
 import socket
 import subprocess
 import time
@@ -48,36 +46,17 @@ exe.run(fl.startup_program)
 fl.init_worker()
 record("started", os.environ.get("FLEET_JOB_ID", ""))
 for step in range({STEPS}):
+    if step == {STEPS} - 1:
+        # The job (and its server) lasts until the test has run the second job, however long
+        # a loaded machine takes to start it.
+        deadline = time.monotonic() + 150
+        while not (JOB_DIR / "release").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
     exe.run(fl.main_program, feed={{"x": np.ones((1, 1), np.float32)}}, fetch_list=[loss])
     time.sleep(float(os.environ.get("STEP_PAUSE_S", "0")))
 record("w", float(fl.global_scope().find_var("w").get_tensor().numpy().ravel()[0]))
 fl.stop_worker()
 """
-
-
-def _wait_for(path_glob, job_dir, count, launcher, timeout=60):
-    deadline = time.monotonic() + timeout
-    while len(list(job_dir.glob(path_glob))) < count:
-        if launcher.poll() is not None:
-            out, err = launcher.communicate()
-            raise AssertionError(f"the first job ended early ({launcher.returncode}):\n{err}")
-        assert time.monotonic() < deadline, f"{path_glob} did not appear within {timeout} s"
-        time.sleep(0.05)
-
-
-def _finish(launcher, timeout=120):
-    try:
-        out, err = launcher.communicate(timeout=timeout)
-    finally:
-        lh.stop_launcher(launcher)
-    return launcher.returncode, out, err
-
-
-def _kill_leftovers(*job_dirs):
-    for job_dir in job_dirs:
-        for pid in lh.pids(job_dir).values():
-            if lh.is_running(pid):
-                os.kill(pid, signal.SIGKILL)
 
 
 def _run_second(job_dir, options, body, collective=False, **env):
@@ -98,7 +77,7 @@ def test_a_second_ps_job_on_the_same_ports_fails_and_the_first_keeps_its_own_res
         STEP_PAUSE_S="0.3",
     )
     try:
-        _wait_for("started.*.json", tmp_path / "a", 1, first)
+        lh.wait_for_records(tmp_path / "a", "started", 1, [first])
         # The same command with the same server port: its server cannot listen, its worker
         # finds the first job's server.
         second, took = _run_second(
@@ -106,10 +85,11 @@ def test_a_second_ps_job_on_the_same_ports_fails_and_the_first_keeps_its_own_res
             [servers, f"--workers=127.0.0.1:{worker_b}", f"--store_port={store_b}"],
             PS_TRAIN,
         )
-        code, out, err = _finish(first)
+        (tmp_path / "a" / "release").write_text("")
+        code, out, err = lh.finish(first)
     finally:
         lh.stop_launcher(first)
-        _kill_leftovers(tmp_path / "a", tmp_path / "b")
+        lh.kill_leftovers(tmp_path / "a", tmp_path / "b")
     assert second.returncode != 0, second.stderr
     assert took < FAIL_WITHIN_S, f"the second job took {took:.1f} s to fail"
     assert code == 0, err
@@ -130,7 +110,7 @@ def test_a_worker_of_another_job_is_refused_at_its_first_call_naming_both_jobs(t
         STEP_PAUSE_S="0.3",
     )
     try:
-        _wait_for("started.*.json", tmp_path / "a", 1, first)
+        lh.wait_for_records(tmp_path / "a", "started", 1, [first])
         first_job = lh.recorded(tmp_path / "a", "started")["worker.0"]
         # A job whose server would be on "another machine" (127.0.0.2): this fleetrun starts its
         # worker only, which reaches the first job's server at 127.0.0.1.
@@ -145,10 +125,11 @@ def test_a_worker_of_another_job_is_refused_at_its_first_call_naming_both_jobs(t
             PS_TRAIN,
             FLEET_JOB_ID="intruder",
         )
-        code, out, err = _finish(first)
+        (tmp_path / "a" / "release").write_text("")
+        code, out, err = lh.finish(first)
     finally:
         lh.stop_launcher(first)
-        _kill_leftovers(tmp_path / "a", tmp_path / "b")
+        lh.kill_leftovers(tmp_path / "a", tmp_path / "b")
     assert second.returncode != 0, second.stderr
     assert took < FAIL_WITHIN_S, f"the second job took {took:.1f} s to fail"
     assert f"job '{first_job}'" in second.stderr and "job 'intruder'" in second.stderr, (
@@ -184,7 +165,7 @@ def test_a_rank_of_another_collective_job_is_refused_by_the_store(tmp_path):
         collective=True,
     )
     try:
-        _wait_for("joining.worker.0.json", tmp_path / "a", 1, first)
+        lh.wait_for_records(tmp_path / "a", "joining", 1, [first])
         _wait_for_listener(store_port, first)
         first_job = lh.recorded(tmp_path / "a", "joining")["worker.0"]
         (tmp_path / "b").mkdir()
@@ -205,10 +186,10 @@ def test_a_rank_of_another_collective_job_is_refused_by_the_store(tmp_path):
             FLEET_JOB_ID="intruder",
         )
         (tmp_path / "a" / "go").write_text("")
-        code, out, err = _finish(first)
+        code, out, err = lh.finish(first)
     finally:
         lh.stop_launcher(first)
-        _kill_leftovers(tmp_path / "a", tmp_path / "b")
+        lh.kill_leftovers(tmp_path / "a", tmp_path / "b")
     assert second.returncode != 0, second.stderr
     assert took < FAIL_WITHIN_S, f"the second job took {took:.1f} s to fail"
     assert f"serves job '{first_job}'" in second.stderr, second.stderr

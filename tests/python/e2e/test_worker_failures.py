@@ -96,16 +96,6 @@ def _two_machine_job(tmp_path, **env):
     return here, there
 
 
-def _wait_training(tmp_path, launchers, timeout=90):
-    deadline = time.monotonic() + timeout
-    while len(lh.recorded(tmp_path, "training")) < 2:
-        for launcher in launchers:
-            if launcher.poll() is not None:
-                raise AssertionError(f"a fleetrun ended early: {launcher.communicate()[1]}")
-        assert time.monotonic() < deadline, "the job did not start training"
-        time.sleep(0.05)
-
-
 def _end_of(launcher, timeout):
     try:
         out, err = launcher.communicate(timeout=timeout)
@@ -120,7 +110,7 @@ def test_a_worker_lost_on_another_machine_fails_the_others_naming_it(tmp_path, f
     here, there = _two_machine_job(tmp_path, STEPS="100000")
     victim = None
     try:
-        _wait_training(tmp_path, [here, there])
+        lh.wait_for_records(tmp_path, "training", 2, [here, there])
         victim = lh.pids(tmp_path)["worker.1"]
         os.kill(victim, getattr(signal, fault))
         faulted = time.monotonic()
@@ -130,9 +120,7 @@ def test_a_worker_lost_on_another_machine_fails_the_others_naming_it(tmp_path, f
             os.kill(victim, signal.SIGKILL)
         lh.stop_launcher(here)
         lh.stop_launcher(there)
-        for pid in lh.pids(tmp_path).values():
-            if lh.is_running(pid):
-                os.kill(pid, signal.SIGKILL)
+        lh.kill_leftovers(tmp_path)
     took = ended - faulted
     print(f"{fault} to the end of the job: {took:.1f} s")
     assert code != 0, err
