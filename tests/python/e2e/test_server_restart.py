@@ -8,6 +8,9 @@ empty."""
 
 from __future__ import annotations
 
+import os
+import signal
+import socket
 import subprocess
 import sys
 import time
@@ -20,8 +23,9 @@ from fleet.errors import Unavailable
 from fleet.launch.plan import free_ports
 from fleet.ps import PsClient, server_config, write_server_config
 from fleet.testing.ps_reference import OPTIMIZERS
+from tests.python.e2e import launch_helpers as lh
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(240)
 
 TABLE = {
     "table_id": 1,
@@ -153,3 +157,136 @@ def test_a_client_that_takes_restarts_refuses_a_server_that_came_back_empty(tmp_
         client.close()
     finally:
         _stop(procs)
+
+
+# A sync job of one server and two workers: w starts at 0 and every step moves it by -LR
+# whatever the number of workers (loss = mean(w * x), x = 1), so after STEPS steps it is
+# -LR * STEPS exactly. Both workers pause after step SAVE_AT, worker 0 having saved the
+# checkpoint there, until the test has killed and restarted the server.
+LR = 0.5
+STEPS = 20
+SAVE_AT = 9
+JOB = f"""
+import fleet as fl
+from fleet import layers
+main, startup = fl.Program(), fl.Program()
+with fl.program_guard(main, startup):
+    x = layers.data("x", [1])
+    y = layers.fc(x, 1, bias_attr=False,
+                  param_attr=fl.ParamAttr(name="w", initializer=fl.initializer.Constant(0.0)))
+    loss = layers.mean(y)
+    strategy = fl.DistributedStrategyFactory.create_sync_strategy()
+    strategy.a_sync_configs = {{"server_restarts": os.environ["SERVER_RESTARTS"] == "1"}}
+    fl.distributed_optimizer(fl.optimizer.SGD({LR}), strategy).minimize(loss)
+if fl.is_server():
+    fl.init_server()  # a restarted server of a job that takes restarts reloads by itself
+    fl.run_server()
+    sys.exit(0)
+exe = fl.Executor(fl.CPUPlace())
+exe.run(fl.startup_program)
+fl.init_worker(timeout=60)
+try:
+    for step in range({STEPS}):
+        exe.run(fl.main_program, feed={{"x": np.ones((1, 1), np.float32)}}, fetch_list=[loss])
+        if step == {SAVE_AT}:
+            fl.save_persistables(exe, os.environ["CHECKPOINT"])  # worker 0's; a flush on 1
+            record("paused", time.time())
+            while not (JOB_DIR / "go").exists():
+                time.sleep(0.05)
+except Exception as e:
+    record("error", [time.time(), type(e).__name__, str(e)])
+    raise
+record("w", float(fl.global_scope().find_var("w").get_tensor().numpy().ravel()[0]))
+fl.stop_worker()
+"""
+
+
+def _restart_job(tmp_path, server_restarts: bool, go_before_restart: bool):
+    """Runs JOB with the server under a fleetrun of its own (its "machine", 127.0.0.2), kills
+    that server while the workers pause, starts it again on its endpoint (a cluster manager's
+    restart) with FLEET_RESTART_CHECKPOINT naming the job's checkpoint, and lets the workers go
+    on (before the restart or once it listens). Returns the workers' fleetrun's (code, out,
+    err), the time from "go" to its end, and the server's endpoint."""
+    server_port, w0, w1, store = free_ports("127.0.0.2", 1) + free_ports("127.0.0.1", 3)
+    endpoint = f"127.0.0.2:{server_port}"
+    options = [
+        f"--servers={endpoint}",
+        f"--workers=127.0.0.1:{w0},127.0.0.1:{w1}",
+        f"--store_port={store}",
+    ]
+    checkpoint = tmp_path / "checkpoint"
+    env = dict(
+        FLEET_JOB_ID="restarts",
+        SERVER_RESTARTS="1" if server_restarts else "0",
+        CHECKPOINT=str(checkpoint),
+    )
+    servers = [lh.start_job(tmp_path, [*options, "--host=127.0.0.2"], JOB, **env)]
+    workers = lh.start_job(tmp_path, [*options, "--host=127.0.0.1"], JOB, **env)
+    try:
+        lh.wait_for_records(tmp_path, "paused", 2, [servers[0], workers])
+        os.kill(lh.pids(tmp_path)["server.0"], signal.SIGKILL)
+        code, out, err = lh.finish(servers[0], timeout=30)
+        assert code != 0, err[-2000:]  # its fleetrun saw the kill
+        (tmp_path / "pids" / "server.0").unlink()
+        if go_before_restart:
+            (tmp_path / "go").write_text("")
+            went = time.monotonic()
+            time.sleep(1.0)  # the workers' calls wait for the server
+        env["FLEET_RESTART_CHECKPOINT"] = str(checkpoint)
+        servers.append(lh.start_job(tmp_path, [*options, "--host=127.0.0.2"], JOB, **env))
+        if not go_before_restart:
+            lh.wait_for_pids(tmp_path, {"server.0"}, timeout=60)
+            _wait_for_listener("127.0.0.2", server_port, servers[1])
+            (tmp_path / "go").write_text("")
+            went = time.monotonic()
+        code, out, err = lh.finish(workers, timeout=120)
+        ended = time.monotonic()
+    finally:
+        for launcher in [workers, *servers]:
+            lh.stop_launcher(launcher)
+        lh.kill_leftovers(tmp_path)
+    return code, out, err, ended - went, endpoint
+
+
+def _wait_for_listener(host, port, launcher, timeout=60):
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            socket.create_connection((host, port), timeout=1).close()
+            return
+        except OSError:
+            assert launcher.poll() is None, launcher.communicate()[1][-3000:]
+            assert time.monotonic() < deadline, f"nothing listens on {host}:{port}"
+            time.sleep(0.05)
+
+
+def test_a_job_that_takes_restarts_goes_on_from_the_checkpoint_a_restarted_server_reloaded(
+    tmp_path,
+):
+    code, out, err, took, endpoint = _restart_job(
+        tmp_path, server_restarts=True, go_before_restart=True
+    )
+    print(f"the workers went on to the job's end in {took:.1f} s")
+    assert code == 0, err[-3000:]
+    # The checkpoint held SAVE_AT + 1 steps, the reloaded server took the rest: every worker
+    # ends where an uninterrupted job ends, not where STEPS - SAVE_AT - 1 steps from an empty
+    # table would.
+    assert lh.recorded(tmp_path, "w") == {"worker.0": -LR * STEPS, "worker.1": -LR * STEPS}
+    said = out + err
+    assert f"at {endpoint}" in said and "reloaded its tables from checkpoint" in said, said[-3000:]
+
+
+def test_a_job_that_does_not_take_restarts_fails_naming_the_restarted_server(tmp_path):
+    code, out, err, took, endpoint = _restart_job(
+        tmp_path, server_restarts=False, go_before_restart=False
+    )
+    print(f"the go to the failed job's end: {took:.1f} s")
+    assert code != 0, err[-3000:]
+    errors = lh.recorded(tmp_path, "error")
+    first = min(errors.values())
+    assert "parameter server 0 restarted under the running job" in first[2], first
+    assert endpoint in first[2], first
+    assert lh.recorded(tmp_path, "w") == {}
+    # One refused call and the job's stop (fleetrun's grace period): well under a minute on a
+    # loaded machine.
+    assert took < 30, f"the job failed {took:.1f} s after the workers went on"
