@@ -176,7 +176,11 @@ with fl.program_guard(main, startup):
                   param_attr=fl.ParamAttr(name="w", initializer=fl.initializer.Constant(0.0)))
     loss = layers.mean(y)
     strategy = fl.DistributedStrategyFactory.create_sync_strategy()
-    strategy.a_sync_configs = {{"server_restarts": os.environ["SERVER_RESTARTS"] == "1"}}
+    # The workers' calls wait for the restarted server up to the RPC timeout: 90 s leaves a
+    # loaded machine time to start its Python and reload the checkpoint.
+    strategy.a_sync_configs = {{
+        "server_restarts": os.environ["SERVER_RESTARTS"] == "1", "rpc_timeout_s": 90
+    }}
     fl.distributed_optimizer(fl.optimizer.SGD({LR}), strategy).minimize(loss)
 if fl.is_server():
     fl.init_server()  # a restarted server of a job that takes restarts reloads by itself
