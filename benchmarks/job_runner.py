@@ -41,15 +41,17 @@ def tail(path: str, chars: int = 600) -> str:
         return ""
 
 
-def paddle_ps_launch(python: str, workers: int, log_dir: str, script_args: list[str]) -> list[str]:
-    """The command of a PaddlePaddle 2.x parameter-server job on this machine: 1 server and
-    `workers` workers, each running `script_args` with the peer environment's `python`. Run it
-    with PADDLE_WITH_GLOO=1 (without it Paddle's barrier_worker does nothing)."""
+def paddle_ps_launch(
+    python: str, workers: int, log_dir: str, script_args: list[str], servers: int = 1
+) -> list[str]:
+    """The command of a PaddlePaddle 2.x parameter-server job on this machine: `servers` servers
+    and `workers` workers, each running `script_args` with the peer environment's `python`. Run
+    it with PADDLE_WITH_GLOO=1 (without it Paddle's barrier_worker does nothing)."""
     return [
         python,
         "-m",
         "paddle.distributed.launch",
-        "--server_num=1",
+        f"--server_num={servers}",
         f"--worker_num={workers}",
         "--log_dir",
         log_dir,
