@@ -1,10 +1,10 @@
-"""Benchmark: CTR-DNN parameter-server training (--servers servers, default 1, and 2 workers on
-this machine, --thread trainer threads each, default 1) in async, GEO and sync modes, against
-PaddlePaddle 2.6.2's parameter server (fleet 2.x API, the_one_ps) on the same files in the same
-run, and against Fleet's own single process.
+"""Benchmark: CTR-DNN parameter-server training (--servers servers, default 1, and --workers
+workers, default 2 on this 2-core machine, --thread trainer threads each, default 1) in async,
+GEO and sync modes, against PaddlePaddle 2.6.2's parameter server (fleet 2.x API, the_one_ps) on
+the same files in the same run, and against Fleet's own single process.
 
     .venv/bin/python benchmarks/ps_train.py [--quick] [--rounds N] [--thread N] [--servers N]
-        [--skip_peer]
+        [--workers N] [--skip_peer]
 
 Figures that hold on a shared machine: every job runs --rounds times (3; 1 with --quick), the
 Fleet and Paddle jobs of a mode one after the other, Fleet first in even rounds and Paddle first
@@ -70,7 +70,7 @@ EXAMPLE = os.path.join(ROOT, "examples", "ctr_dnn")
 PEER_PYTHON = os.path.join(ROOT, ".venv-peers", "paddle26", "bin", "python")
 PEER_SCRIPT = os.path.join(ROOT, "benchmarks", "peers", "paddle_ps_ctr_dnn.py")
 MODES = ("async", "geo", "sync")
-WORKERS = 2
+WORKERS = 2  # the default of --workers
 BATCH = 512
 GEO_K = 10  # train_ps.py's default update frequency, and the README's
 JOB_TIMEOUT_S = 900
@@ -171,7 +171,7 @@ def fleet_command(
     command = [launcher] if os.path.exists(launcher) else [sys.executable, "-m", "fleet.launch"]
     command += [
         f"--server_num={args.servers}",
-        f"--worker_num={WORKERS}",
+        f"--worker_num={args.workers}",
         f"--log_dir={log_dir}",
         os.path.join(EXAMPLE, "train_ps.py"),
         "--mode",
@@ -333,8 +333,8 @@ def measure_paddle(mode: str, data: dict, scratch: str, args: argparse.Namespace
     else:
         script_args += ["--thread", str(args.thread)]
         log_dir = os.path.join(out_dir, "log")
-        command = paddle_ps_launch(PEER_PYTHON, WORKERS, log_dir, script_args, args.servers)
-        expected = WORKERS
+        command = paddle_ps_launch(PEER_PYTHON, args.workers, log_dir, script_args, args.servers)
+        expected = args.workers
     launcher_log = os.path.join(out_dir, "launcher.log")
     # In the scratch folder: Paddle writes its train_desc prototxt files into the cwd.
     job = run_job(command, launcher_log, env, out_dir)
@@ -402,7 +402,7 @@ def build_result(
         "rows": args.rows,
         "test_rows": args.test_rows,
         "servers": args.servers,
-        "workers": WORKERS,
+        "workers": args.workers,
         "threads_per_worker": args.thread,
         "batch_size": BATCH,
         "optimizer": "adam lr 1e-3",
@@ -559,6 +559,12 @@ def main() -> int:
     parser.add_argument("--thread", type=int, default=1, help="trainer threads per worker")
     parser.add_argument("--servers", type=int, default=1, help="parameter servers")
     parser.add_argument(
+        "--workers",
+        type=int,
+        default=WORKERS,
+        help="workers (2 on this 2-core machine; more on a larger one)",
+    )
+    parser.add_argument(
         "--driver",
         choices=("dataset", "loop"),
         default="dataset",
@@ -582,9 +588,9 @@ def main() -> int:
     args.rows = args.rows or (200_000 if args.quick else 400_000)
     args.test_rows = args.test_rows or (10_000 if args.quick else 50_000)
     args.rounds = args.rounds or (1 if args.quick else 3)
-    if args.thread < 1 or args.servers < 1 or args.rounds < 1:
-        parser.error("--thread, --servers and --rounds must be at least 1")
-    data = prepare_data(args.data_dir, args.rows, args.test_rows, WORKERS * args.thread)
+    if min(args.thread, args.servers, args.rounds, args.workers) < 1:
+        parser.error("--thread, --servers, --workers and --rounds must be at least 1")
+    data = prepare_data(args.data_dir, args.rows, args.test_rows, args.workers * args.thread)
     if args.reader == "multislot":
         data["dataset_files"], data["pipe"] = multislot_parts(data), "cat"
     else:

@@ -101,6 +101,7 @@ def test_sync_is_compared_with_paddle_single_process_while_paddle_sync_fails():
         reader="cat",
         thread=1,
         servers=1,
+        workers=2,
     )
     data = {"oracle_auc": 0.8}
     fleet = {
