@@ -18,5 +18,6 @@ void BindCollectiveRuntime(py::module_& m);  // bind_collective_runtime.cc: grou
 void BindPs(py::module_& m);            // bind_ps.cc: parameter server, client, tables (_core.ps)
 void BindDistributed(py::module_& m);   // bind_distributed.cc: PS communicators
 void BindDataParallel(py::module_& m);  // bind_data_parallel.cc: one-process data parallelism
+void BindMonitoring(py::module_& m);    // bind_monitoring.cc: counters for live metrics
 
 }  // namespace fleet::python

@@ -18,4 +18,5 @@ PYBIND11_MODULE(_core, m) {
   fleet::python::BindCollectiveRuntime(m);  // after BindCollective and BindFramework
   fleet::python::BindPs(m);
   fleet::python::BindDistributed(m);  // after BindPs and BindFramework: uses their classes
+  fleet::python::BindMonitoring(m);   // after BindPs and BindFramework: uses their classes
 }

@@ -26,6 +26,7 @@
 #include "absl/types/span.h"
 #include "fleet/ps/ps.pb.h"
 #include "ps/client/future.h"
+#include "ps/rpc_meter.h"
 #include "ps/sharding.h"
 
 namespace fleet::ps {
@@ -57,7 +58,6 @@ struct ClientOptions {
   // This worker's job identity (fleet.role_maker's job_id), sent with every call: a server of
   // another job refuses the calls (the first, Connect's, fails naming both jobs). Empty: unnamed.
   std::string job_id;
-};
   // The job takes restarted servers (strategy a_sync_configs["server_restarts"]): a server
   // whose incarnation changed is trusted when it reloaded its tables from a checkpoint before
   // its port opened (it says which, call_metadata.h), with one line on stderr saying so; a
@@ -66,6 +66,7 @@ struct ClientOptions {
   // deadline, so the job goes on across the restart. A push the lost server had applied is
   // replaced by the checkpoint's rows, as a push it never received would be.
   bool server_restarts = false;
+};
 
 class PsClient {
  public:
@@ -87,6 +88,9 @@ class PsClient {
   void Close();
 
   const std::vector<std::string>& endpoints() const { return options_.endpoints; }
+  // What this client's RPCs did so far (rpc_meter.h), for live metrics; each attempt of a call
+  // counts once.
+  const RpcMeter& rpc_meter() const { return *meter_; }
   // The config of table `table_id` as the servers reported it; NotFound when there is none.
   absl::StatusOr<proto::TableConfig> Table(uint32_t table_id) const;
 
@@ -150,12 +154,12 @@ class PsClient {
   // Worker liveness (see ps.proto's BarrierRequest). ReportFailure tells every server that
   // worker `worker_id` failed (`why`): their barriers fail at once, now and later, naming it.
   // Blocks up to min(rpc_timeout, 5 s); a server that cannot be told is returned as an error.
+  // Servers whose last call ended without an answer (deadline passed or unreachable: frozen or
+  // dead) are skipped, so a frozen server does not hold the failing worker 5 s more.
   absl::Status ReportFailure(uint32_t worker_id, const std::string& why);
   // Keeps one call open to every server while this worker lives: when its process dies, the
   // servers see the connection drop and fail their barriers naming it. Returns at once;
   // idempotent. Close() (or the destructor) ends the calls.
-  // Servers whose last call ended without an answer (deadline passed or unreachable: frozen or
-  // dead) are skipped, so a frozen server does not hold the failing worker 5 s more.
   void Attend(uint32_t worker_id);
   // The worker ends normally: tells every server (bounded by rpc_timeout), then ends the calls
   // of Attend.
@@ -207,6 +211,7 @@ class PsClient {
   void EndPresence();
 
   std::shared_ptr<detail::Inflight> inflight_;  // RPCs in flight, shared with their callbacks
+  std::shared_ptr<RpcMeter> meter_ = std::make_shared<RpcMeter>();  // shared with the callbacks
   // Each server's incarnation as first seen, shared with the callbacks.
   std::shared_ptr<detail::Incarnations> incarnations_;
   std::unique_ptr<detail::Presence> presence_;

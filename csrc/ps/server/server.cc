@@ -85,6 +85,10 @@ PsServer::~PsServer() {
 
 const proto::ServerConfig& PsServer::config() const { return tables_->config(); }
 
+std::vector<proto::TableStats> PsServer::TableStats() const { return tables_->Stats(); }
+
+const RpcMeter& PsServer::rpc_meter() const { return service_->meter(); }
+
 std::string PsServer::Describe() const {
   const auto& config = tables_->config();
   return absl::StrCat("parameter server ", config.server_index(), " of ", config.num_servers(),

@@ -12,11 +12,13 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "fleet/ps/ps.pb.h"
+#include "ps/rpc_meter.h"
 #include "ps/sharding.h"
 
 namespace grpc {
@@ -71,6 +73,10 @@ class PsServer {
   const proto::ServerConfig& config() const;
   // A multi-line description: endpoint, then one line per table. For the start-up log.
   std::string Describe() const;
+  // For live metrics (fleet/monitoring, read at each scrape; thread-safe): each table's rows
+  // and memory, as the Stats RPC reports them, and the pulls and pushes served so far.
+  std::vector<proto::TableStats> TableStats() const;
+  const RpcMeter& rpc_meter() const;
 
   // Wakes WaitForStopRequest. Thread-safe, returns at once.
   void RequestStop();

@@ -99,10 +99,18 @@ void PsClient::Launch(size_t server, std::string what, absl::Duration timeout, C
   }
   std::string where =
       absl::StrCat(what, " on parameter server ", server, " at ", options_.endpoints[server]);
+  const RpcKind kind = RpcKindOf(call->request);
+  const size_t bytes_sent = call->request.ByteSizeLong();
+  const absl::Time begun = absl::Now();
+  meter_->Begin();
   start(transport_->stubs[server]->async(), &call->context, &call->request, &call->reply,
         [this, call, server, what = std::move(what), deadline, start, where = std::move(where),
          state = std::move(state), inflight = inflight_, incarnations = incarnations_,
-         on_reply = std::move(on_reply)](grpc::Status transport) mutable {
+         on_reply = std::move(on_reply), meter = meter_, kind, bytes_sent,
+         begun](grpc::Status transport) mutable {
+          meter->End(kind, absl::Now() - begun, bytes_sent, call->reply.ByteSizeLong(),
+                     transport.ok() ? static_cast<absl::StatusCode>(call->reply.status().code())
+                                    : static_cast<absl::StatusCode>(transport.error_code()));
           if (options_.server_restarts && transport.error_code() == grpc::StatusCode::UNAVAILABLE &&
               absl::Now() < deadline) {
             // The connection dropped under the call (the server died): send it again, to wait

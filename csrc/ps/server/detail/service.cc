@@ -84,6 +84,7 @@ void PsServiceImpl::WorkerNews(grpc::ServerContext* context, const proto::Barrie
 grpc::Status PsServiceImpl::PullSparse(grpc::ServerContext* context,
                                        const proto::PullSparseRequest* request,
                                        proto::PullSparseReply* reply) {
+  ServedRpc metered(&meter_, RpcKind::kPullSparse, *request, *reply, *reply->mutable_status());
   if (!Admit(context, reply->mutable_status())) return grpc::Status::OK;
   reply->set_table_id(request->table_id());
   absl::Status status = Guarded("PullSparse", [&]() -> absl::Status {
@@ -102,6 +103,7 @@ grpc::Status PsServiceImpl::PullSparse(grpc::ServerContext* context,
 grpc::Status PsServiceImpl::PushSparse(grpc::ServerContext* context,
                                        const proto::PushSparseRequest* request,
                                        proto::PushReply* reply) {
+  ServedRpc metered(&meter_, RpcKind::kPushSparse, *request, *reply, *reply->mutable_status());
   if (!Admit(context, reply->mutable_status())) return grpc::Status::OK;
   reply->set_table_id(request->table_id());
   absl::Status status = Guarded("PushSparse", [&]() -> absl::Status {
@@ -121,6 +123,7 @@ grpc::Status PsServiceImpl::PushSparse(grpc::ServerContext* context,
 grpc::Status PsServiceImpl::PullDense(grpc::ServerContext* context,
                                       const proto::PullDenseRequest* request,
                                       proto::PullDenseReply* reply) {
+  ServedRpc metered(&meter_, RpcKind::kPullDense, *request, *reply, *reply->mutable_status());
   if (!Admit(context, reply->mutable_status())) return grpc::Status::OK;
   reply->set_table_id(request->table_id());
   absl::Status status = Guarded("PullDense", [&]() -> absl::Status {
@@ -136,6 +139,7 @@ grpc::Status PsServiceImpl::PullDense(grpc::ServerContext* context,
 grpc::Status PsServiceImpl::PushDense(grpc::ServerContext* context,
                                       const proto::PushDenseRequest* request,
                                       proto::PushReply* reply) {
+  ServedRpc metered(&meter_, RpcKind::kPushDense, *request, *reply, *reply->mutable_status());
   if (!Admit(context, reply->mutable_status())) return grpc::Status::OK;
   reply->set_table_id(request->table_id());
   absl::Status status = Guarded("PushDense", [&]() -> absl::Status {

@@ -6,6 +6,7 @@
 
 #include "absl/time/time.h"
 #include "fleet/ps/ps.grpc.pb.h"
+#include "ps/rpc_meter.h"
 #include "ps/server/detail/barrier.h"
 #include "ps/server/detail/grad_accumulator.h"
 #include "ps/server/detail/table_set.h"
@@ -48,6 +49,9 @@ class PsServiceImpl final : public proto::PsService::Service {
   grpc::Status Stop(grpc::ServerContext*, const proto::StopRequest* request,
                     proto::StopReply* reply) override;
 
+  // The data path's RPCs served so far (pulls and pushes), for live metrics.
+  const RpcMeter& meter() const { return meter_; }
+
  private:
   // Every handler starts here: stamps the reply with the incarnation and refuses (false, the
   // reason in `status`) a caller of another job.
@@ -61,8 +65,9 @@ class PsServiceImpl final : public proto::PsService::Service {
   std::function<void()> on_stop_;
   std::string job_id_;
   std::string incarnation_;
+  std::string loaded_from_;
   absl::Time started_;
+  RpcMeter meter_;
 };
 
 }  // namespace fleet::ps::detail
-  std::string loaded_from_;
