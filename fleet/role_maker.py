@@ -26,6 +26,8 @@ Environment read by PaddleCloudRoleMaker:
                                  all_gather / barrier that passes no timeout_s, default 1800).
   job identity (both modes)      FLEET_JOB_ID; else the first set of PADDLE_JOB_ID,
                                  SLURM_JOB_ID, PBS_JOBID, LSB_JOBID (a cluster manager's job id).
+  live metrics (any role)        FLEET_METRICS_PORT: the port this process serves its metrics
+                                 on (fleet.monitoring; fleetrun --metrics_port sets it).
 
 The job identity (`RoleMakerBase.job_id`) travels with every call to a parameter server and to
 the rendezvous store, so that a process of another job (two jobs given the same ports) is refused
@@ -67,6 +69,7 @@ GLOO_STORE_ENDPOINT = "FLEET_GLOO_STORE_ENDPOINT"
 GLOO_TIMEOUT = "FLEET_GLOO_TIMEOUT_S"
 GLOO_COLLECTIVE_TIMEOUT = "FLEET_GLOO_COLLECTIVE_TIMEOUT_S"
 JOB_ID = "FLEET_JOB_ID"
+METRICS_PORT = "FLEET_METRICS_PORT"
 # Job ids that cluster managers set for every process of a job, in the order they are tried.
 CLUSTER_JOB_ID_VARS = ("PADDLE_JOB_ID", "SLURM_JOB_ID", "PBS_JOBID", "LSB_JOBID")
 
@@ -128,6 +131,9 @@ class GlooConfig:
 
 class RoleMakerBase:
     """The facts every role maker establishes; subclasses only differ in where they come from."""
+
+    # The port this process serves live metrics on (fleet.monitoring), None for none.
+    metrics_port: Optional[int] = None
 
     def __init__(
         self,
@@ -342,6 +348,7 @@ class PaddleCloudRoleMaker(RoleMakerBase):
         super().__init__(is_collective=is_collective, gloo=gloo, job_id=_job_id_of(env), **facts)
         # Set by fleetrun --max_restarts on a restarted job: its latest complete checkpoint.
         self.restart_checkpoint: Optional[str] = env.get("FLEET_RESTART_CHECKPOINT") or None
+        self.metrics_port = metrics_port_of(env)
 
 
 def _read_trainers_num_alias(env: dict[str, str]) -> None:
@@ -421,9 +428,21 @@ def role_from_environment(
         TRAINER_ENDPOINTS,
         TRAINING_ROLE,
     )
-    return UserDefinedRoleMaker(
+    alone = UserDefinedRoleMaker(
         current_id=0, role=Role.WORKER, worker_num=1, is_collective=is_collective
     )
+    alone.metrics_port = metrics_port_of(env)
+    return alone
+
+
+def metrics_port_of(env: Mapping[str, str]) -> Optional[int]:
+    """FLEET_METRICS_PORT as a port, None when unset; InvalidArgument naming it otherwise."""
+    if not env.get(METRICS_PORT, "").strip():
+        return None
+    port = _require_int(env, METRICS_PORT, 1)
+    if port > 65535:
+        raise InvalidArgument(f"{METRICS_PORT}={port} is not a port (1..65535)")
+    return port
 
 
 def _job_id_of(env: Mapping[str, str]) -> Optional[str]:

@@ -134,6 +134,7 @@ PY_LAYER_OF = {
     "trainer": "run",
     # engines: the distributed runtimes and their program passes
     "collective": "engines",
+    "monitoring": "engines",  # live metrics of the engines, started by the facade
     "ps": "engines",
     "transpiler": "engines",
     # facade: the fleet API (`__init__` is the package itself)

@@ -10,7 +10,8 @@ DEBS=(build-essential cmake ninja-build ccache pkg-config python3-venv
       libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
       libabsl-dev libgloo-dev libopenblas-dev libgtest-dev libdeflate-dev
       librocksdb-dev  # the SSD tier of sparse tables (csrc/ps/table/ssd)
-      clang libclang-rt-14-dev clang-format)  # clang: the libFuzzer targets of tests/fuzz
+      clang libclang-rt-14-dev clang-format  # clang: the libFuzzer targets of tests/fuzz
+      prometheus)  # the Prometheus server tests/python/e2e/test_metrics.py runs
 missing=()
 for pkg in "${DEBS[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")

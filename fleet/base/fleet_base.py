@@ -20,8 +20,9 @@ from fleet.base.util_base import UtilBase
 from fleet.collective import program_pass as collective_pass
 from fleet.collective.runtime import CollectiveRuntime
 from fleet.distributed_strategy import DistributedStrategy
-from fleet.errors import InvalidArgument
+from fleet.errors import InvalidArgument, Unavailable
 from fleet.framework import Program, default_main_program
+from fleet.monitoring import ProcessMetrics
 from fleet.optimizer import Optimizer
 from fleet.ps import program_pass as ps_pass
 from fleet.ps.program_pass import PsPlan
@@ -47,6 +48,7 @@ class Fleet:
         self.startup_program: Any = None
         self._ps_plan: Optional[PsPlan] = None
         self._ps_runtime: Optional[PsRuntime] = None
+        self._metrics: Optional[ProcessMetrics] = None
 
     def init(self, role_maker: Optional[RoleMakerBase] = None, is_collective: bool = False) -> None:
         """Sets this process's role. Without `role_maker`, reads it from the environment
@@ -66,6 +68,37 @@ class Fleet:
         self.collective_runtime.close()
         self.util.close()
         self._role_maker = role_maker
+        self._serve_metrics(role_maker)
+
+    def _serve_metrics(self, role: RoleMakerBase) -> None:
+        """With a metrics port (FLEET_METRICS_PORT, read by the role maker), serves this
+        process's metrics on its role's address (fleet.monitoring). Once per facade: a later
+        init() keeps the exporter (its port is the process's)."""
+        if role.metrics_port is None or self._metrics is not None:
+            return
+        is_server = role.is_server()
+        metrics = ProcessMetrics(
+            "server" if is_server else "worker",
+            role.server_index() if is_server else role.worker_index(),
+            self.runtime_resources,
+            client=self._ps_core_client,
+            server=lambda: self._ps_runtime.server if self._ps_runtime is not None else None,
+        )
+        try:
+            metrics.start(role.gloo.hostname, role.metrics_port)
+        except Exception:
+            metrics.close()
+            raise
+        self._metrics = metrics
+
+    def _ps_core_client(self) -> Any:
+        """The worker's `_core.ps.Client` from init_worker until stop_worker, else None."""
+        runtime = self._ps_runtime
+        client = runtime.client if runtime is not None else None
+        try:
+            return client.core_client if client is not None else None
+        except Unavailable:  # closed between the two reads
+            return None
 
     @property
     def role_maker(self) -> RoleMakerBase:
@@ -170,6 +203,8 @@ class Fleet:
             if self._ps_runtime is not None and not self._ps_runtime.started():
                 self._ps_runtime = None  # built again from the new plan when needed
         self.main_program, self.startup_program = main, startup
+        if self._metrics is not None:
+            self._metrics.count_samples_of(main)
 
     def _connect_collective(self) -> Any:
         return self.collective_runtime.ensure_group(

@@ -189,6 +189,15 @@ def _add_common_options(p: argparse.ArgumentParser) -> None:
         "(e.g. --max_restarts=3 --checkpoint_dir=./ckpt)",
     )
     common.add_argument(
+        "--metrics_port",
+        type=int,
+        default=None,
+        metavar="BASE",
+        help="serve each process's metrics in the Prometheus text format: process i of the "
+        "job's launch order (servers first, then workers) on BASE+i at its own address, "
+        "http://<ip>:<BASE+i>/metrics (FLEET_METRICS_PORT; e.g. --metrics_port=9100)",
+    )
+    common.add_argument(
         "--checkpoint_dir",
         default=None,
         metavar="DIR",
@@ -267,6 +276,8 @@ def check_args(args: argparse.Namespace) -> None:
             raise InvalidArgument(f"--{name}={value}: must be at least 1")
     if args.grace_period < 0 or args.log_tail < 0 or args.max_restarts < 0:
         raise InvalidArgument("--grace_period, --log_tail and --max_restarts must not be negative")
+    if args.metrics_port is not None and not 0 < args.metrics_port < 65536:
+        raise InvalidArgument(f"--metrics_port={args.metrics_port} is not a port (1..65535)")
     if args.log_dir is not None:
         _check_log_dir(args.log_dir)
     ps_given = [

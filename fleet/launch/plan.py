@@ -108,7 +108,25 @@ def build_plan(
     job = _job_identity(environ, one_machine, make_job_id)
     for proc in procs:
         proc.env.update(job)
+    if args.metrics_port is not None:
+        _metrics_ports(procs, args.metrics_port)
     return JobPlan(args.mode, command, procs)
+
+
+def _metrics_ports(procs: list[ProcSpec], base: int) -> None:
+    """FLEET_METRICS_PORT for each process: BASE+i, i its index in the job's launch order
+    (servers first, then workers; a collective job's rank), so every process of the job, on
+    any machine, has a port of its own that a scrape config can list."""
+    for proc in procs:
+        servers = proc.env.get(rm.PSERVERS, "")
+        offset = len(servers.split(",")) if servers and proc.role == "worker" else 0
+        port = base + offset + proc.rank
+        if port > 65535:
+            raise InvalidArgument(
+                f"--metrics_port={base}: {proc.name} would serve on port {port}, past 65535; "
+                "hint: a lower BASE"
+            )
+        proc.env[rm.METRICS_PORT] = str(port)
 
 
 def own_host(args: argparse.Namespace, environ: dict[str, str]) -> Optional[str]:
