@@ -104,6 +104,36 @@ def test_steps_samples_and_step_times_of_an_executor():
         scrape(endpoint)
 
 
+def test_steps_and_samples_of_a_dataset_pass_on_two_threads(tmp_path):
+    # 35 samples in batches of 8 on two trainer threads: every step counted once, samples by
+    # each batch's own size (the last batch holds 3).
+    path = tmp_path / "part-0"
+    path.write_text("".join(f"2 {i}.0 1.0\n" for i in range(35)))
+    main, startup = fleet.Program(), fleet.Program()
+    with fleet.program_guard(main, startup):
+        x = layers.data("x", [2])
+        layers.scale(x, scale=2.0)
+    dataset = fleet.DatasetFactory().create_dataset("QueueDataset")
+    dataset.set_use_var([x])
+    dataset.set_batch_size(8)
+    dataset.set_filelist([str(path)])
+    resources = _core.RuntimeResources()
+    exe = fleet.Executor(fleet.CPUPlace(), resources=resources)
+    metrics = ProcessMetrics("worker", 0, resources, client=lambda: None, server=lambda: None)
+    metrics.count_samples_of(main)
+    endpoint = metrics.start("127.0.0.1", 0)
+    try:
+        with fleet.scope_guard(_core.Scope()):
+            result = exe.train_from_dataset(main, dataset, thread=2, print_period=0)
+        got = scrape(endpoint)
+    finally:
+        metrics.close()
+    assert result.samples == 35
+    assert value(got, "fleet_train_steps_total") == 5
+    assert value(got, "fleet_train_samples_total") == 35
+    assert value(got, "fleet_train_step_seconds_count") == 5
+
+
 @pytest.fixture
 def server_and_client():
     server = start_server(server_config(0, 1, [TABLE]))
