@@ -5,12 +5,18 @@ one parameter with ``ParamAttr(regularizer=...)``, which takes precedence, as in
 (``scale``, ``sign``, ``sum``) are appended after backward, before the update op, so that the
 gradient the optimizer sees is ``grad + coeff * param`` (L2) or ``grad + coeff * sign(param)``
 (L1).
+
+An embedding with ``is_sparse=True`` has a SelectedRows gradient: one ``sparse_weight_decay`` op
+adds the penalty's gradient to the rows the batch read (each once, however often it was read)
+and leaves the other rows alone, as fluid 1.x's regularizer did for SelectedRows gradients, so
+the gradient stays sparse. (Paddle 2.x's static graph sums the dense penalty into a dense
+gradient instead, decaying every row of the table every step.)
 """
 
 from __future__ import annotations
 
 from fleet.errors import InvalidArgument
-from fleet.framework import Block, Parameter, Variable
+from fleet.framework import SELECTED_ROWS, Block, Parameter, Variable
 
 
 class WeightDecayRegularizer:
@@ -34,13 +40,22 @@ class WeightDecayRegularizer:
     def append(self, block: Block, param: Parameter, grad: Variable) -> Variable:
         if self.coeff == 0.0:
             return grad
-        if has_sparse_grad(block, param):
-            raise InvalidArgument(
-                f"{self!r} on parameter '{param.name}': its gradient is sparse (an "
-                f"embedding with is_sparse=True), and weight decay of sparse gradients is not "
-                f"supported; use is_sparse=False or regularizer=None for this parameter"
-            )
         program = block.program
+        if has_sparse_grad(block, param):
+            rows = block.create_var(
+                program.unique_name(f"{grad.name}_regularized"),
+                shape=param.shape,
+                dtype=param.dtype,
+                stop_gradient=True,
+                kind=SELECTED_ROWS,
+            )
+            block.append_op(
+                "sparse_weight_decay",
+                inputs={"Grad": grad, "Param": param},
+                outputs={"Out": rows},
+                attrs={"coeff": self.coeff, "kind": self.kind},
+            )
+            return rows
         penalty = block.create_var(
             program.unique_name(f"{param.name}_{self.kind}_decay"),
             shape=param.shape,

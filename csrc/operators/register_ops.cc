@@ -27,6 +27,7 @@ void RegisterAllOps(OpRegistry* registry) {
   RegisterClipNormOps(registry);
   RegisterLrScheduleOps(registry);
   RegisterNceOps(registry);
+  RegisterSparseDecayOps(registry);
 #ifdef FLEET_WITH_CUDA
   RegisterCudaKernels(registry);  // last: it adds CUDA kernels to the ops registered above
 #endif

@@ -33,6 +33,8 @@ void RegisterIndexOps(OpRegistry* registry);       // one_hot, top_k
 void RegisterClipNormOps(OpRegistry* registry);    // clip, norm (l2_normalize)
 void RegisterLrScheduleOps(OpRegistry* registry);  // increment, lr_decay
 void RegisterNceOps(OpRegistry* registry);         // nce (word2vec's loss)
+// sparse_weight_decay (L2/L1 decay of the rows of an embedding's SelectedRows gradient).
+void RegisterSparseDecayOps(OpRegistry* registry);
 
 void RegisterAllOps(OpRegistry* registry);
 

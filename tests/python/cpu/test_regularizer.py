@@ -68,14 +68,25 @@ def test_param_attr_regularizer_overrides_the_optimizers():
     )
 
 
-def test_sparse_gradient_with_decay_is_an_error_naming_the_parameter():
+def test_sparse_gradient_is_decayed_on_the_rows_read_only():
+    """is_sparse=True: coeff * row is added once to each row the batch read (row 2 twice);
+    the other rows keep their values (tests/python/rec/test_sparse_weight_decay.py has more)."""
     main, startup = fleet.Program(), fleet.Program()
     with fleet.program_guard(main, startup):
-        ids = layers.data("ids", [1], dtype="int64", lod_level=1)
-        emb = layers.embedding(ids, [100, 4], is_sparse=True, param_attr="emb_table")
-        loss = layers.mean(layers.sequence_pool(emb, "sum"))
-        with pytest.raises(InvalidArgument, match="'emb_table'.*is_sparse"):
-            fleet.optimizer.SGD(LR, regularization=L2Decay(1e-3)).minimize(loss)
+        ids = layers.data("ids", [1], dtype="int64")
+        emb = layers.embedding(ids, [10, 4], is_sparse=True, param_attr="emb_table")
+        loss = layers.reduce_sum(emb)
+        fleet.optimizer.SGD(LR, regularization=L2Decay(0.5)).minimize(loss)
+    scope = fleet._core.Scope()
+    exe = fleet.Executor()
+    exe.run(startup, scope=scope)
+    before = np.array(scope.find_var("emb_table").get_tensor())
+    exe.run(main, feed={"ids": np.array([[2], [5], [2]], np.int64)}, scope=scope)
+    after = np.array(scope.find_var("emb_table").get_tensor())
+    expected = before.copy()
+    expected[2] -= LR * (2.0 + 0.5 * before[2])
+    expected[5] -= LR * (1.0 + 0.5 * before[5])
+    np.testing.assert_allclose(after, expected, rtol=1e-5, atol=1e-7)
 
 
 def test_bad_regularizers_are_rejected():
