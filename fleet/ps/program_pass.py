@@ -14,7 +14,7 @@ appended backward and update ops, and records the tables the servers must hold.
 * The user's optimizer (SGD, Adagrad, Adam, with their hyper-parameters and learning rate)
   becomes each table's update rule; anything the servers cannot apply (Momentum, a learning rate
   computed by ops other than a fluid schedule, a per-parameter learning rate on a sparse table)
-  is refused naming the parameter.
+  is refused naming the parameter. A sparse table's L2Decay / L1Decay goes into its rule.
 * A learning rate from a fluid schedule (layers.exponential_decay, ...: an ``lr_decay`` op) goes
   to the servers with the rule, and each table on each server steps it once per push it
   applies: in sync mode once per step of the job (the servers apply the workers' summed
@@ -254,6 +254,7 @@ def rewrite(
     rule = optimizer_config(optimizer, "distributed_optimizer")
     update_ops = _update_ops(block)
     sparse = _sparse_tables(main, startup, strategy, rule)
+    _sparse_decay_to_rules(block, sparse)
     _lookups_to_pulls_and_pushes(block, {t.param: t for t in sparse})
     _remove_sparse_parameters(main, startup, sparse, update_ops, params_grads)
     for table in sparse:
@@ -299,11 +300,6 @@ def _sparse_tables(
                 f"sparse table '{name}': a per-parameter learning rate "
                 "is not supported on the parameter servers"
             )
-        if getattr(param, "regularizer", None) is not None:
-            raise InvalidArgument(
-                f"sparse table '{name}': regularization of a sparse table "
-                "is not supported on the parameter servers"
-            )
         dim = int(param.shape[1])
         config = ps_pb2.TableConfig(
             table_id=table_id,
@@ -329,6 +325,22 @@ def _sparse_tables(
             config.ssd_path = settings["ssd_path"]
         tables.append(SparseTablePlan(table_id, name, dim, config))
     return tables
+
+
+def _sparse_decay_to_rules(block: Any, tables: list[SparseTablePlan]) -> None:
+    """A sparse table's weight decay (the sparse_weight_decay op fleet/regularizer.py appends
+    for an is_sparse embedding) moves into its update rule: the servers (GEO: the workers'
+    local rule) add the penalty's gradient to each row a push updates, so a row is decayed once
+    per push that carries it (sync: once per step of the job, as one process decays the rows of
+    its batch)."""
+    table_of = {t.param: t for t in tables}
+    for op in [op for op in block.ops if op.type == "sparse_weight_decay"]:
+        table = table_of.get(op.input("Param")[0])
+        if table is None:
+            continue
+        rule = table.config.optimizer
+        setattr(rule, f"{op.attrs['kind']}_decay", float(op.attrs["coeff"]))
+        block.ops.remove(op)
 
 
 def _lookups_to_pulls_and_pushes(block: Any, table_of: dict[str, SparseTablePlan]) -> None:

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 
@@ -13,7 +14,7 @@ class SgdRule : public UpdateRule {
   explicit SgdRule(float lr) : UpdateRule(lr) {}
   size_t StateDim(size_t) const override { return 0; }
   void InitState(size_t, float*) const override {}
-  void Update(size_t dim, float* w, float*, const float* g) const override {
+  void Apply(size_t dim, float* w, float*, const float* g) const override {
     const float lr = learning_rate();
     for (size_t i = 0; i < dim; ++i) w[i] -= lr * g[i];
   }
@@ -28,7 +29,7 @@ class AdagradRule : public UpdateRule {
   void InitState(size_t dim, float* state) const override {
     for (size_t i = 0; i < dim; ++i) state[i] = init_;
   }
-  void Update(size_t dim, float* w, float* acc, const float* g) const override {
+  void Apply(size_t dim, float* w, float* acc, const float* g) const override {
     const float lr = learning_rate();
     for (size_t i = 0; i < dim; ++i) {
       acc[i] += g[i] * g[i];
@@ -53,7 +54,7 @@ class AdamRule : public UpdateRule {
     state[2 * dim] = beta1_;
     state[2 * dim + 1] = beta2_;
   }
-  void Update(size_t dim, float* w, float* state, const float* g) const override {
+  void Apply(size_t dim, float* w, float* state, const float* g) const override {
     float* m = state;
     float* v = state + dim;
     float& beta1_pow = state[2 * dim];
@@ -143,8 +144,30 @@ void UpdateRule::BeginUpdate() {
   if (rate.ok()) lr_.store(static_cast<float>(*rate), std::memory_order_relaxed);
 }
 
+void UpdateRule::Update(size_t dim, float* w, float* state, const float* grad) const {
+  if (l2_decay_ == 0.0f && l1_decay_ == 0.0f) {
+    Apply(dim, w, state, grad);
+    return;
+  }
+  thread_local std::vector<float> decayed;
+  decayed.resize(dim);
+  for (size_t i = 0; i < dim; ++i) {
+    const float sign = static_cast<float>((w[i] > 0.0f) - (w[i] < 0.0f));
+    decayed[i] = grad[i] + l2_decay_ * w[i] + l1_decay_ * sign;
+  }
+  Apply(dim, w, state, decayed.data());
+}
+
 absl::StatusOr<std::unique_ptr<UpdateRule>> MakeUpdateRule(const proto::OptimizerConfig& config) {
+  for (const auto& [field, value] :
+       {std::pair{"l2_decay", config.l2_decay()}, std::pair{"l1_decay", config.l1_decay()}}) {
+    if (auto s = CheckRange(field, value, 0.0f, 1e30f); !s.ok()) return s;
+  }
   auto rule = MakeConstantRateRule(config);
+  if (rule.ok()) {
+    (*rule)->l2_decay_ = config.l2_decay();
+    (*rule)->l1_decay_ = config.l1_decay();
+  }
   if (!rule.ok() || !config.has_schedule()) return rule;
   LrSchedule schedule = ScheduleOf(config.schedule());
   const int64_t begin = config.schedule().begin();

@@ -31,18 +31,23 @@ class UpdateRule {
   virtual size_t StateDim(size_t dim) const = 0;
   // Writes the initial state of a new row of `dim` values.
   virtual void InitState(size_t dim, float* state) const = 0;
-  // Applies `grad` (dim floats) to `w` (dim floats) and `state` (StateDim(dim) floats).
-  // Stateless itself; callers serialise updates of the same row.
-  virtual void Update(size_t dim, float* w, float* state, const float* grad) const = 0;
+  // Applies `grad` (dim floats), plus the config's weight decay of `w` when it has one, to `w`
+  // (dim floats) and `state` (StateDim(dim) floats). Stateless itself; callers serialise
+  // updates of the same row.
+  void Update(size_t dim, float* w, float* state, const float* grad) const;
 
  protected:
   explicit UpdateRule(float learning_rate) : lr_(learning_rate) {}
+  // The rule proper: Update with the decayed gradient.
+  virtual void Apply(size_t dim, float* w, float* state, const float* grad) const = 0;
 
  private:
   friend absl::StatusOr<std::unique_ptr<UpdateRule>> MakeUpdateRule(
       const proto::OptimizerConfig& config);
 
   std::atomic<float> lr_;
+  float l2_decay_ = 0.0f;  // OptimizerConfig.l2_decay / l1_decay
+  float l1_decay_ = 0.0f;
   std::optional<LrSchedule> schedule_;
   std::atomic<int64_t> next_step_{0};
 };

@@ -42,7 +42,8 @@ def _single(out: pathlib.Path, *args: str) -> dict:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "optimizer,servers", [("sgd", 1), ("adam", 2), ("mixed", 2), ("sgd_decay", 1)]
+    "optimizer,servers",
+    [("sgd", 1), ("adam", 2), ("mixed", 2), ("sgd_decay", 1), ("sgd_l2", 1), ("adam_l2", 2)],
 )
 def test_sync_equals_one_process_with_the_joined_batch(tmp_path, optimizer, servers):
     single = _single(tmp_path / "single.npz", "--optimizer", optimizer)

@@ -12,6 +12,7 @@ import numpy as np
 
 import fleet
 from fleet import layers
+from fleet.regularizer import L2Decay
 
 VOCAB, DIM, DENSE = 6, 4, 3
 
@@ -39,7 +40,12 @@ def build(optimizer: str):
             ids,
             size=[VOCAB, DIM],
             is_sparse=True,
-            param_attr=fleet.ParamAttr(name="emb", initializer=fleet.initializer.Constant(0.0)),
+            param_attr=fleet.ParamAttr(
+                name="emb",
+                initializer=fleet.initializer.Constant(0.0),
+                # The servers add the decay of the rows each push updates.
+                regularizer=L2Decay(0.3) if optimizer.endswith("_l2") else None,
+            ),
         )
         pooled = layers.sequence_pool(emb, "sum")
         h = layers.concat([pooled, x], axis=1)
@@ -58,7 +64,7 @@ def build(optimizer: str):
     if optimizer == "sgd_decay":
         return main, startup, loss, fleet.optimizer.SGD(decayed), {}
     opt = {"sgd": fleet.optimizer.SGD(0.1), "adam": fleet.optimizer.Adam(0.05, lazy_mode=True)}
-    return main, startup, loss, opt[optimizer], {}
+    return main, startup, loss, opt[optimizer.removesuffix("_l2")], {}
 
 
 def feed_of(parts: list[dict], raw_ids: bool = True) -> dict:
