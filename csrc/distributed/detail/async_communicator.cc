@@ -182,6 +182,10 @@ void AsyncCommunicator::RefreshDense() {
   WaitOk(client_->PullDense(*config_.dense_table_id, absl::MakeSpan(values)),
          "pull of the dense parameters");
   absl::MutexLock lock(&mu_);
+  StageDense(std::move(values), through);
+}
+
+void AsyncCommunicator::StageDense(std::vector<float> values, int64_t through) {
   if (through >= staged_through_) {
     // The previous staged values, installed or superseded, become a spare buffer.
     staged_dense_.swap(values);
@@ -229,13 +233,24 @@ std::vector<AsyncCommunicator::Item> AsyncCommunicator::Take(size_t q) {
   return items;
 }
 
-void AsyncCommunicator::Send(const Queue& queue, std::vector<Item>& items) {
+void AsyncCommunicator::Send(const Queue& queue, std::vector<Item>& items,
+                             std::vector<float>* refreshed) {
   if (queue.dense) {
     std::vector<float>& sum = items[0].values;
     for (size_t i = 1; i < items.size(); ++i) {
       for (size_t j = 0; j < sum.size(); ++j) sum[j] += items[i].values[j];
     }
-    WaitOk(client_->PushDense(queue.table_id, sum), queue.what);
+    if (refreshed == nullptr) {
+      WaitOk(client_->PushDense(queue.table_id, sum), queue.what);
+      return;
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      *refreshed = TakeDenseBuffer();
+    }
+    // The values after this push in its reply: no PullDense, one round trip a step.
+    WaitOk(client_->PushPullDense(queue.table_id, sum, absl::MakeSpan(*refreshed)),
+           absl::StrCat(queue.what, " and the refresh of the dense values"));
     return;
   }
   Item merged = std::move(items[0]);
@@ -261,17 +276,22 @@ void AsyncCommunicator::SendLoop(std::vector<size_t> queues, bool refresh_dense)
         }
         if (items.empty()) continue;
         const int n = static_cast<int>(items.size());
-        Send(*queue, items);
+        // The dense queue's own thread refreshes the values with its push (refresh_dense).
+        std::vector<float> refreshed;
+        const bool refresh = queue->dense && refresh_dense;
+        Send(*queue, items, refresh ? &refreshed : nullptr);
         sent = true;
         absl::MutexLock lock(&mu_);
         queue->in_flight -= n;
         if (queue->dense) {
           dense_pushed_ += n;
           for (Item& item : items) ReturnDenseBuffer(std::move(item.values));
+          // The reply's values include every push of this worker so far: the pushes of the
+          // dense queue go one at a time, on this thread.
+          if (refresh) StageDense(std::move(refreshed), dense_pushed_);
         }
         changed_.SignalAll();
       }
-      if (sent && refresh_dense) RefreshDense();
       absl::MutexLock lock(&mu_);
       if (stop_) {
         bool empty = true;

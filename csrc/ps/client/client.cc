@@ -552,46 +552,63 @@ Future PsClient::PullDense(uint32_t table_id, absl::Span<float> out) {
     call->request.set_table_id(table_id);
     Launch(s, what, options_.rpc_timeout, call, FLEET_PS_STARTER(PullDense), state,
            [out, route, s](const proto::PullDenseReply& reply) {
-             const std::string& values = reply.values();
-             if (values.size() != route->local_size[s] * sizeof(float)) {
-               return absl::InternalError(absl::StrCat(
-                   "reply holds ", values.size(), " bytes, expected ", route->local_size[s] * 4));
-             }
-             const float* v = reinterpret_cast<const float*>(values.data());
-             for (uint64_t b : route->blocks[s]) {
-               const size_t length = route->layout.BlockLength(b);
-               std::memcpy(out.data() + route->layout.BlockBegin(b), v, length * sizeof(float));
-               v += length;
-             }
-             return absl::OkStatus();
+             return CopyDenseBlocks(reply.values(), *route, s, out);
            });
   }
   return Future(state);
 }
 
+absl::Status PsClient::CopyDenseBlocks(const std::string& values, const DenseRoute& route,
+                                       size_t server, absl::Span<float> out) {
+  if (values.size() != route.local_size[server] * sizeof(float)) {
+    return absl::InternalError(absl::StrCat("reply holds ", values.size(), " bytes, expected ",
+                                            route.local_size[server] * sizeof(float)));
+  }
+  const float* v = reinterpret_cast<const float*>(values.data());
+  for (uint64_t b : route.blocks[server]) {
+    const size_t length = route.layout.BlockLength(b);
+    std::memcpy(out.data() + route.layout.BlockBegin(b), v, length * sizeof(float));
+    v += length;
+  }
+  return absl::OkStatus();
+}
+
 Future PsClient::PushDense(uint32_t table_id, absl::Span<const float> grads, PushKind kind) {
-  if (auto s = CheckUsable("PushDense"); !s.ok()) return Future::Failed(s);
+  return PushDenseAndMaybePull(table_id, grads, kind, {});
+}
+
+Future PsClient::PushPullDense(uint32_t table_id, absl::Span<const float> grads,
+                               absl::Span<float> out) {
+  return PushDenseAndMaybePull(table_id, grads, PushKind::kGradient, out);
+}
+
+Future PsClient::PushDenseAndMaybePull(uint32_t table_id, absl::Span<const float> grads,
+                                       PushKind kind, absl::Span<float> out) {
+  const bool pull = !out.empty();
+  const char* name = pull ? "PushPullDense" : "PushDense";
+  if (auto s = CheckUsable(name); !s.ok()) return Future::Failed(s);
   const bool is_delta = kind == PushKind::kDelta;
   auto route_or = Dense(table_id);
   if (!route_or.ok()) return Future::Failed(route_or.status());
   const DenseRoute* route = *route_or;
-  if (grads.size() != route->layout.dim) {
-    return Future::Failed(absl::InvalidArgumentError(
-        absl::StrCat("PushDense of table ", table_id, ": the table has ", route->layout.dim,
-                     " floats, the push ", grads.size())));
+  if (grads.size() != route->layout.dim || (pull && out.size() != route->layout.dim)) {
+    return Future::Failed(absl::InvalidArgumentError(absl::StrCat(
+        name, " of table ", table_id, ": the table has ", route->layout.dim, " floats, the push ",
+        grads.size(), pull ? ", the output " : "", pull ? absl::StrCat(out.size()) : "")));
   }
   std::vector<size_t> servers;
   for (size_t s = 0; s < route->blocks.size(); ++s) {
     if (!route->blocks[s].empty()) servers.push_back(s);
   }
   auto state = std::make_shared<detail::CallState>(static_cast<int>(servers.size()));
-  const std::string what = absl::StrCat(PushName(kind, "PushDense"), " of table ", table_id);
+  const std::string what = absl::StrCat(PushName(kind, name), " of table ", table_id);
   for (size_t s : servers) {
     auto* call = new PushDenseCall;
     call->request.set_table_id(table_id);
     call->request.set_is_delta(is_delta);
     call->request.set_accumulate(kind == PushKind::kAccumulate);
     call->request.set_initialize(kind == PushKind::kInitialize);
+    call->request.set_return_values(pull);
     std::string* bytes = call->request.mutable_grads();
     bytes->reserve(route->local_size[s] * sizeof(float));
     for (uint64_t b : route->blocks[s]) {
@@ -599,7 +616,9 @@ Future PsClient::PushDense(uint32_t table_id, absl::Span<const float> grads, Pus
                     route->layout.BlockLength(b) * sizeof(float));
     }
     Launch(s, what, options_.rpc_timeout, call, FLEET_PS_STARTER(PushDense), state,
-           [](const proto::PushReply&) { return absl::OkStatus(); });
+           [pull, out, route, s](const proto::PushReply& reply) {
+             return pull ? CopyDenseBlocks(reply.values(), *route, s, out) : absl::OkStatus();
+           });
   }
   return Future(state);
 }

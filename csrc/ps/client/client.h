@@ -115,6 +115,11 @@ class PsClient {
     return PushDense(table_id, grads, is_delta ? PushKind::kDelta : PushKind::kGradient);
   }
   Future PushDense(uint32_t table_id, absl::Span<const float> grads, PushKind kind);
+  // A plain push of gradients for the whole dense table (copied before this returns) whose
+  // replies carry each server's values after its update, written into `out` (dim floats, valid
+  // until the future completes): PushDense and PullDense in one round trip per server. As with
+  // a pull, `out` may include other workers' pushes applied meanwhile.
+  Future PushPullDense(uint32_t table_id, absl::Span<const float> grads, absl::Span<float> out);
   // Waits with `num_workers` workers at barrier `name` (served by server 0). The future fails
   // with DeadlineExceeded when not all arrive within `timeout`.
   Future Barrier(const std::string& name, uint32_t num_workers, uint32_t worker_id,
@@ -185,6 +190,12 @@ class PsClient {
   uint32_t ServerOf(int64_t key) const;
   Future FailSharding(const std::shared_ptr<detail::CallState>& state) const;
   absl::StatusOr<const DenseRoute*> Dense(uint32_t table_id) const;
+  // PushDense, and PushPullDense when `out` is not empty.
+  Future PushDenseAndMaybePull(uint32_t table_id, absl::Span<const float> grads, PushKind kind,
+                               absl::Span<float> out);
+  // Writes server `server`'s blocks in `values` (a PullDense or PushPullDense reply) into `out`.
+  static absl::Status CopyDenseBlocks(const std::string& values, const DenseRoute& route,
+                                      size_t server, absl::Span<float> out);
   // Starts one RPC to `server` with a deadline of `timeout`; when it completes, on_reply(reply)
   // runs if it succeeded and the outcome goes to `state`. Takes ownership of `call`.
   template <class Call, class Start, class OnReply>

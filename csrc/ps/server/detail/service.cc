@@ -147,10 +147,18 @@ grpc::Status PsServiceImpl::PushDense(grpc::ServerContext* context,
     if (!table.ok()) return table.status();
     auto grads = BytesAs<float>(request->grads(), "grads");
     if (!grads.ok()) return grads.status();
+    const bool plain = !request->initialize() && !request->accumulate() && !request->is_delta();
+    if (request->return_values() && !plain) {
+      return absl::InvalidArgumentError(
+          "return_values is for a plain push, not with initialize, accumulate or is_delta");
+    }
     if (request->initialize()) return (*table)->Initialize(*grads).status();
     if (request->accumulate()) return accumulator_.AddDense(request->table_id(), *grads);
-    return (*table)->Push(*grads, request->is_delta());
+    absl::Status pushed = (*table)->Push(*grads, request->is_delta());
+    if (!pushed.ok() || !request->return_values()) return pushed;
+    return (*table)->Pull(FloatBuffer(reply->mutable_values(), (*table)->local_size()));
   });
+  if (!status.ok()) reply->clear_values();
   SetStatus(reply->mutable_status(), status);
   return grpc::Status::OK;
 }
