@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstring>
 #include <system_error>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -23,26 +24,47 @@ namespace {
 
 std::string Seconds(Duration d) { return absl::StrCat(d.count() / 1000.0, " s"); }
 
-// Every rank announces itself under <prefix>joined/<rank>, then waits for all the others, so a
-// rank that never comes is reported by number instead of as an anonymous Gloo key timeout.
-void WaitForAllRanks(Store* store, const std::string& prefix, int rank, int size,
-                     const GlooOptions& options) {
+// Every rank announces itself under <prefix>joined/<rank> (with `value`: its liveness endpoint,
+// or its hostname), then waits for all the others, so a rank that never comes is reported by
+// number instead of as an anonymous Gloo key timeout. Returns every rank's value, by rank.
+std::vector<std::string> WaitForAllRanks(Store* store, const std::string& prefix, int rank,
+                                         int size, const std::string& value,
+                                         const GlooOptions& options) {
   std::vector<std::string> keys;
   for (int r = 0; r < size; ++r) keys.push_back(absl::StrCat(prefix, "joined/", r));
-  store->Set(keys[rank], options.hostname);
+  store->Set(keys[rank], value);
   try {
     store->Wait(keys, options.timeout);
   } catch (const Timeout&) {
     std::vector<int> missing;
+    std::vector<std::string> where;
     for (int r = 0; r < size; ++r) {
-      if (!store->Check({keys[r]})) missing.push_back(r);
+      if (store->Check({keys[r]})) continue;
+      missing.push_back(r);
+      if (r < static_cast<int>(options.rank_addresses.size())) {
+        where.push_back(absl::StrCat(r, " at ", options.rank_addresses[r]));
+      }
     }
+    const std::string addresses =
+        where.empty() ? "" : absl::StrCat(absl::StrJoin(where, ", "), "; ");
     throw Timeout(absl::StrCat(
         "rendezvous of group '", options.name, "' timed out after ", Seconds(options.timeout),
-        ": rank(s) [", absl::StrJoin(missing, ", "), "] of ", size, " did not join (this is rank ",
-        rank, ", store: ", store->Describe(), ")"));
+        ": rank(s) [", absl::StrJoin(missing, ", "), "] of ", size, " did not join (", addresses,
+        "this is rank ", rank, ", store: ", store->Describe(), ")"));
   }
+  std::vector<std::string> values;
+  for (const auto& key : keys) values.push_back(store->Get(key, options.timeout));
+  return values;
 }
+
+// "host:port", bracketing an IPv6 host.
+std::string Endpoint(const std::string& host, int port) {
+  if (host.find(':') != std::string::npos) return absl::StrCat("[", host, "]:", port);
+  return absl::StrCat(host, ":", port);
+}
+
+// The host of "host:port" (brackets kept for IPv6).
+std::string HostOf(const std::string& endpoint) { return endpoint.substr(0, endpoint.rfind(':')); }
 
 template <typename T>
 detail::ReduceFn ReduceFunction(ReduceOp op) {
@@ -64,7 +86,13 @@ std::unique_ptr<GlooBackend> GlooBackend::Connect(Store* store, int rank, int si
   FLEET_ENFORCE(size >= 1 && rank >= 0 && rank < size, InvalidArgument, "group '", options.name,
                 "': rank ", rank, " is outside a group of size ", size);
   const std::string prefix = absl::StrCat("fleet/", options.name, "/");
-  WaitForAllRanks(store, prefix, rank, size, options);
+  std::unique_ptr<LivenessListener> liveness;
+  std::string announced = options.hostname;
+  if (options.name_gone_ranks && size > 1) {
+    liveness = std::make_unique<LivenessListener>(options.hostname, 0);
+    announced = Endpoint(options.hostname, liveness->port());
+  }
+  std::vector<std::string> joined = WaitForAllRanks(store, prefix, rank, size, announced, options);
   auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
   context->setTimeout(options.timeout);
   const std::string where = absl::StrCat("group '", options.name, "' (rank ", rank, " of ", size,
@@ -83,6 +111,10 @@ std::unique_ptr<GlooBackend> GlooBackend::Connect(Store* store, int rank, int si
     throw Unavailable(absl::StrCat("connecting ", where, " failed: ", e.what()));
   }
   std::unique_ptr<GlooBackend> backend(new GlooBackend(rank, size, options.name, context));
+  if (liveness != nullptr) {
+    backend->liveness_ = std::move(liveness);
+    backend->liveness_endpoints_ = std::move(joined);
+  }
   backend->Barrier(BarrierOptions{options.timeout});
   return backend;
 }
@@ -98,6 +130,33 @@ GlooBackend::GlooBackend(int rank, int size, std::string name,
 
 GlooBackend::~GlooBackend() = default;
 
+std::string GlooBackend::GoneRanks(bool peer_failed) const {
+  if (liveness_endpoints_.empty()) return "";
+  constexpr Duration kProbeTimeout(500);
+  // A dying process closes its sockets one by one: Gloo may see a connection drop before the
+  // listener of that process is gone, so after a peer's failure look again for a while. After
+  // a timeout the peers are slow or frozen (alive), and one look says so.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  std::vector<int> gone;
+  while (true) {
+    gone = UnreachableRanks(liveness_endpoints_, rank_, kProbeTimeout);
+    if (!gone.empty() || !peer_failed || std::chrono::steady_clock::now() >= deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  if (gone.empty()) {
+    return absl::StrCat("; every other rank of ", size_, " still runs (one may be stuck)");
+  }
+  std::vector<std::string> hosts;
+  for (int r : gone) {
+    const std::string host = HostOf(liveness_endpoints_[r]);
+    if (std::find(hosts.begin(), hosts.end(), host) == hosts.end()) hosts.push_back(host);
+  }
+  return absl::StrCat("; rank(s) ", absl::StrJoin(gone, ", "), " of ", size_, " on host(s) ",
+                      absl::StrJoin(hosts, ", "),
+                      " are gone (their process exited or was killed, or the host is down or "
+                      "unreachable)");
+}
+
 template <typename Fn>
 void GlooBackend::Run(const detail::CallSignature& call, Duration timeout, Fn&& fn) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -111,13 +170,19 @@ void GlooBackend::Run(const detail::CallSignature& call, Duration timeout, Fn&& 
     const auto used =
         std::chrono::duration_cast<Duration>(std::chrono::steady_clock::now() - start);
     fn(tag, std::max(timeout - used, Duration(1)));
+  } catch (const Timeout& e) {
+    throw Timeout(absl::StrCat(e.what(), GoneRanks(false)));
+  } catch (const Unavailable& e) {
+    throw Unavailable(absl::StrCat(e.what(), GoneRanks(true)));
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
     const std::string message = absl::StrCat(detail::DescribeCall(numbered), " #", tag, " in ",
                                              where_, " failed: ", e.what());
-    if (std::strstr(e.what(), "Timed out") != nullptr) throw Timeout(message);
-    throw Unavailable(message);
+    if (std::strstr(e.what(), "Timed out") != nullptr) {
+      throw Timeout(absl::StrCat(message, GoneRanks(false)));
+    }
+    throw Unavailable(absl::StrCat(message, GoneRanks(true)));
   }
 }
 

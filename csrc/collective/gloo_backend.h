@@ -10,9 +10,11 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "collective/backend.h"
 #include "collective/detail/call_check.h"
+#include "collective/liveness.h"
 #include "collective/store.h"
 
 namespace gloo {
@@ -29,6 +31,14 @@ struct GlooOptions {
   std::string name = "default";
   // Bounds the rendezvous: all ranks joining, exchanging addresses and connecting.
   Duration timeout = std::chrono::seconds(120);
+  // Where each rank runs, by rank ("host:port" as the job lists it): a rendezvous that times
+  // out names the missing ranks' addresses too. Empty: ranks are named by number only.
+  std::vector<std::string> rank_addresses;
+  // A failed call (Unavailable or Timeout) names the ranks that are gone and their hosts: each
+  // rank listens on an ephemeral port of `hostname` (a LivenessListener, see liveness.h) and
+  // the survivors probe those after a failure. Off where the owner names them itself
+  // (distributed::CollectiveGroup with its job endpoints).
+  bool name_gone_ranks = true;
 };
 
 class GlooBackend : public CollectiveBackend {
@@ -56,6 +66,9 @@ class GlooBackend : public CollectiveBackend {
 
  private:
   GlooBackend(int rank, int size, std::string name, std::shared_ptr<gloo::Context> context);
+  // "; rank(s) 2, 3 of 4 are gone (host 127.0.0.3: ...)" after a failed call, or "" when the
+  // group does not name gone ranks (see GlooOptions::name_gone_ranks).
+  std::string GoneRanks(bool peer_failed) const;
   // Runs one Gloo call under the mutex with a fresh tag: first the call check (every rank makes
   // the same call, see detail/call_check.h), then `fn(tag)`, turning Gloo's exceptions into
   // Fleet's.
@@ -71,6 +84,10 @@ class GlooBackend : public CollectiveBackend {
   std::string where_;               // "group 'worker' (rank 0 of 2)", for messages
   detail::CallChecker checker_;     // after context_: built from it
   std::vector<char> ring_scratch_;  // RingAllReduce's segments, kept between calls
+  // Liveness (see GlooOptions::name_gone_ranks): this rank's listener and every rank's
+  // "host:port" of its listener, by rank; both empty when off.
+  std::unique_ptr<LivenessListener> liveness_;
+  std::vector<std::string> liveness_endpoints_;
 };
 
 }  // namespace fleet::collective

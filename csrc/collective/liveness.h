@@ -27,8 +27,9 @@ class LivenessListener {
   int port_ = 0;
 };
 
-// The indices of `endpoints` ("host:port" each) that do not accept a TCP connection within
-// `timeout`, skipping index `self`. Blocks for at most about endpoints.size() * timeout.
+// The indices of `endpoints` ("host:port" each), in increasing order, that refuse a TCP
+// connection or do not accept one within `timeout`, skipping index `self` and endpoints that do
+// not resolve. Probes all of them at once: blocks for at most about `timeout`.
 std::vector<int> UnreachableRanks(const std::vector<std::string>& endpoints, int self,
                                   Duration timeout);
 

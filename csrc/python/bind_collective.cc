@@ -285,8 +285,10 @@ void BindGloo(py::module_& m) {
       .def_static(
           "connect",
           [](std::shared_ptr<Store> store, int rank, int size, const std::string& hostname,
-             const std::string& name, double timeout_s, double collective_timeout_s) {
+             const std::string& name, double timeout_s, double collective_timeout_s,
+             std::vector<std::string> rank_addresses) {
             collective::GlooOptions options{hostname, name, FromSeconds(timeout_s)};
+            options.rank_addresses = std::move(rank_addresses);
             FromSeconds(collective_timeout_s);  // validated now, used by every call
             py::gil_scoped_release release;
             return PyGlooGroup{GlooBackend::Connect(store.get(), rank, size, options),
@@ -295,8 +297,10 @@ void BindGloo(py::module_& m) {
           py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("hostname") = "127.0.0.1",
           py::arg("name") = "default", py::arg("timeout_s") = 120.0,
           py::arg("collective_timeout_s") = 1800.0,
+          py::arg("rank_addresses") = std::vector<std::string>{},
           "Joins the group; blocks until all ranks have joined or the timeout names those "
-          "missing. collective_timeout_s bounds each later call that gives no timeout_s.")
+          "missing (with their rank_addresses[r], \"host:port\", when given). "
+          "collective_timeout_s bounds each later call that gives no timeout_s.")
       .def_property_readonly("collective_timeout_s",
                              [](const PyGlooGroup& g) { return g.collective_timeout_s; })
       .def_property_readonly("rank", [](const PyGlooGroup& g) { return g.backend->rank(); })

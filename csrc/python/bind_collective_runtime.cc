@@ -39,6 +39,9 @@ void BindGroup(py::module_& m) {
              const std::string& hostname, const std::string& name, double timeout_s,
              double collective_timeout_s, std::vector<std::string> rank_endpoints) {
             collective::GlooOptions gloo{hostname, name, FromSeconds(timeout_s, "timeout_s")};
+            // The group names gone ranks by their job endpoints itself (collective_group.h).
+            gloo.name_gone_ranks = rank_endpoints.empty();
+            gloo.rank_addresses = rank_endpoints;
             distributed::CollectiveGroupOptions options;
             options.timeout = FromSeconds(collective_timeout_s, "collective_timeout_s");
             options.rank_endpoints = std::move(rank_endpoints);

@@ -53,8 +53,16 @@ class WorkerGroup:
                 f"it) or {GLOO_STORE_PATH}=<directory shared by all workers>; neither is set "
                 f"(role: {role!r})"
             )
+        # Each rank's endpoint, so that a rendezvous timeout names where the missing ranks run.
         self.group = _core.GlooGroup.connect(
-            self.store, rank, size, cfg.hostname, "worker", cfg.timeout_s, cfg.collective_timeout_s
+            self.store,
+            rank,
+            size,
+            cfg.hostname,
+            "worker",
+            cfg.timeout_s,
+            cfg.collective_timeout_s,
+            rank_addresses=role.worker_endpoints(),
         )
 
     def _tcp_store(self, endpoint: str, rank: int, size: int, timeout_s: float, job_id: str) -> Any:
