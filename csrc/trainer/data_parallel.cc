@@ -82,14 +82,16 @@ void DataParallelEngine::Compute(Replica* replica, const std::vector<std::string
   executor_->Run(replica->compute, &replica->run_state, profile_ ? &replica->stats : nullptr);
 }
 
+void DataParallelEngine::RunUpdate(size_t phase, int r) {
+  Replica* replica = replicas_[r].get();
+  if (replica->update[phase].program != nullptr) {
+    executor_->Run(replica->update[phase], &replica->run_state,
+                   profile_ ? &replica->stats : nullptr);
+  }
+}
+
 void DataParallelEngine::RunPhase(size_t phase) {
-  pool_.Run([&](int r) {
-    Replica* replica = replicas_[r].get();
-    if (replica->update[phase].program != nullptr) {
-      executor_->Run(replica->update[phase], &replica->run_state,
-                     profile_ ? &replica->stats : nullptr);
-    }
-  });
+  pool_.Run([&](int r) { RunUpdate(phase, r); });
 }
 
 std::vector<std::vector<LoDTensor>> DataParallelEngine::Step(
@@ -119,8 +121,18 @@ std::vector<std::vector<LoDTensor>> DataParallelEngine::Step(
     float scale = options_.gradient_scale > 0 ? options_.gradient_scale : 1.0f / active;
     ReducePlan plan = PlanReduction(gradients_, std::move(sources), options_.replicas, scale,
                                     options_.all_reduce);
-    if (!plan.tasks.empty()) pool_.Run([&](int r) { RunReduceTasks(plan, r); });
-    for (size_t p = prelude; p < update_.size(); ++p) RunPhase(p);
+    size_t next_phase = prelude;
+    if (plan.owner_local && next_phase < update_.size()) {
+      // Each replica reduces the gradients it owns and updates their parameters, in one go.
+      pool_.Run([&](int r) {
+        RunReduceTasks(plan, r);
+        RunUpdate(next_phase, r);
+      });
+      ++next_phase;
+    } else if (!plan.tasks.empty()) {
+      pool_.Run([&](int r) { RunReduceTasks(plan, r); });
+    }
+    for (size_t p = next_phase; p < update_.size(); ++p) RunPhase(p);
     framework::RunAfterStep(resources, info);
     framework::RunThreadEnd(resources, 0);
     for (int r = 0; r < active; ++r) {

@@ -10,7 +10,9 @@
 //      program (forward and backward) on it, in parallel;
 //   2. the gradients are reduced in memory (gradient_reduce.h): summed over those replicas and
 //      scaled (by default by 1 / replicas, Paddle's GradientScaleStrategy.CoeffNumDevice),
-//      into every replica's gradient (AllReduce) or only into the owner's (Reduce);
+//      into every replica's gradient (AllReduce) or only into the owner's (Reduce); when each
+//      replica reduces exactly the gradients its own update ops read (owner_local), it runs the
+//      first update phase right after, without a barrier between the two;
 //   3. the update phases run: in each phase every replica runs its own part (the update ops of
 //      the parameters it owns), with a barrier between phases (ops that must see every update
 //      before them, such as a learning-rate schedule, are a phase of replica 0 alone).
@@ -75,6 +77,7 @@ class DataParallelEngine {
  private:
   struct Replica;
   void RunPhase(size_t phase);
+  void RunUpdate(size_t phase, int replica);
   void Compute(Replica* replica, const std::vector<std::string>& input_names,
                const std::vector<LoDTensor>& feed);
 

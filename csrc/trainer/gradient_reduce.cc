@@ -11,6 +11,9 @@ namespace {
 // Below this many elements a dense gradient is reduced by its owner alone: cutting it would
 // cost more in cache-line sharing than the parallel sum saves.
 constexpr int64_t kMinElementsPerRange = 16 * 1024;
+// Owners whose largest share of the dense elements is at most this times the mean reduce their
+// own gradients whole instead of cut into ranges.
+constexpr double kOwnerBalance = 1.1;
 
 const char* KindOf(const Variable* v) { return v->KindName(); }
 
@@ -49,25 +52,45 @@ bool PrepareTargets(const GradientSlot& g, const std::vector<int>& sources,
   return false;
 }
 
+// Elements a block of SumRange sums before writing them out: the block stays in L1 while every
+// source is read once and every target written once (the sum cannot go straight into a target,
+// which is also a source: the compiler would not vectorise a loop whose output may alias it).
+constexpr int64_t kSumBlock = 2048;
+
 template <typename T>
 void SumRange(const ReducePlan& plan, const GradientSlot& g, int64_t begin, int64_t end) {
-  // Sum into a local buffer first: targets are also sources under AllReduce.
-  thread_local std::vector<T> sum;
-  sum.assign(static_cast<size_t>(end - begin), T(0));
-  for (int r : plan.sources) {
-    const T* src = g.replica[r]->Get<LoDTensor>().data<T>() + begin;
-    for (int64_t i = 0, n = end - begin; i < n; ++i) sum[i] += src[i];
+  std::vector<const T*> sources;
+  for (int r : plan.sources) sources.push_back(g.replica[r]->Get<LoDTensor>().data<T>());
+  std::vector<T*> targets;
+  if (plan.all_reduce || g.everywhere) {
+    for (Variable* v : g.replica) targets.push_back(v->GetMutable<LoDTensor>()->data<T>());
+  } else {
+    targets.push_back(g.replica[g.owner]->GetMutable<LoDTensor>()->data<T>());
   }
   const T scale = static_cast<T>(plan.scale);
-  for (auto& v : sum) v *= scale;
-  auto write = [&](int r) {
-    T* dst = g.replica[r]->GetMutable<LoDTensor>()->template data<T>() + begin;
-    std::memcpy(dst, sum.data(), sum.size() * sizeof(T));
-  };
-  if (plan.all_reduce || g.everywhere) {
-    for (size_t r = 0; r < g.replica.size(); ++r) write(static_cast<int>(r));
-  } else {
-    write(g.owner);
+  const size_t last = sources.size() - 1;
+  alignas(64) T sum[kSumBlock];
+  for (int64_t at = begin; at < end; at += kSumBlock) {
+    const int64_t n = std::min(kSumBlock, end - at);
+    const T* first = sources[0] + at;
+    if (last == 0) {
+      for (int64_t i = 0; i < n; ++i) sum[i] = first[i] * scale;
+    } else {
+      // The first two sources in one pass, the last one scaled as it is added.
+      const T* second = sources[1] + at;
+      if (last == 1) {
+        for (int64_t i = 0; i < n; ++i) sum[i] = (first[i] + second[i]) * scale;
+      } else {
+        for (int64_t i = 0; i < n; ++i) sum[i] = first[i] + second[i];
+        for (size_t s = 2; s < last; ++s) {
+          const T* src = sources[s] + at;
+          for (int64_t i = 0; i < n; ++i) sum[i] += src[i];
+        }
+        const T* src = sources[last] + at;
+        for (int64_t i = 0; i < n; ++i) sum[i] = (sum[i] + src[i]) * scale;
+      }
+    }
+    for (T* target : targets) std::memcpy(target + at, sum, static_cast<size_t>(n) * sizeof(T));
   }
 }
 
@@ -139,6 +162,10 @@ ReducePlan PlanReduction(const std::vector<GradientSlot>& gradients, std::vector
     for (int r = 0; r < replicas; ++r) targets.push_back(r);
   }
   const int64_t workers = static_cast<int64_t>(replicas);
+  // Dense gradients with their element counts; whether they are cut is decided once all are
+  // known (see below).
+  std::vector<std::pair<const GradientSlot*, int64_t>> dense;
+  std::vector<int64_t> owner_elements(static_cast<size_t>(replicas), 0);
   for (const auto& g : gradients) {
     bool all_empty = true;
     for (int r : plan.sources) all_empty = all_empty && !g.replica[r]->IsInitialized();
@@ -155,14 +182,31 @@ ReducePlan PlanReduction(const std::vector<GradientSlot>& gradients, std::vector
       continue;
     }
     const int64_t n = g.replica[plan.sources.front()]->Get<LoDTensor>().numel();
-    if (n < kMinElementsPerRange * 2 || workers == 1) {
-      plan.tasks.push_back(ReduceTask{&g, false, 0, n, g.owner});
+    dense.emplace_back(&g, n);
+    owner_elements[static_cast<size_t>(g.owner)] += n;
+  }
+  // When every replica owns about as many elements as the others, each reduces its own
+  // gradients whole: the work is as balanced as cut ranges, and a replica's update then reads
+  // only what it reduced itself (owner_local: no barrier needed between the two; under
+  // AllReduce it also writes the other replicas' copies, which no op of theirs reads).
+  int64_t total = 0, most = 0;
+  for (int64_t e : owner_elements) {
+    total += e;
+    most = std::max(most, e);
+  }
+  bool everywhere = false;
+  for (const auto& g : gradients) everywhere = everywhere || g.everywhere;
+  plan.owner_local = !everywhere && static_cast<double>(most) * static_cast<double>(workers) <=
+                                        kOwnerBalance * static_cast<double>(total);
+  for (const auto& [g, n] : dense) {
+    if (plan.owner_local || n < kMinElementsPerRange * 2 || workers == 1) {
+      plan.tasks.push_back(ReduceTask{g, false, 0, n, g->owner});
       continue;
     }
     const int64_t ranges = std::min(workers, n / kMinElementsPerRange);
     for (int64_t i = 0; i < ranges; ++i) {
       int64_t begin = n * i / ranges, end = n * (i + 1) / ranges;
-      plan.tasks.push_back(ReduceTask{&g, false, begin, end, static_cast<int>(i)});
+      plan.tasks.push_back(ReduceTask{g, false, begin, end, static_cast<int>(i)});
     }
   }
   return plan;

@@ -7,12 +7,13 @@
 // give the gradient of the whole batch's mean loss). It is written to the owner's variable
 // (ReduceStrategy.Reduce) or to every replica's variable (AllReduce).
 //
-// The work is cut into tasks that replicas run in parallel: a large dense gradient is cut into
-// one contiguous range per replica (replica r sums range r over every replica and writes it to
-// every target: a reduce-scatter and all-gather in one pass over shared memory); a small dense
-// gradient or a sparse one is one task of its owner. A sparse (SelectedRows) gradient is
-// reduced by concatenating the replicas' rows and scaled values: consumers add duplicate rows,
-// so the result is the sum without densifying the table.
+// The work is cut into tasks that replicas run in parallel. When the owners' shares of the dense
+// elements are balanced, every gradient is one task of its owner (owner_local). Otherwise a
+// large dense gradient is cut into one contiguous range per replica (replica r sums range r over
+// every replica and writes it to every target: a reduce-scatter and all-gather in one pass over
+// shared memory); a small dense gradient or a sparse one is one task of its owner. A sparse
+// (SelectedRows) gradient is reduced by concatenating the replicas' rows and scaled values:
+// consumers add duplicate rows, so the result is the sum without densifying the table.
 
 #include <cstdint>
 #include <string>
@@ -40,6 +41,9 @@ struct ReducePlan {
   std::vector<int> sources;  // replicas that ran the step
   float scale = 1.0f;
   bool all_reduce = true;  // write every replica's variable, else only the owner's
+  // Every task runs on its gradient's owner and no gradient is read by several replicas: a
+  // replica may run its update ops right after its own tasks, without waiting for the others.
+  bool owner_local = false;
   std::vector<ReduceTask> tasks;
 };
 

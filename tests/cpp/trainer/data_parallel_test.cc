@@ -94,6 +94,26 @@ TEST(GradientReduce, LargeDenseGradientsAreCutIntoOneRangePerReplica) {
   }
 }
 
+TEST(GradientReduce, BalancedOwnersReduceTheirOwnGradientsWhole) {
+  Replicas a(100000, 2), b(100000, 2);
+  b.slot.name = "v@GRAD";
+  b.slot.owner = 1;
+  std::vector<GradientSlot> grads{a.slot, b.slot};
+  ReducePlan plan = PlanReduction(grads, {0, 1}, 2, 0.5f, /*all_reduce=*/true);
+  EXPECT_TRUE(plan.owner_local);
+  ASSERT_EQ(plan.tasks.size(), 2u);
+  EXPECT_EQ(plan.tasks[1].worker, 1);
+  EXPECT_EQ(plan.tasks[1].end, 100000);
+  RunReduceTasks(plan, 0);
+  RunReduceTasks(plan, 1);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_FLOAT_EQ(a.Of(r)[99999], 1.5f);  // (1 + 2) / 2, in every replica (AllReduce)
+    EXPECT_FLOAT_EQ(b.Of(r)[0], 1.5f);
+  }
+  grads[0].everywhere = true;  // read by ops of both replicas: no update may run before it is
+  EXPECT_FALSE(PlanReduction(grads, {0, 1}, 2, 0.5f, true).owner_local);
+}
+
 TEST(GradientReduce, ReduceGivesOnlyTheOwnerTheSumAndASmallGradientIsOneTask) {
   Replicas rs(10);
   rs.slot.owner = 2;
