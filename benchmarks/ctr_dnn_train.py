@@ -8,6 +8,13 @@ Data comes from examples/ctr_dnn/generate_data.py. Both sides train the "fused" 
 measured too. The time split (forward, backward, optimizer, feed) comes from the executor's
 per-role op timers; "feed" is everything outside ops (batch slicing, NumPy conversion, feed and
 fetch). The peer runs in its own venv (benchmarks/peers/setup.sh); without it the JSON says so.
+
+The GEMM bound: the same process also times the step's GEMMs alone (the forward and backward
+products of every mul op, at the batch's shapes, through the same BLAS on one thread, each with
+its own operands), before and after the timed steps. `gemm_limit_fraction` is the step's
+samples/s over the samples/s those GEMMs alone allow: 1.0 would mean the step costs nothing but
+its GEMMs; the rest of the step (elementwise ops, the embedding, the loss, the optimizer, the
+executor and the feed) is what keeps it below.
 The last line of output is one JSON object.
 """
 
@@ -56,6 +63,38 @@ def generate(out: str, rows: int, test_rows: int) -> tuple[str, str]:
     return os.path.join(out, "train.txt"), os.path.join(out, "test.txt")
 
 
+def _flat(shape: list[int], begin: int, end: int, batch: int) -> int:
+    size = 1
+    for dim in shape[begin:end]:
+        size *= batch if dim < 0 else dim
+    return size
+
+
+def step_gemm_shapes(program: fleet.Program, batch: int) -> list[tuple[bool, bool, int, int, int]]:
+    """The (trans_a, trans_b, m, n, k) of every GEMM one step of `program` runs: mul's product
+    and mul_grad's X@GRAD and Y@GRAD products, as csrc/operators/matmul_ops.cc calls them, with
+    the batch dimension (-1) set to `batch`."""
+    block = program.global_block()
+    shapes = []
+    for op in block.ops:
+        if op.type not in ("mul", "mul_grad"):
+            continue
+        x = list(block.var(op.input("X")[0]).shape)
+        y = list(block.var(op.input("Y")[0]).shape)
+        xnc = op.attrs.get("x_num_col_dims", 1)
+        ync = op.attrs.get("y_num_col_dims", 1)
+        m, k = _flat(x, 0, xnc, batch), _flat(x, xnc, len(x), batch)
+        n = _flat(y, ync, len(y), batch)
+        if op.type == "mul":
+            shapes.append((False, False, m, n, k))
+            continue
+        if op.output("X@GRAD"):
+            shapes.append((False, True, m, k, n))
+        if op.output("Y@GRAD"):
+            shapes.append((True, False, k, n, m))
+    return shapes
+
+
 def measure_fleet(train_file: str, layout: str, batches: int, warmup: int) -> dict:
     fleet._core.set_blas_threads(1)
     data = criteo_reader.read_criteo(train_file)
@@ -69,6 +108,7 @@ def measure_fleet(train_file: str, layout: str, batches: int, warmup: int) -> di
         exe.run(
             net.main, feed=net.feed(batch.dense, batch.sparse, batch.label), fetch_list=[net.loss]
         )
+    gemm_before = fleet._core.time_gemms(step_gemm_shapes(net.main, 512), batches)
     exe.enable_profiling()
     exe.reset_profile()
     start = time.perf_counter()
@@ -77,10 +117,16 @@ def measure_fleet(train_file: str, layout: str, batches: int, warmup: int) -> di
             net.main, feed=net.feed(batch.dense, batch.sparse, batch.label), fetch_list=[net.loss]
         )
     wall = time.perf_counter() - start
+    gemms = step_gemm_shapes(net.main, 512)
+    gemm_s = (gemm_before + fleet._core.time_gemms(gemms, batches)) / 2
     prof = exe.profile()
     ops = prof["forward_s"] + prof["backward_s"] + prof["optimize_s"]
+    samples_per_sec = batches * 512 / wall
     return {
-        "samples_per_sec": batches * 512 / wall,
+        "samples_per_sec": samples_per_sec,
+        "gemm_only_samples_per_sec": 512 / gemm_s,
+        "gemm_limit_fraction": samples_per_sec * gemm_s / 512,
+        "gemms_per_step": len(gemms),
         "seconds": wall,
         "split_s": {
             "forward": prof["forward_s"],
@@ -143,6 +189,7 @@ def main() -> int:
         "ratio_vs_paddle": (
             ours["samples_per_sec"] / peer["samples_per_sec"] if "samples_per_sec" in peer else None
         ),
+        "gemm_limit_fraction": ours["gemm_limit_fraction"],
     }
     print(json.dumps(result))
     return 0

@@ -3,6 +3,7 @@
 // these instead of writing loops so that the heavy math runs in the tuned library.
 
 #include <cstdint>
+#include <vector>
 
 namespace fleet::operators::blas {
 
@@ -10,6 +11,21 @@ namespace fleet::operators::blas {
 // lda/ldb/ldc default to the packed leading dimensions.
 void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
           const float* b, float beta, float* c);
+
+// One call of Gemm, by its shape.
+struct GemmShape {
+  bool trans_a = false;
+  bool trans_b = false;
+  int64_t m = 0, n = 0, k = 0;
+};
+
+// Seconds that one round of Gemm calls takes, a round being one call per entry of `shapes` in
+// order (e.g. the forward and backward GEMMs of a training step), averaged over `rounds` rounds
+// after one unmeasured round. Each entry gets its own operands and output, as the step's ops
+// do, so the figure is what the GEMMs alone cost at these shapes on this BLAS and thread count:
+// the bound a step made of them cannot beat. Blocking; InvalidArgument when rounds < 1 or a
+// dimension is negative.
+double TimeGemms(const std::vector<GemmShape>& shapes, int rounds);
 
 // y += alpha * x over n elements.
 void Axpy(int64_t n, float alpha, const float* x, float* y);

@@ -125,6 +125,17 @@ void BindFramework(py::module_& m) {
 
   m.def("set_blas_threads", &operators::blas::SetNumThreads, py::arg("threads"));
   m.def("blas_threads", &operators::blas::GetNumThreads);
+  m.def(
+      "time_gemms",
+      [](const std::vector<std::tuple<bool, bool, int64_t, int64_t, int64_t>>& shapes, int rounds) {
+        std::vector<operators::blas::GemmShape> gemms;
+        for (const auto& [ta, tb, m, n, k] : shapes) gemms.push_back({ta, tb, m, n, k});
+        py::gil_scoped_release release;
+        return operators::blas::TimeGemms(gemms, rounds);
+      },
+      py::arg("shapes"), py::arg("rounds"),
+      "Seconds per round of the GEMMs (trans_a, trans_b, m, n, k), each once per round, through "
+      "the executor's BLAS (see operators/blas.h)");
 #ifdef FLEET_WITH_CUDA
   m.attr("compiled_with_cuda") = true;
 #else
