@@ -161,6 +161,36 @@ TEST(SsdTierTest, HotRowsStayInMemory) {
   EXPECT_GT(ssd->Stats().ssd().disk_reads(), reads_before);
 }
 
+// Pulls keys [0, n) in batches small enough for the budget.
+void PullAll(SparseTable& table, int n) {
+  for (int first = 0; first < n; first += 64) Pull(table, Range(first, std::min(n, first + 64)));
+}
+
+TEST(SsdTierTest, EvictingARowNoPushChangedWritesNothing) {
+  TempDir dir, files;
+  auto ssd = MustCreate(Config(1, "ssd", kSmallBudgetMb, dir.path()));
+  ASSERT_TRUE(ssd);
+  // Two passes: every row has been written to disk once and promoted since.
+  PullAll(*ssd, 3000);
+  PullAll(*ssd, 3000);
+  const uint64_t written = ssd->Stats().ssd().bytes_written();
+  const uint64_t reads = ssd->Stats().ssd().disk_reads();
+  PullAll(*ssd, 3000);  // rows move to memory and back, unchanged
+  EXPECT_GT(ssd->Stats().ssd().disk_reads(), reads);
+  EXPECT_EQ(ssd->Stats().ssd().bytes_written(), written);
+  // A push makes a row's disk copy stale: evicted, the row is written again, and a save still
+  // holds each row once.
+  for (int first = 0; first < 3000; first += 64) {
+    const std::vector<int64_t> keys = Range(first, std::min(3000, first + 64));
+    ASSERT_TRUE(ssd->Push(keys, std::vector<float>(keys.size() * kDim, 0.5f), false).ok());
+  }
+  EXPECT_GT(ssd->Stats().ssd().bytes_written(), written);
+  auto rows = ssd->Save(files.path() + "/p", proto::BASE);
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  EXPECT_EQ(*rows, 3000u);
+  EXPECT_EQ(ssd->RowCount(), 3000u);
+}
+
 TEST(SsdTierTest, ConcurrentDeltaPushesToRowsOnDiskLoseNothing) {
   TempDir dir;
   proto::TableConfig config = Config(1, "ssd", kSmallBudgetMb, dir.path());

@@ -544,6 +544,9 @@ uint64_t SparseTable::Shrink(uint32_t max_unseen_saves) {
       if (drop && tier_) tier_->Forget(s, key);
       return drop;
     });
+    // Copies on disk of rows in memory go first, so that the compaction below drops (and
+    // counts) only rows whose home is disk. A failure only miscounts `removed`.
+    if (tier_) tier_->DropStaleCopies(s).IgnoreError();
   }
   // Rows on disk by the same rule (stamp < now - max_unseen_saves), through a compaction
   // filter: RocksDB drops them as it rewrites its files, none read into this process.

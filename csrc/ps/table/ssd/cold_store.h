@@ -1,7 +1,11 @@
 #pragma once
 // The rows of one sparse table on one server that do not fit its memory budget, in a RocksDB
-// database of their own (the SSD tier, tier.h). Not a cache: a row is either in the table's
-// memory or here, never both, so every read and write here moves a row between the two.
+// database of their own (the SSD tier, tier.h). Not a cache: the tier decides which copy of a
+// row is the row (tier.h); this store only reads and writes rows in batches.
+//
+// Durability: none of its own. Writes skip RocksDB's write-ahead log and nothing is synced,
+// since a server empties its database when it opens it (as an in-memory table starts empty):
+// what survives a restart is a checkpoint (save_persistables).
 //
 // Layout. Key: the shard (2 bytes, big-endian) then the row's key (8 bytes, big-endian with the
 // sign bit flipped, so a shard's rows sort by key). Value: the row as a checkpoint record holds
@@ -60,7 +64,7 @@ class ColdStore {
 
   const std::string& path() const { return path_; }
 
-  // Reads `keys` (distinct) of `shard` in one MultiGet. For each key found, calls
+  // Reads `keys` (distinct, sorted) of `shard` in one MultiGet. For each key found, calls
   // found(index in keys, row). Rows stay on disk until Remove.
   absl::Status Read(uint32_t shard, absl::Span<const int64_t> keys,
                     absl::FunctionRef<void(size_t, const DiskRow&)> found);

@@ -77,22 +77,23 @@ absl::Status Tier::Promote(uint32_t shard, detail::RowStore& rows, absl::Span<co
   std::sort(distinct.begin(), distinct.end());
   distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
   ShardState& state = shards_[shard];
-  std::vector<int64_t> promoted;
+  uint64_t promoted = 0;
   absl::Status status = store_->Read(shard, distinct, [&](size_t, const DiskRow& r) {
     const uint64_t hash = detail::RowStore::Hash(r.key);
-    float* row = rows.Find(r.key, hash);
-    if (row == nullptr) row = rows.Insert(r.key, hash, r.stamp);
+    if (rows.Find(r.key, hash) != nullptr) return;  // a stale copy: the row in memory is newer
+    float* row = rows.Insert(r.key, hash, r.stamp);
     if (row == nullptr) return;  // a full shard: the pull reports it as it creates rows
     std::copy(r.data, r.data + width_, row);
     detail::RowStore::SetStamp(row, r.stamp);
-    state.hot[r.key] = HotEntry{state.clock, r.shows};
-    promoted.push_back(r.key);
+    HotEntry& e = state.hot[r.key];
+    e = HotEntry{state.clock, std::min(r.shows, kMaxShows), 1, 1};
+    ++promoted;
   });
   if (!status.ok()) return status;
-  // The rows are in memory now: their disk copies go, so that each row has one home.
-  if (auto s = store_->Write(shard, {}, promoted); !s.ok()) return s;
-  rows_on_disk_.fetch_sub(static_cast<int64_t>(promoted.size()), std::memory_order_relaxed);
-  disk_reads_.fetch_add(promoted.size(), std::memory_order_relaxed);
+  // The disk copy stays, equal to the row until a push changes it: evicting a row no push
+  // touched then writes nothing, and a promotion writes nothing either (no delete).
+  rows_on_disk_.fetch_sub(static_cast<int64_t>(promoted), std::memory_order_relaxed);
+  disk_reads_.fetch_add(promoted, std::memory_order_relaxed);
   return absl::OkStatus();
 }
 
@@ -103,7 +104,10 @@ absl::Status Tier::Loaded(uint32_t shard, detail::RowStore& rows, absl::Span<con
   }
   ShardState& state = shards_[shard];
   ++state.clock;
-  for (const int64_t key : keys) state.hot.try_emplace(key, HotEntry{state.clock, 0});
+  for (const int64_t key : keys) {
+    HotEntry& e = state.hot.try_emplace(key, HotEntry{state.clock, 0, 0, 0}).first->second;
+    e.disk_current = 0;  // loaded over: a disk copy is stale now
+  }
   return absl::OkStatus();
 }
 
@@ -113,7 +117,8 @@ void Tier::Touch(uint32_t shard, absl::Span<const int64_t> keys, size_t hits, bo
   for (const int64_t key : keys) {
     HotEntry& e = state.hot[key];
     e.last_use = now;
-    if (is_pull && e.shows < UINT32_MAX) ++e.shows;
+    if (!is_pull) e.disk_current = 0;  // every key of a push is updated
+    if (is_pull && e.shows < kMaxShows) ++e.shows;
   }
   memory_hits_.fetch_add(hits, std::memory_order_relaxed);
 }
@@ -135,14 +140,18 @@ absl::Status Tier::Evict(uint32_t shard, detail::RowStore& rows) {
   out.reserve(victims_count);
   absl::flat_hash_set<int64_t> victims;
   victims.reserve(victims_count);
+  uint64_t moved = 0;
   for (const auto& [rank, key] : ranked) {
     victims.insert(key);
     const float* row = rows.Find(key, detail::RowStore::Hash(key));
     if (row == nullptr) continue;  // a key the count filter still holds back: no row
+    ++moved;
+    const HotEntry& e = state.hot[key];
+    if (e.disk_current) continue;  // the disk holds this row as it is: nothing to write
     DiskRow r;
     r.key = key;
     r.stamp = detail::RowStore::GetStamp(row);
-    r.shows = state.hot[key].shows;
+    r.shows = e.shows;
     r.data = row;
     out.push_back(r);
   }
@@ -150,9 +159,41 @@ absl::Status Tier::Evict(uint32_t shard, detail::RowStore& rows) {
   if (auto s = store_->Write(shard, out, {}); !s.ok()) return s;
   rows.RemoveIf([&](int64_t key, uint32_t, const float*) { return victims.contains(key); });
   for (const int64_t key : victims) state.hot.erase(key);
-  rows_on_disk_.fetch_add(static_cast<int64_t>(out.size()), std::memory_order_relaxed);
-  evictions_.fetch_add(out.size(), std::memory_order_relaxed);
+  rows_on_disk_.fetch_add(static_cast<int64_t>(moved), std::memory_order_relaxed);
+  evictions_.fetch_add(moved, std::memory_order_relaxed);
   return absl::OkStatus();
+}
+
+void Tier::Forget(uint32_t shard, int64_t key) {
+  ShardState& state = shards_[shard];
+  auto it = state.hot.find(key);
+  if (it == state.hot.end()) return;
+  if (it->second.disk_copy) state.stale.push_back(key);
+  state.hot.erase(it);
+}
+
+absl::Status Tier::DropStaleCopies(uint32_t shard) {
+  ShardState& state = shards_[shard];
+  // Copies of rows pushed since their promotion: the rows in memory are newer.
+  for (auto& [key, e] : state.hot) {
+    if (e.disk_copy && !e.disk_current) state.stale.push_back(key);
+  }
+  if (state.stale.empty()) return absl::OkStatus();
+  if (auto s = store_->Write(shard, {}, state.stale); !s.ok()) return s;
+  for (const int64_t key : state.stale) {
+    auto it = state.hot.find(key);
+    if (it != state.hot.end()) it->second.disk_copy = 0;
+  }
+  state.stale.clear();
+  return absl::OkStatus();
+}
+
+absl::Status Tier::ForEachOnDisk(uint32_t shard, absl::FunctionRef<void(const DiskRow&)> fn) const {
+  const ShardState& state = shards_[shard];
+  // A row in memory may keep a copy here; the one in memory is the row.
+  return store_->ForEach(shard, [&](const DiskRow& r) {
+    if (!state.hot.contains(r.key)) fn(r);
+  });
 }
 
 absl::StatusOr<uint64_t> Tier::DropStampedBefore(uint32_t stamp) {
@@ -162,7 +203,10 @@ absl::StatusOr<uint64_t> Tier::DropStampedBefore(uint32_t stamp) {
 }
 
 absl::Status Tier::Clear() {
-  for (ShardState& state : shards_) state.hot.clear();
+  for (ShardState& state : shards_) {
+    state.hot.clear();
+    state.stale.clear();
+  }
   rows_on_disk_.store(0);
   return store_->Clear();
 }

@@ -6,8 +6,11 @@
 //   for the keys the shard's memory lacks: Promote (one MultiGet; the rows found move to memory);
 //   after the request: Touch (recency and show counts) then Evict (the coldest rows move to
 //   disk until the shard is under its budget again).
-// A row is in memory or on disk, never both, and every move happens under the shard's lock, so
-// a push to a row on disk is a read-modify-write that no other request can interleave with.
+// A row's home is memory or disk, and every move happens under the shard's lock, so a push to a
+// row on disk is a read-modify-write that no other request can interleave with. A promoted row
+// keeps its disk copy (no delete): while no push changes it, the copy is current and evicting
+// the row writes nothing; once pushed, the copy is stale, overwritten when the row is evicted
+// and skipped by ForEachOnDisk meanwhile.
 //
 // Which rows stay: recency first (a per-shard clock ticks once a request), with a bonus for
 // the often seen: a row pulled 2^k times ranks as if used kShowBonus * k ticks later. Eviction
@@ -62,15 +65,19 @@ class Tier {
   // When the shard holds more rows than its budget, writes the coldest to disk and drops them
   // from memory (none dropped when the write fails). Caller holds the shard's lock.
   absl::Status Evict(uint32_t shard, detail::RowStore& rows);
-  // A row the table dropped from memory itself (shrink). Caller holds the shard's lock.
-  void Forget(uint32_t shard, int64_t key) { shards_[shard].hot.erase(key); }
+  // A row the table dropped from memory itself (shrink); its disk copy goes at DropStaleCopies.
+  // Caller holds the shard's lock.
+  void Forget(uint32_t shard, int64_t key);
+  // Deletes the shard's stale disk copies (of rows forgotten or pushed since their promotion),
+  // so that DropStampedBefore's compaction counts only rows whose home is disk. Caller holds
+  // the shard's lock; called by shrink after Forget, before DropStampedBefore.
+  absl::Status DropStaleCopies(uint32_t shard);
   // A row loaded from a checkpoint into memory: it replaces any copy on disk.
   absl::Status Loaded(uint32_t shard, detail::RowStore& rows, absl::Span<const int64_t> keys);
 
-  // Every row of `shard` on disk. Caller holds the shard's lock.
-  absl::Status ForEachOnDisk(uint32_t shard, absl::FunctionRef<void(const DiskRow&)> fn) const {
-    return store_->ForEach(shard, fn);
-  }
+  // Every row of `shard` whose home is disk (copies of rows in memory skipped). Caller holds
+  // the shard's lock.
+  absl::Status ForEachOnDisk(uint32_t shard, absl::FunctionRef<void(const DiskRow&)> fn) const;
   // Drops the rows on disk stamped before `stamp` (shrink), by a compaction. Returns how many.
   absl::StatusOr<uint64_t> DropStampedBefore(uint32_t stamp);
   // Every row gone, from memory bookkeeping and disk. Caller holds every shard's lock.
@@ -85,12 +92,17 @@ class Tier {
   const std::string& path() const { return store_->path(); }
 
  private:
+  static constexpr uint32_t kMaxShows = (uint32_t{1} << 30) - 1;
   struct HotEntry {
     uint32_t last_use = 0;
-    uint32_t shows = 0;
+    // Bit-fields keep an entry at 8 bytes; HotEntry() (value-initialized) zeroes them.
+    uint32_t shows : 30;
+    uint32_t disk_copy : 1;     // the database holds a copy of this row
+    uint32_t disk_current : 1;  // ... equal to the row here (no push since its promotion)
   };
   struct ShardState {
     absl::flat_hash_map<int64_t, HotEntry> hot;  // every row in memory, and no other
+    std::vector<int64_t> stale;                  // forgotten rows whose disk copy must go
     uint32_t clock = 0;
   };
   Tier(std::unique_ptr<ColdStore> store, uint32_t width, uint32_t num_shards,
