@@ -171,6 +171,16 @@ def _add_common_options(p: argparse.ArgumentParser) -> None:
         help="time a stopped process gets between SIGTERM and SIGKILL (e.g. --grace_period=10)",
     )
     common.add_argument(
+        "--host_timeout",
+        type=float,
+        default=300.0,
+        metavar="SECONDS",
+        help="parameter-server jobs over several machines: how long a machine running only "
+        "servers waits for the workers' machines to come up (their fleetrun started) before "
+        "it ends the job naming them; once they were up, it ends the job within seconds of "
+        "every worker being gone (e.g. --host_timeout=600)",
+    )
+    common.add_argument(
         "--log_tail",
         type=int,
         default=50,
@@ -276,6 +286,8 @@ def check_args(args: argparse.Namespace) -> None:
             raise InvalidArgument(f"--{name}={value}: must be at least 1")
     if args.grace_period < 0 or args.log_tail < 0 or args.max_restarts < 0:
         raise InvalidArgument("--grace_period, --log_tail and --max_restarts must not be negative")
+    if args.host_timeout <= 0:
+        raise InvalidArgument(f"--host_timeout must be positive, got {args.host_timeout:g}")
     if args.metrics_port is not None and not 0 < args.metrics_port < 65536:
         raise InvalidArgument(f"--metrics_port={args.metrics_port} is not a port (1..65535)")
     if args.log_dir is not None:

@@ -10,7 +10,8 @@ groups, so what the scripts started (grandchildren) goes as well.
 Lifecycle (see JobController.run): a process that exits non-zero stops the job and fleetrun exits
 non-zero after printing the tail of that process's output; once every worker has exited 0 the
 servers are stopped and fleetrun exits 0 (on a machine running servers only, once they have all
-exited 0); SIGTERM/SIGINT to fleetrun stop the job.
+exited 0, or with an error naming them when the job's workers on other machines are gone or never
+came up: see host_watch.py); SIGTERM/SIGINT to fleetrun stop the job.
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ import threading
 import time
 from typing import IO, Optional
 
+from fleet import role_maker as rm
+from fleet._endpoints import format_endpoint
+from fleet.launch.host_watch import WorkerBeacon, WorkerHostWatch
 from fleet.launch.plan import JobPlan, ProcSpec
 
 _POLL_S = 0.05
@@ -87,8 +91,10 @@ class JobController:
         tail_lines: int,
         out: IO[str] = sys.stdout,
         err: IO[str] = sys.stderr,
+        host_timeout_s: float = 300.0,
     ) -> None:
         self.plan = plan
+        self.host_timeout_s = host_timeout_s
         self.log_dir = log_dir
         self.grace_period_s = grace_period_s
         self.tail_lines = tail_lines
@@ -97,6 +103,8 @@ class JobController:
         self._out_lock = threading.Lock()
         self._signal: Optional[int] = None
         self._watchdog: Optional[subprocess.Popen] = None
+        self._beacon: Optional[WorkerBeacon] = None
+        self._host_watch: Optional[WorkerHostWatch] = None
         # Why the job failed ("worker.1 exited with 3"), for fleetrun's restart log; None while
         # it has not, or when fleetrun itself was signalled (signalled is then True).
         self.failure: Optional[str] = None
@@ -106,10 +114,12 @@ class JobController:
         previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
         try:
             self._start_watchdog()
+            self._start_host_liveness()
             self._start_all()
             return self._watch()
         finally:
             self._stop(self.procs)
+            self._stop_host_liveness()
             self._stop_watchdog()
             for proc in self.procs:
                 if proc.reader is not None:
@@ -129,6 +139,36 @@ class JobController:
             start_new_session=True,
             text=True,
         )
+
+    def _start_host_liveness(self) -> None:
+        """A PS job over several machines: a beacon on this machine's worker endpoints, or,
+        on a machine of servers only, a watch of the workers' (see host_watch.py)."""
+        if self.plan.mode != "ps" or not self.plan.procs:
+            return
+        env = self.plan.procs[0].env
+        workers = [e for e in env.get(rm.TRAINER_ENDPOINTS, "").split(",") if e]
+        servers = [e for e in env.get(rm.PSERVERS, "").split(",") if e]
+        if not workers or len(self.plan.procs) == len(workers) + len(servers):
+            return  # the whole job runs here: its processes' exits say everything
+        local = [p for p in self.plan.procs if p.role == "worker"]
+        if not local:
+            self._host_watch = WorkerHostWatch(workers, self.host_timeout_s)
+            return
+        endpoints = [
+            format_endpoint(p.env[rm.POD_IP], int(p.env[rm.PADDLE_PORT]))
+            for p in local
+            if rm.POD_IP in p.env and rm.PADDLE_PORT in p.env
+        ]
+        if endpoints:
+            self._beacon = WorkerBeacon(endpoints)
+
+    def _stop_host_liveness(self) -> None:
+        if self._host_watch is not None:
+            self._host_watch.close()
+            self._host_watch = None
+        if self._beacon is not None:
+            self._beacon.close()
+            self._beacon = None
 
     def _tell_watchdog(self, message: str) -> None:
         if self._watchdog is None:
@@ -230,6 +270,9 @@ class JobController:
             # when its servers exit (told to stop by the workers) or when fleetrun is signalled.
             if not workers and all(p.popen.poll() == 0 for p in self.procs):
                 return 0
+            why = self._host_watch.failure() if self._host_watch is not None else None
+            if why is not None:
+                return self._fail_for_workers(why)
             time.sleep(_POLL_S)
 
     def _fail(self, failed: Proc, code: int) -> int:
@@ -250,6 +293,14 @@ class JobController:
             )
             self.err.flush()
         return code if 0 < code < 256 else 1
+
+    def _fail_for_workers(self, why: str) -> int:
+        """The job's workers on other machines are gone (or never came): stop the servers."""
+        self.failure = why
+        live = [p for p in self.procs if p.popen.poll() is None]
+        self._say(f"{why}; stopping the {len(live)} running processes here")
+        self._stop(self.procs)
+        return 1
 
     def _stop(self, procs: list[Proc]) -> None:
         """SIGTERM to every live process group, SIGKILL to those still alive after the grace

@@ -29,7 +29,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 2
     restarts = 0
     while True:
-        controller = JobController(plan, args.log_dir, args.grace_period, args.log_tail)
+        controller = JobController(
+            plan, args.log_dir, args.grace_period, args.log_tail, host_timeout_s=args.host_timeout
+        )
         code = controller.run()
         if code == 0 or controller.signalled or restarts >= args.max_restarts:
             return code

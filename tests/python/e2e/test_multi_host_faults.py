@@ -1,0 +1,184 @@
+"""Faults of jobs over several hosts (issue 30), each host a loopback address of its own with its
+own fleetrun: the workers' host fails or never starts, a server host never starts, a collective
+host never starts. Every started host ends with an error naming the host at fault, within the
+configured timeouts, and no process of the job is left."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+
+from fleet.launch.plan import free_ports
+from tests.python.e2e import launch_helpers as lh
+from tests.python.e2e import multi_host as mh
+from tests.python.e2e.test_multi_host import PS_FOREVER
+
+pytestmark = pytest.mark.timeout(240)
+
+SERVER_HOSTS, WORKER_HOST = ("127.0.0.2", "127.0.0.3"), "127.0.0.4"
+
+
+def _ps_layout() -> tuple[list[str], list[str], list[str]]:
+    """(fleetrun options, server endpoints, worker endpoints) of 2 servers on two hosts and
+    2 workers on a third."""
+    s0, s1 = (free_ports(h, 1)[0] for h in SERVER_HOSTS)
+    w0, w1, store = free_ports(WORKER_HOST, 3)
+    servers = [f"{SERVER_HOSTS[0]}:{s0}", f"{SERVER_HOSTS[1]}:{s1}"]
+    workers = [f"{WORKER_HOST}:{w0}", f"{WORKER_HOST}:{w1}"]
+    options = [
+        f"--servers={','.join(servers)}",
+        f"--workers={','.join(workers)}",
+        f"--store_port={store}",
+    ]
+    return options, servers, workers
+
+
+def _start(tmp_path, hosts, options, body, **env) -> dict:
+    launchers = {}
+    for host in hosts:
+        launchers[host] = mh.start_host(tmp_path, host, options, body, **env)
+    return launchers
+
+
+def _ended(launchers: dict, hosts, timeout: float = 90) -> dict:
+    """host -> (exit code, stderr, seconds from the call to the end) of each given host."""
+    start = time.monotonic()
+    ended = {}
+    for host in hosts:
+        out, err = launchers[host].communicate(timeout=timeout)
+        ended[host] = (launchers[host].returncode, err, time.monotonic() - start)
+        print(f"host {host} ended {ended[host][2]:.1f} s after the wait began")  # for the report
+    return ended
+
+
+def _assert_nothing_left(tmp_path) -> None:
+    assert lh.running(list(lh.pids(tmp_path).values())) == []
+
+
+PS_WORKER_FAILS = PS_FOREVER.replace(
+    "    step += 1",
+    "    step += 1\n    if step == 5 and fl.worker_index() == 1:\n        sys.exit(3)",
+)
+
+
+def test_the_server_hosts_end_when_the_workers_fail_on_another_host(tmp_path):
+    """Worker 1 exits with 3 mid-training: its host's fleetrun ends its share of the job, and
+    both servers' hosts end within seconds, naming the workers and their host."""
+    options, servers, workers = _ps_layout()
+    launchers = {}
+    try:
+        launchers = _start(
+            tmp_path, (*SERVER_HOSTS, WORKER_HOST), options, PS_WORKER_FAILS, FLEET_JOB_ID="w-fail"
+        )
+        ended = _ended(launchers, (WORKER_HOST, *SERVER_HOSTS))
+    finally:
+        for launcher in launchers.values():
+            lh.stop_launcher(launcher)
+    code, err, _ = ended[WORKER_HOST]
+    assert code == 3, err[-3000:]
+    for host in SERVER_HOSTS:
+        code, err, after_workers = ended[host]
+        assert code == 1, err[-3000:]
+        assert f"worker 0 at {workers[0]}, worker 1 at {workers[1]} (host(s) {WORKER_HOST})" in err
+        assert "every worker of the job is gone" in err, err[-3000:]
+    _assert_nothing_left(tmp_path)
+
+
+def test_the_server_hosts_end_when_the_workers_host_dies(tmp_path):
+    options, servers, workers = _ps_layout()
+    launchers = {}
+    try:
+        launchers = _start(
+            tmp_path, (*SERVER_HOSTS, WORKER_HOST), options, PS_FOREVER, FLEET_JOB_ID="w-dies"
+        )
+        mh.wait_for_records(tmp_path, "up", 2, launchers)
+        pids = lh.pids(tmp_path)
+        os.kill(launchers[WORKER_HOST].pid, signal.SIGKILL)
+        for name in ("worker.0", "worker.1"):
+            os.kill(pids[name], signal.SIGKILL)
+        ended = _ended(launchers, SERVER_HOSTS)
+    finally:
+        for launcher in launchers.values():
+            lh.stop_launcher(launcher)
+    for host in SERVER_HOSTS:
+        code, err, _ = ended[host]
+        assert code == 1, err[-3000:]
+        assert "every worker of the job is gone" in err and f"(host(s) {WORKER_HOST})" in err
+    _assert_nothing_left(tmp_path)
+
+
+def test_a_workers_host_that_never_starts_ends_the_server_hosts(tmp_path):
+    options, servers, workers = _ps_layout()
+    launchers = {}
+    try:
+        launchers = _start(
+            tmp_path, SERVER_HOSTS, [*options, "--host_timeout=5"], PS_FOREVER, FLEET_JOB_ID="w-no"
+        )
+        ended = _ended(launchers, SERVER_HOSTS)
+    finally:
+        for launcher in launchers.values():
+            lh.stop_launcher(launcher)
+    for host in SERVER_HOSTS:
+        code, err, _ = ended[host]
+        assert code == 1, err[-3000:]
+        assert "no worker of the job came up within 5 s (--host_timeout)" in err, err[-3000:]
+        assert f"worker 1 at {workers[1]} (host(s) {WORKER_HOST}) never answered" in err
+    _assert_nothing_left(tmp_path)
+
+
+PS_SHORT_CONNECT = PS_FOREVER.replace("fl.init_worker()", "fl.init_worker(timeout=5)")
+
+
+def test_a_server_host_that_never_starts_ends_the_other_hosts(tmp_path):
+    """Server 1's host never starts: the workers fail to connect after their 5 s, naming it,
+    and server 0's host ends once the workers are gone."""
+    options, servers, workers = _ps_layout()
+    launchers = {}
+    try:
+        launchers = _start(
+            tmp_path,
+            (SERVER_HOSTS[0], WORKER_HOST),
+            options,
+            PS_SHORT_CONNECT,
+            FLEET_JOB_ID="s-no",
+        )
+        ended = _ended(launchers, (WORKER_HOST, SERVER_HOSTS[0]))
+    finally:
+        for launcher in launchers.values():
+            lh.stop_launcher(launcher)
+    code, err, _ = ended[WORKER_HOST]
+    assert code != 0 and servers[1] in err, err[-3000:]
+    code, err, _ = ended[SERVER_HOSTS[0]]
+    assert code == 1 and "every worker of the job is gone" in err, err[-3000:]
+    _assert_nothing_left(tmp_path)
+
+
+def test_a_collective_host_that_never_starts_ends_the_other_naming_it(tmp_path):
+    """Host 127.0.0.3's fleetrun is never started: the ranks of 127.0.0.2 fail their rendezvous
+    after the 5 s of FLEET_GLOO_TIMEOUT_S, naming the missing ranks and where they run."""
+    hosts = ["127.0.0.2", "127.0.0.3"]
+    started = mh.common_free_port(hosts, 3)
+    options = [f"--ips={','.join(hosts)}", "--nproc_per_node=2", f"--started_port={started}"]
+    launchers = {}
+    try:
+        launchers[hosts[0]] = mh.start_host(
+            tmp_path,
+            hosts[0],
+            options,
+            "fleet.util.barrier()\nrecord('joined', True)\n",
+            collective=True,
+            FLEET_JOB_ID="c-no",
+            FLEET_GLOO_TIMEOUT_S="5",
+        )
+        code, err, _ = _ended(launchers, hosts[:1])[hosts[0]]
+    finally:
+        for launcher in launchers.values():
+            lh.stop_launcher(launcher)
+    assert code != 0
+    missing = f"2 at 127.0.0.3:{started}, 3 at 127.0.0.3:{started + 1}"
+    assert f"rank(s) [2, 3] of 4 did not join ({missing};" in err, err[-3000:]
+    assert lh.recorded(tmp_path, "joined") == {}
+    _assert_nothing_left(tmp_path)
