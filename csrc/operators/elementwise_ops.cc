@@ -83,6 +83,7 @@ struct Add {
   }
   static float Dx(float, float, float dout) { return dout; }
   static float Dy(float, float, float dout) { return dout; }
+  static constexpr bool kDxIsDout = true;
 };
 struct Sub {
   template <typename T>
@@ -91,6 +92,7 @@ struct Sub {
   }
   static float Dx(float, float, float dout) { return dout; }
   static float Dy(float, float, float dout) { return -dout; }
+  static constexpr bool kDxIsDout = true;
 };
 struct Mul {
   template <typename T>
@@ -99,6 +101,7 @@ struct Mul {
   }
   static float Dx(float, float y, float dout) { return dout * y; }
   static float Dy(float x, float, float dout) { return dout * x; }
+  static constexpr bool kDxIsDout = false;
 };
 struct Div {
   template <typename T>
@@ -111,6 +114,7 @@ struct Div {
   }
   static float Dx(float, float y, float dout) { return dout / y; }
   static float Dy(float x, float y, float dout) { return -dout * x / (y * y); }
+  static constexpr bool kDxIsDout = false;
 };
 
 template <typename T, typename Op>
@@ -171,8 +175,17 @@ void GradKernel(const ExecutionContext& ctx) {
   const float* ys = FloatData(ctx, "Y");
   const float* g = FloatData(ctx, "Out@GRAD");
   BroadcastPlan plan(x.shape(), padded);
-  if (ctx.HasOutput("X@GRAD")) {
-    float* dx = ResizeLike(x, ctx.Output("X@GRAD"));
+  LoDTensor* dx_tensor = ctx.HasOutput("X@GRAD") ? ctx.Output("X@GRAD") : nullptr;
+  if (Op::kDxIsDout && dx_tensor != nullptr) {
+    // dX is dOut, element for element (Out has X's shape): X@GRAD shares Out@GRAD's memory
+    // instead of copying an activation-sized tensor, as Paddle's in-place elementwise_add_grad
+    // does. Out@GRAD is not read again in the step, and the next step rewrites both.
+    if (dx_tensor != &dout) {
+      dx_tensor->ShareDataWith(dout);
+      dx_tensor->set_lod(x.lod());
+    }
+  } else if (dx_tensor != nullptr) {
+    float* dx = ResizeLike(x, dx_tensor);
     plan.ForEachRun([&](int64_t f, int64_t p, int64_t n, bool contiguous) {
       for (int64_t i = 0; i < n; ++i) {
         dx[f + i] = Op::Dx(xs[f + i], ys[contiguous ? p + i : p], g[f + i]);
