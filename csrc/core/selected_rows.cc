@@ -24,13 +24,20 @@ SelectedRows MergeDuplicateRows(const SelectedRows& input) {
   out.set_height(input.height());
   out.mutable_value()->Resize({static_cast<int64_t>(unique_rows.size()), width});
   float* dst = out.mutable_value()->mutable_data<float>();
-  std::memset(dst, 0, sizeof(float) * unique_rows.size() * width);
   if (!rows.empty()) {
+    // Slots are numbered in first-seen order, so a row's first occurrence is the one whose slot
+    // is the next unwritten one: it is copied, later ones added (no zeroing pass first).
     const float* src = value.data<float>();
+    int64_t written = 0;
     for (size_t i = 0; i < rows.size(); ++i) {
       float* d = dst + slot[i] * width;
       const float* s = src + i * width;
-      for (int64_t j = 0; j < width; ++j) d[j] += s[j];
+      if (slot[i] == written) {
+        std::memcpy(d, s, sizeof(float) * width);
+        ++written;
+      } else {
+        for (int64_t j = 0; j < width; ++j) d[j] += s[j];
+      }
     }
   }
   *out.mutable_rows() = std::move(unique_rows);
