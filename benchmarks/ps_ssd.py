@@ -10,9 +10,17 @@ processes then pull and push batches of 512 x 26 ids drawn from a Zipf distribut
 The same run is made on an in-memory table and on an SSD table with memory_budget_mb = budget
 (512 MB full). Reported: ssd_vs_memory_throughput (pull+push keys/s of the SSD run over the
 in-memory run's; the issue's target is >= 0.5), hit_rate (of the rows the timed phase found,
-the share found in memory), peak_rss_mb of the server (VmHWM) beside its resident size with an
-empty table (the target is peak <= 1.3 x budget + base), and the raw rates. The CTR-DNN AUC
-part of issue 31's benchmark is not run by this script.
+the share found in memory), the server's CPU time (user + system, all threads) a key in each
+run (a measure a loaded machine changes far less than the rates), peak_rss_mb of the server
+(VmHWM) beside its resident size with an empty table (the target is peak <= 1.3 x budget +
+base), and the raw rates. Without --quick it takes about 10-20 minutes and 5 GB of disk (the
+fill of 50M rows dominates); --rows, --budget_mb and --seconds size it.
+
+--auc runs the CTR-DNN main job (examples/ctr_dnn/run_job.py: generated data, 2 servers,
+2 workers) in sync mode twice, its embedding table in memory and then on the SSD tier with each
+server's budget a tenth of its share of the table (rows the data holds x bytes a row in memory),
+and reports both test AUCs (the issue's target: equal within 0.002). Sync mode, since an async
+job's AUC varies from run to run by more than that.
 The last line of output is one JSON object.
 """
 
@@ -35,6 +43,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fleet.ps import PsClient  # noqa: E402
 from fleet.testing.ps_cluster import start_servers  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+CTR_DIR = ROOT / "examples" / "ctr_dnn"
+sys.path.insert(0, str(CTR_DIR))
+
+import criteo_reader  # noqa: E402
 
 TABLE_ID = 1
 DIM = 8
@@ -61,6 +75,12 @@ def rss_mb(pid: int, field: str) -> float:
         if line.startswith(field + ":"):
             return int(line.split()[1]) / 1024
     return 0.0
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process (all its threads) so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def fill(client: PsClient, rows: int) -> None:
@@ -117,6 +137,7 @@ def run(storage: str, rows: int, budget_mb: float, seconds: float, workdir: Path
         fill(client, rows)
         fill_s = time.perf_counter() - t0
         before = ssd_counters(client)
+        cpu_before = cpu_seconds(pid)
         procs = [
             subprocess.Popen(
                 [
@@ -140,9 +161,13 @@ def run(storage: str, rows: int, budget_mb: float, seconds: float, workdir: Path
             json.loads(p.communicate(timeout=seconds + 600)[0].strip().splitlines()[-1])
             for p in procs
         ]
+        server_cpu = cpu_seconds(pid) - cpu_before
         after = ssd_counters(client)
+        keys = sum(r["keys"] for r in results)
         out = {
-            "keys_per_s": sum(r["keys"] for r in results) / max(r["seconds"] for r in results),
+            "keys_per_s": keys / max(r["seconds"] for r in results),
+            # Load-independent: the server's CPU time (RocksDB's threads included) a key.
+            "server_cpu_us_per_key": round(server_cpu / max(1, keys) * 1e6, 4),
             "fill_s": round(fill_s, 2),
             "base_rss_mb": round(base, 1),
             "peak_rss_mb": round(rss_mb(pid, "VmHWM"), 1),
@@ -156,9 +181,52 @@ def run(storage: str, rows: int, budget_mb: float, seconds: float, workdir: Path
         return out
 
 
+def main_job_auc(ssd_path: str = "", budget_mb: float = 0.0) -> float:
+    """Test AUC of the main job in sync mode, its table on the SSD tier when ssd_path is set."""
+    # Evaluation steps of 512 rows, as training's: one of 4096 rows would put more distinct ids
+    # in a shard than a tenth of the table holds (refused, naming the budget). Both runs alike.
+    command = [sys.executable, str(CTR_DIR / "run_job.py"), "--mode", "sync", "--eval_batch_size"]
+    command += ["512"]
+    if ssd_path:
+        command += ["--ssd_path", ssd_path, "--ssd_budget_mb", str(budget_mb)]
+    out = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
+    lines = [ln for ln in out.stdout.splitlines() if ln.startswith("test_auc=")]
+    if out.returncode != 0 or not lines:
+        raise RuntimeError(f"{' '.join(command)} failed ({out.returncode}): {out.stderr[-2000:]}")
+    return float(lines[-1].split("=", 1)[1])
+
+
+def ctr_rows_and_budget(servers: int = 2) -> tuple[int, float]:
+    """Rows of the main job's embedding table (distinct ids of its generated training and test
+    data) and a tenth of each server's share of them in memory, in MiB: a row of dim 10 with
+    Adam state is 32 floats, plus the RowStore's key and stamp and the tier's entry (Tier's
+    BytesPerRow)."""
+    data_dir = ROOT / ".cache" / "ctr_dnn" / "seed0_200000_50000"
+    ids = [criteo_reader.read_criteo(data_dir / f).sparse for f in ("train.txt", "test.txt")]
+    rows = int(np.unique(np.concatenate([i.ravel() for i in ids])).size)
+    bytes_per_row = (3 + 32) * 4 + 26
+    return rows, rows * bytes_per_row / servers / 10 / (1 << 20)
+
+
+def auc_comparison(workdir: Path) -> dict:
+    memory_auc = main_job_auc()  # first: it generates the data when absent
+    rows, budget = ctr_rows_and_budget()
+    ssd_auc = main_job_auc(str(workdir / "ctr_ssd"), budget)
+    return {
+        "ctr_table_rows": rows,
+        "ctr_ssd_budget_mb_per_server": round(budget, 2),
+        "ctr_memory_test_auc": memory_auc,
+        "ctr_ssd_test_auc": ssd_auc,
+        "ctr_auc_difference": round(abs(ssd_auc - memory_auc), 6),
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="a small table, a few seconds")
+    parser.add_argument(
+        "--auc", action="store_true", help="only the CTR-DNN main job's AUC, memory against SSD"
+    )
     parser.add_argument("--worker", default="", help=argparse.SUPPRESS)
     parser.add_argument("--rows", type=int, default=0)
     parser.add_argument("--budget_mb", type=float, default=0)
@@ -167,6 +235,11 @@ def main() -> int:
     args = parser.parse_args()
     if args.worker:
         worker(args.worker, args.rows, args.seconds, args.seed)
+        return 0
+    if args.auc:
+        with tempfile.TemporaryDirectory(prefix="fleet_ps_ssd_auc_") as tmp:
+            result = auc_comparison(Path(tmp))
+        print(json.dumps({**result, "load_average": os.getloadavg()[0]}))
         return 0
     rows = args.rows or (300_000 if args.quick else 50_000_000)
     budget = args.budget_mb or (4.0 if args.quick else 512.0)
@@ -183,6 +256,8 @@ def main() -> int:
         "memory_keys_per_s": round(memory["keys_per_s"]),
         "ssd_keys_per_s": round(ssd["keys_per_s"]),
         "ssd_vs_memory_throughput": round(ssd["keys_per_s"] / memory["keys_per_s"], 3),
+        "memory_server_cpu_us_per_key": memory["server_cpu_us_per_key"],
+        "ssd_server_cpu_us_per_key": ssd["server_cpu_us_per_key"],
         "hit_rate": round(ssd["hit_rate"], 4),
         "peak_rss_mb": ssd["peak_rss_mb"],
         "base_rss_mb": ssd["base_rss_mb"],

@@ -56,7 +56,14 @@ def strategy_for(args: argparse.Namespace) -> fleet.DistributedStrategy:
         configs["max_dense_staleness"] = args.max_dense_staleness
     if args.no_prefetch:
         configs["prefetch_sparse"] = False
-    return fleet.DistributedStrategyFactory.create(args.mode, args.update_frequency, **configs)
+    strategy = fleet.DistributedStrategyFactory.create(args.mode, args.update_frequency, **configs)
+    if args.ssd_path:
+        strategy.sparse_table_configs = {
+            "storage": "ssd",
+            "memory_budget_mb": args.ssd_budget_mb,
+            "ssd_path": args.ssd_path,
+        }
+    return strategy
 
 
 def _train_epoch(
@@ -232,7 +239,7 @@ def evaluate_share(
     AUC histograms, and, to check it, the AUC of every worker's predictions gathered."""
     test_data = criteo_reader.read_criteo([args.test], sparse_dim=args.sparse_dim)
     share = test_data.take(slice(worker, None, workers))
-    steps = max(1, -(-((len(test_data) + workers - 1) // workers) // 4096))
+    steps = max(1, -(-((len(test_data) + workers - 1) // workers) // args.eval_batch_size))
     auc_op = next(
         op
         for op in net.test.global_block().ops
@@ -300,6 +307,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="async --dataset: pull each batch's sparse rows at its step instead of "
         "while the batch before ends (slower; the same AUC within the noise)",
+    )
+    parser.add_argument(
+        "--ssd_path",
+        help="keep the embedding table on the SSD tier: its RocksDB databases go under this "
+        "directory, the hot rows in --ssd_budget_mb MiB of each server's memory",
+    )
+    parser.add_argument("--ssd_budget_mb", type=float, default=64.0)
+    parser.add_argument(
+        "--eval_batch_size",
+        type=int,
+        default=4096,
+        help="test rows a step of the evaluation (the AUC does not depend on it; an SSD table "
+        "whose budget cannot hold a step's rows refuses it)",
     )
     parser.add_argument("--print_period", type=int, default=100, help="steps between logs")
     parser.add_argument("--max_batches", type=int, default=0, help="stop early (0 = no limit)")
