@@ -32,8 +32,9 @@ Fleet: `fleetrun --server_num=S --worker_num=2 examples/ctr_dnn/train_ps.py --mo
 the Executor.run loop on NumPy batches of the whole file instead). samples/s is the
 job's `total_samples_per_sec=` (all workers' samples over the longest worker's training time)
 and the AUC worker 0's `test_auc=` on the test file.
-Fleet single process: examples/ctr_dnn/train.py on the whole training file (same model,
-optimizer and batch), the AUC reference.
+Fleet single process: examples/ctr_dnn/train_dataset.py, train_from_dataset with one thread on
+the same files and pipe_command (same model, optimizer and batch), the reference of
+<mode>_vs_single and of the AUC gap.
 
 Paddle (benchmarks/peers/paddle_ps_ctr_dnn.py in .venv-peers/paddle26, bash
 benchmarks/peers/setup.sh 2.6.2): the same network, optimizer and files, launched by
@@ -280,15 +281,25 @@ def measure_fleet_ps(
 
 def measure_fleet_single(data: dict, scratch: str) -> dict:
     log = os.path.join(tempfile.mkdtemp(prefix="fleet_single_", dir=scratch), "train.log")
+    # The same driver as the PS jobs' workers (train_from_dataset, one thread, the same files
+    # and pipe_command), so that <mode>_vs_single compares the data path and nothing else.
     command = [
         sys.executable,
-        os.path.join(EXAMPLE, "train.py"),
+        os.path.join(EXAMPLE, "train_dataset.py"),
+        "--thread",
+        "1",
+        "--dataset",
+        "queue",
+        "--pipe_command",
+        data["pipe"],
         "--train",
-        data["train"],
+        *data["dataset_files"],
         "--test",
         data["test"],
         "--batch_size",
         str(BATCH),
+        "--print_period",
+        "1000",
         "--json",
     ]
     job = run_job(command, log, _fleet_env(), ROOT)

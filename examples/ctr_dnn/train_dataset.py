@@ -13,6 +13,7 @@ line) and once more through `infer_from_dataset`, whose streaming AUC op bins pr
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -116,9 +117,11 @@ def run(args: argparse.Namespace) -> dict:
         print(f"wrote {args.plot}", flush=True)
     reset_streaming_auc(net)
     # One thread: the AUC histograms are shared by all threads of a pass, unsynchronised.
+    # The test file is raw Criteo whatever --pipe_command the training files need.
+    raw_reader = argparse.Namespace(**{**vars(args), "pipe_command": None})
     inferred = exe.infer_from_dataset(
         net.test,
-        make_dataset("QueueDataset", net, [args.test], args),
+        make_dataset("QueueDataset", net, [args.test], raw_reader),
         thread=1,
         fetch_list=[net.auc],
         print_period=0,
@@ -141,6 +144,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--test", required=True, help="raw Criteo test file")
     parser.add_argument("--thread", type=int, default=2, help="reader and trainer threads")
     parser.add_argument("--dataset", choices=("queue", "inmemory"), default="queue")
+    parser.add_argument(
+        "--pipe_command",
+        help='replaces the Criteo reader, e.g. "cat" for files already in MultiSlot form',
+    )
     train.add_model_arguments(parser)
     parser.add_argument(
         "--print_period",
@@ -150,6 +157,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--plot", help="write the training curve to this PNG")
+    parser.add_argument("--json", action="store_true", help="print a JSON summary line last")
     return parser.parse_args(argv)
 
 
@@ -160,6 +168,8 @@ def main(argv: list[str] | None = None) -> int:
     result = run(args)
     print(f"stream_test_auc={result['stream_test_auc']:.5f}")
     print(f"test_auc={result['test_auc']:.5f}")
+    if args.json:
+        print(json.dumps(result), flush=True)
     return 0
 
 
