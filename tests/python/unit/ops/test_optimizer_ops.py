@@ -462,3 +462,39 @@ def test_optimizer_ops_have_no_gradient() -> None:
     for op_type in ("sgd", "momentum", "adagrad", "adam"):
         assert _core.op_registry.has_op(op_type)
         assert not _core.op_registry.has_grad(op_type)
+
+
+# ---- sparse_weight_decay: the penalty's gradient added once to each row a SelectedRows holds.
+
+
+@pytest.mark.parametrize("kind", ["l2", "l1"])
+def test_sparse_weight_decay_adds_the_penalty_once_to_each_row_read(kind: str) -> None:
+    rng = _rng(7)
+    param = _f32(rng, HEIGHT, WIDTH)
+    grad = _sparse_grad(rng)  # rows 4 and 1 twice, 2 once
+    coeff = 0.25
+    out = run_op(
+        "sparse_weight_decay",
+        {"Param": param, "Grad": grad},
+        ["Out"],
+        {"kind": kind, "coeff": coeff},
+        raw=True,
+    )["Out"]
+    rows = list(out.rows())
+    assert rows == [4, 1, 2]  # each row once, first-seen order
+    penalty = param.astype(np.float64) if kind == "l2" else np.sign(param).astype(np.float64)
+    dense = _dense(grad)
+    expected = dense[rows] + coeff * penalty[rows]
+    np.testing.assert_allclose(np.asarray(out.numpy_value()), expected, rtol=RTOL, atol=ATOL)
+    assert out.height() == HEIGHT
+
+
+def test_sparse_weight_decay_refuses_an_unknown_kind() -> None:
+    rng = _rng(8)
+    with pytest.raises(InvalidArgument, match="kind 'l3' is unknown"):
+        run_op(
+            "sparse_weight_decay",
+            {"Param": _f32(rng, HEIGHT, WIDTH), "Grad": _sparse_grad(rng)},
+            ["Out"],
+            {"kind": "l3", "coeff": 0.1},
+        )
