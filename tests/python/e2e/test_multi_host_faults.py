@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import time
 
 import pytest
@@ -48,7 +49,11 @@ def _ended(launchers: dict, hosts, timeout: float = 90) -> dict:
     start = time.monotonic()
     ended = {}
     for host in hosts:
-        out, err = launchers[host].communicate(timeout=timeout)
+        try:
+            out, err = launchers[host].communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            lh.stop_launcher(launchers[host])
+            raise AssertionError(f"host {host} did not end:\n{launchers[host].stderr.read()}")
         ended[host] = (launchers[host].returncode, err, time.monotonic() - start)
         print(f"host {host} ended {ended[host][2]:.1f} s after the wait began")  # for the report
     return ended
@@ -77,8 +82,9 @@ def test_the_server_hosts_end_when_the_workers_fail_on_another_host(tmp_path):
     finally:
         for launcher in launchers.values():
             lh.stop_launcher(launcher)
+    # Worker 1's 3, or worker 0's 1 when it failed (told by the servers) before fleetrun saw 3.
     code, err, _ = ended[WORKER_HOST]
-    assert code == 3, err[-3000:]
+    assert code in (1, 3), err[-3000:]
     for host in SERVER_HOSTS:
         code, err, after_workers = ended[host]
         assert code == 1, err[-3000:]
