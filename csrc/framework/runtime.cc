@@ -11,6 +11,11 @@ void RuntimeResources::RemoveStepHook(const StepHook* hook) {
                hooks_.end());
 }
 
+void RunPrepareThreadScope(const RuntimeResources* resources, int thread, Scope* scope) {
+  if (resources == nullptr) return;
+  for (const auto& hook : resources->step_hooks()) hook->PrepareThreadScope(thread, scope);
+}
+
 void RunPassBegin(const RuntimeResources* resources, const PassInfo& pass) {
   if (resources == nullptr) return;
   for (const auto& hook : resources->step_hooks()) hook->OnPassBegin(pass);

@@ -15,6 +15,10 @@
 // Per-step hooks are how distributed training changes what happens between batches (a sync
 // barrier, a GEO push every k steps, a half-async thread barrier, gradient merge) without special
 // cases inside the executor or trainer loops. The contract every driver keeps:
+//   PrepareThreadScope(t, scope)
+//                           dataset passes only, once per trainer thread before its program is
+//                           bound in `scope` (and before OnPassBegin): a hook may create variables
+//                           there that shadow the root scope's for that thread;
 //   OnPassBegin(pass)       once, before any batch: how many threads will run, and whether this
 //                           is a pass over a dataset (train_from_dataset) or one Executor.run;
 //   BeforeStep / AfterStep  around every batch, on the thread that runs it;
@@ -53,6 +57,11 @@ struct StepInfo {
 class StepHook {
  public:
   virtual ~StepHook() = default;
+  // A dataset pass's trainer thread `thread` will run in `scope`, a child of the root scope: a
+  // variable the hook creates there is the thread's own, found before the root's of that name
+  // (the async communicator gives each thread a private copy of the dense parameters so). The
+  // scope lives until the pass ends; a hook must not keep it longer.
+  virtual void PrepareThreadScope(int thread, Scope* scope) {}
   virtual void OnPassBegin(const PassInfo& pass) {}
   // Before each step of a dataset pass (and before BeforeStep): false ends this thread's part of
   // the pass, leaving this batch and the thread's later ones unrun. A hook says so when the
@@ -112,6 +121,7 @@ class RuntimeResources {
 };
 
 // Calls every hook's method in registration order; for drivers.
+void RunPrepareThreadScope(const RuntimeResources* resources, int thread, Scope* scope);
 void RunPassBegin(const RuntimeResources* resources, const PassInfo& pass);
 bool RunAdmitStep(const RuntimeResources* resources, const StepInfo& info);
 void RunBeforeStep(const RuntimeResources* resources, const StepInfo& info);

@@ -99,6 +99,8 @@ void MultiTrainer::Start(Dataset* dataset) {
       auto state = std::make_unique<ThreadState>();
       state->index = t;
       state->scope = pass_scope_->NewScope();
+      // Before Bind: a hook's variables in the thread's scope are the ones its program uses.
+      framework::RunPrepareThreadScope(executor_->resources().get(), t, state->scope);
       state->bound =
           executor_->Bind(*program_, state->scope, framework::Executor::MissingPersistable::kFail);
       for (const auto& slot : slots) {
