@@ -138,37 +138,64 @@ void AsyncCommunicator::SendDense(int thread, const std::vector<const LoDTensor*
   GatherDense(grads, item.values.data(), /*add=*/false);
   const int64_t number = Enqueue(config_.sparse.size(), std::move(item));
   absl::MutexLock lock(&mu_);
+  // Sized before the pass's threads start (OnPassBegin); this covers a caller without a pass.
   if (static_cast<size_t>(thread) >= own_dense_.size()) own_dense_.resize(thread + 1);
   own_dense_[thread].push_back(number);
 }
 
+void AsyncCommunicator::PrepareThreadScope(int thread, Scope* scope) {
+  if (!config_.dense_table_id) return;
+  absl::MutexLock lock(&mu_);
+  CopyDenseParamsInto(scope);
+  const size_t t = static_cast<size_t>(thread);
+  if (t >= thread_installed_.size()) thread_installed_.resize(t + 1);
+  thread_installed_[t] = root_installed_;
+  private_dense_ = true;
+}
+
 void AsyncCommunicator::OnPassBegin(const framework::PassInfo& pass) {
   dataset_pass_ = pass.dataset_pass;
+  absl::MutexLock lock(&mu_);
+  // Before any thread runs: SendDense and BeforeStep then never resize it under each other.
+  if (own_dense_.size() < static_cast<size_t>(pass.num_threads)) {
+    own_dense_.resize(pass.num_threads);
+  }
+  // A pass whose threads got no private copies (Executor.run) reads the root scope's values.
+  if (!pass.dataset_pass) private_dense_ = false;
+}
+
+AsyncCommunicator::Installed& AsyncCommunicator::InstalledFor(int thread) {
+  const size_t t = static_cast<size_t>(thread);
+  return private_dense_ && t < thread_installed_.size() ? thread_installed_[t] : root_installed_;
 }
 
 void AsyncCommunicator::BeforeStep(const framework::StepInfo& info) {
   if (!config_.dense_table_id) return;
   absl::MutexLock lock(&mu_);
-  InstallStagedDense();
+  // A dataset pass's thread reads its private copy (which info.scope finds), others the root's.
+  Installed& installed = InstalledFor(info.thread);
+  const Scope* target = &installed == &root_installed_ ? root_ : info.scope;
+  InstallStagedDense(target, &installed);
   if (config_.max_dense_staleness < 0) return;
   // The thread may have S gradients of its own not yet in the values it reads.
-  if (static_cast<size_t>(info.thread) >= own_dense_.size()) return;
-  std::deque<int64_t>& mine = own_dense_[info.thread];
+  const size_t t = static_cast<size_t>(info.thread);
+  if (t >= own_dense_.size()) return;
   const size_t allowed = static_cast<size_t>(config_.max_dense_staleness);
   while (true) {
-    while (!mine.empty() && mine.front() <= dense_refreshed_) mine.pop_front();
+    std::deque<int64_t>& mine = own_dense_[t];
+    while (!mine.empty() && mine.front() <= installed.through) mine.pop_front();
     if (mine.size() <= allowed || error_ || stop_) break;
     changed_.Wait(&mu_);
-    InstallStagedDense();
+    InstallStagedDense(target, &installed);
   }
   CheckError();
 }
 
-void AsyncCommunicator::InstallStagedDense() {
-  if (staged_through_ < 0) return;
-  WriteDenseParams(staged_dense_.data());
-  dense_refreshed_ = std::max(dense_refreshed_, staged_through_);
-  staged_through_ = -1;
+void AsyncCommunicator::InstallStagedDense(const Scope* scope, Installed* installed) {
+  if (staged_count_ == installed->stage) return;
+  WriteDenseParams(staged_dense_.data(), scope);
+  installed->stage = staged_count_;
+  installed->through = staged_through_;
 }
 
 void AsyncCommunicator::RefreshDense() {
@@ -190,6 +217,7 @@ void AsyncCommunicator::StageDense(std::vector<float> values, int64_t through) {
     // The previous staged values, installed or superseded, become a spare buffer.
     staged_dense_.swap(values);
     staged_through_ = through;
+    ++staged_count_;
   }
   ReturnDenseBuffer(std::move(values));
   changed_.SignalAll();
@@ -343,17 +371,21 @@ void AsyncCommunicator::Flush() {
     while (started_ && !drained()) changed_.WaitWithTimeout(&mu_, kMergeWait);
     CheckError();
   }
-  // Every gradient is applied: bring the dense parameters up to date for what follows
-  // (evaluation, a save). No step runs now, so they are written at once.
+  // Every gradient is applied: bring the root scope's dense parameters up to date for what
+  // follows (evaluation, a save). No step runs now, so they are written at once.
   if (!config_.dense_table_id) return;
   RefreshDense();
   absl::MutexLock lock(&mu_);
-  InstallStagedDense();
+  InstallStagedDense(root_, &root_installed_);
 }
 
 void AsyncCommunicator::OnPassEnd() {
   if (!dataset_pass_) return;
   if (!failed()) Flush();
+  // The threads' scopes (and private copies) go with the pass.
+  absl::MutexLock lock(&mu_);
+  private_dense_ = false;
+  thread_installed_.clear();
 }
 
 void AsyncCommunicator::JoinThreads() {

@@ -15,14 +15,25 @@
 // the ops' fusion already makes that one request per table and step.
 //
 // Bounded staleness of the dense parameters (max_dense_staleness = S >= 0): before each step a
-// trainer thread waits until the root scope's dense values include every dense gradient of its
-// own but the last S. The dense queue has its own send thread, which receives the dense table
-// with each push into a staging buffer; a trainer thread installs the staged values at its step
+// trainer thread waits until the dense values it reads include every dense gradient of its own
+// but the last S. The dense queue has its own send thread, which receives the dense table with
+// each push into a staging buffer; a trainer thread installs the staged values at its step
 // boundary, so a step never reads half-refreshed weights. Without the bound (S < 0) the dense
 // values lag by as many steps as the queue and the round trips hold. Measured on CTR-DNN (200k
 // rows, Adam, 2 workers, 1 server): S < 0 and S = 1 both end 0.01-0.02 test AUC below one
 // process, S = 0 within 0.003, at about 15% fewer samples/s; waiting for the sparse pushes
 // before each pull changed nothing, so sparse rows are never waited for. S = 0 is the default.
+//
+// Trainer threads: in a dataset pass each thread reads a private copy of the dense parameters in
+// its own scope (PrepareThreadScope), which only it writes; Executor.run steps read the root
+// scope's, which a pass's end (Flush) sets to the servers' values. With one copy shared by the
+// threads, one thread's install landed in the middle of another's step, whose layers then read
+// different weights (DLRM, 200k rows, Adam: 1 worker with 2 threads 0.763 test AUC shared, 0.773
+// private; one thread with S = 1 0.747, and 0.674 with the install forced into the middle of
+// its steps). The bound stays per thread: a step cannot wait for the gradient its sibling is
+// computing, so a worker of N threads adds what N workers add to the staleness (DLRM, 2 workers:
+// 2 threads each 0.674, private copies or not, like 4 workers of 1 thread, 0.673, where 2 of 1
+// reach 0.765; its bottom MLP's ReLUs all die in the first steps).
 //
 // An error of a send or receive thread is kept and thrown by the next op, Flush or Stop, so a
 // dead server ends training with its endpoint named.
@@ -56,6 +67,8 @@ class AsyncCommunicator : public CommunicatorBase {
   int64_t prefetched_pulls() const { return prefetcher_ ? prefetcher_->served() : 0; }
   void Flush() override;
   void Stop() override;
+  // Gives a dataset pass's trainer thread its own copy of the dense parameters (see above).
+  void PrepareThreadScope(int thread, Scope* scope) override;
   void OnPassBegin(const framework::PassInfo& pass) override;
   // Waits while the dense parameters lag more than max_dense_staleness steps behind this
   // worker's own gradients (see the class comment).
@@ -87,8 +100,17 @@ class AsyncCommunicator : public CommunicatorBase {
   // Pulls the dense table into the staging buffer and records which of this worker's dense
   // pushes the values include; the trainer installs them at its next step boundary.
   void RefreshDense();
-  // Writes the staged values into the root scope if they are newer than the installed ones.
-  void InstallStagedDense() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Which staged values a copy of the dense parameters holds.
+  struct Installed {
+    int64_t stage = 0;    // staged_count_ when they were written
+    int64_t through = 0;  // this worker's dense pushes they include
+  };
+  // Writes the staged values into the dense parameters `scope` sees unless `*installed` has them
+  // already, and records that it does.
+  void InstallStagedDense(const Scope* scope, Installed* installed)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The copy `thread`'s steps read: its private one in a dataset pass, else the root scope's.
+  Installed& InstalledFor(int thread) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Stages pulled values that include this worker's first `through` dense pushes, unless newer
   // ones are staged.
   void StageDense(std::vector<float> values, int64_t through) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -110,19 +132,23 @@ class AsyncCommunicator : public CommunicatorBase {
   std::vector<Queue> queues_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::exception_ptr error_ ABSL_GUARDED_BY(mu_);
-  // This worker's dense gradients: handed over by the ops, pushed to the servers, and included
-  // in the values the last refresh wrote into the root scope.
+  // This worker's dense gradients handed to the servers so far.
   int64_t dense_pushed_ ABSL_GUARDED_BY(mu_) = 0;
-  // Per trainer thread, the numbers of its dense gradients not yet known to be in the root
-  // scope's values (the bound applies per thread: one thread's step does not wait for another's).
+  // Per trainer thread, the numbers of its dense gradients not yet known to be in the values it
+  // reads (the bound applies per thread: one thread's step does not wait for another's).
   std::vector<std::deque<int64_t>> own_dense_ ABSL_GUARDED_BY(mu_);
-  int64_t dense_refreshed_ ABSL_GUARDED_BY(mu_) = 0;
-  // The latest pulled dense values, and the pushes they include; written into the root scope by
-  // a trainer thread between its steps, never while it computes (a refresh written in the middle
-  // of a step tears it: its forward and backward would read different weights).
+  // The pushes included in the root scope's dense values, and in each trainer thread's private
+  // copy during a dataset pass that made them (private_dense_).
+  Installed root_installed_ ABSL_GUARDED_BY(mu_);
+  std::vector<Installed> thread_installed_ ABSL_GUARDED_BY(mu_);
+  bool private_dense_ ABSL_GUARDED_BY(mu_) = false;
+  // The latest pulled dense values, and the pushes they include; written into the values a
+  // trainer thread reads between its steps, never while it computes (a refresh written in the
+  // middle of a step tears it: its forward and backward would read different weights).
   std::vector<float> staged_dense_ ABSL_GUARDED_BY(mu_);
   std::vector<std::vector<float>> spare_dense_ ABSL_GUARDED_BY(mu_);
   int64_t staged_through_ ABSL_GUARDED_BY(mu_) = -1;  // -1: nothing staged
+  int64_t staged_count_ ABSL_GUARDED_BY(mu_) = 0;     // values staged so far
   std::vector<std::thread> threads_;
   std::atomic<bool> dataset_pass_{false};
   std::shared_ptr<SparsePrefetcher> prefetcher_;  // null without prefetch_sparse

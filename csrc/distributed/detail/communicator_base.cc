@@ -18,6 +18,9 @@ namespace {
 class CommunicatorHook : public framework::StepHook {
  public:
   explicit CommunicatorHook(CommunicatorBase* owner) : owner_(owner) {}
+  void PrepareThreadScope(int thread, Scope* scope) override {
+    Guard("the start of a pass", [&] { owner_->PrepareThreadScope(thread, scope); });
+  }
   void OnPassBegin(const framework::PassInfo& pass) override {
     in_step_.assign(static_cast<size_t>(std::max(pass.num_threads, 1)), 0);
     Guard("the start of a pass", [&] { owner_->OnPassBegin(pass); });
@@ -146,10 +149,10 @@ void CommunicatorBase::PullFromServers(uint32_t table_id, absl::Span<const int64
          absl::StrCat("pull_sparse of '", Sparse(table_id).name, "'"));
 }
 
-std::vector<LoDTensor*> CommunicatorBase::DenseParams() const {
+std::vector<LoDTensor*> CommunicatorBase::DenseParams(const Scope* scope) const {
   std::vector<LoDTensor*> params;
   for (const DenseVar& var : config_.dense) {
-    Variable* v = root_->FindVar(var.param);
+    Variable* v = scope->FindVar(var.param);
     FLEET_ENFORCE(v != nullptr && v->IsType<LoDTensor>(), NotFound, "dense parameter '", var.param,
                   "' is not a tensor in the root scope (run the startup program first)");
     LoDTensor* t = v->GetMutable<LoDTensor>();
@@ -187,19 +190,28 @@ void CommunicatorBase::GatherDense(const std::vector<const LoDTensor*>& grads, f
 }
 
 void CommunicatorBase::ReadDenseParams(float* out) const {
-  auto params = DenseParams();
+  auto params = DenseParams(root_);
   for (size_t i = 0; i < params.size(); ++i) {
     std::memcpy(out + config_.dense[i].offset, params[i]->data<float>(),
                 config_.dense[i].numel * sizeof(float));
   }
 }
 
-void CommunicatorBase::WriteDenseParams(const float* values) const {
+void CommunicatorBase::WriteDenseParams(const float* values, const Scope* scope) const {
   // In place, element by element: trainer threads may be reading (see framework/executor.h).
-  auto params = DenseParams();
+  auto params = DenseParams(scope != nullptr ? scope : root_);
   for (size_t i = 0; i < params.size(); ++i) {
     std::memcpy(params[i]->mutable_data<float>(), values + config_.dense[i].offset,
                 config_.dense[i].numel * sizeof(float));
+  }
+}
+
+void CommunicatorBase::CopyDenseParamsInto(Scope* scope) const {
+  const std::vector<LoDTensor*> params = DenseParams(root_);
+  for (size_t i = 0; i < params.size(); ++i) {
+    LoDTensor* copy = scope->Var(config_.dense[i].param)->GetMutable<LoDTensor>();
+    copy->CopyFrom(*params[i]);
+    copy->set_lod(params[i]->lod());
   }
 }
 

@@ -37,6 +37,7 @@ class CommunicatorBase : public Communicator {
   void MarkFailed(const std::string& why);
 
   // Hook entry points; the defaults do nothing.
+  virtual void PrepareThreadScope(int thread, Scope* scope) {}
   virtual void OnPassBegin(const framework::PassInfo& pass) {}
   virtual void BeforeStep(const framework::StepInfo& info) {}
   virtual void AfterStep(const framework::StepInfo& info) {}
@@ -57,8 +58,11 @@ class CommunicatorBase : public Communicator {
   void GatherDense(const std::vector<const LoDTensor*>& grads, float* out, bool add) const;
   // The root scope's dense parameters, packed.
   void ReadDenseParams(float* out) const;
-  // Writes packed values into the root scope's dense parameters (in place: same buffers).
-  void WriteDenseParams(const float* values) const;
+  // Writes packed values into the dense parameters `scope` sees (default: the root scope's), in
+  // place: same buffers.
+  void WriteDenseParams(const float* values, const Scope* scope = nullptr) const;
+  // Gives `scope` its own copy of every dense parameter, with the root scope's values.
+  void CopyDenseParamsInto(Scope* scope) const;
   // The end of a normal Stop(): tells the servers this worker leaves (its presence call ending
   // is then no failure). Throws the error of a server that cannot be told.
   void Leave();
@@ -74,7 +78,8 @@ class CommunicatorBase : public Communicator {
   Scope* root_;
 
  private:
-  std::vector<LoDTensor*> DenseParams() const;
+  // The dense parameters as `scope` sees them (its own or its ancestors').
+  std::vector<LoDTensor*> DenseParams(const Scope* scope) const;
 
   std::atomic<bool> failed_{false};
   size_t dense_size_ = 0;
