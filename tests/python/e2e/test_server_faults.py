@@ -140,6 +140,8 @@ def test_a_frozen_server_ends_the_sync_job_naming_it_after_the_rpc_timeout(tmp_p
     first = min(errors.values())
     endpoint = lh.recorded(tmp_path, "server")["worker.0"]
     assert endpoint in first[2], first
+    # ... and says which wait ran out, not a bare "Deadline Exceeded".
+    assert "no reply within the call's deadline of 10s" in first[2], first
     # Not held by a failure report to the frozen server.
     assert first[0] - frozen_at < RPC_TIMEOUT_S + ERROR_AFTER_TIMEOUT_S, first
     bound = RPC_TIMEOUT_S + GRACE_S + ENDS_WITHIN_S

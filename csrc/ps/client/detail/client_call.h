@@ -106,8 +106,8 @@ void PsClient::Launch(size_t server, std::string what, absl::Duration timeout, C
   start(transport_->stubs[server]->async(), &call->context, &call->request, &call->reply,
         [this, call, server, what = std::move(what), deadline, start, where = std::move(where),
          state = std::move(state), inflight = inflight_, incarnations = incarnations_,
-         on_reply = std::move(on_reply), meter = meter_, kind, bytes_sent,
-         begun](grpc::Status transport) mutable {
+         on_reply = std::move(on_reply), meter = meter_, kind, bytes_sent, begun,
+         timeout](grpc::Status transport) mutable {
           meter->End(kind, absl::Now() - begun, bytes_sent, call->reply.ByteSizeLong(),
                      transport.ok() ? static_cast<absl::StatusCode>(call->reply.status().code())
                                     : static_cast<absl::StatusCode>(transport.error_code()));
@@ -126,6 +126,16 @@ void PsClient::Launch(size_t server, std::string what, absl::Duration timeout, C
             return;
           }
           absl::Status status = detail::CallStatus(transport, call->reply.status(), where);
+          if (transport.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+            // Say which wait ran out: a frozen or overloaded server shows only as this.
+            status = absl::Status(
+                status.code(),
+                absl::StrCat(status.message(), " (no reply within the call's deadline of ",
+                             absl::FormatDuration(timeout),
+                             ": the server is frozen, overloaded or cut off; a worker's "
+                             "deadline is a_sync_configs['rpc_timeout_s'], a barrier's the step "
+                             "timeout on top)"));
+          }
           // A reply of a restarted server is refused whatever it says.
           if (auto same = detail::CheckIncarnation(incarnations.get(), server, transport,
                                                    call->context, where);
