@@ -28,12 +28,12 @@
 // its own scope (PrepareThreadScope), which only it writes; Executor.run steps read the root
 // scope's, which a pass's end (Flush) sets to the servers' values. With one copy shared by the
 // threads, one thread's install landed in the middle of another's step, whose layers then read
-// different weights (DLRM, 200k rows, Adam: 1 worker with 2 threads 0.763 test AUC shared, 0.773
-// private; one thread with S = 1 0.747, and 0.674 with the install forced into the middle of
-// its steps). The bound stays per thread: a step cannot wait for the gradient its sibling is
-// computing, so a worker of N threads adds what N workers add to the staleness (DLRM, 2 workers:
-// 2 threads each 0.674, private copies or not, like 4 workers of 1 thread, 0.673, where 2 of 1
-// reach 0.765; its bottom MLP's ReLUs all die in the first steps).
+// different weights (e2e/test_async_threads.py). What that cost was not measurable on DLRM (200k
+// rows, Adam, 1 worker of 2 threads, 3 runs each: test AUC 0.754-0.771 shared, 0.754-0.773
+// private). The bound stays per thread: a step cannot wait for the gradient its sibling is
+// computing, so a worker of N threads adds to the staleness about what N workers add (DLRM, 2
+// workers of 2 threads: 0.674 in 5 runs shared, 0.697 and 0.675 private; 4 workers of 1 thread
+// 0.673; 2 workers of 1 thread 0.765. At 0.674 its bottom MLP's last ReLUs are all dead).
 //
 // An error of a send or receive thread is kept and thrown by the next op, Flush or Stop, so a
 // dead server ends training with its endpoint named.
