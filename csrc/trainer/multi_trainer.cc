@@ -30,9 +30,7 @@ std::string FormatValue(const LoDTensor& t) {
 
 }  // namespace
 
-// Each thread's state on cache lines of its own: the fields a thread writes every batch must not
-// share a line with another thread's.
-struct alignas(64) MultiTrainer::ThreadState {
+struct MultiTrainer::ThreadState {
   int index = 0;
   Scope* scope = nullptr;
   framework::BoundProgram bound;
@@ -45,9 +43,6 @@ struct alignas(64) MultiTrainer::ThreadState {
   framework::RunState run_state;
   framework::RunStats stats;
   int64_t batches = 0;
-  // The pass-wide number (from 1) of this thread's latest batch; the thread with the highest
-  // holds the last batch to finish, whose fetch values Finish() copies.
-  int64_t last_batch = 0;
 };
 
 MultiTrainer::MultiTrainer(const framework::Executor* executor,
@@ -144,6 +139,7 @@ void MultiTrainer::Start(Dataset* dataset) {
     finished_ = true;
     throw;
   }
+  last_fetch_.resize(options_.fetch_names.size());
   start_time_ = absl::Now();
   {
     absl::MutexLock lock(&mu_);
@@ -205,7 +201,6 @@ void MultiTrainer::RunBatch(ThreadState* state, const Batch& batch) {
   if (!state->fetch_vars.empty()) CollectFetches(state);
   samples_.fetch_add(batch.num_samples);
   int64_t n = batches_.fetch_add(1) + 1;
-  state->last_batch = n;
   if (options_.print_period > 0 && n % options_.print_period == 0) Report(state, n);
 }
 
@@ -228,8 +223,12 @@ void MultiTrainer::CollectFetches(ThreadState* state) {
                   "' has no value after the batch (does the program compute it?)");
     state->fetch_sums[i] += SumElements(t);
   }
-  // No copy here: the values stay in the thread's scope until its next batch, and Finish()
-  // copies those of the last batch to finish (no lock or allocation per batch).
+  absl::MutexLock lock(&mu_);
+  for (size_t i = 0; i < state->fetch_vars.size(); ++i) {
+    const LoDTensor& t = state->fetch_vars[i]->Get<LoDTensor>();
+    last_fetch_[i].CopyFrom(t);
+    last_fetch_[i].set_lod(t.lod());
+  }
 }
 
 void MultiTrainer::Report(ThreadState* state, int64_t batch_number) {
@@ -294,18 +293,6 @@ TrainerResult MultiTrainer::Finish() {
   result.batches = batches_.load();
   result.samples = samples_.load();
   result.fetch_sums.assign(options_.fetch_names.size(), 0.0);
-  result.last_fetch.resize(options_.fetch_names.size());
-  const ThreadState* last = nullptr;
-  for (const auto& s : states_) {
-    if (s->last_batch > 0 && (last == nullptr || s->last_batch > last->last_batch)) last = s.get();
-  }
-  if (last != nullptr) {
-    for (size_t i = 0; i < last->fetch_vars.size(); ++i) {
-      const LoDTensor& t = last->fetch_vars[i]->Get<LoDTensor>();
-      result.last_fetch[i].CopyFrom(t);
-      result.last_fetch[i].set_lod(t.lod());
-    }
-  }
   std::vector<int64_t> per_thread;
   for (const auto& s : states_) {
     for (size_t i = 0; i < s->fetch_sums.size(); ++i) result.fetch_sums[i] += s->fetch_sums[i];
@@ -321,6 +308,7 @@ TrainerResult MultiTrainer::Finish() {
   {
     absl::MutexLock lock(&mu_);
     error = error_;
+    result.last_fetch = std::move(last_fetch_);
   }
   if (error) std::rethrow_exception(error);
   if (reader_error) std::rethrow_exception(reader_error);

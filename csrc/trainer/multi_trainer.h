@@ -114,10 +114,11 @@ class MultiTrainer {
   absl::Time start_time_;
 
   absl::Mutex log_mu_;  // one log call at a time; never held with mu_
-  absl::Mutex mu_;      // the first error, progress timing
+  absl::Mutex mu_;      // the first error, progress timing, last fetch values
   std::exception_ptr error_ ABSL_GUARDED_BY(mu_);
   absl::Time last_report_time_ ABSL_GUARDED_BY(mu_);
   int64_t last_report_samples_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<LoDTensor> last_fetch_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace fleet::trainer
