@@ -19,7 +19,9 @@ from tests.python.e2e import collective_cases as cc
 from tests.python.e2e import launch_helpers as lh
 from tests.python.e2e import multi_host as mh
 
-pytestmark = pytest.mark.timeout(240)
+# One pytest worker runs the tests that put jobs on 127.0.0.2-4: a host watch counts any
+# listener on a dead worker's port as that worker, so two such jobs at once can hold each other up.
+pytestmark = [pytest.mark.timeout(240), pytest.mark.xdist_group("hosts_127_0_0_2_to_4")]
 
 LR, STEPS = 0.5, 10
 SERVER_HOSTS, WORKER_HOST = ("127.0.0.2", "127.0.0.3"), "127.0.0.4"

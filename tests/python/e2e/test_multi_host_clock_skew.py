@@ -37,7 +37,9 @@ from tests.python.e2e.test_multi_host_faults import (
     _ps_layout,
 )
 
-pytestmark = pytest.mark.timeout(240)
+# One pytest worker runs the tests that put jobs on 127.0.0.2-4: a host watch counts any
+# listener on a dead worker's port as that worker, so two such jobs at once can hold each other up.
+pytestmark = [pytest.mark.timeout(240), pytest.mark.xdist_group("hosts_127_0_0_2_to_4")]
 
 AHEAD_S = 3 * 86400
 SKEW = ["unshare", "--time", "--fork", f"--monotonic={AHEAD_S}", f"--boottime={AHEAD_S}"]
