@@ -55,8 +55,14 @@ class AsyncConfig:
         step starts from values that include the thread's previous gradient (CTR-DNN, 2 workers:
         within 0.003 test AUC of one process, about 15% fewer samples/s than without a bound).
         -1: no bound, as Paddle's async: the dense values lag by whatever the queues and the
-        network hold (0.01-0.02 test AUC lost on the same job). Sparse rows are never waited
-        for: their staleness measured harmless.
+        network hold (0.01-0.02 test AUC lost on the same job). Sparse rows: see
+        max_sparse_staleness.
+    max_sparse_staleness: async only: gradients of its own a worker's rows of a sparse table may
+        lack when it pulls them. S >= 0: a pull waits until the servers acknowledged every push
+        of the table the worker queued but the last S, and prefetch_sparse is off (a prefetch
+        starts before the push is acknowledged). -1 (default): no bound, as Paddle's async. For
+        tables whose frequent rows are in every batch with a large learning rate (word2vec);
+        CTR models measured no gain.
     prefetch_sparse: async dataset passes pull the next batch's rows of a sparse table as soon
         as the current batch's gradients of it are queued, while the rest of the step runs
         (True, default); False pulls at the step (CTR-DNN, 2 workers, dataset driver, 11-12
@@ -87,6 +93,7 @@ class AsyncConfig:
     independent_recv_thread: bool = False
     max_dense_staleness: int = 0
     prefetch_sparse: bool = True
+    max_sparse_staleness: int = -1
     k_steps: int = 0
     launch_barrier: bool = True
     rpc_timeout_s: float = 30.0
@@ -139,7 +146,11 @@ class AsyncConfig:
             elif key == "rpc_timeout_s":
                 value = _seconds(value, f"{where}[{key!r}]")
             else:
-                minimum = {"k_steps": -1, "max_dense_staleness": -1}.get(key, 1)
+                minimum = {
+                    "k_steps": -1,
+                    "max_dense_staleness": -1,
+                    "max_sparse_staleness": -1,
+                }.get(key, 1)
                 if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
                     raise InvalidArgument(
                         f"{where}[{key!r}] must be an integer >= {minimum}, got {value!r}"

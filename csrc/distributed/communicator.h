@@ -84,6 +84,10 @@ struct CommunicatorConfig {
   // soon as the current batch's gradients of it are queued, while the rest of the step runs
   // (detail/sparse_prefetch.h).
   bool prefetch_sparse = true;
+  // Async: gradients of its own a worker's values of a sparse table may lack when it pulls rows:
+  // a pull waits until the servers acknowledged every push of the table the worker queued but
+  // the last S; < 0: no bound. A bound turns prefetch_sparse off (detail/async_communicator.h).
+  int max_sparse_staleness = -1;
   // geo
   int64_t geo_steps = 100;
   // sync: how long a worker waits at a step barrier for the others (a dead worker is named

@@ -71,6 +71,7 @@ void BindConfig(py::module_& d) {
       .def_readwrite("independent_recv", &CommunicatorConfig::independent_recv)
       .def_readwrite("max_dense_staleness", &CommunicatorConfig::max_dense_staleness)
       .def_readwrite("prefetch_sparse", &CommunicatorConfig::prefetch_sparse)
+      .def_readwrite("max_sparse_staleness", &CommunicatorConfig::max_sparse_staleness)
       .def_readwrite("geo_steps", &CommunicatorConfig::geo_steps)
       .def_property(
           "step_timeout_s",

@@ -171,7 +171,12 @@ class PsRuntime:
             raise InvalidArgument("fleet.init_worker() was called already")
         plan = self._plan
         cfg = plan.strategy.async_config
-        if program is not None and plan.mode is PsMode.ASYNC and cfg.prefetch_sparse:
+        if (
+            program is not None
+            and plan.mode is PsMode.ASYNC
+            and cfg.prefetch_sparse
+            and cfg.max_sparse_staleness < 0
+        ):
             check_pulled_ids(plan, program)
         # A worker's communicator builds megabyte buffers every step too (the same tuning).
         _core.ps.tune_allocator_for_serving()
@@ -206,6 +211,7 @@ class PsRuntime:
         config.independent_recv = cfg.independent_recv_thread
         config.max_dense_staleness = cfg.max_dense_staleness
         config.prefetch_sparse = cfg.prefetch_sparse
+        config.max_sparse_staleness = cfg.max_sparse_staleness
         config.geo_steps = max(cfg.k_steps, 1)
         config.step_timeout_s = timeout
         communicator = _core.distributed.Communicator(config, self.client.core_client, root)

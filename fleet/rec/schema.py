@@ -60,6 +60,9 @@ RUNNER: dict[str, KeySpec] = {
     "dataset_debug": KeySpec("bool"),
     "warmup_model_path": KeySpec("str"),
     "seed": KeySpec("int"),
+    # Fleet's own: DistributedStrategy.a_sync_configs keys for a parameter-server job (the
+    # async communicator's queues and staleness bounds), e.g. {max_sparse_staleness: 0}.
+    "a_sync_configs": KeySpec("dict"),
     # Read by a model's own reader (PaddleRec's word2vec), not by the trainers.
     "word_count_dict_path": KeySpec("str", config_relative=True),
     "word_id_dict_path": KeySpec("str", config_relative=True),

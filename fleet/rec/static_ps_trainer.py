@@ -18,6 +18,7 @@ import sys
 from typing import Sequence
 
 import fleet
+from fleet.errors import InvalidArgument
 from fleet.rec import data, saving
 from fleet.rec.config import Config, ConfigError
 from fleet.rec.entry import metrics_of, run_main
@@ -26,9 +27,15 @@ from fleet.rec.train_loop import train_epochs
 
 
 def strategy_of(config: Config) -> fleet.DistributedStrategy:
-    """runner.sync_mode (and geo_step) as PaddleRec's get_strategy sets them."""
+    """runner.sync_mode (and geo_step) as PaddleRec's get_strategy sets them, then Fleet's
+    runner.a_sync_configs (a bad key or value is an error naming its line)."""
     mode = config.get("runner.sync_mode") or "async"
     strategy = fleet.DistributedStrategy()
+    for key, value in (config.get("runner.a_sync_configs") or {}).items():
+        try:
+            strategy.async_config.update({key: value}, "runner.a_sync_configs")
+        except InvalidArgument as e:
+            raise ConfigError(f"{config.where(f'runner.a_sync_configs.{key}')}: {e}") from None
     if mode == "sync":
         strategy.a_sync = False
     elif mode == "async":

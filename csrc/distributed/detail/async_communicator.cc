@@ -21,7 +21,8 @@ AsyncCommunicator::AsyncCommunicator(CommunicatorConfig config,
                 InvalidArgument,
                 "async communicator: send_queue_size, max_merge_var_num and "
                 "thread_pool_size must be positive, send_wait_times not negative");
-  if (config_.prefetch_sparse && !config_.sparse.empty()) {
+  // A prefetch starts before the push is acknowledged: a sparse bound excludes it (see .h).
+  if (config_.prefetch_sparse && config_.max_sparse_staleness < 0 && !config_.sparse.empty()) {
     prefetcher_ = std::make_shared<SparsePrefetcher>(client_, config_.sparse);
   }
   auto merge_limit = [this](uint32_t table_id) -> size_t {
@@ -105,9 +106,7 @@ int64_t AsyncCommunicator::Enqueue(size_t q, Item item) {
 void AsyncCommunicator::PushSparse(int thread, uint32_t table_id, absl::Span<const int64_t> keys,
                                    absl::Span<const float> grads) {
   CheckPushSize(table_id, keys, grads);
-  size_t q = 0;
-  while (q < config_.sparse.size() && config_.sparse[q].table_id != table_id) ++q;
-  Enqueue(q, Item{{keys.begin(), keys.end()}, {grads.begin(), grads.end()}});
+  Enqueue(SparseQueue(table_id), Item{{keys.begin(), keys.end()}, {grads.begin(), grads.end()}});
   // The next batch's rows may now be pulled.
   if (prefetcher_) prefetcher_->Release(thread, table_id);
 }
@@ -119,7 +118,28 @@ void AsyncCommunicator::PullSparse(int thread, uint32_t table_id, absl::Span<con
       prefetcher_->Take(thread, table_id, keys, out, Sparse(table_id).name)) {
     return;
   }
+  if (!from_servers && config_.max_sparse_staleness >= 0) AwaitSparsePushes(SparseQueue(table_id));
   PullFromServers(table_id, keys, out);
+}
+
+size_t AsyncCommunicator::SparseQueue(uint32_t table_id) const {
+  // The sparse queues come first, in config order (the constructor).
+  size_t q = 0;
+  while (q < config_.sparse.size() && config_.sparse[q].table_id != table_id) ++q;
+  return q;
+}
+
+void AsyncCommunicator::AwaitSparsePushes(size_t q) {
+  absl::MutexLock lock(&mu_);
+  CheckError();
+  Queue& queue = queues_[q];
+  const int64_t target = queue.enqueued - config_.max_sparse_staleness;
+  if (queue.pushed >= target) return;
+  ++queue.pulls_waiting;
+  changed_.SignalAll();  // a send thread waiting for a fuller merge pushes now
+  while (queue.pushed < target && !error_ && !stop_) changed_.Wait(&mu_);
+  --queue.pulls_waiting;
+  CheckError();
 }
 
 std::vector<std::shared_ptr<framework::StepHook>> AsyncCommunicator::hooks() {
@@ -246,8 +266,9 @@ std::vector<AsyncCommunicator::Item> AsyncCommunicator::Take(size_t q) {
   // full queue, and each wait would add send_wait_times x 10 ms to every step (word2vec with
   // SGD and a queue of 1 ran 11x slower so).
   const size_t merge_target = std::min(queue.max_merge, config_.send_queue_size);
+  // Nor while a pull waits for this queue's pushes (max_sparse_staleness).
   for (int i = 0; i < config_.send_wait_times && !stop_ && merge_target > 1 &&
-                  queue.items.size() < merge_target;
+                  queue.pulls_waiting == 0 && queue.items.size() < merge_target;
        ++i) {
     changed_.WaitWithTimeout(&mu_, kMergeWait);
   }
@@ -311,6 +332,7 @@ void AsyncCommunicator::SendLoop(std::vector<size_t> queues, bool refresh_dense)
         sent = true;
         absl::MutexLock lock(&mu_);
         queue->in_flight -= n;
+        queue->pushed += n;
         if (queue->dense) {
           dense_pushed_ += n;
           for (Item& item : items) ReturnDenseBuffer(std::move(item.values));

@@ -9,6 +9,7 @@ import textwrap
 import pytest
 
 from fleet.rec.config import ConfigError, load_config
+from fleet.rec.static_ps_trainer import strategy_of
 
 GOOD = """\
 runner:
@@ -141,3 +142,15 @@ def test_the_shipped_configs_load(name):
     for file in ("config.yaml", "config_bigdata.yaml"):
         config = load_config(str(root / file))
         assert config.get("runner.epochs") >= 1
+
+
+def test_a_sync_configs_reach_the_strategy_and_a_bad_one_names_its_line(tmp_path):
+    text = GOOD.replace("  use_visual: False\n", "  a_sync_configs:\n    max_sparse_staleness: 0\n")
+    strategy = strategy_of(load_config(write(tmp_path, text)))
+    assert strategy.async_config.max_sparse_staleness == 0
+    bad = load_config(write(tmp_path, text.replace("staleness: 0", "staleness: -5")))
+    with pytest.raises(
+        ConfigError,
+        match=r"config\.yaml:9: runner\.a_sync_configs\['max_sparse_staleness'\] must be an integer",
+    ):
+        strategy_of(bad)

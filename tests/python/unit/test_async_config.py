@@ -88,3 +88,12 @@ def test_server_restarts_is_off_by_default_and_takes_only_a_bool():
     assert strategy.async_config.server_restarts is True
     with pytest.raises(InvalidArgument, match=r"server_restarts.*must be a bool"):
         strategy.a_sync_configs = {"server_restarts": 1}
+
+
+def test_max_sparse_staleness_is_unbounded_by_default_and_takes_minus_one_or_a_count():
+    strategy = fleet.DistributedStrategy()
+    assert strategy.a_sync_configs["max_sparse_staleness"] == -1
+    strategy.a_sync_configs = {"max_sparse_staleness": 0}
+    assert strategy.async_config.max_sparse_staleness == 0
+    with pytest.raises(InvalidArgument, match=r"max_sparse_staleness.*integer >= -1"):
+        strategy.a_sync_configs = {"max_sparse_staleness": -2}
