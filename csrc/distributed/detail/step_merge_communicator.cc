@@ -60,12 +60,24 @@ void StepMergeCommunicator::FlushStepLocked() {
   dense_parts_ = 0;
   contributors_ = 0;
   for (size_t i = 0; i < pushes.size(); ++i) WaitOk(pushes[i], what[i]);
-  if (sync) {
+  if (!sync) {
+    PullDenseIntoRoot();
+    return;
+  }
+  const std::string step = absl::StrCat("sync step of worker ", config_.worker_id);
+  if (!config_.dense_table_id) {
     auto done = client_->SyncStep(config_.num_workers, config_.worker_id, /*done=*/false,
                                   config_.step_timeout);
-    ThrowIfError(done.status(), absl::StrCat("sync step of worker ", config_.worker_id));
+    ThrowIfError(done.status(), step);
+    return;
   }
-  PullDenseIntoRoot();
+  // The step's replies carry the dense values after its update: one round trip fewer a step.
+  pulled_dense_.resize(dense_size());
+  auto done =
+      client_->SyncStepAndPullDense(config_.num_workers, config_.worker_id, config_.step_timeout,
+                                    *config_.dense_table_id, absl::MakeSpan(pulled_dense_));
+  ThrowIfError(done.status(), step);
+  WriteDenseParams(pulled_dense_.data());
 }
 
 void StepMergeCommunicator::EndMeetingLocked() {

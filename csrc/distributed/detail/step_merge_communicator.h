@@ -6,7 +6,8 @@
 //
 //   half-async: the push goes through the servers' update rule at once.
 //   sync:       the push goes to the servers' accumulators, and a sync-step barrier on every
-//               server applies the average over all workers once; a worker whose pass ended
+//               server applies the average over all workers once, its replies carrying the
+//               dense values after the update (no separate pull); a worker whose pass ended
 //               keeps arriving (with nothing) until every worker's has, so that workers with a
 //               batch more are not left waiting.
 //
@@ -58,6 +59,8 @@ class StepMergeCommunicator : public CommunicatorBase {
   int dense_parts_ ABSL_GUARDED_BY(mu_) = 0;   // threads that sent dense gradients this step
   int contributors_ ABSL_GUARDED_BY(mu_) = 0;  // threads that took part in this step
   std::vector<float> dense_sums_ ABSL_GUARDED_BY(mu_);
+  // Sync: the dense values a step's barrier replies brought (kept: no allocation per step).
+  std::vector<float> pulled_dense_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint32_t, SparseSums> sparse_ ABSL_GUARDED_BY(mu_);
   bool dataset_pass_ ABSL_GUARDED_BY(mu_) = false;
   bool failed_ ABSL_GUARDED_BY(mu_) = false;  // a flush failed: the meeting is broken

@@ -650,6 +650,30 @@ Future PsClient::Barrier(const std::string& name, uint32_t num_workers, uint32_t
 
 absl::StatusOr<uint32_t> PsClient::SyncStep(uint32_t num_workers, uint32_t worker_id, bool done,
                                             absl::Duration timeout) {
+  return SyncStepAndMaybePull(num_workers, worker_id, done, timeout, std::nullopt, {});
+}
+
+absl::StatusOr<uint32_t> PsClient::SyncStepAndPullDense(uint32_t num_workers, uint32_t worker_id,
+                                                        absl::Duration timeout, uint32_t table_id,
+                                                        absl::Span<float> out) {
+  return SyncStepAndMaybePull(num_workers, worker_id, /*done=*/false, timeout, table_id, out);
+}
+
+absl::StatusOr<uint32_t> PsClient::SyncStepAndMaybePull(uint32_t num_workers, uint32_t worker_id,
+                                                        bool done, absl::Duration timeout,
+                                                        std::optional<uint32_t> table_id,
+                                                        absl::Span<float> out) {
+  const DenseRoute* route = nullptr;
+  if (table_id) {
+    auto route_or = Dense(*table_id);
+    if (!route_or.ok()) return route_or.status();
+    route = *route_or;
+    if (out.size() != route->layout.dim) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("sync step (worker ", worker_id, ") pulling dense table ", *table_id,
+                       ": the table has ", route->layout.dim, " floats, the output ", out.size()));
+    }
+  }
   auto state = std::make_shared<detail::CallState>(static_cast<int>(num_servers()));
   // Every server reports the same count (each saw the same arrivals); keep the smallest.
   auto done_workers = std::make_shared<std::atomic<uint32_t>>(num_workers);
@@ -661,14 +685,20 @@ absl::StatusOr<uint32_t> PsClient::SyncStep(uint32_t num_workers, uint32_t worke
     call->request.set_timeout_ms(static_cast<uint32_t>(absl::ToInt64Milliseconds(timeout)));
     call->request.set_apply_accumulated(true);
     call->request.set_done(done);
+    if (route != nullptr) {
+      call->request.set_pull_dense(true);
+      call->request.set_pull_dense_table(*table_id);
+    }
     Launch(s, absl::StrCat("sync step (worker ", worker_id, ")"), timeout + options_.rpc_timeout,
            call, FLEET_PS_STARTER(Barrier), state,
-           [done_workers](const proto::BarrierReply& reply) {
+           [done_workers, route, s, out](const proto::BarrierReply& reply) {
              uint32_t seen = done_workers->load();
              while (reply.done_workers() < seen &&
                     !done_workers->compare_exchange_weak(seen, reply.done_workers())) {
              }
-             return absl::OkStatus();
+             // A server holding no block of the table sends no values.
+             return route != nullptr ? CopyDenseBlocks(reply.values(), *route, s, out)
+                                     : absl::OkStatus();
            });
   }
   absl::Status status = Future(state).Wait();

@@ -131,6 +131,14 @@ class PsClient {
   // naming the count that arrived when `timeout` passes first.
   absl::StatusOr<uint32_t> SyncStep(uint32_t num_workers, uint32_t worker_id, bool done,
                                     absl::Duration timeout);
+  // A SyncStep of a worker still training that also pulls dense table `table_id` into `out`
+  // (dim floats): each server's reply carries its blocks as the step's update left them, which
+  // no push can change before this worker's next arrival, so no PullDense need follow the step.
+  // NotFound for a table that is not dense, InvalidArgument for an output of the wrong size,
+  // both before any call.
+  absl::StatusOr<uint32_t> SyncStepAndPullDense(uint32_t num_workers, uint32_t worker_id,
+                                                absl::Duration timeout, uint32_t table_id,
+                                                absl::Span<float> out);
 
   // Saves one table (or all, when table_id is empty) on every server into the checkpoint
   // directory `dirname` (checkpoint.h) and returns the rows written. Two phases: every server
@@ -193,6 +201,11 @@ class PsClient {
   // PushDense, and PushPullDense when `out` is not empty.
   Future PushDenseAndMaybePull(uint32_t table_id, absl::Span<const float> grads, PushKind kind,
                                absl::Span<float> out);
+  // SyncStep, and SyncStepAndPullDense when `table_id` is set.
+  absl::StatusOr<uint32_t> SyncStepAndMaybePull(uint32_t num_workers, uint32_t worker_id, bool done,
+                                                absl::Duration timeout,
+                                                std::optional<uint32_t> table_id,
+                                                absl::Span<float> out);
   // Writes server `server`'s blocks in `values` (a PullDense or PushPullDense reply) into `out`.
   static absl::Status CopyDenseBlocks(const std::string& values, const DenseRoute& route,
                                       size_t server, absl::Span<float> out);

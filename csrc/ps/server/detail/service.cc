@@ -190,6 +190,16 @@ grpc::Status PsServiceImpl::Barrier(grpc::ServerContext* context,
       },
       &done_workers);
   reply->set_done_workers(done_workers);
+  // The table cannot change before this worker's next arrival: the others' next pushes only
+  // accumulate until that round's update.
+  if (status.ok() && request->pull_dense()) {
+    status = Guarded("Barrier", [&]() -> absl::Status {
+      auto table = tables_->Dense(request->pull_dense_table());
+      if (!table.ok()) return table.status();
+      return (*table)->Pull(FloatBuffer(reply->mutable_values(), (*table)->local_size()));
+    });
+    if (!status.ok()) reply->clear_values();
+  }
   SetStatus(reply->mutable_status(), status);
   return grpc::Status::OK;
 }
