@@ -20,6 +20,7 @@ import os
 import warnings
 from typing import Any, Sequence
 
+from fleet.backward import GRAD_SUFFIX
 from fleet.errors import InvalidArgument, Unavailable
 from fleet.framework import OP_ROLE_ATTR, OP_ROLE_OPTIMIZE, Program
 from fleet.proto import framework_pb2 as pb
@@ -245,13 +246,22 @@ def plan_data_parallel(
     )
     update = [op for op in ops[:first_update] if op.type in _ONCE_PER_STEP_OPS]
     update += ops[first_update:]
+    # Only gradients are reduced, as Paddle all-reduces only the parameters' gradients. Any
+    # other value the compute part gives the updates (a learning rate a schedule computes from
+    # the shared step counter) every replica computes alike, and each one's updates read its own:
+    # reduced, it would be summed (GradientScaleStrategy.One) and read by several replicas.
     written = {n for op in compute for n in op.output_names}
     gradients: list[str] = []
     for op in update:
         for name in op.input_names:
-            if name in written and name not in persistable and name not in gradients:
+            if (
+                name in written
+                and name.endswith(GRAD_SUFFIX)
+                and name not in persistable
+                and name not in gradients
+            ):
                 gradients.append(name)
-    param_owner = _assign_parameters(update, block, replicas)
+    param_owner = _assign_parameters(update, block, replicas, _sparse_parameters(compute))
     op_owner = _op_owners(update, param_owner, persistable)
     owners = []
     for name in gradients:
@@ -318,9 +328,24 @@ def _scale_loss_grad(desc: pb.ProgramDesc, loss_name: str | None, scale: float) 
     )
 
 
-def _assign_parameters(update: list[Any], block: Any, replicas: int) -> dict[str, int]:
+def _sparse_parameters(compute: list[Any]) -> set[str]:
+    """Parameters whose gradient an `is_sparse` op writes (rows, not the whole table)."""
+    sparse = set()
+    for op in compute:
+        if op.attrs.get("is_sparse"):
+            sparse |= {n[: -len("@GRAD")] for n in op.output_names if n.endswith("@GRAD")}
+    return sparse
+
+
+def _assign_parameters(
+    update: list[Any], block: Any, replicas: int, sparse: set[str]
+) -> dict[str, int]:
     """Each updated parameter to a replica: largest first onto the least loaded replica, so
-    the replicas' update work is balanced (the role of Paddle's Reduce placement)."""
+    the replicas' update work is balanced (the role of Paddle's Reduce placement). Dense and
+    sparse parameters are balanced apart: a sparse update costs the rows a step touches, not
+    the table's size, so a large embedding counted whole would leave its owner no dense
+    parameter, and the dense reduction and updates unbalanced (the engine then cuts
+    gradients into ranges instead of letting each owner reduce and update its own)."""
     params = []
     for op in update:
         for name in op.inputs.get("Param", []):
@@ -333,12 +358,13 @@ def _assign_parameters(update: list[Any], block: Any, replicas: int) -> dict[str
             n *= max(int(d), 1)
         return n
 
-    load = [0] * replicas
     owner: dict[str, int] = {}
-    for name in sorted(params, key=lambda n: (-size(n), params.index(n))):
-        r = min(range(replicas), key=lambda i: (load[i], i))
-        owner[name] = r
-        load[r] += size(name)
+    for group in ([p for p in params if p not in sparse], [p for p in params if p in sparse]):
+        load = [0] * replicas
+        for name in sorted(group, key=lambda n: (-size(n), params.index(n))):
+            r = min(range(replicas), key=lambda i: (load[i], i))
+            owner[name] = r
+            load[r] += size(name)
     return owner
 
 

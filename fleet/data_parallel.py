@@ -21,9 +21,20 @@ from fleet.trainer import CheckedPass, DatasetRunResult
 
 
 class DataParallelRunner:
-    """The engine of one plan on one executor and root scope; prepared once, run per step."""
+    """The engine of one plan on one executor and root scope; prepared once, run per step.
 
-    def __init__(self, core_executor: Any, plan: DataParallelPlan, scope: Any, seed: int) -> None:
+    `overlap_reduction`: reduce the gradients while the replicas still run the backward pass
+    (the engine does when the owners' shares are balanced); False reduces them after it. Both
+    give the same parameters, bit for bit."""
+
+    def __init__(
+        self,
+        core_executor: Any,
+        plan: DataParallelPlan,
+        scope: Any,
+        seed: int,
+        overlap_reduction: bool = True,
+    ) -> None:
         self.plan = plan
         options = _core.DataParallelOptions()
         options.replicas = plan.replicas
@@ -33,6 +44,7 @@ class DataParallelRunner:
         options.gradient_owners = list(plan.owners)
         options.seed = seed
         options.prelude_phases = plan.prelude_phases
+        options.overlap_reduction = overlap_reduction
 
         def prepare(desc: Any) -> Any:
             return core_executor.prepare(desc.SerializeToString(), 0)
@@ -45,6 +57,11 @@ class DataParallelRunner:
     @property
     def replicas(self) -> int:
         return self.plan.replicas
+
+    @property
+    def overlapped_steps(self) -> int:
+        """Steps whose gradient reduction overlapped the replicas' backward pass."""
+        return self._engine.overlapped_steps()
 
     def run(
         self,

@@ -96,6 +96,7 @@ class PyDataParallel {
   }
 
   int replicas() const { return engine_->replicas(); }
+  int64_t overlapped_steps() const { return engine_->overlapped_steps(); }
 
  private:
   PyExecutor* executor_;
@@ -116,7 +117,8 @@ void BindDataParallel(py::module_& m) {
       .def_readwrite("gradients", &trainer::DataParallelOptions::gradients)
       .def_readwrite("gradient_owners", &trainer::DataParallelOptions::gradient_owners)
       .def_readwrite("seed", &trainer::DataParallelOptions::seed)
-      .def_readwrite("prelude_phases", &trainer::DataParallelOptions::prelude_phases);
+      .def_readwrite("prelude_phases", &trainer::DataParallelOptions::prelude_phases)
+      .def_readwrite("overlap_reduction", &trainer::DataParallelOptions::overlap_reduction);
 
   py::class_<trainer::DataParallelPassOptions>(m, "DataParallelPassOptions")
       .def(py::init<>())
@@ -149,6 +151,8 @@ void BindDataParallel(py::module_& m) {
            "Binds the compute program and the update phases (update[p][r]: replica r's program "
            "in phase p, or None) in one child scope of `scope` per replica.")
       .def("replicas", &PyDataParallel::replicas)
+      .def("overlapped_steps", &PyDataParallel::overlapped_steps,
+           "Steps whose gradient reduction overlapped the compute program.")
       .def("run_dataset", &PyDataParallel::RunDataset, py::arg("dataset"), py::arg("options"),
            py::arg("log"),
            "One pass of the dataset, one batch a replica per step (train_from_dataset).")

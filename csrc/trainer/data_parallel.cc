@@ -1,15 +1,36 @@
 #include "trainer/data_parallel.h"
 
+#include <algorithm>
+#include <chrono>
+
 #include "operators/blas.h"
 
 namespace fleet::trainer {
+namespace {
+
+// How long a replica that has finished the compute program polls the others before it sleeps:
+// on idle cores a wake-up from sleep costs tens of microseconds, more than a balanced step's
+// wait; on a loaded machine the replica soon yields its core to the late one.
+constexpr std::chrono::microseconds kSpinBeforeSleep{50};
+
+inline void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+}  // namespace
 
 struct DataParallelEngine::Replica {
   Scope* scope = nullptr;
   framework::BoundProgram compute;
-  std::vector<framework::BoundProgram> update;  // per phase; program null = nothing to run
+  std::vector<framework::BoundProgram> segments;  // compute, cut (overlapped steps)
+  std::vector<framework::BoundProgram> update;    // per phase; program null = nothing to run
   framework::RunState run_state;
   framework::RunStats stats;
+  // Segments of this step's compute program run so far (overlapped steps), on a line of its
+  // own: the other replicas poll it.
+  alignas(64) std::atomic<size_t> progress{0};
 };
 
 DataParallelEngine::DataParallelEngine(const framework::Executor* executor,
@@ -34,11 +55,15 @@ DataParallelEngine::DataParallelEngine(const framework::Executor* executor,
                   " replicas, expected ", options_.replicas);
   }
   const auto kFail = framework::Executor::MissingPersistable::kFail;
+  segments_ = CutAfterLastAccess(*compute_, options_.gradients);
   engine_scope_ = root->NewScope();
   for (int r = 0; r < options_.replicas; ++r) {
     auto replica = std::make_unique<Replica>();
     replica->scope = engine_scope_->NewScope();
     replica->compute = executor_->Bind(*compute_, replica->scope, kFail);
+    for (const auto& segment : segments_.segments) {
+      replica->segments.push_back(executor_->Bind(*segment, replica->scope, kFail));
+    }
     for (const auto& phase : update_) {
       replica->update.push_back(phase[r] ? executor_->Bind(*phase[r], replica->scope, kFail)
                                          : framework::BoundProgram{});
@@ -65,6 +90,16 @@ DataParallelEngine::DataParallelEngine(const framework::Executor* executor,
     }
     gradients_.push_back(std::move(slot));
   }
+  owned_.resize(static_cast<size_t>(options_.replicas));
+  for (size_t i = 0; i < gradients_.size(); ++i) {
+    if (!gradients_[i].everywhere) owned_[static_cast<size_t>(gradients_[i].owner)].push_back(i);
+  }
+  for (auto& mine : owned_) {
+    std::stable_sort(mine.begin(), mine.end(), [&](size_t a, size_t b) {
+      return segments_.final_after[a] < segments_.final_after[b];
+    });
+  }
+  for (int r = 0; r < options_.replicas; ++r) all_replicas_.push_back(r);
 }
 
 DataParallelEngine::~DataParallelEngine() {
@@ -72,14 +107,83 @@ DataParallelEngine::~DataParallelEngine() {
   if (engine_scope_) engine_scope_->DropKids();
 }
 
-void DataParallelEngine::Compute(Replica* replica, const std::vector<std::string>& input_names,
-                                 const std::vector<LoDTensor>& feed) {
+namespace {
+
+void SetFeed(Scope* scope, const std::vector<std::string>& input_names,
+             const std::vector<LoDTensor>& feed) {
   FLEET_ENFORCE(feed.size() == input_names.size(), InvalidArgument,
                 "data parallelism: ", feed.size(), " values for ", input_names.size(), " inputs");
   for (size_t i = 0; i < feed.size(); ++i) {
-    *replica->scope->Var(input_names[i])->GetMutable<LoDTensor>() = feed[i];
+    *scope->Var(input_names[i])->GetMutable<LoDTensor>() = feed[i];
   }
+}
+
+}  // namespace
+
+void DataParallelEngine::Compute(Replica* replica, const std::vector<std::string>& input_names,
+                                 const std::vector<LoDTensor>& feed) {
+  SetFeed(replica->scope, input_names, feed);
   executor_->Run(replica->compute, &replica->run_state, profile_ ? &replica->stats : nullptr);
+}
+
+size_t DataParallelEngine::SegmentsEveryReplicaRan() const {
+  size_t least = segments_.segments.size();
+  for (const auto& replica : replicas_) {
+    least = std::min(least, replica->progress.load(std::memory_order_acquire));
+  }
+  return least;
+}
+
+size_t DataParallelEngine::ReduceFinished(int r, size_t next, size_t segments, float scale) {
+  const auto& mine = owned_[static_cast<size_t>(r)];
+  for (; next < mine.size() && segments_.final_after[mine[next]] < segments; ++next) {
+    ReduceGradient(gradients_[mine[next]], all_replicas_, options_.replicas, scale,
+                   options_.all_reduce);
+  }
+  return next;
+}
+
+bool DataParallelEngine::AwaitCompute() {
+  const size_t all = segments_.segments.size();
+  auto done = [&] { return failed_.load() || SegmentsEveryReplicaRan() == all; };
+  const auto until = std::chrono::steady_clock::now() + kSpinBeforeSleep;
+  while (!done() && std::chrono::steady_clock::now() < until) {
+    for (int i = 0; i < 64; ++i) CpuRelax();
+  }
+  if (!done()) {
+    absl::MutexLock lock(&progress_mu_);
+    progress_mu_.Await(absl::Condition(&done));
+  }
+  return !failed_.load();
+}
+
+bool DataParallelEngine::ComputeAndReduce(int r, const std::vector<std::string>& input_names,
+                                          const std::vector<LoDTensor>& feed, float scale) {
+  Replica* replica = replicas_[static_cast<size_t>(r)].get();
+  try {
+    SetFeed(replica->scope, input_names, feed);
+    const size_t all = replica->segments.size();
+    size_t next = 0;  // the first of this replica's gradients not reduced yet
+    for (size_t s = 0; s < all; ++s) {
+      if (failed_.load(std::memory_order_relaxed)) return false;
+      executor_->Run(replica->segments[s], &replica->run_state,
+                     profile_ ? &replica->stats : nullptr);
+      if (s + 1 < all) {
+        replica->progress.store(s + 1, std::memory_order_release);
+        next = ReduceFinished(r, next, SegmentsEveryReplicaRan(), scale);
+      } else {
+        absl::MutexLock lock(&progress_mu_);  // AwaitCompute may sleep on it
+        replica->progress.store(all, std::memory_order_release);
+      }
+    }
+    if (!AwaitCompute()) return false;
+    ReduceFinished(r, next, all, scale);
+    return true;
+  } catch (...) {
+    absl::MutexLock lock(&progress_mu_);
+    failed_.store(true);
+    throw;
+  }
 }
 
 void DataParallelEngine::RunUpdate(size_t phase, int r) {
@@ -92,6 +196,19 @@ void DataParallelEngine::RunUpdate(size_t phase, int r) {
 
 void DataParallelEngine::RunPhase(size_t phase) {
   pool_.Run([&](int r) { RunUpdate(phase, r); });
+}
+
+size_t DataParallelEngine::RunPlainReduction(const ReducePlan& plan, size_t phase) {
+  if (plan.owner_local && phase < update_.size()) {
+    // Each replica reduces the gradients it owns and updates their parameters, in one go.
+    pool_.Run([&](int r) {
+      RunReduceTasks(plan, r);
+      RunUpdate(phase, r);
+    });
+    return phase + 1;
+  }
+  if (!plan.tasks.empty()) pool_.Run([&](int r) { RunReduceTasks(plan, r); });
+  return phase;
 }
 
 std::vector<std::vector<LoDTensor>> DataParallelEngine::Step(
@@ -113,24 +230,27 @@ std::vector<std::vector<LoDTensor>> DataParallelEngine::Step(
     framework::RunBeforeStep(resources, info);
     const size_t prelude = static_cast<size_t>(options_.prelude_phases);
     for (size_t p = 0; p < prelude; ++p) RunPhase(p);
-    pool_.Run([&](int r) {
-      if (r < active) Compute(replicas_[r].get(), input_names, feeds[r]);
-    });
-    std::vector<int> sources;
-    for (int r = 0; r < active; ++r) sources.push_back(r);
-    float scale = options_.gradient_scale > 0 ? options_.gradient_scale : 1.0f / active;
-    ReducePlan plan = PlanReduction(gradients_, std::move(sources), options_.replicas, scale,
-                                    options_.all_reduce);
+    const float scale = options_.gradient_scale > 0 ? options_.gradient_scale : 1.0f / active;
     size_t next_phase = prelude;
-    if (plan.owner_local && next_phase < update_.size()) {
-      // Each replica reduces the gradients it owns and updates their parameters, in one go.
+    if (overlap_next_ && active == options_.replicas) {
+      for (auto& replica : replicas_) replica->progress.store(0);
+      failed_.store(false);
+      const bool update = next_phase < update_.size();
       pool_.Run([&](int r) {
-        RunReduceTasks(plan, r);
-        RunUpdate(next_phase, r);
+        if (ComputeAndReduce(r, input_names, feeds[r], scale) && update) RunUpdate(next_phase, r);
       });
-      ++next_phase;
-    } else if (!plan.tasks.empty()) {
-      pool_.Run([&](int r) { RunReduceTasks(plan, r); });
+      if (update) ++next_phase;
+      ++overlapped_steps_;
+    } else {
+      pool_.Run([&](int r) {
+        if (r < active) Compute(replicas_[r].get(), input_names, feeds[r]);
+      });
+      std::vector<int> sources;
+      for (int r = 0; r < active; ++r) sources.push_back(r);
+      ReducePlan plan = PlanReduction(gradients_, std::move(sources), options_.replicas, scale,
+                                      options_.all_reduce);
+      overlap_next_ = options_.overlap_reduction && plan.owner_local && active == options_.replicas;
+      next_phase = RunPlainReduction(plan, next_phase);
     }
     for (size_t p = next_phase; p < update_.size(); ++p) RunPhase(p);
     framework::RunAfterStep(resources, info);

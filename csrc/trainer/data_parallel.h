@@ -13,6 +13,16 @@
 //      into every replica's gradient (AllReduce) or only into the owner's (Reduce); when each
 //      replica reduces exactly the gradients its own update ops read (owner_local), it runs the
 //      first update phase right after, without a barrier between the two;
+//      overlapped: once a step of every replica was owner_local, the next steps with every
+//      replica active reduce during the compute program instead. It is cut after each
+//      gradient's last access (compute_segments.h); each replica publishes how many segments it
+//      has run, and after each of its own segments reduces those of its gradients that every
+//      replica is past, so the last layers' gradients are reduced while the backward pass of
+//      the first layers still runs, while they are still in cache. Compute, reduction and the
+//      first update phase are then one fork-join: a replica starts its updates once every
+//      replica has finished the compute program (no op reads a parameter while it changes).
+//      The sums are those of the plain path, term for term: the parameters are bit for bit the
+//      same;
 //   3. the update phases run: in each phase every replica runs its own part (the update ops of
 //      the parameters it owns), with a barrier between phases (ops that must see every update
 //      before them, such as a learning-rate schedule, are a phase of replica 0 alone).
@@ -24,11 +34,14 @@
 // Thread safety: Step must be called from one thread at a time; it blocks until the step is done
 // and may be called with the GIL released. No Python runs on the replica threads.
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "framework/executor.h"
+#include "trainer/compute_segments.h"
 #include "trainer/gradient_reduce.h"
 #include "trainer/replica_pool.h"
 
@@ -47,6 +60,8 @@ struct DataParallelOptions {
   // The first prelude_phases update phases run before the compute program (ops that advance
   // shared state once a step, such as a learning-rate schedule's step counter).
   int prelude_phases = 0;
+  // Reduce gradients while the compute program runs (step 2 above); false: always after it.
+  bool overlap_reduction = true;
 };
 
 // The update part of a step: update[p][r] is what replica r runs in phase p (null: nothing).
@@ -64,6 +79,8 @@ class DataParallelEngine {
   DataParallelEngine& operator=(const DataParallelEngine&) = delete;
 
   int replicas() const { return options_.replicas; }
+  // Steps whose reduction overlapped the compute program (see step 2 above).
+  int64_t overlapped_steps() const { return overlapped_steps_; }
 
   // Runs one step. feeds[r][i] is the value of input_names[i] for replica r (its memory is
   // shared, not copied); replicas r >= feeds.size() have no share this step: they skip the
@@ -80,6 +97,20 @@ class DataParallelEngine {
   void RunUpdate(size_t phase, int replica);
   void Compute(Replica* replica, const std::vector<std::string>& input_names,
                const std::vector<LoDTensor>& feed);
+  // The reduction of a step that did not overlap it, after the compute program, and with it
+  // the update phase `phase` when the plan is owner_local; returns the next phase to run.
+  size_t RunPlainReduction(const ReducePlan& plan, size_t phase);
+  // Replica r's compute program by segments, reducing the gradients it owns as every replica
+  // passes them, then the rest once every replica has finished. Returns false, having stopped,
+  // when another replica failed (its error is the step's).
+  bool ComputeAndReduce(int r, const std::vector<std::string>& input_names,
+                        const std::vector<LoDTensor>& feed, float scale);
+  // Reduces replica r's gradients from owned_[r][next] on that every replica is done with
+  // after `segments` segments; returns the index of the first one left.
+  size_t ReduceFinished(int r, size_t next, size_t segments, float scale);
+  size_t SegmentsEveryReplicaRan() const;
+  // Blocks until every replica has run every segment (true) or one failed (false).
+  bool AwaitCompute();
 
   const framework::Executor* executor_;
   const framework::PreparedProgram* compute_;
@@ -88,6 +119,15 @@ class DataParallelEngine {
   Scope* engine_scope_ = nullptr;
   std::vector<std::unique_ptr<Replica>> replicas_;
   std::vector<GradientSlot> gradients_;
+  ComputeSegments segments_;
+  std::vector<std::vector<size_t>> owned_;  // per replica: its gradients by final segment
+  std::vector<int> all_replicas_;           // the sources of an overlapped step
+  bool overlap_next_ = false;  // the last plain step was owner_local with every replica active
+  int64_t overlapped_steps_ = 0;
+  // Published segment counts: stores of the last segment and of a failure are made under the
+  // mutex, so that AwaitCompute may sleep on them; the others are read lock-free.
+  absl::Mutex progress_mu_;
+  std::atomic<bool> failed_{false};
   ReplicaPool pool_;
   int64_t steps_ = 0;
   bool profile_ = false;  // time ops per role in this step

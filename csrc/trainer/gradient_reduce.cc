@@ -212,6 +212,25 @@ ReducePlan PlanReduction(const std::vector<GradientSlot>& gradients, std::vector
   return plan;
 }
 
+void ReduceGradient(const GradientSlot& gradient, const std::vector<int>& sources, int replicas,
+                    float scale, bool all_reduce) {
+  ReducePlan plan;
+  plan.sources = sources;
+  plan.scale = scale;
+  plan.all_reduce = all_reduce;
+  bool all_empty = true;
+  for (int r : sources) all_empty = all_empty && !gradient.replica[r]->IsInitialized();
+  if (sources.empty() || all_empty) return;
+  std::vector<int> targets;
+  for (int r = 0; r < replicas; ++r) {
+    if (all_reduce || gradient.everywhere || r == gradient.owner) targets.push_back(r);
+  }
+  const bool sparse = PrepareTargets(gradient, plan.sources, targets);
+  const int64_t n = sparse ? 0 : gradient.replica[sources.front()]->Get<LoDTensor>().numel();
+  plan.tasks.push_back(ReduceTask{&gradient, sparse, 0, n, gradient.owner});
+  RunReduceTasks(plan, gradient.owner);
+}
+
 void RunReduceTasks(const ReducePlan& plan, int worker) {
   for (const auto& task : plan.tasks) {
     if (task.worker != worker) continue;

@@ -57,4 +57,12 @@ ReducePlan PlanReduction(const std::vector<GradientSlot>& gradients, std::vector
 // this concurrently, each with its own worker index.
 void RunReduceTasks(const ReducePlan& plan, int worker);
 
+// Reduces one gradient whole on the calling thread, as one owner_local task of a plan with
+// these sources would (the same sums, in the same order): checks and sizes its targets, then
+// sums. Nothing is done when no source holds a value. Throws InvalidArgument as PlanReduction.
+// Several threads may reduce distinct gradients at once, while other ops run, as long as no op
+// reads or writes this gradient's variables meanwhile.
+void ReduceGradient(const GradientSlot& gradient, const std::vector<int>& sources, int replicas,
+                    float scale, bool all_reduce);
+
 }  // namespace fleet::trainer

@@ -1,11 +1,13 @@
 // The pieces of one-process data parallelism without programs: how a batch is cut into shares
 // (Paddle's SplitLoDTensor), the in-memory reduction of dense gradients in ranges and of sparse
 // gradients by concatenation into the owner or every replica, and the replica pool's fork-join
-// with its error reporting.
+// with its error reporting, and the cut of a compute program after each gradient's last access
+// (the overlapped reduction's segments).
 
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstring>
 #include <memory>
 #include <numeric>
 #include <stdexcept>
@@ -13,6 +15,7 @@
 #include <vector>
 
 #include "trainer/batch_split.h"
+#include "trainer/compute_segments.h"
 #include "trainer/gradient_reduce.h"
 #include "trainer/replica_pool.h"
 
@@ -157,6 +160,60 @@ TEST(GradientReduce, ReplicasDisagreeingOnAShapeAreNamed) {
   rs.vars[1]->GetMutable<LoDTensor>()->mutable_data<float>();
   std::vector<GradientSlot> grads{rs.slot};
   EXPECT_THROW(PlanReduction(grads, {0, 1}, 2, 1.0f, true), InvalidArgument);
+}
+
+TEST(GradientReduce, AGradientReducedAloneEqualsThePlannedReduction) {
+  Replicas planned(100000, 2), alone(100000, 2);
+  alone.slot.owner = planned.slot.owner = 1;
+  std::vector<GradientSlot> grads{planned.slot};
+  ReducePlan plan = PlanReduction(grads, {0, 1}, 2, 0.5f, /*all_reduce=*/false);
+  planned.RunAll(plan);
+  ReduceGradient(alone.slot, {0, 1}, 2, 0.5f, /*all_reduce=*/false);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(std::memcmp(alone.Of(r), planned.Of(r), 100000 * sizeof(float)), 0) << r;
+  }
+  EXPECT_FLOAT_EQ(alone.Of(1)[5], 1.5f);  // the owner's: (1 + 2) / 2
+  EXPECT_FLOAT_EQ(alone.Of(0)[5], 1.0f);  // Reduce: replica 0's is untouched
+}
+
+// A compute program of ops reading and writing the named variables (no kernels: only cut).
+framework::PreparedProgram Ops(
+    const std::vector<std::pair<std::vector<std::string>, std::vector<std::string>>>& ops) {
+  framework::PreparedProgram program;
+  for (const auto& [in, out] : ops) {
+    framework::PreparedOp op;
+    op.spec.type = "op" + std::to_string(program.ops.size());
+    op.spec.inputs["X"] = in;
+    op.spec.outputs["Out"] = out;
+    program.ops.push_back(std::move(op));
+  }
+  return program;
+}
+
+TEST(ComputeSegments, CutsAfterTheLastReadOrWriteOfEachGradient) {
+  framework::PreparedProgram program = Ops({
+      {{"x"}, {"h"}},            // 0 forward
+      {{"h"}, {"loss"}},         // 1
+      {{"loss"}, {"b@GRAD"}},    // 2 b's gradient...
+      {{"b@GRAD"}, {"h@GRAD"}},  // 3 ...read last here
+      {{"h@GRAD"}, {"w@GRAD"}},  // 4 w's gradient written...
+      {{"w@GRAD"}, {"w@GRAD"}},  // 5 ...and last here
+      {{"h"}, {"metric"}},       // 6 touches neither
+  });
+  ComputeSegments cut = CutAfterLastAccess(program, {"w@GRAD", "b@GRAD", "unused@GRAD"});
+  ASSERT_EQ(cut.segments.size(), 3u);
+  EXPECT_EQ(cut.segments[0]->ops.size(), 4u);  // ops 0-3
+  EXPECT_EQ(cut.segments[1]->ops.size(), 2u);  // ops 4-5
+  EXPECT_EQ(cut.segments[1]->ops[0].spec.type, "op4");
+  EXPECT_EQ(cut.segments[2]->ops.size(), 1u);                  // op 6
+  EXPECT_EQ(cut.final_after, (std::vector<size_t>{1, 0, 2}));  // untouched: after the last
+}
+
+TEST(ComputeSegments, AProgramOfNoOpsIsOneEmptySegment) {
+  ComputeSegments cut = CutAfterLastAccess(framework::PreparedProgram{}, {"w@GRAD"});
+  ASSERT_EQ(cut.segments.size(), 1u);
+  EXPECT_TRUE(cut.segments[0]->ops.empty());
+  EXPECT_EQ(cut.final_after, (std::vector<size_t>{0}));
 }
 
 TEST(ReplicaPool, RunsEveryReplicaAndRethrowsTheFirstError) {

@@ -9,6 +9,7 @@ import pytest
 import fleet
 from fleet import layers
 from fleet.compiler import BuildStrategy, CompiledProgram, ExecutionStrategy
+from fleet.data_parallel import DataParallelRunner
 from fleet.dataset import DatasetFactory
 from fleet.errors import InvalidArgument
 
@@ -296,3 +297,91 @@ def test_a_list_feed_gives_each_replica_its_own_dict():
         np.testing.assert_allclose(_params(listed, main)[name], value, rtol=1e-6, err_msg=name)
     with pytest.raises(InvalidArgument, match="one dict a replica, got 3 dicts for 2 replicas"):
         exe.run(compiled, feed=[_batch(rng, 2)] * 3, fetch_list=[loss], scope=listed)
+
+
+# Hidden widths whose dense gradients the two replicas own in equal shares (with the embedding's
+# gradient dense or sparse): the engine reduces them during the backward pass.
+_BALANCED_HIDDEN = (16, 16, 16)
+
+
+def _tensors(feed):
+    return {
+        k: v if isinstance(v, fleet._core.LoDTensor) else fleet.LoDTensor(v)
+        for k, v in feed.items()
+    }
+
+
+def _runners(main, startup, loss, strategy):
+    """Two engines of one plan on scopes of their own: reduction during backward, and after."""
+    build = BuildStrategy()
+    build.reduce_strategy = strategy
+    compiled = CompiledProgram(main).with_data_parallel(
+        loss_name=loss.name, build_strategy=build, places=2
+    )
+    exe = fleet.Executor()
+    plan = compiled.plan()
+    runners, scopes = [], []
+    for overlap in (True, False):
+        scope = fleet._core.Scope()
+        exe.run(startup, scope=scope)
+        runners.append(
+            DataParallelRunner(exe._core, plan, scope, seed=1, overlap_reduction=overlap)
+        )
+        scopes.append(scope)
+    return exe, runners, scopes
+
+
+def _decayed_adam():
+    return fleet.optimizer.Adam(layers.exponential_decay(0.05, decay_steps=1, decay_rate=0.5))
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES, ids=["allreduce", "reduce"])
+@pytest.mark.parametrize("is_sparse", [True, False], ids=["sparse", "dense"])
+@pytest.mark.parametrize(
+    "optimizer", [lambda: fleet.optimizer.SGD(0.5), _decayed_adam], ids=["sgd", "decayed_adam"]
+)
+def test_overlapped_reduction_gives_the_same_parameters_bit_for_bit(strategy, is_sparse, optimizer):
+    """The first step reduces after the backward pass and finds the owners balanced; the later
+    ones reduce each gradient as soon as both replicas are past it. The sums are the same, term
+    for term, as after the backward pass, and match one process on the whole batch."""
+    main, startup, loss = _model(optimizer, is_sparse, hidden=_BALANCED_HIDDEN)
+    exe, (overlapped, plain), (overlapped_scope, plain_scope) = _runners(
+        main, startup, loss, strategy
+    )
+    one = fleet._core.Scope()
+    exe.run(startup, scope=one)
+    rng = np.random.default_rng(4)
+    steps = 5
+    for _ in range(steps):
+        feed = _batch(rng, 12)
+        (a,) = overlapped.run(_tensors(feed), [loss.name])
+        (b,) = plain.run(_tensors(feed), [loss.name])
+        np.testing.assert_array_equal(a, b)
+        exe.run(main, feed=feed, fetch_list=[loss], scope=one)
+    assert overlapped.overlapped_steps == steps - 1
+    assert plain.overlapped_steps == 0
+    for name, value in _params(plain_scope, main).items():
+        np.testing.assert_array_equal(_params(overlapped_scope, main)[name], value, err_msg=name)
+        np.testing.assert_allclose(value, _params(one, main)[name], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES, ids=["allreduce", "reduce"])
+def test_an_error_in_one_replica_ends_an_overlapped_step_before_any_update(strategy):
+    """Replica 1 fails in its forward pass while replica 0 finishes the compute program and
+    waits for it: the step raises the error instead of waiting forever, no parameter changes,
+    and the next step runs overlapped again."""
+    main, startup, loss = _model(lambda: fleet.optimizer.SGD(0.5), True, hidden=_BALANCED_HIDDEN)
+    _, (runner, _), (scope, _) = _runners(main, startup, loss, strategy)
+    rng = np.random.default_rng(8)
+    for _ in range(2):
+        runner.run(_tensors(_batch(rng, 12)), [loss.name])
+    assert runner.overlapped_steps == 1
+    before = _params(scope, main)
+    bad = _batch(rng, 6)
+    bad["dense"] = rng.standard_normal((6, 4)).astype(np.float32)  # one column too many
+    with pytest.raises(InvalidArgument, match="mul"):
+        runner.run([_tensors(_batch(rng, 6)), _tensors(bad)], [loss.name])
+    for name, value in _params(scope, main).items():
+        np.testing.assert_array_equal(value, before[name], err_msg=name)
+    runner.run(_tensors(_batch(rng, 12)), [loss.name])
+    assert runner.overlapped_steps == 2  # the failed step is not counted
