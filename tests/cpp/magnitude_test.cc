@@ -44,5 +44,27 @@ TEST(MagnitudeTest, MaxFindsTheLargestAnywhereInTheArray) {
   EXPECT_EQ(MaxMagnitudeBits(nullptr, 0), 0u);
 }
 
+TEST(MagnitudeTest, AnyAboveFindsAValuePastTheBoundAnywhereInTheArray) {
+  const uint32_t bound = MagnitudeBits(4.0f);
+  for (size_t n : {size_t{1}, size_t{7}, size_t{64}, size_t{1001}}) {
+    for (size_t where = 0; where < n; where += std::max<size_t>(1, n / 5)) {
+      std::vector<float> values(n, -0.25f);
+      EXPECT_FALSE(AnyMagnitudeAbove(values.data(), n, bound)) << n << " " << where;
+      values[where] = -4.0f;  // at the bound: not above it
+      EXPECT_FALSE(AnyMagnitudeAbove(values.data(), n, bound)) << n << " " << where;
+      values[where] = std::nextafter(-4.0f, -5.0f);
+      EXPECT_TRUE(AnyMagnitudeAbove(values.data(), n, bound)) << n << " " << where;
+      values[where] = std::nanf("");
+      EXPECT_TRUE(AnyMagnitudeAbove(values.data(), n, bound)) << n << " " << where;
+      // The finiteness test of pushed gradients: infinity is past the largest finite float.
+      values[where] = -INFINITY;
+      EXPECT_TRUE(AnyMagnitudeAbove(values.data(), n, kInfinityBits - 1)) << n << " " << where;
+      values[where] = FLT_MAX;
+      EXPECT_FALSE(AnyMagnitudeAbove(values.data(), n, kInfinityBits - 1)) << n << " " << where;
+    }
+  }
+  EXPECT_FALSE(AnyMagnitudeAbove(nullptr, 0, 0));
+}
+
 }  // namespace
 }  // namespace fleet::ps::detail

@@ -26,7 +26,7 @@ inline void CopyFloats(float* dst, const float* src, size_t n) {
 }  // namespace
 
 bool AllFinite(absl::Span<const float> values) {
-  return detail::MaxMagnitudeBits(values.data(), values.size()) < detail::kInfinityBits;
+  return !detail::AnyMagnitudeAbove(values.data(), values.size(), detail::kInfinityBits - 1);
 }
 
 absl::StatusOr<std::unique_ptr<SparseTable>> SparseTable::Create(const proto::TableConfig& config) {

@@ -28,7 +28,7 @@ void OverflowGuard::Keep(const float* row, size_t floats) {
 
 bool OverflowGuard::Check(float* row, size_t floats) {
   // The common case, all in range, in one vectorised pass (a NaN compares above any bound).
-  if (MaxMagnitudeBits(row, floats) <= MagnitudeBits(bound_)) return true;
+  if (!AnyMagnitudeAbove(row, floats, MagnitudeBits(bound_))) return true;
   bool has_nan = false;
   for (size_t i = 0; i < floats; ++i) has_nan |= std::isnan(row[i]);
   if (clip_ && !has_nan) {
