@@ -1,7 +1,7 @@
 """Benchmark: one-process data parallelism (CompiledProgram.with_data_parallel, CPU_NUM=2)
 against one trainer thread on the same data, and against Hogwild train_from_dataset(thread=2).
 
-    .venv/bin/python benchmarks/data_parallel.py [--quick] [--rounds N]
+    .venv/bin/python benchmarks/data_parallel.py [--quick] [--rounds N] [--plain_reduction]
 
 Two models, each trained for one pass over the same in-memory dataset by three runs that start
 from the same parameters:
@@ -12,6 +12,9 @@ from the same parameters:
   hogwild      train_from_dataset(main, thread=2), batch B a thread (lock-free updates of shared
                parameters, Fleet's default multi-thread training: the same work a thread as a
                replica, twice as many updates as the other two)
+  data_parallel_plain  (with --plain_reduction) data_parallel with
+               BuildStrategy.overlap_reduction = False: every gradient reduced after the
+               backward pass instead of during it (the same parameters, bit for bit)
 Models: CTR-DNN (examples/ctr_dnn: 26 sparse slots into a 1M x 10 is_sparse embedding, fc
 400-400-400, lazy Adam, B=512) on generated Criteo-format data, and the collective benchmark's
 MLP (4 fc layers of 1024, sigmoid cross-entropy, SGD 0.05, B=256) on data from a planted teacher.
@@ -25,6 +28,8 @@ Figures (the last line of output is one JSON object), per model:
   scaling_vs_one_thread   data_parallel samples/s / one_thread samples/s (physical limit: the
                           number of replicas, 2; target >= 1.8 on 2 idle cores)
   hogwild_vs_one_thread   hogwild samples/s / one_thread samples/s, the peer
+  overlap_gain            (with --plain_reduction) data_parallel samples/s /
+                          data_parallel_plain samples/s
   auc                     test AUC after the pass, for each run (one_thread and data_parallel
                           take the same steps on the same batches, so theirs agree closely;
                           hogwild takes twice as many steps of half the batch)
@@ -59,6 +64,7 @@ from fleet import layers  # noqa: E402
 REPLICAS = 2
 MLP_LAYERS, MLP_WIDTH = 4, 1024
 RUNS = ("one_thread", "data_parallel", "hogwild")
+PLAIN = "data_parallel_plain"
 
 
 # -- data ---------------------------------------------------------------------------------------
@@ -192,9 +198,11 @@ def one_run(kind: str, net: dict, ds: object, test: object) -> dict:
     exe = fleet.Executor(fleet.CPUPlace())
     scope = fleet._core.Scope()
     exe.run(net["startup"], scope=scope)
-    if kind == "data_parallel":
+    if kind in ("data_parallel", PLAIN):
+        build = fleet.BuildStrategy()
+        build.overlap_reduction = kind == "data_parallel"
         program = fleet.CompiledProgram(net["main"]).with_data_parallel(
-            loss_name=net["loss"].name, places=REPLICAS
+            loss_name=net["loss"].name, build_strategy=build, places=REPLICAS
         )
         result = exe.train_from_dataset(program, ds, scope=scope, print_period=0)
     else:
@@ -207,33 +215,35 @@ def one_run(kind: str, net: dict, ds: object, test: object) -> dict:
     return {"samples_per_s": result.samples / result.seconds, "auc": auc}
 
 
-def measure(name: str, net: dict, files: list[str], test: object, rounds: int) -> dict:
+def measure(
+    name: str, net: dict, files: list[str], test: object, rounds: int, kinds: tuple[str, ...]
+) -> dict:
     # One thread reads the data-parallel step's global batch; replicas and Hogwild threads B.
     datasets = {
         "one_thread": dataset(net, files, REPLICAS * net["batch"]),
         "data_parallel": dataset(net, files, net["batch"]),
     }
-    datasets["hogwild"] = datasets["data_parallel"]
-    runs: dict[str, list[dict]] = {k: [] for k in RUNS}
+    datasets["hogwild"] = datasets[PLAIN] = datasets["data_parallel"]
+    runs: dict[str, list[dict]] = {k: [] for k in kinds}
     loads = []
     for r in range(rounds):
-        order = RUNS[r % len(RUNS) :] + RUNS[: r % len(RUNS)]
+        order = kinds[r % len(kinds) :] + kinds[: r % len(kinds)]
         before = os.getloadavg()[0]
         for kind in order:
             runs[kind].append(one_run(kind, net, datasets[kind], test))
         loads.append({"round": r, "load1_before": before, "load1_after": os.getloadavg()[0]})
         print(
             f"{name} round {r}: "
-            + ", ".join(f"{k} {runs[k][-1]['samples_per_s']:.0f}/s" for k in RUNS)
+            + ", ".join(f"{k} {runs[k][-1]['samples_per_s']:.0f}/s" for k in kinds)
             + f" (load {before:.2f})",
             flush=True,
         )
-    median = {k: statistics.median(x["samples_per_s"] for x in runs[k]) for k in RUNS}
-    return {
+    median = {k: statistics.median(x["samples_per_s"] for x in runs[k]) for k in kinds}
+    out = {
         "samples_per_s": median,
         "scaling_vs_one_thread": median["data_parallel"] / median["one_thread"],
         "hogwild_vs_one_thread": median["hogwild"] / median["one_thread"],
-        "auc": {k: statistics.median(x["auc"] for x in runs[k]) for k in RUNS},
+        "auc": {k: statistics.median(x["auc"] for x in runs[k]) for k in kinds},
         "samples_per_update": {
             "one_thread": REPLICAS * net["batch"],
             "data_parallel": REPLICAS * net["batch"],
@@ -241,15 +251,25 @@ def measure(name: str, net: dict, files: list[str], test: object, rounds: int) -
         },
         "rounds": loads,
     }
+    if PLAIN in kinds:
+        out["overlap_gain"] = median["data_parallel"] / median[PLAIN]
+        out["samples_per_update"][PLAIN] = REPLICAS * net["batch"]
+    return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small data, 1 round (a minute)")
     parser.add_argument("--rounds", type=int, default=None)
+    parser.add_argument(
+        "--plain_reduction",
+        action="store_true",
+        help="also run data_parallel with the reduction after the backward pass (overlap_gain)",
+    )
     args = parser.parse_args()
     rounds = args.rounds or (1 if args.quick else 5)
     ctr_rows, mlp_rows = (8192, 2048) if args.quick else (100_000, 16_384)
+    kinds = RUNS + ((PLAIN,) if args.plain_reduction else ())
     fleet._core.set_blas_threads(1)
     started = time.perf_counter()
     start_load = os.getloadavg()
@@ -261,9 +281,9 @@ def main() -> None:
     }
     with tempfile.TemporaryDirectory(prefix="fleet-dp-bench-") as tmp:
         files, test = ctr_files(tmp, ctr_rows, ctr_rows // 4)
-        out["ctr_dnn"] = measure("ctr_dnn", ctr_model(), files, test, rounds)
+        out["ctr_dnn"] = measure("ctr_dnn", ctr_model(), files, test, rounds, kinds)
         files, test = mlp_files(tmp, mlp_rows, mlp_rows // 4)
-        out["mlp"] = measure("mlp", mlp_model(), files, test, rounds)
+        out["mlp"] = measure("mlp", mlp_model(), files, test, rounds, kinds)
     out["load_average_at_end"] = os.getloadavg()
     out["seconds"] = time.perf_counter() - started
     print(json.dumps(out), flush=True)

@@ -55,7 +55,10 @@ class _NoticeFields:
 
 class BuildStrategy(_NoticeFields):
     """How a data-parallel program is built. Fleet acts on `reduce_strategy` and
-    `gradient_scale_strategy`; the other fields are accepted with a notice."""
+    `gradient_scale_strategy`; the other fluid fields are accepted with a notice.
+    `overlap_reduction` is Fleet's own (no fluid field): True reduces each gradient during the
+    backward pass, once every replica is past it (when the replicas own equal shares of the
+    gradients); False reduces them all after it. Both give the same parameters, bit for bit."""
 
     class ReduceStrategy(enum.IntEnum):
         AllReduce = 0  # every replica gets the reduced gradients
@@ -66,10 +69,11 @@ class BuildStrategy(_NoticeFields):
         One = 1  # sum over the replicas
         Customized = 2
 
-    _ACTED_ON = frozenset({"reduce_strategy", "gradient_scale_strategy"})
+    _ACTED_ON = frozenset({"reduce_strategy", "gradient_scale_strategy", "overlap_reduction"})
 
     reduce_strategy = ReduceStrategy.AllReduce
     gradient_scale_strategy = GradientScaleStrategy.CoeffNumDevice
+    overlap_reduction = True
     fuse_all_reduce_ops = False
     fuse_all_optimizer_ops = False
     fuse_elewise_add_act_ops = False
@@ -218,6 +222,7 @@ class DataParallelPlan:
     owners: list[int]
     param_owner: dict[str, int]
     prelude_phases: int = 0
+    overlap_reduction: bool = True  # BuildStrategy.overlap_reduction
 
 
 def plan_data_parallel(
@@ -287,6 +292,7 @@ def plan_data_parallel(
         owners=owners,
         param_owner=param_owner,
         prelude_phases=1 if prelude else 0,
+        overlap_reduction=bool(strategy.overlap_reduction),
     )
 
 
@@ -329,11 +335,12 @@ def _scale_loss_grad(desc: pb.ProgramDesc, loss_name: str | None, scale: float) 
 
 
 def _sparse_parameters(compute: list[Any]) -> set[str]:
-    """Parameters whose gradient an `is_sparse` op writes (rows, not the whole table)."""
+    """Parameters whose gradient an `is_sparse` op writes (rows, not the whole table), also
+    through a renamed part of it (`emb@GRAD@RENAME@3`, summed into `emb@GRAD`)."""
     sparse = set()
     for op in compute:
         if op.attrs.get("is_sparse"):
-            sparse |= {n[: -len("@GRAD")] for n in op.output_names if n.endswith("@GRAD")}
+            sparse |= {n[: n.index(GRAD_SUFFIX)] for n in op.output_names if GRAD_SUFFIX in n}
     return sparse
 
 

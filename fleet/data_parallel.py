@@ -24,8 +24,8 @@ class DataParallelRunner:
     """The engine of one plan on one executor and root scope; prepared once, run per step.
 
     `overlap_reduction`: reduce the gradients while the replicas still run the backward pass
-    (the engine does when the owners' shares are balanced); False reduces them after it. Both
-    give the same parameters, bit for bit."""
+    (the engine does when the owners' shares are balanced), or after it; None: as the plan's
+    BuildStrategy says. Both give the same parameters, bit for bit."""
 
     def __init__(
         self,
@@ -33,7 +33,7 @@ class DataParallelRunner:
         plan: DataParallelPlan,
         scope: Any,
         seed: int,
-        overlap_reduction: bool = True,
+        overlap_reduction: bool | None = None,
     ) -> None:
         self.plan = plan
         options = _core.DataParallelOptions()
@@ -44,7 +44,9 @@ class DataParallelRunner:
         options.gradient_owners = list(plan.owners)
         options.seed = seed
         options.prelude_phases = plan.prelude_phases
-        options.overlap_reduction = overlap_reduction
+        options.overlap_reduction = (
+            plan.overlap_reduction if overlap_reduction is None else overlap_reduction
+        )
 
         def prepare(desc: Any) -> Any:
             return core_executor.prepare(desc.SerializeToString(), 0)
