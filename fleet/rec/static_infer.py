@@ -58,7 +58,8 @@ def run(config: Config) -> dict[int, dict[str, float]]:
     for epoch in range(first, end):
         folder = os.path.join(load_path, str(epoch))
         saving.load_for_evaluation(program, folder)
-        reset_auc_states(program)
+        if config.get("runner.use_auc"):  # as PaddleRec's static_infer
+            reset_auc_states(program)
         batches = data.batches(config, reader_key, files, feeds, batch_size)
         last, samples, seconds = loader_epoch(
             exe, program, batches, metrics, progress, epoch, print_interval

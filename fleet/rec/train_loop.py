@@ -148,8 +148,12 @@ def train_epochs(
     if reader_type != "DataLoader":
         dataset = data.make_dataset(config, reader_type, feeds, files)
     last: dict[str, float] = {}
+    # PaddleRec resets the AUC states at each epoch's start only with use_auc; without it an
+    # epoch's AUC counts every epoch so far.
+    reset_auc = bool(config.get("runner.use_auc"))
     for epoch in range(epochs):
-        reset_auc_states(program)
+        if reset_auc:
+            reset_auc_states(program)
         if dataset is None:
             batches = data.batches(config, "runner.train_reader_path", files, feeds, batch_size)
             admit = even_steps() if step_together else None

@@ -62,6 +62,27 @@ def test_dnn_trains_saves_infers_and_resumes_in_one_process(tmp_path):
     assert rec_jobs.epoch_metrics(resumed.stdout)[0]["cost"] < epochs[0]["cost"]
 
 
+def test_use_auc_resets_the_auc_at_each_epoch_and_without_it_the_auc_accumulates(tmp_path):
+    """As PaddleRec's trainers: with use_auc an epoch's AUC measures that epoch; without it the
+    AUC states carry on, so the second epoch's AUC counts the first epoch's predictions too. The
+    one-process DataLoader job is deterministic: the first epochs agree to the digit."""
+    config = rec_jobs.user_model(tmp_path)
+    aucs = {}
+    for use_auc in (True, False):
+        result = rec_jobs.run_module(
+            tmp_path,
+            LOCAL,
+            config,
+            f"runner.use_auc={use_auc}",
+            f"runner.model_save_path=out_{use_auc}",
+        )
+        assert_ok(result)
+        aucs[use_auc] = [e["auc"] for e in rec_jobs.epoch_metrics(result.stdout)]
+    assert len(aucs[True]) == len(aucs[False]) == 2
+    assert aucs[True][0] == aucs[False][0], aucs
+    assert aucs[True][1] != aucs[False][1], aucs
+
+
 @pytest.mark.parametrize("reader_type", ["QueueDataset", "InmemoryDataset"])
 def test_dnn_trains_from_a_dataset_through_pipe_command(tmp_path, reader_type):
     config = rec_jobs.shipped_model(tmp_path, "dnn")
