@@ -1,0 +1,72 @@
+"""benchmarks/cpu_window.py: runs a job of real processes, finds each process's busiest thread
+as a trainer, and reports the CPU of every process inside the trainers' window, per sample when
+told the rows. The job here: two child processes that each burn a fixed amount of CPU time, and
+a parent that sleeps."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from tests.python.conftest import REPO_ROOT
+
+TOOL = REPO_ROOT / "benchmarks" / "cpu_window.py"
+# Each child spins until it has used BURN_S CPU seconds (CPU time, not wall time: the figure
+# does not depend on the machine's load).
+BURN_S = 1.5
+CHILD = f"import time\nwhile time.process_time() < {BURN_S}:\n    sum(range(1000))\n"
+PARENT = (
+    "import subprocess, sys\n"
+    f"children = [subprocess.Popen([sys.executable, '-c', {CHILD!r}]) for _ in range(2)]\n"
+    "sys.exit(max(c.wait() for c in children))\n"
+)
+
+
+def run_tool(tmp_path, *args: str) -> dict:
+    out = subprocess.run(
+        [sys.executable, str(TOOL), "--log", str(tmp_path / "job.log"), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_the_window_holds_the_trainers_cpu_and_counts_every_process(tmp_path):
+    result = run_tool(
+        tmp_path, "--samples", "1000", "--trainer_min_s", "1.0", "--", sys.executable, "-c", PARENT
+    )
+    # The two children are the trainers; the sleeping parent is not.
+    assert result["trainer_threads"] == 2
+    # Between 1% and 99% of the trainers' CPU: about 0.98 of what they burnt (the sampling
+    # period of 0.1 s adds at most a sample's worth on each side).
+    assert 0.9 * 2 * BURN_S <= result["trainer_cpu_s"] <= 2 * BURN_S + 0.5
+    assert result["job_cpu_s"] >= result["trainer_cpu_s"] - 0.05
+    assert len(result["process_cpu_s"]) >= 2
+    assert result["window_s"] > 0
+    per_sample = result["job_cpu_s"] / (1000 * 0.98) * 1e6
+    assert abs(result["job_us_per_sample"] - per_sample) <= 0.01 * per_sample + 0.01
+
+
+def test_a_failed_job_is_an_error_naming_its_log(tmp_path):
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(TOOL),
+            "--log",
+            str(tmp_path / "job.log"),
+            "--",
+            sys.executable,
+            "-c",
+            "raise SystemExit(3)",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert out.returncode != 0
+    assert "exit 3" in out.stderr and "job.log" in out.stderr
