@@ -345,7 +345,7 @@ class PaddleCloudRoleMaker(RoleMakerBase):
                 f"PaddleCloudRoleMaker: {e}\n  found: {found}\n  expected: "
                 f"{expected}\n  (fleetrun sets these; see fleetrun --help)"
             ) from None
-        super().__init__(is_collective=is_collective, gloo=gloo, job_id=_job_id_of(env), **facts)
+        super().__init__(is_collective=is_collective, gloo=gloo, job_id=job_id_of(env), **facts)
         # Set by fleetrun --max_restarts on a restarted job: its latest complete checkpoint.
         self.restart_checkpoint: Optional[str] = env.get("FLEET_RESTART_CHECKPOINT") or None
         self.metrics_port = metrics_port_of(env)
@@ -445,7 +445,8 @@ def metrics_port_of(env: Mapping[str, str]) -> Optional[int]:
     return port
 
 
-def _job_id_of(env: Mapping[str, str]) -> Optional[str]:
+def job_id_of(env: Mapping[str, str]) -> Optional[str]:
+    """The job identity set in `env` (FLEET_JOB_ID, else a cluster manager's job id), or None."""
     for name in (JOB_ID, *CLUSTER_JOB_ID_VARS):
         value = env.get(name, "").strip()
         if value:

@@ -28,7 +28,7 @@ from typing import IO, Optional
 
 from fleet import role_maker as rm
 from fleet._endpoints import format_endpoint
-from fleet.launch.host_watch import WorkerBeacon, WorkerHostWatch
+from fleet.launch.host_watch import WorkerBeacon, WorkerHostWatch, beacon_answer, describe_workers
 from fleet.launch.plan import JobPlan, ProcSpec
 
 _POLL_S = 0.05
@@ -105,6 +105,7 @@ class JobController:
         self._watchdog: Optional[subprocess.Popen] = None
         self._beacon: Optional[WorkerBeacon] = None
         self._host_watch: Optional[WorkerHostWatch] = None
+        self._workers_answered = False
         # Why the job failed ("worker.1 exited with 3"), for fleetrun's restart log; None while
         # it has not, or when fleetrun itself was signalled (signalled is then True).
         self.failure: Optional[str] = None
@@ -150,9 +151,11 @@ class JobController:
         servers = [e for e in env.get(rm.PSERVERS, "").split(",") if e]
         if not workers or len(self.plan.procs) == len(workers) + len(servers):
             return  # the whole job runs here: its processes' exits say everything
+        # The identity as the processes see it: fleetrun's environment and what the plan adds.
+        answer = beacon_answer(dict(os.environ, **env), servers, workers)
         local = [p for p in self.plan.procs if p.role == "worker"]
         if not local:
-            self._host_watch = WorkerHostWatch(workers, self.host_timeout_s)
+            self._host_watch = WorkerHostWatch(workers, answer, self.host_timeout_s)
             return
         endpoints = [
             format_endpoint(p.env[rm.POD_IP], int(p.env[rm.PADDLE_PORT]))
@@ -160,7 +163,7 @@ class JobController:
             if rm.POD_IP in p.env and rm.PADDLE_PORT in p.env
         ]
         if endpoints:
-            self._beacon = WorkerBeacon(endpoints)
+            self._beacon = WorkerBeacon(endpoints, answer)
 
     def _stop_host_liveness(self) -> None:
         if self._host_watch is not None:
@@ -273,7 +276,20 @@ class JobController:
             why = self._host_watch.failure() if self._host_watch is not None else None
             if why is not None:
                 return self._fail_for_workers(why)
+            self._say_once_workers_answer()
             time.sleep(_POLL_S)
+
+    def _say_once_workers_answer(self) -> None:
+        """On a machine of servers only: say once that the job's workers elsewhere answer,
+        from when on their loss ends the job here within seconds (see host_watch.py)."""
+        if self._host_watch is None or self._workers_answered or not self._host_watch.answered():
+            return
+        self._workers_answered = True
+        workers = [e for e in self.plan.procs[0].env.get(rm.TRAINER_ENDPOINTS, "").split(",") if e]
+        self._say(
+            f"the job's workers answer: {describe_workers(workers, workers)}; the servers "
+            "here stop when every worker is gone"
+        )
 
     def _fail(self, failed: Proc, code: int) -> int:
         how = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with {code}"

@@ -6,7 +6,9 @@ processes' sockets (ss) to check that each one binds and talks only on its host'
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
+import select
 import socket
 import subprocess
 import time
@@ -100,6 +102,22 @@ def wait_for_records(job_dir, name: str, count: int, launchers: dict, timeout: f
                 )
         assert time.monotonic() < deadline, f"{count} '{name}' records not there in {timeout} s"
         time.sleep(0.1)
+
+
+def read_stderr_until(launcher: subprocess.Popen, text: str, timeout: float = 90) -> str:
+    """Reads a running fleetrun's stderr (a pipe) until `text` has appeared, and returns what was
+    read; what follows stays in the pipe for communicate(). Fails when fleetrun ends first."""
+    fd = launcher.stderr.fileno()
+    read = b""
+    deadline = time.monotonic() + timeout
+    while text.encode() not in read:
+        left = deadline - time.monotonic()
+        assert left > 0, f"'{text}' not on fleetrun's stderr within {timeout} s:\n{read.decode()}"
+        if select.select([fd], [], [], min(left, 0.5))[0]:
+            chunk = os.read(fd, 65536)
+            assert chunk, f"fleetrun ended before '{text}' was on its stderr:\n{read.decode()}"
+            read += chunk
+    return read.decode(errors="replace")
 
 
 def finish(launchers: dict, timeout: float = 90) -> dict:
