@@ -27,12 +27,12 @@ def test_raising_worker_stops_the_job_with_its_traceback(tmp_path):
             raise RuntimeError("worker one gives up")
         serve_until_stopped()
         """)
-    started = time.monotonic()
+    # The other processes serve until stopped: the job ends (within run_job's timeout) only
+    # because fleetrun stops them. No wall-clock bound: under load it says nothing more.
     result = lh.run_job(tmp_path, ["--server_num=1", "--worker_num=2"], body, timeout=60)
-    elapsed = time.monotonic() - started
     assert result.returncode != 0
-    assert elapsed < 10, f"fleetrun took {elapsed:.1f} s to give up"
     assert "worker.1 (pid" in result.stderr and "exited with 1" in result.stderr
+    assert "stopping the other 2 running processes" in result.stderr, result.stderr[-3000:]
     assert "worker.1 | Traceback (most recent call last):" in result.stderr
     assert "worker.1 | RuntimeError: worker one gives up" in result.stderr
     recorded = lh.pids(tmp_path)
