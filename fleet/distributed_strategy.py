@@ -80,6 +80,14 @@ class AsyncConfig:
         RPC timeout, resend the calls its death cut, say so on stderr and go on from the
         checkpoint's rows. A server that came back without loading one is refused as without
         this option (the job fails naming it). Default False.
+    worker_restarts: the job takes restarted workers (any mode; the servers act on it). A worker
+        whose process or machine died is waited for instead of failing the job: the servers'
+        barriers wait for it within their timeout, and a worker started again with the same id
+        (by a cluster manager) rejoins: it passes init_worker at once, pulls the current
+        parameters and trains on, resuming its data where its own checkpoint says. In sync mode
+        a worker that dies within a step may count that step's gradients twice; one that dies
+        between steps does not. A worker's reported failure (its script raised) still fails
+        the job. Default False.
 
     Keys Paddle 2.6.2 prints in a_sync_configs that Fleet does not act on (PADDLE_ONLY_KEYS) are
     accepted, kept in `paddle_only` (so that a printed config assigned back round-trips) and
@@ -98,6 +106,7 @@ class AsyncConfig:
     launch_barrier: bool = True
     rpc_timeout_s: float = 30.0
     server_restarts: bool = False
+    worker_restarts: bool = False
     paddle_only: dict = dataclasses.field(default_factory=dict)
 
     # Key -> (type, why Fleet does not act on it).
@@ -140,6 +149,7 @@ class AsyncConfig:
                 "launch_barrier",
                 "prefetch_sparse",
                 "server_restarts",
+                "worker_restarts",
             ):
                 if not isinstance(value, bool):
                     raise InvalidArgument(f"{where}[{key!r}] must be a bool, got {value!r}")

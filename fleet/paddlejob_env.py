@@ -18,6 +18,12 @@ PaddleCloudRoleMaker reads:
 
 The rendezvous waits FLEET_GLOO_TIMEOUT_S (default 120 s) for all PADDLE_NNODES pods, then fails
 naming how many joined of each role.
+
+A pod restarted in place (its container restarted, the pod and its address kept: the training
+operator's restartPolicy OnFailure) after every pod joined takes its place again: it finds its
+own endpoint among those registered and keeps that index, so the job's lists stay as they were
+(see docs/design.md, elastic restart). Not the master pod: the rendezvous store lives in its
+process and goes with it.
 """
 
 from __future__ import annotations
@@ -64,12 +70,15 @@ def paddle_environment(env: Mapping[str, str], is_collective: bool) -> tuple[dic
     # the others count from 1 there.
     is_ps = is_server or bool(env.get(TRAINER_NUM, "").strip())
     master_role = "server" if is_ps else "worker"
-    if server is not None:
-        index = 0
-    else:
-        index = store.add(_PREFIX + role, 1) - 1 + (role == master_role)
-    store.set(f"{_PREFIX}{role}/{index}", format_endpoint(own, port).encode())
-    store.add(_PREFIX + "joined", 1)
+    endpoint = format_endpoint(own, port)
+    index = None if server is not None else _place_of_a_restarted_pod(store, nnodes, role, endpoint)
+    if index is None:
+        if server is not None:
+            index = 0
+        else:
+            index = store.add(_PREFIX + role, 1) - 1 + (role == master_role)
+        store.set(f"{_PREFIX}{role}/{index}", endpoint.encode())
+        store.add(_PREFIX + "joined", 1)
     deadline = time.monotonic() + timeout_s
     while store.add(_PREFIX + "joined", 0) < nnodes:
         if time.monotonic() > deadline:
@@ -95,6 +104,22 @@ def paddle_environment(env: Mapping[str, str], is_collective: bool) -> tuple[dic
         out["PADDLE_TRAINER_ID"] = str(index)
         out["PADDLE_CURRENT_ENDPOINT"] = workers[index]
     return out, server
+
+
+def _place_of_a_restarted_pod(store: Any, nnodes: int, role: str, endpoint: str) -> Optional[int]:
+    """This pod's index when the job's pods had all joined and one of them (of `role`) was
+    this pod's endpoint: the pod was restarted in place. None when the job is still forming."""
+    if store.add(_PREFIX + "joined", 0) < nnodes:
+        return None
+    for i in range(store.add(_PREFIX + role, 0) + 1):  # + 1: the master's index 0
+        key = f"{_PREFIX}{role}/{i}"
+        if store.check([key]) and store.get(key, 1.0).decode() == endpoint:
+            return i
+    raise InvalidArgument(
+        f"PaddleJob rendezvous at {MASTER}: all {NNODES}={nnodes} pods joined already and "
+        f"no {role} of the job is at {endpoint}; a restarted pod takes its place again only "
+        "with the address it had (a recreated pod with a new address needs the job restarted)"
+    )
 
 
 def _own_address(env: Mapping[str, str]) -> str:

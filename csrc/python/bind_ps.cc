@@ -84,10 +84,11 @@ void BindServer(py::module_& m) {
       .def_static(
           "start",
           [](const py::bytes& config, const std::string& address, int64_t max_threads,
-             const std::string& load_dirname, const std::string& job_id) {
+             const std::string& load_dirname, const std::string& job_id, bool worker_restarts) {
             ps::ServerOptions options;
             options.load_dirname = load_dirname;
             options.job_id = job_id;
+            options.worker_restarts = worker_restarts;
             options.config = ParseMessage<ps::proto::ServerConfig>(config, "ServerConfig");
             options.address = address;
             FLEET_ENFORCE(max_threads >= 2 && max_threads <= 65536, InvalidArgument,
@@ -97,7 +98,7 @@ void BindServer(py::module_& m) {
             return ValueOrThrow(ps::PsServer::Start(options));
           },
           py::arg("config"), py::arg("address") = "127.0.0.1:0", py::arg("max_threads") = 256,
-          py::arg("load_dirname") = "", py::arg("job_id") = "")
+          py::arg("load_dirname") = "", py::arg("job_id") = "", py::arg("worker_restarts") = false)
       .def_property_readonly("endpoint", &ps::PsServer::endpoint)
       .def("describe", &ps::PsServer::Describe)
       .def("request_stop", &ps::PsServer::RequestStop, py::call_guard<py::gil_scoped_release>())

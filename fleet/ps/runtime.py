@@ -30,7 +30,8 @@ from google.protobuf import text_format
 
 from fleet import _core
 from fleet.distributed_strategy import PsMode
-from fleet.errors import InvalidArgument
+from fleet.errors import InvalidArgument, NotFound
+from fleet.ps.checkpoint import read_manifest
 from fleet.ps.client import PsClient
 from fleet.ps.config import server_config
 from fleet.ps.persist import Checkpointer, meet
@@ -63,6 +64,15 @@ def check_pulled_ids(plan: PsPlan, program: Any) -> None:
                 "lookups fused differently), so the async prefetch would miss every batch; "
                 "call minimize() on the final program"
             )
+
+
+def _holds_a_save(dirname: str) -> bool:
+    """Whether a save into the checkpoint `dirname` completed (its manifest is written last)."""
+    try:
+        read_manifest(dirname)
+    except NotFound:
+        return False
+    return True
 
 
 class PsRuntime:
@@ -133,11 +143,18 @@ class PsRuntime:
         if model_dir is None and plan.strategy.async_config.server_restarts and restart:
             # A job that takes restarted servers: this server was started again (by fleetrun
             # or a cluster manager) with the job's latest checkpoint, which it reloads before
-            # its port opens; the workers go on with it once they see that it did.
-            logger.warning(
-                "server %d: restarted under the job; reloading its tables from %s", index, restart
-            )
-            model_dir = restart
+            # its port opens; the workers go on with it once they see that it did. A cluster
+            # manager restarts a pod with the environment of its first start, so the variable
+            # may name a checkpoint no save has completed into yet: the job's first start.
+            if _holds_a_save(restart):
+                logger.warning(
+                    "server %d: restarted under the job; reloading its tables from %s",
+                    index,
+                    restart,
+                )
+                model_dir = restart
+            else:
+                logger.info("server %d: %s holds no complete save: starting empty", index, restart)
         # Every pull and push builds megabyte buffers: keep freed ones for reuse instead of
         # faulting fresh pages in per request (serving_allocator.h).
         _core.ps.tune_allocator_for_serving()
@@ -145,7 +162,13 @@ class PsRuntime:
         # a worker's first pull waits for the load (init_worker's connect timeout bounds it),
         # and worker 0's start-up dense values are refused by the loaded (no longer pristine)
         # dense table.
-        self._server = start_server(config, address, load_dirname=model_dir, job_id=role.job_id)
+        self._server = start_server(
+            config,
+            address,
+            load_dirname=model_dir,
+            job_id=role.job_id,
+            worker_restarts=plan.strategy.async_config.worker_restarts,
+        )
         if model_dir is not None:
             logger.info("server %d: tables restored from %s", index, model_dir)
         for line in self._server.describe().splitlines():

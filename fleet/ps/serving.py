@@ -30,19 +30,24 @@ def start_server(
     max_threads: int = 256,
     load_dirname: Optional[str] = None,
     job_id: str = "",
+    worker_restarts: bool = False,
 ) -> Server:
     """Builds the tables and starts serving in background threads; port 0 picks a free port
     (read it from ``server.endpoint``). Stop it with ``server.shutdown()``. With
     ``load_dirname``, every table is loaded from that checkpoint (written by any number of
     servers) before the port opens, so no client ever reads a value the load replaces; a
     missing, damaged or mismatched checkpoint fails the start with an error naming it. With
-    ``job_id`` (``fleet.role_maker``'s), clients of another job are refused, naming both jobs."""
+    ``job_id`` (``fleet.role_maker``'s), clients of another job are refused, naming both jobs.
+    With ``worker_restarts`` (the job's ``a_sync_configs["worker_restarts"]``), a worker whose
+    presence call dropped is waited for and rejoins when started again with its id, instead of
+    failing every barrier."""
     return Server.start(
         config.SerializeToString(),
         address,
         max_threads,
         os.fspath(load_dirname) if load_dirname else "",
         job_id,
+        worker_restarts,
     )
 
 

@@ -43,10 +43,11 @@ absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Start(const ServerOptions& o
     auto loaded = server->tables_->Load(options.load_dirname, /*all=*/true, 0);
     if (!loaded.ok()) return loaded.status();
   }
-  server->barriers_ =
-      std::make_unique<detail::BarrierSet>(options.log ? options.log : [](const std::string& line) {
-        std::fprintf(stderr, "parameter server: %s\n", line.c_str());
-      });
+  const detail::BarrierSet::Log to_stderr = [](const std::string& line) {
+    std::fprintf(stderr, "parameter server: %s\n", line.c_str());
+  };
+  server->barriers_ = std::make_unique<detail::BarrierSet>(options.log ? options.log : to_stderr,
+                                                           options.worker_restarts);
   server->incarnation_ = NewIncarnation();
   PsServer* self = server.get();
   server->service_ = std::make_unique<detail::PsServiceImpl>(

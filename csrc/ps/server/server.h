@@ -50,6 +50,10 @@ struct ServerOptions {
   // is refused (FAILED_PRECONDITION naming both jobs) before it reaches a table or a barrier.
   // Empty: every caller is served.
   std::string job_id;
+  // The job takes restarted workers (its a_sync_configs["worker_restarts"]): a worker whose
+  // presence call dropped is waited for, not failed, and rejoins when it attends again
+  // (detail/barrier.h).
+  bool worker_restarts = false;
   // Progress lines of long barrier waits ("waiting for worker(s) 1 at barrier ..."); stderr
   // when unset.
   std::function<void(const std::string&)> log;

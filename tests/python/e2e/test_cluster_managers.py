@@ -59,26 +59,34 @@ fl.stop_worker()
 """
 
 
-def _run_tasks(job_dir, body: str, task_envs: list[dict], collective: bool) -> None:
+def _start_task(job_dir, script, task: dict, log, collective: bool) -> subprocess.Popen:
+    """One task or pod: a process with the manager's variables, as srun/mpirun/kubelet start it."""
+    with open(log, "a") as out:
+        return subprocess.Popen(
+            [sys.executable, "-u", str(script)],
+            env=lh.job_env(job_dir, collective, **task),
+            cwd=lh.REPO_ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+
+
+def _run_tasks(job_dir, body: str, task_envs: list[dict], collective: bool, during=None) -> None:
     """Starts one process per task with the manager's variables, as srun/mpirun would, and
     waits for all; every one must succeed (the first to fail stops the others, and the
-    assertion shows its output)."""
+    assertion shows its output). `during(procs, start)`, when given, runs once they started:
+    it may replace a process of `procs` by one `start(rank)` started again."""
     script = lh.write_script(job_dir, body)
     logs = [job_dir / f"task.{rank}.log" for rank in range(len(task_envs))]
-    procs = []
-    for task, log in zip(task_envs, logs):
-        with open(log, "w") as out:
-            procs.append(
-                subprocess.Popen(
-                    [sys.executable, "-u", str(script)],
-                    env=lh.job_env(job_dir, collective, **task),
-                    cwd=lh.REPO_ROOT,
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                )
-            )
+    procs = [_start_task(job_dir, script, t, log, collective) for t, log in zip(task_envs, logs)]
+
+    def start(rank: int) -> subprocess.Popen:
+        return _start_task(job_dir, script, task_envs[rank], logs[rank], collective)
+
     deadline = time.monotonic() + TASK_TIMEOUT_S
     try:
+        if during is not None:
+            during(procs, start)
         while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
             failed = [r for r, p in enumerate(procs) if p.poll() not in (None, 0)]
             assert not failed, f"task {failed[0]} failed:\n{logs[failed[0]].read_text()[-3000:]}"
@@ -92,6 +100,7 @@ def _run_tasks(job_dir, body: str, task_envs: list[dict], collective: bool) -> N
             if proc.poll() is None:
                 proc.kill()
             proc.wait()
+        lh.kill_leftovers(job_dir)
     for rank, proc in enumerate(procs):
         assert proc.returncode == 0, f"task {rank}:\n{logs[rank].read_text()[-3000:]}"
 
@@ -266,3 +275,129 @@ def test_paddlejob_ps_two_master_pods_serve_two_worker_pods_train(tmp_path):
     assert where["server.0"] == masters[0] and where["server.1"] == masters[1]
     assert sorted([where["worker.0"], where["worker.1"]]) == workers
     assert lh.recorded(tmp_path, "w") == {"worker.0": -LR * STEPS, "worker.1": -LR * STEPS}
+
+
+# The PS job of PS_TRAIN for restarts: it takes restarted servers, every pod's environment names
+# the checkpoint (a pod restarted in place gets the environment of its first start), worker 0
+# saves it after step SAVE_AT, and both workers pause there until the test says "go".
+SAVE_AT = 4
+PS_RESTARTED = PS_TRAIN.replace(
+    "    fl.distributed_optimizer(",
+    """    strategy.a_sync_configs = {"server_restarts": True, "rpc_timeout_s": 90}
+    fl.distributed_optimizer(""",
+).replace(
+    "fetch_list=[loss])",
+    f"""fetch_list=[loss])
+    if step == {SAVE_AT}:
+        fl.save_persistables(exe, os.environ["FLEET_RESTART_CHECKPOINT"])
+        record("paused", True)
+        while not (JOB_DIR / "go").exists():
+            time.sleep(0.05)""",
+)
+
+
+def test_paddlejob_ps_server_pod_restarted_in_place_reloads_its_shard(tmp_path):
+    """Server 1's pod (not the master's, whose process holds the rendezvous) is SIGKILLed after
+    worker 0's save at step SAVE_AT and started again with the same environment, as kubelet
+    restarts a container: it takes its place at the rendezvous again, reloads its shard, and
+    the workers end at w = -LR * STEPS, where an uninterrupted job ends (the steps after the
+    save are the reloaded server's; from an empty shard w would differ)."""
+    masters, workers = ["127.0.0.2", "127.0.0.3"], ["127.0.0.4", "127.0.0.5"]
+    master, port = (
+        mh.common_free_port(masters + workers, 1),
+        mh.common_free_port(masters + workers, 2),
+    )
+    checkpoint = tmp_path / "checkpoint"
+    tasks = _paddlejob_pods(
+        "train-ps-restart",
+        masters,
+        workers,
+        master,
+        FLEET_PORT=str(port),
+        FLEET_RESTART_CHECKPOINT=str(checkpoint),
+    )
+
+    def kill_and_restart_server_1(procs, start):
+        lh.wait_for_records(tmp_path, "paused", 2, [])
+        server_1 = next(r for r, t in enumerate(tasks) if t["POD_IP"] == masters[1])
+        procs[server_1].kill()
+        procs[server_1].wait()
+        procs[server_1] = start(server_1)
+        (tmp_path / "go").write_text("")
+
+    _run_tasks(tmp_path, PS_RESTARTED, tasks, collective=False, during=kill_and_restart_server_1)
+    assert lh.recorded(tmp_path, "w") == {"worker.0": -LR * STEPS, "worker.1": -LR * STEPS}
+    # Its first start found no complete save in the checkpoint its environment names and
+    # started empty; its restart reloaded it, and the workers said they took it.
+    server_log = (tmp_path / "task.1.log").read_text()
+    reloading = f"server 1: restarted under the job; reloading its tables from {checkpoint}"
+    assert server_log.count(reloading) == 1, server_log[-3000:]
+    for rank in (2, 3):
+        said = (tmp_path / f"task.{rank}.log").read_text()
+        assert "parameter server 1 restarted under the running job" in said, said[-3000:]
+        assert f"reloaded its tables from checkpoint {checkpoint}" in said, said[-3000:]
+
+
+# The PS job of PS_TRAIN for worker restarts: the servers wait for a worker that died instead of
+# failing the job, and each worker keeps its own checkpoint, its data position (the next step),
+# written after step SAVE_AT, where both workers pause until the test says "go". A worker
+# started again resumes from there.
+PS_WORKER_RESTARTED = (
+    PS_TRAIN.replace(
+        "    fl.distributed_optimizer(",
+        """    strategy.a_sync_configs = {"worker_restarts": True}
+    fl.distributed_optimizer(""",
+    )
+    .replace(
+        f"for step in range({STEPS}):",
+        f"""position = JOB_DIR / f"position.{{ME}}"
+first = int(position.read_text()) if position.exists() else 0
+for step in range(first, {STEPS}):""",
+    )
+    .replace(
+        "fetch_list=[loss])",
+        f"""fetch_list=[loss])
+    if step == {SAVE_AT}:
+        position.write_text(str(step + 1))
+        record("paused", True)
+        while not (JOB_DIR / "go").exists():
+            time.sleep(0.05)""",
+    )
+)
+
+
+def test_paddlejob_ps_worker_pod_restarted_in_place_rejoins_the_job(tmp_path):
+    """Worker 1's pod is SIGKILLed at its checkpoint and started again with the same
+    environment, as kubelet restarts a container, while worker 0 goes on into the next step: the
+    servers wait for worker 1 instead of failing the job, it takes its place at the rendezvous
+    and its id again, passes init_worker, pulls the current w and trains from its checkpoint.
+    The sync job ends where an uninterrupted one does: w = -LR * STEPS on both workers."""
+    masters, workers = ["127.0.0.2", "127.0.0.3"], ["127.0.0.4", "127.0.0.5"]
+    master, port = (
+        mh.common_free_port(masters + workers, 1),
+        mh.common_free_port(masters + workers, 2),
+    )
+    tasks = _paddlejob_pods(
+        "train-ps-worker-restart", masters, workers, master, FLEET_PORT=str(port)
+    )
+    restarted = {}
+
+    def kill_and_restart_worker_1(procs, start):
+        lh.wait_for_records(tmp_path, "paused", 2, [])
+        host = lh.recorded(tmp_path, "where")["worker.1"][1].rpartition(":")[0]
+        rank = next(r for r, t in enumerate(tasks) if t["POD_IP"] == host)
+        procs[rank].kill()
+        procs[rank].wait()
+        (tmp_path / "go").write_text("")  # worker 0 steps on and waits for worker 1
+        procs[rank] = start(rank)
+        restarted["rank"] = rank
+
+    _run_tasks(
+        tmp_path, PS_WORKER_RESTARTED, tasks, collective=False, during=kill_and_restart_worker_1
+    )
+    assert lh.recorded(tmp_path, "w") == {"worker.0": -LR * STEPS, "worker.1": -LR * STEPS}
+    servers_said = (tmp_path / "task.0.log").read_text() + (tmp_path / "task.1.log").read_text()
+    assert servers_said.count("worker 1 is away: its connection from") == 2, servers_said[-3000:]
+    assert servers_said.count("worker 1 is back (from") == 2, servers_said[-3000:]
+    worker_1 = (tmp_path / f"task.{restarted['rank']}.log").read_text()
+    assert "Traceback" not in worker_1, worker_1[-3000:]

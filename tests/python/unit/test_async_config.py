@@ -90,6 +90,15 @@ def test_server_restarts_is_off_by_default_and_takes_only_a_bool():
         strategy.a_sync_configs = {"server_restarts": 1}
 
 
+def test_worker_restarts_is_off_by_default_and_takes_only_a_bool():
+    strategy = fleet.DistributedStrategy()
+    assert strategy.a_sync_configs["worker_restarts"] is False
+    strategy.a_sync_configs = {"worker_restarts": True}
+    assert strategy.async_config.worker_restarts is True
+    with pytest.raises(InvalidArgument, match=r"worker_restarts.*must be a bool"):
+        strategy.a_sync_configs = {"worker_restarts": "yes"}
+
+
 def test_max_sparse_staleness_is_unbounded_by_default_and_takes_minus_one_or_a_count():
     strategy = fleet.DistributedStrategy()
     assert strategy.a_sync_configs["max_sparse_staleness"] == -1

@@ -35,6 +35,12 @@ absl::Status BarrierSet::ArriveAndRun(const std::string& name, uint32_t num_work
   if (round.arrived == 0) {
     round.expected = num_workers;
     round.waiting.assign(num_workers, false);
+    round.said_done.assign(num_workers, false);
+  }
+  if (returning_.erase(worker_id) > 0 && round.generation > 0 && round.arrived == 0) {
+    // A restarted worker's first barrier: init_worker's, which the job passed long ago and
+    // nobody waits at. It goes on to rejoin (its presence call brings it back).
+    return absl::OkStatus();
   }
   if (round.expected != num_workers) {
     return absl::InvalidArgumentError(absl::StrCat("barrier '", name, "': worker ", worker_id,
@@ -47,6 +53,7 @@ absl::Status BarrierSet::ArriveAndRun(const std::string& name, uint32_t num_work
                      " is already waiting in this round (two workers with one id?); not counted"));
   }
   const uint64_t generation = round.generation;
+  const uint64_t epoch = away_epoch_[worker_id];
   if (done) ++round.done;
   if (++round.arrived == num_workers) {
     round.result_done = round.done;
@@ -54,12 +61,14 @@ absl::Status BarrierSet::ArriveAndRun(const std::string& name, uint32_t num_work
     round.arrived = 0;
     round.done = 0;
     round.waiting.assign(num_workers, false);
+    round.said_done.assign(num_workers, false);
     ++round.generation;
     cv_.SignalAll();
     if (done_workers != nullptr) *done_workers = round.result_done;
     return round.result;
   }
   round.waiting[worker_id] = true;
+  round.said_done[worker_id] = done;
   absl::Time next_report = start + kProgressEvery;
   // Find the round again after each wait: inserting other names may move it.
   while (true) {
@@ -69,10 +78,15 @@ absl::Status BarrierSet::ArriveAndRun(const std::string& name, uint32_t num_work
       return r.result;
     }
     if (closed_) return absl::UnavailableError("the server is shutting down");
+    if (away_epoch_[worker_id] != epoch) {  // withdrawn: its caller is gone
+      return absl::AbortedError(
+          absl::StrCat("barrier '", name, "': worker ", worker_id, " went away while it waited"));
+    }
     if (!failure_.ok()) {
       --r.arrived;
       if (done) --r.done;
       r.waiting[worker_id] = false;
+      r.said_done[worker_id] = false;
       return failure_;
     }
     const absl::Time now = absl::Now();
@@ -94,10 +108,11 @@ absl::Status BarrierSet::ArriveAndRun(const std::string& name, uint32_t num_work
       --r.arrived;
       if (done) --r.done;
       r.waiting[worker_id] = false;
+      r.said_done[worker_id] = false;
       return absl::DeadlineExceededError(absl::StrCat(
           "barrier '", name, "': ", arrived, " of ", num_workers, " workers arrived within ",
           absl::FormatDuration(timeout), "; missing worker(s) ", missing,
-          elsewhere.empty() ? "" : "; ", absl::StrJoin(elsewhere, "; ")));
+          elsewhere.empty() ? "" : "; ", absl::StrJoin(elsewhere, "; "), AwayNote()));
     }
     if (now >= next_report) {
       next_report = now + kProgressEvery;
@@ -152,14 +167,59 @@ void BarrierSet::Leave(uint32_t worker_id) {
   left_.insert(worker_id);
 }
 
+void BarrierSet::Attended(uint32_t worker_id, const std::string& peer) {
+  absl::MutexLock lock(&mu_);
+  ++present_[worker_id];
+  returning_.erase(worker_id);
+  if (away_.erase(worker_id) > 0 && log_) {
+    log_(absl::StrCat("worker ", worker_id, " is back (from ", peer,
+                      "): it rejoins the job (worker_restarts)"));
+  }
+}
+
 void BarrierSet::Dropped(uint32_t worker_id, const std::string& peer) {
+  const std::string why = absl::StrCat("its connection from ", peer,
+                                       " dropped before fleet.stop_worker(): the process exited "
+                                       "or was killed, or its machine is gone");
   {
     absl::MutexLock lock(&mu_);
+    const int still_open = --present_[worker_id];
     if (closed_ || left_.contains(worker_id)) return;
+    if (worker_restarts_) {
+      if (still_open > 0) return;  // its restarted process attends already
+      away_[worker_id] = why;
+      returning_.insert(worker_id);
+      WithdrawLocked(worker_id);
+      cv_.SignalAll();
+      if (log_) {
+        log_(absl::StrCat("worker ", worker_id, " is away: ", why,
+                          "; the barriers wait for it to restart (worker_restarts)"));
+      }
+      return;
+    }
   }
-  Fail(worker_id, absl::StrCat("its connection from ", peer,
-                               " dropped before fleet.stop_worker(): the process exited or was "
-                               "killed, or its machine is gone"));
+  Fail(worker_id, why);
+}
+
+void BarrierSet::WithdrawLocked(uint32_t worker_id) {
+  ++away_epoch_[worker_id];
+  for (auto& [name, round] : rounds_) {
+    if (worker_id >= round.waiting.size() || !round.waiting[worker_id]) continue;
+    round.waiting[worker_id] = false;
+    --round.arrived;
+    if (round.said_done[worker_id]) --round.done;
+    round.said_done[worker_id] = false;
+  }
+}
+
+std::string BarrierSet::AwayNote() const {
+  if (away_.empty()) return "";
+  std::vector<uint32_t> ids;
+  for (const auto& [id, why] : away_) ids.push_back(id);
+  std::sort(ids.begin(), ids.end());
+  return absl::StrCat("; worker(s) ", absl::StrJoin(ids, ", "),
+                      " away, waited for to restart (worker_restarts): worker ", ids[0], ": ",
+                      away_.at(ids[0]));
 }
 
 }  // namespace fleet::ps::detail

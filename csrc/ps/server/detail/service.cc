@@ -73,6 +73,7 @@ void PsServiceImpl::WorkerNews(grpc::ServerContext* context, const proto::Barrie
   if (!request.failure().empty()) barriers_->Fail(worker, request.failure());
   if (request.goodbye()) barriers_->Leave(worker);
   if (!request.presence() || context == nullptr) return;
+  barriers_->Attended(worker, context->peer());
   // Held while the worker lives (one server thread). IsCancelled turns true when the client
   // cancels the call (it says goodbye first) or its connection drops.
   while (!context->IsCancelled()) {
