@@ -115,6 +115,12 @@ PS_MODES = {
     "async": ["runner.sync_mode=async"],
     "geo": ["runner.sync_mode=geo", "runner.geo_step=5"],
     "async-queue": ["runner.sync_mode=async", "runner.reader_type=QueueDataset"],
+    # Fleet's runner.a_sync_configs reaches the job's strategy (the sparse staleness bound).
+    "async-queue-bounded": [
+        "runner.sync_mode=async",
+        "runner.reader_type=QueueDataset",
+        "runner.a_sync_configs.max_sparse_staleness=0",
+    ],
 }
 
 
