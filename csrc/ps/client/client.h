@@ -233,6 +233,14 @@ class PsClient {
   absl::flat_hash_map<uint32_t, DenseRoute> dense_;
   // Ends the presence calls of Attend and waits for their callbacks.
   void EndPresence();
+  // Opens the presence call to `server` (Attend). `counted`: presence_->open already counts it
+  // (a call reopened by the callback of the one that ended). `wait_for_server`: the call waits
+  // for the server to listen again instead of failing at once.
+  void StartPresence(size_t server, bool counted, bool wait_for_server);
+  // A presence call to `server` ended (`server_went_away`: with UNAVAILABLE): in a job that
+  // takes restarted servers, one whose server went away is opened again, waiting for the server
+  // to come back with the job's checkpoint, so that the new server sees this worker too.
+  void OnPresenceEnded(size_t server, bool server_went_away);
 
   std::shared_ptr<detail::Inflight> inflight_;  // RPCs in flight, shared with their callbacks
   std::shared_ptr<RpcMeter> meter_ = std::make_shared<RpcMeter>();  // shared with the callbacks

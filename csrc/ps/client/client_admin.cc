@@ -153,23 +153,52 @@ absl::Status PsClient::ReportFailure(uint32_t worker_id, const std::string& why)
 }
 
 void PsClient::Attend(uint32_t worker_id) {
-  absl::MutexLock lock(&presence_->mu);
-  if (!presence_->calls.empty() || state_.load() != kOpen) return;
-  for (size_t s = 0; s < num_servers(); ++s) {
-    auto call = std::make_unique<BarrierCall>();
-    if (!options_.job_id.empty()) call->context.AddMetadata(detail::kJobIdKey, options_.job_id);
-    call->request.set_worker_id(worker_id);
-    call->request.set_presence(true);
-    ++presence_->open;
-    // No deadline: the call lasts as long as the worker. Its outcome does not matter (a server
-    // that went away fails the worker's other calls).
-    transport_->stubs[s]->async()->Barrier(&call->context, &call->request, &call->reply,
-                                           [presence = presence_.get()](grpc::Status) {
-                                             absl::MutexLock lock(&presence->mu);
-                                             --presence->open;
-                                           });
-    presence_->calls.push_back(std::move(call));
+  {
+    absl::MutexLock lock(&presence_->mu);
+    if (!presence_->calls.empty() || presence_->ending || state_.load() != kOpen) return;
+    presence_->worker_id = worker_id;
   }
+  for (size_t s = 0; s < num_servers(); ++s) StartPresence(s, false, false);
+}
+
+void PsClient::StartPresence(size_t server, bool counted, bool wait_for_server) {
+  BarrierCall* call = nullptr;
+  {
+    absl::MutexLock lock(&presence_->mu);
+    if (presence_->ending) {
+      if (counted) --presence_->open;  // EndPresence waits for this count
+      return;
+    }
+    auto owned = std::make_unique<BarrierCall>();
+    call = owned.get();
+    if (!options_.job_id.empty()) call->context.AddMetadata(detail::kJobIdKey, options_.job_id);
+    call->context.set_wait_for_ready(wait_for_server);
+    call->request.set_worker_id(presence_->worker_id);
+    call->request.set_presence(true);
+    if (!counted) ++presence_->open;
+    presence_->calls.push_back(std::move(owned));
+  }
+  // Started outside the lock (its callback takes it). No deadline: the call lasts as long as
+  // the worker. An EndPresence before the start cancels it at the start (TryCancel), and the
+  // open count keeps this client alive until its callback ran.
+  transport_->stubs[server]->async()->Barrier(
+      &call->context, &call->request, &call->reply, [this, server](grpc::Status status) {
+        OnPresenceEnded(server, status.error_code() == grpc::StatusCode::UNAVAILABLE);
+      });
+}
+
+void PsClient::OnPresenceEnded(size_t server, bool server_went_away) {
+  {
+    absl::MutexLock lock(&presence_->mu);
+    // Otherwise the outcome does not matter: a server that went away fails the worker's other
+    // calls.
+    const bool reopen = !presence_->ending && options_.server_restarts && server_went_away;
+    if (!reopen) {
+      --presence_->open;
+      return;
+    }
+  }
+  StartPresence(server, /*counted=*/true, /*wait_for_server=*/true);
 }
 
 absl::Status PsClient::Leave(uint32_t worker_id) {
@@ -187,6 +216,7 @@ absl::Status PsClient::Leave(uint32_t worker_id) {
 void PsClient::EndPresence() {
   if (!presence_) return;
   absl::MutexLock lock(&presence_->mu);
+  presence_->ending = true;
   for (auto& call : presence_->calls) call->context.TryCancel();
   presence_->mu.Await(absl::Condition(
       +[](int* open) { return *open == 0; }, &presence_->open));

@@ -205,7 +205,7 @@ fl.stop_worker()
 """
 
 
-def _restart_job(tmp_path, server_restarts: bool, go_before_restart: bool):
+def _restart_job(tmp_path, server_restarts: bool, go_before_restart: bool, job: str = JOB):
     """Runs JOB with the server under a fleetrun of its own (its "machine", 127.0.0.2), kills
     that server while the workers pause, starts it again on its endpoint (a cluster manager's
     restart) with FLEET_RESTART_CHECKPOINT naming the job's checkpoint, and lets the workers go
@@ -224,8 +224,8 @@ def _restart_job(tmp_path, server_restarts: bool, go_before_restart: bool):
         SERVER_RESTARTS="1" if server_restarts else "0",
         CHECKPOINT=str(checkpoint),
     )
-    servers = [lh.start_job(tmp_path, [*options, "--host=127.0.0.2"], JOB, **env)]
-    workers = lh.start_job(tmp_path, [*options, "--host=127.0.0.1"], JOB, **env)
+    servers = [lh.start_job(tmp_path, [*options, "--host=127.0.0.2"], job, **env)]
+    workers = lh.start_job(tmp_path, [*options, "--host=127.0.0.1"], job, **env)
     try:
         lh.wait_for_records(tmp_path, "paused", 2, [servers[0], workers])
         os.kill(lh.pids(tmp_path)["server.0"], signal.SIGKILL)
@@ -237,7 +237,7 @@ def _restart_job(tmp_path, server_restarts: bool, go_before_restart: bool):
             went = time.monotonic()
             time.sleep(1.0)  # the workers' calls wait for the server
         env["FLEET_RESTART_CHECKPOINT"] = str(checkpoint)
-        servers.append(lh.start_job(tmp_path, [*options, "--host=127.0.0.2"], JOB, **env))
+        servers.append(lh.start_job(tmp_path, [*options, "--host=127.0.0.2"], job, **env))
         if not go_before_restart:
             lh.wait_for_pids(tmp_path, {"server.0"}, timeout=60)
             _wait_for_listener("127.0.0.2", server_port, servers[1])
@@ -294,3 +294,32 @@ def test_a_job_that_does_not_take_restarts_fails_naming_the_restarted_server(tmp
     # One refused call and the job's stop (fleetrun's grace period): well under a minute on a
     # loaded machine.
     assert took < 30, f"the job failed {took:.1f} s after the workers went on"
+
+
+# JOB, where worker 1's process ends abruptly DIES_AT steps after the restarted server took over:
+# os._exit(0), so that its connections drop as in a crash, while its fleetrun, which stops the
+# job at a non-zero exit, leaves worker 0 to hear it from the server.
+DIES_AT = SAVE_AT + 5
+JOB_WORKER_1_DIES = JOB.replace(
+    "fetch_list=[loss])",
+    f"""fetch_list=[loss])
+        if step == {DIES_AT} and fl.worker_index() == 1:
+            os._exit(0)""",
+)
+
+
+def test_a_reloaded_server_sees_the_workers_again_and_a_later_worker_death(tmp_path):
+    """After an opted-in reload, the workers open their presence call to the new server too:
+    when worker 1 then ends abruptly, the reloaded server fails worker 0's next step at once, naming
+    worker 1 (without it, that server would know no worker's presence, and worker 0 would wait
+    out the step timeout, 60 s, with "1 of 2 workers arrived")."""
+    code, out, err, took, endpoint = _restart_job(
+        tmp_path, server_restarts=True, go_before_restart=True, job=JOB_WORKER_1_DIES
+    )
+    assert code != 0, err[-3000:]
+    errors = lh.recorded(tmp_path, "error")
+    assert list(errors) == ["worker.0"], errors
+    said = errors["worker.0"][2]
+    assert "worker 1 failed (its connection from" in said, said
+    assert "dropped before fleet.stop_worker()" in said, said
+    assert "workers arrived within" not in said, said

@@ -66,12 +66,14 @@ absl::Status CheckIncarnation(Incarnations* incarnations, size_t server,
                               const grpc::Status& transport, const grpc::ClientContext& context,
                               const std::string& where);
 
-// Open presence calls (PsClient::Attend), one per server.
+// Open presence calls (PsClient::Attend), one per server, and those that ended.
 struct Presence {
   absl::Mutex mu;
   std::vector<std::unique_ptr<Call<proto::BarrierRequest, proto::BarrierReply>>> calls
       ABSL_GUARDED_BY(mu);
   int open ABSL_GUARDED_BY(mu) = 0;  // calls whose callback has not run
+  uint32_t worker_id ABSL_GUARDED_BY(mu) = 0;
+  bool ending ABSL_GUARDED_BY(mu) = false;  // EndPresence ran: no call is opened again
 };
 
 }  // namespace fleet::ps::detail
