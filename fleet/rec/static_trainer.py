@@ -26,6 +26,12 @@ def run(config: Config) -> dict[str, float]:
     """Trains as the config says; returns the last epoch's metrics."""
     use_fleet = bool(config.get("runner.use_fleet"))
     check_collective(config)
+    if config.get("runner.a_sync_configs"):
+        print(
+            f"notice: {config.where('runner.a_sync_configs')}: runner.a_sync_configs is for "
+            "parameter-server jobs (fleet.rec.static_ps_trainer); not acted on here",
+            flush=True,
+        )
     seed_programs(config)
     model = load_model(config)
     feeds = model.create_feeds()

@@ -43,6 +43,8 @@ def test_word2vec_big_config_learns_on_the_text_corpus(tmp_path):
 
     trained = rec_jobs.run_module(tmp_path, LOCAL, config, *overrides)
     assert trained.returncode == 0, trained.stdout[-3000:] + trained.stderr[-3000:]
+    # The config's a_sync_configs are for parameter-server jobs: said once, not acted on.
+    assert trained.stdout.count("runner.a_sync_configs is for parameter-server jobs") == 1
     epochs = rec_jobs.epoch_metrics(trained.stdout)
     assert len(epochs) == 2
     assert epochs[0]["samples"] > 500_000  # every (centre, context) pair of the kept words
