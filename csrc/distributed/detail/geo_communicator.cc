@@ -1,5 +1,7 @@
 #include "distributed/detail/geo_communicator.h"
 
+#include <algorithm>
+#include <array>
 #include <cstring>
 
 #include "absl/hash/hash.h"
@@ -15,27 +17,59 @@ LocalRows::LocalRows(size_t dim, std::unique_ptr<ps::UpdateRule> rule)
       rule_(std::move(rule)),
       shards_(new Shard[kShards]) {}
 
-LocalRows::Shard& LocalRows::ShardOf(int64_t key) const {
-  return shards_[absl::HashOf(key) % kShards];
-}
+size_t LocalRows::ShardIndex(int64_t key) { return absl::HashOf(key) % kShards; }
+
+LocalRows::Shard& LocalRows::ShardOf(int64_t key) const { return shards_[ShardIndex(key)]; }
 
 float* LocalRows::Row(Shard& shard, int64_t key) const {
   auto it = shard.row_of.find(key);
   return it == shard.row_of.end() ? nullptr : shard.rows.data() + it->second * width_;
 }
 
+std::vector<uint32_t> LocalRows::ByShard(absl::Span<const int64_t> keys,
+                                         std::array<uint32_t, kShards + 1>* begin) const {
+  std::vector<uint8_t> shard_of(keys.size());
+  begin->fill(0);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    shard_of[i] = static_cast<uint8_t>(ShardIndex(keys[i]));
+    ++(*begin)[shard_of[i] + 1];
+  }
+  for (size_t s = 0; s < kShards; ++s) (*begin)[s + 1] += (*begin)[s];
+  std::array<uint32_t, kShards> next;
+  std::copy(begin->begin(), begin->end() - 1, next.begin());
+  std::vector<uint32_t> order(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) order[next[shard_of[i]]++] = static_cast<uint32_t>(i);
+  return order;
+}
+
+template <class Visit>
+void LocalRows::ForEachByShard(absl::Span<const int64_t> keys, Visit&& visit) const {
+  std::array<uint32_t, kShards + 1> begin;
+  const std::vector<uint32_t> order = ByShard(keys, &begin);
+  for (size_t s = 0; s < kShards; ++s) {
+    if (begin[s] == begin[s + 1]) continue;
+    Shard& shard = shards_[s];
+    std::lock_guard<std::mutex> lock(shard.mu);
+    for (uint32_t j = begin[s]; j < begin[s + 1]; ++j) {
+      if (j + kPrefetchAhead < begin[s + 1]) {
+        shard.row_of.prefetch(keys[order[j + kPrefetchAhead]]);
+      }
+      visit(shard, order[j]);
+    }
+  }
+}
+
 std::vector<size_t> LocalRows::Read(absl::Span<const int64_t> keys, absl::Span<float> out) const {
   std::vector<size_t> missing;
-  for (size_t i = 0; i < keys.size(); ++i) {
-    Shard& shard = ShardOf(keys[i]);
-    std::lock_guard<std::mutex> lock(shard.mu);
+  ForEachByShard(keys, [&](Shard& shard, size_t i) {
     const float* row = Row(shard, keys[i]);
     if (row == nullptr) {
       missing.push_back(i);
     } else {
       std::memcpy(out.data() + i * dim_, row, dim_ * sizeof(float));
     }
-  }
+  });
+  std::sort(missing.begin(), missing.end());  // in the keys' order, as before the grouping
   return missing;
 }
 
@@ -72,15 +106,13 @@ void LocalRows::Update(absl::Span<const int64_t> keys, absl::Span<const float> g
       for (size_t j = 0; j < dim_; ++j) sum[j] += g[j];
     }
   }
-  for (size_t i = 0; i < unique.size(); ++i) {
-    Shard& shard = ShardOf(unique[i]);
-    std::lock_guard<std::mutex> lock(shard.mu);
+  ForEachByShard(unique, [&](Shard& shard, size_t i) {
     float* row = Row(shard, unique[i]);
     FLEET_ENFORCE(row != nullptr, Internal, "GEO push of id ", unique[i],
                   " that was never pulled on this worker");
     rule_->Update(dim_, row, row + 2 * dim_, sums.data() + i * dim_);
     shard.touched.insert(unique[i]);
-  }
+  });
 }
 
 void LocalRows::TakeDeltas(float scale, std::vector<int64_t>* keys, std::vector<float>* deltas) {

@@ -14,6 +14,7 @@
 // threads keep training on the local copy (their updates made during the exchange are either in
 // the pushed delta or overwritten by the pull, as in Paddle's GEO).
 
+#include <array>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -46,13 +47,25 @@ class LocalRows {
 
  private:
   static constexpr size_t kShards = 16;
+  // A batch's lookups are mostly cache misses on large tables: the hash slot of the key this
+  // many places ahead is prefetched.
+  static constexpr uint32_t kPrefetchAhead = 8;
   struct Shard {
     mutable std::mutex mu;
     absl::flat_hash_map<int64_t, size_t> row_of;
     std::vector<float> rows;  // per row: value[dim] synced[dim] state[state_dim]
     absl::flat_hash_set<int64_t> touched;
   };
+  static size_t ShardIndex(int64_t key);
   Shard& ShardOf(int64_t key) const;
+  // The positions of `keys` grouped by shard: shard s's are order[begin[s], begin[s + 1]), in
+  // their order within keys.
+  std::vector<uint32_t> ByShard(absl::Span<const int64_t> keys,
+                                std::array<uint32_t, kShards + 1>* begin) const;
+  // visit(shard, i) for every position i of `keys`, a shard's keys together under one lock of
+  // the shard instead of a lock per key.
+  template <class Visit>
+  void ForEachByShard(absl::Span<const int64_t> keys, Visit&& visit) const;
   float* Row(Shard& shard, int64_t key) const;
 
   size_t dim_;
