@@ -138,6 +138,12 @@ absl::StatusOr<std::unique_ptr<ColdStore>> ColdStore::Open(const std::string& pa
   // level-0 files cheap to look up.
   options.level0_file_num_compaction_trigger = 8;
   options.max_bytes_for_level_base = 8 * write_buffer;
+  // Level sizes set from the last level up, so that about 90% of the rows sit in the last level
+  // and no level is rewritten into a next one that is mostly empty: 8% less server CPU a key
+  // (1.69 against 1.83 us, 5M rows under 51.2 MB, one run each). Universal compaction measured
+  // about the same a key (1.67) but 14% more to fill the table, and can need twice the
+  // database's size on disk while it compacts.
+  options.level_compaction_dynamic_level_bytes = true;
   // A pull of ids never seen (a table filling up) looks for each in the memtable first: its own
   // bloom filter answers without a skip-list search.
   options.memtable_prefix_bloom_size_ratio = 0.02;
