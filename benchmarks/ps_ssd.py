@@ -13,8 +13,9 @@ in-memory run's; the issue's target is >= 0.5), hit_rate (of the rows the timed 
 the share found in memory), the server's CPU time (user + system, all threads) a key in each
 run (a measure a loaded machine changes far less than the rates), peak_rss_mb of the server
 (VmHWM) beside its resident size with an empty table (the target is peak <= 1.3 x budget +
-base), and the raw rates. Without --quick it takes about 10-20 minutes and 5 GB of disk (the
-fill of 50M rows dominates); --rows, --budget_mb and --seconds size it.
+base), and the raw rates. Without --quick it takes about 25 minutes on 2 busy cores, 5 GB of disk
+and 4.2 GB of memory for the in-memory run (the fills of 50M rows dominate: 5.6 minutes in
+memory, 14 on the tier); --rows, --budget_mb and --seconds size it.
 
 --auc runs the CTR-DNN main job (examples/ctr_dnn/run_job.py: generated data, 2 servers,
 2 workers) in sync mode twice, its embedding table in memory and then on the SSD tier with each
