@@ -161,6 +161,22 @@ TEST(SsdTierTest, HotRowsStayInMemory) {
   EXPECT_GT(ssd->Stats().ssd().disk_reads(), reads_before);
 }
 
+TEST(SsdTierTest, OftenPulledRowsOutlastAStreamOfRowsSeenOnce) {
+  // Rows pulled 16 times, then not at all while 100 requests bring 6400 rows seen once each
+  // (the budget holds about 380): ranked by recency they would all have gone to disk; ranked by
+  // show count first, the rows seen once go instead.
+  TempDir dir;
+  auto ssd = MustCreate(Config(1, "ssd", kSmallBudgetMb, dir.path()));
+  ASSERT_TRUE(ssd);
+  const std::vector<int64_t> often = Range(0, 8);
+  for (int i = 0; i < 16; ++i) Pull(*ssd, often);
+  for (int step = 0; step < 100; ++step) Pull(*ssd, Range(1000 + step * 64, 1064 + step * 64));
+  ASSERT_GT(ssd->Stats().ssd().rows_on_disk(), 5000u);
+  const uint64_t reads_before = ssd->Stats().ssd().disk_reads();
+  Pull(*ssd, often);
+  EXPECT_EQ(ssd->Stats().ssd().disk_reads(), reads_before);  // all 8 were still in memory
+}
+
 // Pulls keys [0, n) in batches small enough for the budget.
 void PullAll(SparseTable& table, int n) {
   for (int first = 0; first < n; first += 64) Pull(table, Range(first, std::min(n, first + 64)));
