@@ -3,11 +3,24 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "ps/table/detail/magnitude.h"
 #include "ps/table/detail/memory.h"
 #include "ps/table/detail/overflow_guard.h"
 #include "ps/table/sparse_table.h"
 
 namespace fleet::ps {
+namespace {
+
+// Whether adding deltas g[0, length) to a block's values leaves its `floats` floats (values,
+// then state, which a delta leaves alone) within `bound`: |w + g| <= 2h with both at most h,
+// and the 1% covers the rounding of the sum.
+bool DeltaStaysWithin(const float* data, size_t floats, const float* g, size_t length,
+                      float bound) {
+  const uint32_t h = detail::MagnitudeBits(static_cast<float>(bound / 2.02));
+  return !detail::AnyMagnitudeAbove(data, floats, h) && !detail::AnyMagnitudeAbove(g, length, h);
+}
+
+}  // namespace
 
 uint64_t DenseTable::EstimateBytes(const proto::TableConfig& config, uint32_t num_servers) {
   auto rule = MakeUpdateRule(config.optimizer());
@@ -114,13 +127,21 @@ absl::Status DenseTable::Push(absl::Span<const float> grads, bool is_delta) {
     std::lock_guard<std::mutex> lock(block->mu);
     float* w = block->data.data();
     const float* g = grads.data() + block->offset;
-    guard.Keep(w, block->data.size());
+    // Copying a block with its optimizer state before each update, to put it back should the
+    // update overflow, cost more CPU than the update itself; a block whose magnitudes prove the
+    // update stays in range (the usual case) needs neither the copy nor the check after.
+    const bool in_range =
+        is_delta ? DeltaStaysWithin(w, block->data.size(), g, block->length, guard.bound())
+                 : rule_->UpdateStaysWithin(block->length, w, w + block->length, g, guard.bound());
+    if (!in_range) guard.Keep(w, block->data.size());
     if (is_delta) {
       for (size_t i = 0; i < block->length; ++i) w[i] += g[i];
     } else {
       rule_->Update(block->length, w, w + block->length, g);
     }
-    if (!guard.Check(w, block->data.size()) && refused++ == 0) first_block = block->index;
+    if (!in_range && !guard.Check(w, block->data.size()) && refused++ == 0) {
+      first_block = block->index;
+    }
   }
   if (refused == 0) return absl::OkStatus();
   return absl::OutOfRangeError(

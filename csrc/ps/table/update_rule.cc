@@ -1,10 +1,12 @@
 #include "ps/table/update_rule.h"
 
+#include <algorithm>
 #include <cmath>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "ps/table/detail/magnitude.h"
 
 namespace fleet::ps {
 namespace {
@@ -17,6 +19,10 @@ class SgdRule : public UpdateRule {
   void Apply(size_t dim, float* w, float*, const float* g) const override {
     const float lr = learning_rate();
     for (size_t i = 0; i < dim; ++i) w[i] -= lr * g[i];
+  }
+  // |w - lr * g| <= h + lr * h; the 1% covers the rounding of the two operations.
+  double SafeInputMagnitude(size_t, const float*, double bound) const override {
+    return bound / (1.01 * (1.0 + learning_rate()));
   }
 };
 
@@ -69,6 +75,27 @@ class AdamRule : public UpdateRule {
     }
     beta1_pow *= beta1_;
     beta2_pow *= beta2_;
+  }
+  size_t RowScalars() const override { return 2; }
+  // With |w|, |m|, v, |g| <= h (and v >= 0, so that the denominator is at least eps_t > 0):
+  // |m'| <= h, v' <= h + h^2 and |w'| <= h + lr_t * h / eps_t, every intermediate below those.
+  // The 1% covers rounding (a few operations at 2^-24 each). lr_t and eps_t are computed as
+  // Apply computes them.
+  double SafeInputMagnitude(size_t dim, const float* state, double bound) const override {
+    const float beta1_pow = state[2 * dim];
+    const float beta2_pow = state[2 * dim + 1];
+    if (!(beta1_pow >= 0.0f && beta1_pow < 1.0f && beta2_pow >= 0.0f && beta2_pow < 1.0f)) {
+      return 0.0;
+    }
+    // The powers after the update, as Apply computes them, are part of the row too.
+    if (!(beta1_pow * beta1_ <= bound && beta2_pow * beta2_ <= bound)) return 0.0;
+    const float correction = std::sqrt(1.0f - beta2_pow);
+    const float lr_t = learning_rate() * correction / (1.0f - beta1_pow);
+    const float eps_t = eps_ * correction;
+    if (!(eps_t > 0.0f) || !std::isfinite(lr_t)) return 0.0;
+    if (detail::AnySignBit(state + dim, dim)) return 0.0;  // a negative v: sqrt gives NaN
+    const double step_per_h = static_cast<double>(lr_t) / eps_t;
+    return std::min({bound / (1.01 * (1.0 + step_per_h)), bound / 2.02, std::sqrt(bound / 2.02)});
   }
 
  private:
@@ -156,6 +183,22 @@ void UpdateRule::Update(size_t dim, float* w, float* state, const float* grad) c
     decayed[i] = grad[i] + l2_decay_ * w[i] + l1_decay_ * sign;
   }
   Apply(dim, w, state, decayed.data());
+}
+
+bool UpdateRule::UpdateStaysWithin(size_t dim, const float* w, const float* state,
+                                   const float* grad, float bound) const {
+  // A schedule's rate may change between this check and Update (another push's BeginUpdate).
+  if (schedule_.has_value()) return false;
+  const double h = SafeInputMagnitude(dim, state, bound);
+  // Weight decay adds up to l2 * |w| + l1 to a gradient (Update): the raw gradient gets what is
+  // left of h, less 1% for the rounding of the sum.
+  const double grad_limit = (h * (1.0 - l2_decay_) - l1_decay_) * 0.99;
+  if (!(h > 0.0) || !(grad_limit > 0.0)) return false;
+  const uint32_t value_bits = detail::MagnitudeBits(static_cast<float>(h));
+  return !detail::AnyMagnitudeAbove(w, dim, value_bits) &&
+         !detail::AnyMagnitudeAbove(state, StateDim(dim) - RowScalars(), value_bits) &&
+         !detail::AnyMagnitudeAbove(grad, dim,
+                                    detail::MagnitudeBits(static_cast<float>(grad_limit)));
 }
 
 absl::StatusOr<std::unique_ptr<UpdateRule>> MakeUpdateRule(const proto::OptimizerConfig& config) {

@@ -35,11 +35,28 @@ class UpdateRule {
   // (dim floats) and `state` (StateDim(dim) floats). Stateless itself; callers serialise
   // updates of the same row.
   void Update(size_t dim, float* w, float* state, const float* grad) const;
+  // Whether Update(dim, w, state, grad) is sure to leave every value and state float finite and
+  // within `bound` (> 0), judged from magnitudes before the update. False says nothing: a table
+  // then keeps a copy of the row to restore (detail/overflow_guard.h). Reads the row and the
+  // gradient once, without writing; proving a row safe is cheaper than copying it.
+  bool UpdateStaysWithin(size_t dim, const float* w, const float* state, const float* grad,
+                         float bound) const;
 
  protected:
   explicit UpdateRule(float learning_rate) : lr_(learning_rate) {}
   // The rule proper: Update with the decayed gradient.
   virtual void Apply(size_t dim, float* w, float* state, const float* grad) const = 0;
+  // A magnitude h such that Apply with every value, per-value state float and (decayed)
+  // gradient within [-h, h] leaves them all finite and within `bound`, given the rest of the
+  // state as `state` holds it now (signs; the row's scalars, which the rule checks itself);
+  // 0 when the rule promises nothing for this row.
+  virtual double SafeInputMagnitude(size_t /*dim*/, const float* /*state*/,
+                                    double /*bound*/) const {
+    return 0.0;
+  }
+  // Floats at the end of a row's state that are the row's own rather than one per value (Adam's
+  // beta powers).
+  virtual size_t RowScalars() const { return 0; }
 
  private:
   friend absl::StatusOr<std::unique_ptr<UpdateRule>> MakeUpdateRule(

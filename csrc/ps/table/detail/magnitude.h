@@ -43,4 +43,16 @@ inline bool AnyMagnitudeAbove(const float* values, size_t n, uint32_t bits) {
   return signs < 0;
 }
 
+// Whether some value of values[0, n) has its sign bit set (a negative number, -0 or a NaN
+// with the bit set): an OR of the bit patterns, which vectorises.
+inline bool AnySignBit(const float* values, size_t n) {
+  uint32_t bits = 0;
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t b;
+    std::memcpy(&b, values + i, sizeof(b));
+    bits |= b;
+  }
+  return (bits >> 31) != 0;
+}
+
 }  // namespace fleet::ps::detail

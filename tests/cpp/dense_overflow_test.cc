@@ -1,0 +1,289 @@
+// DenseTable::Push skips the copy and the check of a block when the block's magnitudes prove
+// that the update stays in range (UpdateRule::UpdateStaysWithin). These tests hold the table,
+// values and optimizer state bit for bit, to a reference that copies, updates and checks every
+// block: on blocks far from the bound (the proof holds), near it (it does not, and the copy is
+// taken) and past it (the block is refused or clipped and its state left as it was).
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "ps/sharding.h"
+#include "ps/table/dense_table.h"
+#include "ps/table/table_file.h"
+#include "ps/table/update_rule.h"
+
+namespace fleet::ps {
+namespace {
+
+constexpr uint32_t kBlock = 64;  // small blocks, so that one push has blocks of every kind
+
+proto::TableConfig Config(const std::string& rule, uint64_t dim, float lr, float max_abs,
+                          bool clip) {
+  proto::TableConfig c;
+  c.set_table_id(7);
+  c.set_name("d");
+  c.set_type(proto::DENSE);
+  c.set_dim(dim);
+  c.set_dense_block_size(kBlock);
+  c.mutable_optimizer()->set_learning_rate(lr);
+  if (rule == "adam") c.mutable_optimizer()->mutable_adam();
+  if (rule == "sgd") c.mutable_optimizer()->mutable_sgd();
+  c.mutable_initializer()->set_seed(5);
+  c.mutable_initializer()->mutable_uniform()->set_low(-0.5f);
+  c.mutable_initializer()->mutable_uniform()->set_high(0.5f);
+  c.mutable_overflow()->set_max_abs(max_abs);
+  c.mutable_overflow()->set_action(clip ? proto::OverflowConfig::CLIP
+                                        : proto::OverflowConfig::REFUSE);
+  return c;
+}
+
+// Every block's floats (values, then state) in block order, read back from a saved part.
+std::vector<std::vector<float>> SavedBlocks(const DenseTable& table) {
+  const size_t floats =
+      kBlock + MakeUpdateRule(table.config().optimizer()).value()->StateDim(kBlock);
+  const std::string path = absl::StrCat(::testing::TempDir(), "/dense_overflow_", getpid());
+  auto saved = table.Save(path);
+  EXPECT_TRUE(saved.ok()) << saved.status();
+  auto reader = TableFileReader::Open(path);
+  EXPECT_TRUE(reader.ok()) << reader.status();
+  std::vector<std::vector<float>> blocks;
+  for (uint64_t b = 0; b < *saved; ++b) {
+    int64_t key;
+    EXPECT_TRUE((*reader)->Read(&key, sizeof(key)).ok());
+    EXPECT_EQ(key, static_cast<int64_t>(b));
+    std::vector<float> data(floats);
+    EXPECT_TRUE((*reader)->Read(data.data(), floats * sizeof(float)).ok());
+    blocks.push_back(std::move(data));
+  }
+  std::remove(path.c_str());
+  return blocks;
+}
+
+// Puts `blocks` (values and state, in block order) into the table through a saved part, as a
+// restart from a checkpoint would: optimizer state that training would not produce.
+void LoadBlocks(DenseTable* table, const std::vector<std::vector<float>>& blocks) {
+  const std::string path = absl::StrCat(::testing::TempDir(), "/dense_overflow_load_", getpid());
+  ASSERT_TRUE(table->Save(path).ok());
+  TableFileHeader header;
+  {
+    auto saved = TableFileReader::Open(path);
+    ASSERT_TRUE(saved.ok()) << saved.status();
+    header = (*saved)->header();
+  }
+  auto writer = TableFileWriter::Open(path, header);
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  for (size_t b = 0; b < blocks.size(); ++b) {
+    ASSERT_TRUE(
+        (*writer)->AppendRecord(static_cast<int64_t>(b), blocks[b].data(), blocks[b].size()).ok());
+  }
+  ASSERT_TRUE((*writer)->Finish(blocks.size()).ok());
+  auto reader = TableFileReader::Open(path);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  TableFileReader* parts[] = {reader->get()};
+  auto loaded = table->Load(parts);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  std::remove(path.c_str());
+}
+
+// The guard as it was before the proof: copy, update, check, restore.
+class Reference {
+ public:
+  Reference(const proto::TableConfig& config, std::vector<std::vector<float>> blocks)
+      : rule_(std::move(MakeUpdateRule(config.optimizer())).value()),
+        bound_(config.overflow().max_abs() > 0 ? config.overflow().max_abs() : FLT_MAX),
+        clip_(config.overflow().action() == proto::OverflowConfig::CLIP),
+        blocks_(std::move(blocks)) {}
+
+  // Returns the refused blocks. Counts the blocks the rule proves in range, and fails the test
+  // when one of them is not.
+  std::vector<uint64_t> Push(const std::vector<float>& grads, bool is_delta) {
+    std::vector<uint64_t> refused;
+    for (size_t b = 0; b < blocks_.size(); ++b) {
+      std::vector<float>& data = blocks_[b];
+      const std::vector<float> kept = data;
+      const float* g = grads.data() + b * kBlock;
+      const bool proven = !is_delta && rule_->UpdateStaysWithin(kBlock, data.data(),
+                                                                data.data() + kBlock, g, bound_);
+      proven_ += proven;
+      if (is_delta) {
+        for (size_t i = 0; i < kBlock; ++i) data[i] += g[i];
+      } else {
+        rule_->Update(kBlock, data.data(), data.data() + kBlock, g);
+      }
+      bool in_range = true, nan = false;
+      for (float x : data) {
+        in_range &= std::fabs(x) <= bound_;
+        nan |= std::isnan(x);
+      }
+      if (in_range) continue;
+      EXPECT_FALSE(proven) << "block " << b << " was proven in range and is not";
+      if (clip_ && !nan) {
+        for (float& x : data) x = std::clamp(x, -bound_, bound_);
+        continue;
+      }
+      data = kept;
+      refused.push_back(b);
+    }
+    return refused;
+  }
+  const std::vector<std::vector<float>>& blocks() const { return blocks_; }
+  int proven() const { return proven_; }
+
+ private:
+  std::unique_ptr<UpdateRule> rule_;
+  float bound_;
+  bool clip_;
+  std::vector<std::vector<float>> blocks_;
+  int proven_ = 0;
+};
+
+struct Counts {
+  int refused = 0;  // blocks refused
+  int proven = 0;   // blocks (of gradient pushes) that the rule proved in range
+};
+
+// Pushes `pushes` random gradients (or deltas), each block at a scale of its own drawn from
+// [scale_low, scale_high] (log-uniform), and compares table and reference after each.
+void PushAndCompare(const proto::TableConfig& config, int pushes, float scale_low, float scale_high,
+                    bool is_delta, Counts* counts) {
+  auto table = DenseTable::Create(config, 0, 1, RoundRobinBlockShard);
+  ASSERT_TRUE(table.ok()) << table.status();
+  Reference reference(config, SavedBlocks(**table));
+  const size_t blocks = reference.blocks().size();
+  std::mt19937 gen(11);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_real_distribution<float> log_scale(std::log(scale_low), std::log(scale_high));
+  for (int p = 0; p < pushes; ++p) {
+    std::vector<float> grads(blocks * kBlock);
+    for (size_t b = 0; b < blocks; ++b) {
+      const float scale = std::exp(log_scale(gen));
+      for (size_t i = 0; i < kBlock; ++i) grads[b * kBlock + i] = scale * normal(gen);
+    }
+    const std::vector<uint64_t> refused = reference.Push(grads, is_delta);
+    const absl::Status status = (*table)->Push(grads, is_delta);
+    if (refused.empty()) {
+      EXPECT_TRUE(status.ok()) << "push " << p << ": " << status;
+    } else {
+      EXPECT_EQ(status.code(), absl::StatusCode::kOutOfRange) << "push " << p << ": " << status;
+      EXPECT_NE(status.message().find(absl::StrCat("the update of block ", refused[0], " ")),
+                std::string::npos)
+          << status;
+      counts->refused += static_cast<int>(refused.size());
+    }
+    const auto got = SavedBlocks(**table);
+    ASSERT_EQ(got.size(), blocks);
+    for (size_t b = 0; b < blocks; ++b) {
+      ASSERT_EQ(
+          std::memcmp(got[b].data(), reference.blocks()[b].data(), got[b].size() * sizeof(float)),
+          0)
+          << "push " << p << ", block " << b;
+    }
+  }
+  counts->proven = reference.proven();
+}
+
+// Adam with a large epsilon, so that steps are bounded and blocks near the bound can be proven.
+proto::TableConfig NearBoundAdam(bool clip) {
+  proto::TableConfig config = Config("adam", 16 * kBlock, 0.5f, 3.0f, clip);
+  config.mutable_optimizer()->mutable_adam()->set_epsilon(0.5f);
+  config.mutable_initializer()->mutable_uniform()->set_low(-0.2f);
+  config.mutable_initializer()->mutable_uniform()->set_high(0.2f);
+  return config;
+}
+
+TEST(DenseOverflow, AdamFarFromTheBoundMatchesTheCopyingGuard) {
+  Counts counts;
+  PushAndCompare(Config("adam", 10 * kBlock, 1e-3f, 0.0f, false), 20, 1e-3f, 1e3f, false, &counts);
+  EXPECT_EQ(counts.refused, 0);
+  EXPECT_EQ(counts.proven, 20 * 10);
+}
+
+TEST(DenseOverflow, AdamWithWeightDecayMatchesTheCopyingGuard) {
+  proto::TableConfig config = Config("adam", 6 * kBlock, 1e-2f, 0.0f, false);
+  config.mutable_optimizer()->set_l2_decay(1e-2f);
+  config.mutable_optimizer()->set_l1_decay(1e-3f);
+  Counts counts;
+  PushAndCompare(config, 20, 1e-2f, 1e2f, false, &counts);
+  EXPECT_EQ(counts.refused, 0);
+  EXPECT_EQ(counts.proven, 20 * 6);
+}
+
+TEST(DenseOverflow, AdamNearAndPastTheBoundRefusesAsTheCopyingGuard) {
+  Counts counts;
+  PushAndCompare(NearBoundAdam(false), 40, 1e-4f, 10.0f, false, &counts);
+  EXPECT_GT(counts.refused, 0);
+  EXPECT_GT(counts.proven, 0);
+}
+
+TEST(DenseOverflow, AdamNearTheBoundClipsAsTheCopyingGuard) {
+  Counts counts;
+  PushAndCompare(NearBoundAdam(true), 40, 1e-4f, 10.0f, false, &counts);
+  EXPECT_EQ(counts.refused, 0);
+  EXPECT_GT(counts.proven, 0);
+}
+
+TEST(DenseOverflow, AdamOnTheWorstStateForTheProofMatchesTheCopyingGuard) {
+  // Each block at a scale s of its own: w = s, m = -s, v = 0 and g = -s, the state for which
+  // Adam's step, lr_t * |m| / (sqrt(v) + eps_t), comes closest to the proof's bound
+  // h + lr_t * h / eps_t. Blocks with s up to the proof's h are proven and stay in range;
+  // larger ones are copied, and those that go past 3 are refused.
+  const proto::TableConfig config = NearBoundAdam(false);
+  auto table = DenseTable::Create(config, 0, 1, RoundRobinBlockShard);
+  ASSERT_TRUE(table.ok()) << table.status();
+  std::vector<std::vector<float>> blocks = SavedBlocks(**table);
+  std::vector<float> grads(blocks.size() * kBlock);
+  for (size_t b = 0; b < blocks.size(); ++b) {
+    const float scale = 0.02f * std::pow(1.35f, static_cast<float>(b));  // 0.02 .. 1.8
+    for (size_t i = 0; i < kBlock; ++i) {
+      blocks[b][i] = scale;
+      blocks[b][kBlock + i] = -scale;
+      blocks[b][2 * kBlock + i] = 0.0f;
+      grads[b * kBlock + i] = -scale;
+    }
+  }
+  LoadBlocks(table->get(), blocks);
+  Reference reference(config, SavedBlocks(**table));
+  const std::vector<uint64_t> refused = reference.Push(grads, false);
+  const absl::Status status = (*table)->Push(grads, false);
+  EXPECT_EQ(status.ok(), refused.empty()) << status;
+  EXPECT_GT(refused.size(), 0u);
+  EXPECT_GT(reference.proven(), 0);
+  const auto got = SavedBlocks(**table);
+  for (size_t b = 0; b < blocks.size(); ++b) {
+    ASSERT_EQ(
+        std::memcmp(got[b].data(), reference.blocks()[b].data(), got[b].size() * sizeof(float)), 0)
+        << "block " << b;
+  }
+}
+
+TEST(DenseOverflow, AdamGradientsThatOverflowTheSecondMomentAreRefused) {
+  // |g| up to 1e25: g * g overflows float in the second moment while the weight stays finite.
+  Counts counts;
+  PushAndCompare(Config("adam", 8 * kBlock, 1e-3f, 0.0f, false), 6, 1e10f, 1e25f, false, &counts);
+  EXPECT_GT(counts.refused, 0);
+}
+
+TEST(DenseOverflow, SgdAndDeltasNearTheBoundRefuseAsTheCopyingGuard) {
+  Counts counts;
+  PushAndCompare(Config("sgd", 16 * kBlock, 1.0f, 4.0f, false), 30, 1e-3f, 2.0f, false, &counts);
+  EXPECT_GT(counts.refused, 0);
+  EXPECT_GT(counts.proven, 0);
+  Counts deltas;
+  PushAndCompare(Config("sgd", 16 * kBlock, 1.0f, 4.0f, false), 30, 1e-3f, 2.0f, true, &deltas);
+  EXPECT_GT(deltas.refused, 0);
+}
+
+}  // namespace
+}  // namespace fleet::ps
