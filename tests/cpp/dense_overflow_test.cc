@@ -40,6 +40,7 @@ proto::TableConfig Config(const std::string& rule, uint64_t dim, float lr, float
   c.mutable_optimizer()->set_learning_rate(lr);
   if (rule == "adam") c.mutable_optimizer()->mutable_adam();
   if (rule == "sgd") c.mutable_optimizer()->mutable_sgd();
+  if (rule == "adagrad") c.mutable_optimizer()->mutable_adagrad()->set_epsilon(0.5f);
   c.mutable_initializer()->set_seed(5);
   c.mutable_initializer()->mutable_uniform()->set_low(-0.5f);
   c.mutable_initializer()->mutable_uniform()->set_high(0.5f);
@@ -234,22 +235,23 @@ TEST(DenseOverflow, AdamNearTheBoundClipsAsTheCopyingGuard) {
   EXPECT_GT(counts.proven, 0);
 }
 
-TEST(DenseOverflow, AdamOnTheWorstStateForTheProofMatchesTheCopyingGuard) {
-  // Each block at a scale s of its own: w = s, m = -s, v = 0 and g = -s, the state for which
-  // Adam's step, lr_t * |m| / (sqrt(v) + eps_t), comes closest to the proof's bound
-  // h + lr_t * h / eps_t. Blocks with s up to the proof's h are proven and stay in range;
-  // larger ones are copied, and those that go past 3 are refused.
-  const proto::TableConfig config = NearBoundAdam(false);
+// Loads each block b at a scale s of its own (0.02 * 1.35^b, up to 1.8) with w = s, the
+// per-value state that `state_of` gives for s, and pushes g = -s; compares with the reference.
+// Blocks with s up to the proof's h must be proven and stay in range, larger ones are copied,
+// and those that go past the bound are refused.
+void CompareOnCraftedState(const proto::TableConfig& config, size_t state_per_value,
+                           float (*state_of)(size_t k, float s)) {
   auto table = DenseTable::Create(config, 0, 1, RoundRobinBlockShard);
   ASSERT_TRUE(table.ok()) << table.status();
   std::vector<std::vector<float>> blocks = SavedBlocks(**table);
   std::vector<float> grads(blocks.size() * kBlock);
   for (size_t b = 0; b < blocks.size(); ++b) {
-    const float scale = 0.02f * std::pow(1.35f, static_cast<float>(b));  // 0.02 .. 1.8
+    const float scale = 0.02f * std::pow(1.35f, static_cast<float>(b));
     for (size_t i = 0; i < kBlock; ++i) {
       blocks[b][i] = scale;
-      blocks[b][kBlock + i] = -scale;
-      blocks[b][2 * kBlock + i] = 0.0f;
+      for (size_t k = 0; k < state_per_value; ++k) {
+        blocks[b][(k + 1) * kBlock + i] = state_of(k, scale);
+      }
       grads[b * kBlock + i] = -scale;
     }
   }
@@ -268,11 +270,32 @@ TEST(DenseOverflow, AdamOnTheWorstStateForTheProofMatchesTheCopyingGuard) {
   }
 }
 
+TEST(DenseOverflow, AdamOnTheWorstStateForTheProofMatchesTheCopyingGuard) {
+  // m = -s and v = 0: Adam's step, lr_t * |m| / (sqrt(v) + eps_t), comes closest to the
+  // proof's bound h + lr_t * h / eps_t.
+  CompareOnCraftedState(NearBoundAdam(false), 2,
+                        [](size_t k, float s) { return k == 0 ? -s : 0.0f; });
+}
+
+TEST(DenseOverflow, AdagradOnTheWorstStateForTheProofMatchesTheCopyingGuard) {
+  // G = 0: the step is lr * s / (s + epsilon), closest to the proof's h + lr * h / epsilon.
+  CompareOnCraftedState(Config("adagrad", 16 * kBlock, 5.0f, 3.0f, false), 1,
+                        [](size_t, float) { return 0.0f; });
+}
+
 TEST(DenseOverflow, AdamGradientsThatOverflowTheSecondMomentAreRefused) {
   // |g| up to 1e25: g * g overflows float in the second moment while the weight stays finite.
   Counts counts;
   PushAndCompare(Config("adam", 8 * kBlock, 1e-3f, 0.0f, false), 6, 1e10f, 1e25f, false, &counts);
   EXPECT_GT(counts.refused, 0);
+}
+
+TEST(DenseOverflow, AdagradNearAndPastTheBoundRefusesAsTheCopyingGuard) {
+  Counts counts;
+  PushAndCompare(Config("adagrad", 16 * kBlock, 0.1f, 3.0f, false), 40, 1e-4f, 2.0f, false,
+                 &counts);
+  EXPECT_GT(counts.refused, 0);
+  EXPECT_GT(counts.proven, 0);
 }
 
 TEST(DenseOverflow, SgdAndDeltasNearTheBoundRefuseAsTheCopyingGuard) {

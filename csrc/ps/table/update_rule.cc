@@ -42,6 +42,13 @@ class AdagradRule : public UpdateRule {
       w[i] -= lr * g[i] / (std::sqrt(acc[i]) + eps_);
     }
   }
+  // With |w|, G, |g| <= h and G >= 0 (the denominator at least epsilon > 0): G' <= h + h^2 and
+  // |w'| <= h + lr * h / epsilon; the 1% covers rounding.
+  double SafeInputMagnitude(size_t dim, const float* acc, double bound) const override {
+    if (!(eps_ > 0.0f) || detail::AnySignBit(acc, dim)) return 0.0;
+    const double step_per_h = static_cast<double>(learning_rate()) / eps_;
+    return std::min({bound / (1.01 * (1.0 + step_per_h)), bound / 2.02, std::sqrt(bound / 2.02)});
+  }
 
  private:
   float eps_, init_;
