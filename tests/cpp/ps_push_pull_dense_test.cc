@@ -7,6 +7,7 @@
 
 #include "ps/client/client.h"
 #include "ps/server/server.h"
+#include "ps_loopback_servers.h"
 
 namespace fleet::ps {
 namespace {
@@ -20,15 +21,7 @@ proto::ServerConfig ConfigOf(uint32_t index) {
   proto::ServerConfig config;
   config.set_server_index(index);
   config.set_num_servers(2);
-  proto::TableConfig* table = config.add_tables();
-  table->set_table_id(kTable);
-  table->set_name("dense");
-  table->set_type(proto::DENSE);
-  table->set_dim(kDim);
-  table->set_dense_block_size(1024);
-  table->mutable_optimizer()->set_learning_rate(kRate);
-  table->mutable_optimizer()->mutable_sgd();
-  table->mutable_initializer()->mutable_constant()->set_value(kStart);
+  testing_servers::AddSgdDenseTable(&config, kTable, "dense", kDim, kRate, kStart);
   return config;
 }
 
@@ -36,14 +29,8 @@ class PushPullDenseTest : public testing::Test {
  protected:
   void SetUp() override {
     ClientOptions options;
-    for (uint32_t i = 0; i < 2; ++i) {
-      ServerOptions server_options;
-      server_options.config = ConfigOf(i);
-      auto server = PsServer::Start(server_options);
-      ASSERT_TRUE(server.ok()) << server.status();
-      options.endpoints.push_back((*server)->endpoint());
-      servers_.push_back(std::move(*server));
-    }
+    testing_servers::StartServers({ConfigOf(0), ConfigOf(1)}, &servers_, &options);
+    if (HasFatalFailure()) return;
     auto client = PsClient::Connect(options);
     ASSERT_TRUE(client.ok()) << client.status();
     client_ = std::move(*client);

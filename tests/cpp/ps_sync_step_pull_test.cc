@@ -9,6 +9,7 @@
 
 #include "ps/client/client.h"
 #include "ps/server/server.h"
+#include "ps_loopback_servers.h"
 
 namespace fleet::ps {
 namespace {
@@ -23,15 +24,8 @@ constexpr uint32_t kWorkers = 2;
 constexpr absl::Duration kStepTimeout = absl::Seconds(30);
 
 void AddDenseTable(proto::ServerConfig* config, uint32_t id, uint64_t dim) {
-  proto::TableConfig* table = config->add_tables();
-  table->set_table_id(id);
-  table->set_name(id == kWide ? "wide" : "narrow");
-  table->set_type(proto::DENSE);
-  table->set_dim(dim);
-  table->set_dense_block_size(1024);
-  table->mutable_optimizer()->set_learning_rate(kRate);
-  table->mutable_optimizer()->mutable_sgd();
-  table->mutable_initializer()->mutable_constant()->set_value(kStart);
+  testing_servers::AddSgdDenseTable(config, id, id == kWide ? "wide" : "narrow", dim, kRate,
+                                    kStart);
 }
 
 proto::ServerConfig ConfigOf(uint32_t index) {
@@ -50,14 +44,8 @@ class SyncStepPullTest : public testing::Test {
  protected:
   void SetUp() override {
     ClientOptions options;
-    for (uint32_t i = 0; i < 2; ++i) {
-      ServerOptions server_options;
-      server_options.config = ConfigOf(i);
-      auto server = PsServer::Start(server_options);
-      ASSERT_TRUE(server.ok()) << server.status();
-      options.endpoints.push_back((*server)->endpoint());
-      servers_.push_back(std::move(*server));
-    }
+    testing_servers::StartServers({ConfigOf(0), ConfigOf(1)}, &servers_, &options);
+    if (HasFatalFailure()) return;
     for (uint32_t w = 0; w < kWorkers; ++w) {
       auto client = PsClient::Connect(options);
       ASSERT_TRUE(client.ok()) << client.status();

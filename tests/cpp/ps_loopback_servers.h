@@ -1,0 +1,42 @@
+#pragma once
+// For the C++ tests that run a PS client against real servers on loopback: starts one server per
+// config, in index order, and says their endpoints in the client options the test connects with.
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <vector>
+
+#include "ps/client/client.h"
+#include "ps/server/server.h"
+
+namespace fleet::ps::testing_servers {
+
+// Adds a dense table of `dim` floats in blocks of 1024, updated by SGD at `rate` from `start`.
+inline void AddSgdDenseTable(proto::ServerConfig* config, uint32_t id, const char* name,
+                             uint64_t dim, float rate, float start) {
+  proto::TableConfig* table = config->add_tables();
+  table->set_table_id(id);
+  table->set_name(name);
+  table->set_type(proto::DENSE);
+  table->set_dim(dim);
+  table->set_dense_block_size(1024);
+  table->mutable_optimizer()->set_learning_rate(rate);
+  table->mutable_optimizer()->mutable_sgd();
+  table->mutable_initializer()->mutable_constant()->set_value(start);
+}
+
+// Starts a server for each config; fails the calling test (ASSERT) if one does not start.
+inline void StartServers(const std::vector<proto::ServerConfig>& configs,
+                         std::vector<std::unique_ptr<PsServer>>* servers, ClientOptions* options) {
+  for (const proto::ServerConfig& config : configs) {
+    ServerOptions server_options;
+    server_options.config = config;
+    auto server = PsServer::Start(server_options);
+    ASSERT_TRUE(server.ok()) << server.status();
+    options->endpoints.push_back((*server)->endpoint());
+    servers->push_back(std::move(*server));
+  }
+}
+
+}  // namespace fleet::ps::testing_servers
