@@ -29,15 +29,6 @@ def test_a_bad_max_dense_staleness_names_the_key_and_the_bound(value):
         strategy.a_sync_configs = {"max_dense_staleness": value}
 
 
-def test_prefetch_sparse_is_on_by_default_and_takes_only_a_bool():
-    strategy = fleet.DistributedStrategy()
-    assert strategy.a_sync_configs["prefetch_sparse"] is True
-    strategy.a_sync_configs = {"prefetch_sparse": False}
-    assert strategy.async_config.prefetch_sparse is False
-    with pytest.raises(InvalidArgument, match=r"prefetch_sparse.*must be a bool"):
-        strategy.a_sync_configs = {"prefetch_sparse": 0}
-
-
 def test_an_unknown_async_key_lists_the_valid_ones():
     strategy = fleet.DistributedStrategy()
     with pytest.raises(InvalidArgument, match="max_dense_staleness.*send_queue_size"):
@@ -81,22 +72,21 @@ def test_a_bad_rpc_timeout_s_names_the_key_the_value_and_the_range(value):
         strategy.a_sync_configs = {"rpc_timeout_s": value}
 
 
-def test_server_restarts_is_off_by_default_and_takes_only_a_bool():
+@pytest.mark.parametrize(
+    "key, default, bad",
+    [
+        ("prefetch_sparse", True, 0),
+        ("server_restarts", False, 1),
+        ("worker_restarts", False, "yes"),
+    ],
+)
+def test_a_switch_has_its_default_and_takes_only_a_bool(key, default, bad):
     strategy = fleet.DistributedStrategy()
-    assert strategy.a_sync_configs["server_restarts"] is False
-    strategy.a_sync_configs = {"server_restarts": True}
-    assert strategy.async_config.server_restarts is True
-    with pytest.raises(InvalidArgument, match=r"server_restarts.*must be a bool"):
-        strategy.a_sync_configs = {"server_restarts": 1}
-
-
-def test_worker_restarts_is_off_by_default_and_takes_only_a_bool():
-    strategy = fleet.DistributedStrategy()
-    assert strategy.a_sync_configs["worker_restarts"] is False
-    strategy.a_sync_configs = {"worker_restarts": True}
-    assert strategy.async_config.worker_restarts is True
-    with pytest.raises(InvalidArgument, match=r"worker_restarts.*must be a bool"):
-        strategy.a_sync_configs = {"worker_restarts": "yes"}
+    assert strategy.a_sync_configs[key] is default
+    strategy.a_sync_configs = {key: not default}
+    assert getattr(strategy.async_config, key) is (not default)
+    with pytest.raises(InvalidArgument, match=rf"{key}.*must be a bool"):
+        strategy.a_sync_configs = {key: bad}
 
 
 def test_max_sparse_staleness_is_unbounded_by_default_and_takes_minus_one_or_a_count():
