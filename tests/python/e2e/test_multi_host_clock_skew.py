@@ -35,6 +35,7 @@ from tests.python.e2e.test_multi_host_faults import (
     _assert_nothing_left,
     _ended,
     _ps_layout,
+    let_worker_1_fail,
 )
 
 # One pytest worker runs the tests that put jobs on 127.0.0.2-4: a host watch counts any
@@ -137,6 +138,7 @@ def test_a_skewed_server_host_ends_naming_the_failed_workers_host(tmp_path):
             launchers[host] = start_host(
                 tmp_path, host, options, PS_WORKER_FAILS, host != WORKER_HOST, FLEET_JOB_ID="skew-f"
             )
+        seen = let_worker_1_fail(tmp_path, launchers)
         ended = _ended(launchers, (WORKER_HOST, *SERVER_HOSTS))
     finally:
         for launcher in launchers.values():
@@ -144,6 +146,7 @@ def test_a_skewed_server_host_ends_naming_the_failed_workers_host(tmp_path):
     assert ended[WORKER_HOST][0] in (1, 3), ended[WORKER_HOST][1][-3000:]
     for host in SERVER_HOSTS:
         code, err, _ = ended[host]
+        err = seen[host] + err
         assert code == 1, err[-3000:]
         assert "every worker of the job is gone" in err and f"(host(s) {WORKER_HOST})" in err
     _assert_nothing_left(tmp_path)

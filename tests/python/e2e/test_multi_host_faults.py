@@ -66,10 +66,29 @@ def _assert_nothing_left(tmp_path) -> None:
     assert lh.running(list(lh.pids(tmp_path).values())) == []
 
 
+# Worker 1 exits with 3 once it has trained 5 steps and the test has created JOB_DIR/fail (see
+# let_worker_1_fail).
 PS_WORKER_FAILS = PS_FOREVER.replace(
     "    step += 1",
-    "    step += 1\n    if step == 5 and fl.worker_index() == 1:\n        sys.exit(3)",
+    "    step += 1\n"
+    "    if step >= 5 and fl.worker_index() == 1 and (JOB_DIR / 'fail').exists():\n"
+    "        sys.exit(3)",
 )
+
+
+def let_worker_1_fail(tmp_path, launchers: dict) -> dict:
+    """Lets PS_WORKER_FAILS's worker 1 exit once both workers trained and each server host said
+    it saw them; returns host -> what each server host's fleetrun printed until then. (A workers'
+    host whose share began and ended between two of the servers' probes, a second apart, is
+    never seen, and reported only after --host_timeout: on a fast machine worker 1's 5 steps
+    took less.)"""
+    mh.wait_for_records(tmp_path, "up", 2, launchers)
+    seen = {
+        host: mh.read_stderr_until(launchers[host], "the job's workers answer")
+        for host in SERVER_HOSTS
+    }
+    (tmp_path / "fail").touch()
+    return seen
 
 
 def test_the_server_hosts_end_when_the_workers_fail_on_another_host(tmp_path):
@@ -81,6 +100,7 @@ def test_the_server_hosts_end_when_the_workers_fail_on_another_host(tmp_path):
         launchers = _start(
             tmp_path, (*SERVER_HOSTS, WORKER_HOST), options, PS_WORKER_FAILS, FLEET_JOB_ID="w-fail"
         )
+        seen = let_worker_1_fail(tmp_path, launchers)
         ended = _ended(launchers, (WORKER_HOST, *SERVER_HOSTS))
     finally:
         for launcher in launchers.values():
@@ -90,6 +110,7 @@ def test_the_server_hosts_end_when_the_workers_fail_on_another_host(tmp_path):
     assert code in (1, 3), err[-3000:]
     for host in SERVER_HOSTS:
         code, err, after_workers = ended[host]
+        err = seen[host] + err
         assert code == 1, err[-3000:]
         assert f"worker 0 at {workers[0]}, worker 1 at {workers[1]} (host(s) {WORKER_HOST})" in err
         assert "every worker of the job is gone" in err, err[-3000:]
