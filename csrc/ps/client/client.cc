@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "ps/client/detail/client_call.h"
+#include "ps/client/detail/dense_wire.h"
 #include "ps/client/detail/key_dedup.h"
 #include "ps/detail/endpoint.h"
 
@@ -74,9 +75,34 @@ namespace {
 
 using PullSparseCall = detail::Call<proto::PullSparseRequest, proto::PullSparseReply>;
 using PushSparseCall = detail::Call<proto::PushSparseRequest, proto::PushReply>;
-using PullDenseCall = detail::Call<proto::PullDenseRequest, proto::PullDenseReply>;
-using PushDenseCall = detail::Call<proto::PushDenseRequest, proto::PushReply>;
 using BarrierCall = detail::Call<proto::BarrierRequest, proto::BarrierReply>;
+// The calls that carry a whole dense table: its floats go through dense_wire.h, one copy at each
+// end of the call instead of protobuf's two.
+using PullDenseCall = detail::Call<
+    proto::PullDenseRequest,
+    detail::SliceFieldReply<proto::PullDenseReply, proto::PullDenseReply::kValuesFieldNumber>>;
+using PushDenseCall = detail::Call<
+    detail::SliceFieldRequest<proto::PushDenseRequest, proto::PushDenseRequest::kGradsFieldNumber>,
+    detail::SliceFieldReply<proto::PushReply, proto::PushReply::kValuesFieldNumber>>;
+using SyncStepCall = detail::Call<
+    proto::BarrierRequest,
+    detail::SliceFieldReply<proto::BarrierReply, proto::BarrierReply::kValuesFieldNumber>>;
+
+// Starts a call of PsService's `method` on `channel` for the request and reply types of
+// dense_wire.h, through a generic stub: the same channel, deadline and metadata as the
+// generated stub's calls (Launch passes that stub, which is not needed here).
+template <class CallT>
+struct WireStarter {
+  std::shared_ptr<grpc::Channel> channel;
+  std::string method;
+
+  template <class Stub, class Request, class Reply, class Done>
+  void operator()(Stub*, grpc::ClientContext* context, const Request* request, Reply* reply,
+                  Done done) const {
+    grpc::TemplatedGenericStub<decltype(CallT::request), decltype(CallT::reply)>(channel).UnaryCall(
+        context, method, grpc::StubOptions(), request, reply, std::move(done));
+  }
+};
 using HeartbeatCall = detail::Call<proto::HeartbeatRequest, proto::HeartbeatReply>;
 
 // How many keys ahead the dedup table is prefetched.
@@ -550,25 +576,26 @@ Future PsClient::PullDense(uint32_t table_id, absl::Span<float> out) {
   for (size_t s : servers) {
     auto* call = new PullDenseCall;
     call->request.set_table_id(table_id);
-    Launch(s, what, options_.rpc_timeout, call, FLEET_PS_STARTER(PullDense), state,
-           [out, route, s](const proto::PullDenseReply& reply) {
+    Launch(s, what, options_.rpc_timeout, call,
+           WireStarter<PullDenseCall>{transport_->channels[s], detail::PsMethod("PullDense")},
+           state, [out, route, s](const auto& reply) {
              return CopyDenseBlocks(reply.values(), *route, s, out);
            });
   }
   return Future(state);
 }
 
-absl::Status PsClient::CopyDenseBlocks(const std::string& values, const DenseRoute& route,
+absl::Status PsClient::CopyDenseBlocks(const detail::FieldBytes& values, const DenseRoute& route,
                                        size_t server, absl::Span<float> out) {
   if (values.size() != route.local_size[server] * sizeof(float)) {
     return absl::InternalError(absl::StrCat("reply holds ", values.size(), " bytes, expected ",
                                             route.local_size[server] * sizeof(float)));
   }
-  const float* v = reinterpret_cast<const float*>(values.data());
+  size_t offset = 0;
   for (uint64_t b : route.blocks[server]) {
-    const size_t length = route.layout.BlockLength(b);
-    std::memcpy(out.data() + route.layout.BlockBegin(b), v, length * sizeof(float));
-    v += length;
+    const size_t bytes = route.layout.BlockLength(b) * sizeof(float);
+    values.CopyOut(offset, bytes, out.data() + route.layout.BlockBegin(b));
+    offset += bytes;
   }
   return absl::OkStatus();
 }
@@ -604,19 +631,22 @@ Future PsClient::PushDenseAndMaybePull(uint32_t table_id, absl::Span<const float
   const std::string what = absl::StrCat(PushName(kind, name), " of table ", table_id);
   for (size_t s : servers) {
     auto* call = new PushDenseCall;
-    call->request.set_table_id(table_id);
-    call->request.set_is_delta(is_delta);
-    call->request.set_accumulate(kind == PushKind::kAccumulate);
-    call->request.set_initialize(kind == PushKind::kInitialize);
-    call->request.set_return_values(pull);
-    std::string* bytes = call->request.mutable_grads();
-    bytes->reserve(route->local_size[s] * sizeof(float));
+    proto::PushDenseRequest& header = call->request.header;
+    header.set_table_id(table_id);
+    header.set_is_delta(is_delta);
+    header.set_accumulate(kind == PushKind::kAccumulate);
+    header.set_initialize(kind == PushKind::kInitialize);
+    header.set_return_values(pull);
+    // The one copy of the gradients on this side: straight into the slice that is sent.
+    char* bytes = call->request.AllocatePayload(route->local_size[s] * sizeof(float));
     for (uint64_t b : route->blocks[s]) {
-      bytes->append(reinterpret_cast<const char*>(grads.data() + route->layout.BlockBegin(b)),
-                    route->layout.BlockLength(b) * sizeof(float));
+      const size_t length = route->layout.BlockLength(b) * sizeof(float);
+      std::memcpy(bytes, grads.data() + route->layout.BlockBegin(b), length);
+      bytes += length;
     }
-    Launch(s, what, options_.rpc_timeout, call, FLEET_PS_STARTER(PushDense), state,
-           [pull, out, route, s](const proto::PushReply& reply) {
+    Launch(s, what, options_.rpc_timeout, call,
+           WireStarter<PushDenseCall>{transport_->channels[s], detail::PsMethod("PushDense")},
+           state, [pull, out, route, s](const auto& reply) {
              return pull ? CopyDenseBlocks(reply.values(), *route, s, out) : absl::OkStatus();
            });
   }
@@ -678,7 +708,7 @@ absl::StatusOr<uint32_t> PsClient::SyncStepAndMaybePull(uint32_t num_workers, ui
   // Every server reports the same count (each saw the same arrivals); keep the smallest.
   auto done_workers = std::make_shared<std::atomic<uint32_t>>(num_workers);
   for (size_t s = 0; s < num_servers(); ++s) {
-    auto* call = new BarrierCall;
+    auto* call = new SyncStepCall;
     call->request.set_name("__sync_step__");
     call->request.set_num_workers(num_workers);
     call->request.set_worker_id(worker_id);
@@ -690,11 +720,11 @@ absl::StatusOr<uint32_t> PsClient::SyncStepAndMaybePull(uint32_t num_workers, ui
       call->request.set_pull_dense_table(*table_id);
     }
     Launch(s, absl::StrCat("sync step (worker ", worker_id, ")"), timeout + options_.rpc_timeout,
-           call, FLEET_PS_STARTER(Barrier), state,
-           [done_workers, route, s, out](const proto::BarrierReply& reply) {
+           call, WireStarter<SyncStepCall>{transport_->channels[s], detail::PsMethod("Barrier")},
+           state, [done_workers, route, s, out](const auto& reply) {
+             const uint32_t done_here = reply.header().done_workers();
              uint32_t seen = done_workers->load();
-             while (reply.done_workers() < seen &&
-                    !done_workers->compare_exchange_weak(seen, reply.done_workers())) {
+             while (done_here < seen && !done_workers->compare_exchange_weak(seen, done_here)) {
              }
              // A server holding no block of the table sends no values.
              return route != nullptr ? CopyDenseBlocks(reply.values(), *route, s, out)

@@ -35,6 +35,7 @@ struct Inflight;
 struct Incarnations;
 struct Presence;
 struct Transport;
+class FieldBytes;
 class KeyDedupPool;
 }  // namespace detail
 
@@ -206,8 +207,9 @@ class PsClient {
                                                 absl::Duration timeout,
                                                 std::optional<uint32_t> table_id,
                                                 absl::Span<float> out);
-  // Writes server `server`'s blocks in `values` (a PullDense or PushPullDense reply) into `out`.
-  static absl::Status CopyDenseBlocks(const std::string& values, const DenseRoute& route,
+  // Writes server `server`'s blocks in `values` (the values of a PullDense, PushPullDense or
+  // sync-step reply) into `out`.
+  static absl::Status CopyDenseBlocks(const detail::FieldBytes& values, const DenseRoute& route,
                                       size_t server, absl::Span<float> out);
   // Starts one RPC to `server` with a deadline of `timeout`; when it completes, on_reply(reply)
   // runs if it succeeded and the outcome goes to `state`. Takes ownership of `call`.
