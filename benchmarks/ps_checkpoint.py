@@ -24,15 +24,15 @@ bytes. A table load does more than read them: it checks each part's CRC-32 and i
 into the table's hash index, which numpy.load does not.
 
 The machine may be shared: the Fleet side (Fleet and NumPy) and the Paddle side take turns for
---rounds rounds (the order alternates each round); within a side each timed operation repeats
-until --min_seconds have passed (at least --reps times) and counts its median. Each side's
-figure is the median over the rounds; every round is in the JSON with the load average before
-and after each side, and a warning goes to stderr when it is above 2. The page cache is warm for
-all three (no root to drop it), so the ratios compare the software paths. The last line is one
-JSON object: save_vs_paddle and load_vs_paddle (Paddle's seconds over Fleet's for the same
-table; target >= 5), save_vs_numpy (Fleet's MB/s over NumPy's; target >= 0.8), load_vs_numpy (as
-it is: a checked restore builds the index), delta_bytes_ratio (delta part bytes over base part
-bytes at 1% changed rows; target <= 0.02).
+--rounds rounds (the order alternates each round; benchmarks/rounds.py); within a side each
+timed operation repeats until --min_seconds have passed (at least --reps times) and counts its
+median. Each side's figure is the median over the rounds; every round is in the JSON with the
+load average before and after each side, and a warning goes to stderr when it is above 2. The
+page cache is warm for all three (no root to drop it), so the ratios compare the software paths.
+The last line is one JSON object: save_vs_paddle and load_vs_paddle (Paddle's seconds over
+Fleet's for the same table; target >= 5), save_vs_numpy (Fleet's MB/s over NumPy's; target
+>= 0.8), load_vs_numpy (as it is: a checked restore builds the index), delta_bytes_ratio (delta
+part bytes over base part bytes at 1% changed rows; target <= 0.02).
 """
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ from fleet.ps.checkpoint import read_manifest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from job_runner import paddle_ps_launch, run_in_session, tail  # noqa: E402
+from rounds import alternate, max_load, medians  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PEER_PYTHON = os.path.join(ROOT, ".venv-peers", "paddle26", "bin", "python")
@@ -68,7 +69,6 @@ TABLE = {
     "initializer": {"seed": 1, "uniform": {"low": -0.01, "high": 0.01}},
 }
 CHUNK = 1 << 20
-LOAD_WARNING = 2.0
 MAX_REPEATS = 50
 
 
@@ -224,28 +224,9 @@ def paddle_side(args: argparse.Namespace) -> dict:
     }
 
 
-def _with_load(name: str, fn) -> dict:
-    before = os.getloadavg()[0]
-    result = fn()
-    after = os.getloadavg()[0]
-    if max(before, after) > LOAD_WARNING:
-        print(
-            f"warning: load average {before:.2f} before, {after:.2f} after the {name} side "
-            f"(above {LOAD_WARNING}): its times are noise",
-            file=sys.stderr,
-            flush=True,
-        )
-    result.update(loadavg_1min_before=round(before, 2), loadavg_1min_after=round(after, 2))
-    return result
-
-
-def _median(rounds: list[dict], key: str) -> float:
-    return statistics.median(r[key] for r in rounds)
-
-
 def summarise(args: argparse.Namespace, fleet: list[dict], paddle: list[dict]) -> dict:
     mb = 1e6
-    f = {k: _median(fleet, k) for k in fleet[0] if isinstance(fleet[0][k], float)}
+    f = medians(fleet, [k for k in fleet[0] if isinstance(fleet[0][k], float)])
     base, np_bytes = fleet[0]["base_bytes"], fleet[0]["numpy_bytes"]
     result = {
         "benchmark": "ps_checkpoint",
@@ -274,7 +255,8 @@ def summarise(args: argparse.Namespace, fleet: list[dict], paddle: list[dict]) -
     }
     ok = [p for p in paddle if "failed" not in p]
     if ok:
-        p_save, p_load = _median(ok, "save_s"), _median(ok, "load_s")
+        p = medians(ok, ("save_s", "load_s"))
+        p_save, p_load = p["save_s"], p["load_s"]
         result["paddle"] = {
             "version": ok[0]["version"],
             "bytes": ok[0]["bytes"],
@@ -286,8 +268,7 @@ def summarise(args: argparse.Namespace, fleet: list[dict], paddle: list[dict]) -
     if len(ok) < len(paddle):
         result["paddle_failed"] = [p["failed"].splitlines()[0] for p in paddle if "failed" in p]
     result["every_round"] = {"fleet": fleet, "paddle": paddle}
-    loads = [r[k] for r in fleet + paddle for k in ("loadavg_1min_before", "loadavg_1min_after")]
-    result["max_loadavg_1min"] = max(loads)
+    result["max_loadavg_1min"] = max_load(fleet + paddle)
     result["targets"] = {
         "save_vs_paddle": ">= 5",
         "load_vs_paddle": ">= 5",
@@ -323,19 +304,12 @@ def main() -> None:
         keys = (np.arange(args.rows, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)).view(
             np.int64
         )
-    fleet_rounds: list[dict] = []
-    paddle_rounds: list[dict] = []
-    for r in range(args.rounds):
-        sides = [("fleet", lambda: fleet_side(args, keys))]
-        if not args.no_paddle:
-            sides.append(("paddle", lambda: paddle_side(args)))
-        for name, fn in sides if r % 2 == 0 else sides[::-1]:
-            result = _with_load(name, fn)
-            result["round"] = r
-            (fleet_rounds if name == "fleet" else paddle_rounds).append(result)
-            print(f"round {r} {name}: {json.dumps(result)[:300]}", file=sys.stderr, flush=True)
+    sides = {"fleet": lambda: fleet_side(args, keys)}
+    if not args.no_paddle:
+        sides["paddle"] = lambda: paddle_side(args)
+    runs = alternate(args.rounds, sides)
     shutil.rmtree(args.dir, ignore_errors=True)
-    print(json.dumps(summarise(args, fleet_rounds, paddle_rounds)))
+    print(json.dumps(summarise(args, runs["fleet"], runs.get("paddle", []))))
 
 
 if __name__ == "__main__":
