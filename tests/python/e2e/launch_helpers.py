@@ -162,6 +162,28 @@ def is_running(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
+def wait_until_stopped(pid: int, timeout: float = 10.0) -> None:
+    """Waits until every thread of `pid` is stopped (after a SIGSTOP the test sent). SIGSTOP
+    takes effect only once the thread it was handed to gets a CPU; meanwhile the process's other
+    threads (gRPC's among them) keep serving, long enough on a loaded machine to answer a small
+    RPC. So a test that freezes a server waits for the kernel to report all its threads
+    stopped before it counts from the freeze."""
+    deadline = time.monotonic() + timeout
+    states: list[str] = []
+    while time.monotonic() < deadline:
+        states = []
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{tid}/stat", encoding="ascii") as f:
+                    states.append(f.read().rsplit(")", 1)[1].split()[0])
+            except FileNotFoundError:  # a thread that just ended
+                pass
+        if states and all(state in ("T", "t") for state in states):
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"process {pid} not stopped {timeout} s after SIGSTOP: {states}")
+
+
 def running(pid_list: list[int], settle_s: float = 2.0) -> list[int]:
     """The pids still running after up to `settle_s` (orphans get reaped asynchronously)."""
     deadline = time.monotonic() + settle_s

@@ -12,9 +12,34 @@ import select
 import socket
 import subprocess
 import time
+from typing import NamedTuple
 
 from fleet.launch.plan import free_ports
 from tests.python.e2e import launch_helpers as lh
+
+# The PS jobs of the multi-host tests: 2 servers on two hosts, 2 workers on a third.
+SERVER_HOSTS, WORKER_HOST = ("127.0.0.2", "127.0.0.3"), "127.0.0.4"
+
+
+class PsLayout(NamedTuple):
+    options: list[str]  # fleetrun's --servers, --workers and --store_port
+    servers: list[str]  # endpoints, server 0 on SERVER_HOSTS[0] and server 1 on SERVER_HOSTS[1]
+    workers: list[str]  # endpoints, both on WORKER_HOST
+    store: str  # the rendezvous store's endpoint (worker 0's host)
+
+
+def ps_layout() -> PsLayout:
+    """Free ports for the PS layout above."""
+    s0, s1 = (free_ports(h, 1)[0] for h in SERVER_HOSTS)
+    w0, w1, store = free_ports(WORKER_HOST, 3)
+    servers = [f"{SERVER_HOSTS[0]}:{s0}", f"{SERVER_HOSTS[1]}:{s1}"]
+    workers = [f"{WORKER_HOST}:{w0}", f"{WORKER_HOST}:{w1}"]
+    options = [
+        f"--servers={','.join(servers)}",
+        f"--workers={','.join(workers)}",
+        f"--store_port={store}",
+    ]
+    return PsLayout(options, servers, workers, f"{WORKER_HOST}:{store}")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -30,32 +30,16 @@ record("where", [fleet.worker_index(), fleet.worker_endpoints()[fleet.worker_ind
 cc.run_rank(cc.CASES["dense_sgd"], str(JOB_DIR))
 """
 
-# Dense weight w (initial 0), loss = mean(w * x) with x = 1: every sync step moves w by -lr
-# whatever the number of workers, so after STEPS steps w is -lr * STEPS exactly.
+# The sync "w" model (w_model.py): after STEPS steps every worker's w is -LR * STEPS exactly.
 PS_TRAIN = f"""
-import fleet as fl
-from fleet import layers
-main, startup = fl.Program(), fl.Program()
-with fl.program_guard(main, startup):
-    x = layers.data("x", [1])
-    y = layers.fc(x, 1, bias_attr=False,
-                  param_attr=fl.ParamAttr(name="w", initializer=fl.initializer.Constant(0.0)))
-    loss = layers.mean(y)
-    strategy = fl.DistributedStrategyFactory.create_sync_strategy()
-    fl.distributed_optimizer(fl.optimizer.SGD({LR}), strategy).minimize(loss)
-record("where", [ME, fl.server_endpoints()[fl.server_index()] if fl.is_server()
-                   else fl.worker_endpoints()[fl.worker_index()]])
-if fl.is_server():
-    fl.init_server()
-    fl.run_server()
-    sys.exit(0)
-exe = fl.Executor(fl.CPUPlace())
-exe.run(fl.startup_program)
-fl.init_worker()
+from tests.python.e2e.w_model import start
+record("where", [ME, fleet.server_endpoints()[fleet.server_index()] if fleet.is_server()
+                   else fleet.worker_endpoints()[fleet.worker_index()]])
+worker = start({LR})
 for step in range({STEPS}):
-    exe.run(fl.main_program, feed={{"x": np.ones((1, 1), np.float32)}}, fetch_list=[loss])
-record("w", float(fl.global_scope().find_var("w").get_tensor().numpy().ravel()[0]))
-fl.stop_worker()
+    worker.step()
+record("w", worker.w())
+fleet.stop_worker()
 """
 
 
@@ -282,14 +266,12 @@ def test_paddlejob_ps_two_master_pods_serve_two_worker_pods_train(tmp_path):
 # saves it after step SAVE_AT, and both workers pause there until the test says "go".
 SAVE_AT = 4
 PS_RESTARTED = PS_TRAIN.replace(
-    "    fl.distributed_optimizer(",
-    """    strategy.a_sync_configs = {"server_restarts": True, "rpc_timeout_s": 90}
-    fl.distributed_optimizer(""",
+    f"start({LR})", f'start({LR}, {{"server_restarts": True, "rpc_timeout_s": 90}})'
 ).replace(
-    "fetch_list=[loss])",
-    f"""fetch_list=[loss])
+    "    worker.step()",
+    f"""    worker.step()
     if step == {SAVE_AT}:
-        fl.save_persistables(exe, os.environ["FLEET_RESTART_CHECKPOINT"])
+        fleet.save_persistables(worker.exe, os.environ["FLEET_RESTART_CHECKPOINT"])
         record("paused", True)
         while not (JOB_DIR / "go").exists():
             time.sleep(0.05)""",
@@ -343,11 +325,7 @@ def test_paddlejob_ps_server_pod_restarted_in_place_reloads_its_shard(tmp_path):
 # written after step SAVE_AT, where both workers pause until the test says "go". A worker
 # started again resumes from there.
 PS_WORKER_RESTARTED = (
-    PS_TRAIN.replace(
-        "    fl.distributed_optimizer(",
-        """    strategy.a_sync_configs = {"worker_restarts": True}
-    fl.distributed_optimizer(""",
-    )
+    PS_TRAIN.replace(f"start({LR})", f'start({LR}, {{"worker_restarts": True}})')
     .replace(
         f"for step in range({STEPS}):",
         f"""position = JOB_DIR / f"position.{{ME}}"
@@ -355,8 +333,8 @@ first = int(position.read_text()) if position.exists() else 0
 for step in range(first, {STEPS}):""",
     )
     .replace(
-        "fetch_list=[loss])",
-        f"""fetch_list=[loss])
+        "    worker.step()",
+        f"""    worker.step()
     if step == {SAVE_AT}:
         position.write_text(str(step + 1))
         record("paused", True)

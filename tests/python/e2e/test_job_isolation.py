@@ -2,9 +2,8 @@
 first call to a parameter server or to the rendezvous store, with an error naming both jobs, and
 the first job ends with exactly its own results.
 
-The PS model has one dense weight w (initial 0) and loss = mean(w * x) with x = 1, so every sync
-step moves w by -lr whatever the number of workers: after STEPS steps w is -lr * STEPS exactly
-(lr is a power of two). A push of another job's gradients would show as a different w.
+The PS job trains the sync "w" model (w_model.py): after STEPS steps w is -LR * STEPS exactly, so
+a push of another job's gradients would show as a different w.
 """
 
 from __future__ import annotations
@@ -27,23 +26,8 @@ STEPS = 30
 FAIL_WITHIN_S = 45
 
 PS_TRAIN = f"""
-import fleet as fl
-from fleet import layers
-main, startup = fl.Program(), fl.Program()
-with fl.program_guard(main, startup):
-    x = layers.data("x", [1])
-    y = layers.fc(x, 1, bias_attr=False,
-                  param_attr=fl.ParamAttr(name="w", initializer=fl.initializer.Constant(0.0)))
-    loss = layers.mean(y)
-    strategy = fl.DistributedStrategyFactory.create_sync_strategy()
-    fl.distributed_optimizer(fl.optimizer.SGD({LR}), strategy).minimize(loss)
-if fl.is_server():
-    fl.init_server()
-    fl.run_server()
-    sys.exit(0)
-exe = fl.Executor(fl.CPUPlace())
-exe.run(fl.startup_program)
-fl.init_worker()
+from tests.python.e2e.w_model import start
+worker = start({LR})
 record("started", os.environ.get("FLEET_JOB_ID", ""))
 for step in range({STEPS}):
     if step == {STEPS} - 1:
@@ -52,10 +36,10 @@ for step in range({STEPS}):
         deadline = time.monotonic() + 150
         while not (JOB_DIR / "release").exists() and time.monotonic() < deadline:
             time.sleep(0.05)
-    exe.run(fl.main_program, feed={{"x": np.ones((1, 1), np.float32)}}, fetch_list=[loss])
+    worker.step()
     time.sleep(float(os.environ.get("STEP_PAUSE_S", "0")))
-record("w", float(fl.global_scope().find_var("w").get_tensor().numpy().ravel()[0]))
-fl.stop_worker()
+record("w", worker.w())
+fleet.stop_worker()
 """
 
 

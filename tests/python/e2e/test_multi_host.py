@@ -18,42 +18,26 @@ from fleet.launch.plan import free_ports
 from tests.python.e2e import collective_cases as cc
 from tests.python.e2e import launch_helpers as lh
 from tests.python.e2e import multi_host as mh
+from tests.python.e2e.multi_host import SERVER_HOSTS, WORKER_HOST
 
 # One pytest worker runs the tests that put jobs on 127.0.0.2-4: a host watch counts any
 # listener on a dead worker's port as that worker, so two such jobs at once can hold each other up.
 pytestmark = [pytest.mark.timeout(240), pytest.mark.xdist_group("hosts_127_0_0_2_to_4")]
 
 LR, STEPS = 0.5, 10
-SERVER_HOSTS, WORKER_HOST = ("127.0.0.2", "127.0.0.3"), "127.0.0.4"
 
-# Dense weight w (initial 0), loss = mean(w * x) with x = 1: every sync step moves w by -lr
-# whatever the number of workers, so after STEPS steps w is -lr * STEPS exactly.
+# The sync "w" model (w_model.py): after STEPS steps every worker's w is -LR * STEPS exactly.
 PS_TRAIN = f"""
-import fleet as fl
-from fleet import layers
-main, startup = fl.Program(), fl.Program()
-with fl.program_guard(main, startup):
-    x = layers.data("x", [1])
-    y = layers.fc(x, 1, bias_attr=False,
-                  param_attr=fl.ParamAttr(name="w", initializer=fl.initializer.Constant(0.0)))
-    loss = layers.mean(y)
-    strategy = fl.DistributedStrategyFactory.create_sync_strategy()
-    fl.distributed_optimizer(fl.optimizer.SGD({LR}), strategy).minimize(loss)
-if fl.is_server():
-    fl.init_server()
-    fl.run_server()
-    sys.exit(0)
-exe = fl.Executor(fl.CPUPlace())
-exe.run(fl.startup_program)
-fl.init_worker()
+from tests.python.e2e.w_model import start
+worker = start({LR})
 for step in range({STEPS}):
-    exe.run(fl.main_program, feed={{"x": np.ones((1, 1), np.float32)}}, fetch_list=[loss])
-fl.barrier_worker()
-record("w", float(fl.global_scope().find_var("w").get_tensor().numpy().ravel()[0]))
+    worker.step()
+fleet.barrier_worker()
+record("w", worker.w())
 # Hold the connections open until the test has read every process's sockets.
 while not (JOB_DIR / "release").exists():
     time.sleep(0.05)
-fl.stop_worker()
+fleet.stop_worker()
 """
 
 COLLECTIVE_TRAIN = """
@@ -92,14 +76,7 @@ def _check_own_addresses(job_dir, host_of: dict[str, str]) -> dict[str, list]:
 
 
 def test_ps_job_with_servers_on_two_hosts_and_workers_on_a_third(tmp_path):
-    s0, s1 = (free_ports(h, 1)[0] for h in SERVER_HOSTS)
-    w0, w1, store = free_ports(WORKER_HOST, 3)
-    servers = [f"{SERVER_HOSTS[0]}:{s0}", f"{SERVER_HOSTS[1]}:{s1}"]
-    options = [
-        f"--servers={','.join(servers)}",
-        f"--workers={WORKER_HOST}:{w0},{WORKER_HOST}:{w1}",
-        f"--store_port={store}",
-    ]
+    options, servers, _, store = mh.ps_layout()
     launchers = {}
     try:
         for host in (*SERVER_HOSTS, WORKER_HOST):
@@ -124,7 +101,7 @@ def test_ps_job_with_servers_on_two_hosts_and_workers_on_a_third(tmp_path):
         assert code == 0, f"host {host}: {err}"
     # Each server serves exactly its endpoint of --servers; worker 0 the store on its host.
     assert servers[0] in listening["server.0"] and servers[1] in listening["server.1"]
-    assert f"{WORKER_HOST}:{store}" in listening["worker.0"]
+    assert store in listening["worker.0"]
     assert lh.recorded(tmp_path, "w") == {"worker.0": -LR * STEPS, "worker.1": -LR * STEPS}
     assert lh.running(list(lh.pids(tmp_path).values())) == []
 
@@ -301,10 +278,17 @@ def test_a_collective_host_that_dies_ends_the_job(tmp_path):
     assert lh.running(list(lh.pids(tmp_path).values())) == []
 
 
-PS_FOREVER = PS_TRAIN.replace(f"for step in range({STEPS}):", "step = 0\nwhile True:").replace(
-    "fetch_list=[loss])",
-    "fetch_list=[loss])\n    if step == 0:\n        record('up', True)\n    step += 1",
-)
+# The "w" job training until it is stopped; each worker records "up" after its first step.
+PS_FOREVER = f"""
+from tests.python.e2e.w_model import start
+worker = start({LR})
+step = 0
+while True:
+    worker.step()
+    if step == 0:
+        record("up", True)
+    step += 1
+"""
 
 
 def test_a_ps_server_host_that_dies_ends_the_workers_naming_it(tmp_path):
@@ -312,14 +296,8 @@ def test_a_ps_server_host_that_dies_ends_the_workers_naming_it(tmp_path):
     naming the server and its address, and none of its processes is left. (Not yet: the
     surviving server's host ends on its own too; its server outlives the failed workers until
     it is stopped, see the report of issue 30.)"""
-    s0, s1 = (free_ports(h, 1)[0] for h in SERVER_HOSTS)
-    w0, w1, store = free_ports(WORKER_HOST, 3)
-    dead = f"{SERVER_HOSTS[1]}:{s1}"
-    options = [
-        f"--servers={SERVER_HOSTS[0]}:{s0},{dead}",
-        f"--workers={WORKER_HOST}:{w0},{WORKER_HOST}:{w1}",
-        f"--store_port={store}",
-    ]
+    options, servers, _, _ = mh.ps_layout()
+    dead = servers[1]
     launchers = {}
     try:
         for host in (*SERVER_HOSTS, WORKER_HOST):

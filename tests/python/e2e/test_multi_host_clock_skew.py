@@ -27,14 +27,12 @@ import pytest
 from tests.python.e2e import collective_cases as cc
 from tests.python.e2e import launch_helpers as lh
 from tests.python.e2e import multi_host as mh
+from tests.python.e2e.multi_host import SERVER_HOSTS, WORKER_HOST
 from tests.python.e2e.test_multi_host import LR, STEPS
 from tests.python.e2e.test_multi_host_faults import (
     PS_WORKER_FAILS,
-    SERVER_HOSTS,
-    WORKER_HOST,
     _assert_nothing_left,
     _ended,
-    _ps_layout,
     let_worker_1_fail,
 )
 
@@ -78,37 +76,24 @@ def start_host(
     )
 
 
+# The sync "w" job (w_model.py); each process records its monotonic clock.
 PS_TRAIN = f"""
-import fleet as fl
-from fleet import layers
-main, startup = fl.Program(), fl.Program()
-with fl.program_guard(main, startup):
-    x = layers.data("x", [1])
-    y = layers.fc(x, 1, bias_attr=False,
-                  param_attr=fl.ParamAttr(name="w", initializer=fl.initializer.Constant(0.0)))
-    loss = layers.mean(y)
-    strategy = fl.DistributedStrategyFactory.create_sync_strategy()
-    fl.distributed_optimizer(fl.optimizer.SGD({LR}), strategy).minimize(loss)
-if fl.is_server():
+from tests.python.e2e.w_model import start
+if fleet.is_server():
     record("clock", time.monotonic())
-    fl.init_server()
-    fl.run_server()
-    sys.exit(0)
-exe = fl.Executor(fl.CPUPlace())
-exe.run(fl.startup_program)
-fl.init_worker()
+worker = start({LR})
 for step in range({STEPS}):
-    exe.run(fl.main_program, feed={{"x": np.ones((1, 1), np.float32)}}, fetch_list=[loss])
-fl.barrier_worker()
-record("w", float(fl.global_scope().find_var("w").get_tensor().numpy().ravel()[0]))
+    worker.step()
+fleet.barrier_worker()
+record("w", worker.w())
 record("clock", time.monotonic())
-fl.stop_worker()
+fleet.stop_worker()
 """
 
 
 def test_a_ps_job_trains_with_a_server_host_days_ahead(tmp_path):
     """Server 0's host runs 3 days ahead of the others: the job trains as on one clock."""
-    options, servers, workers = _ps_layout()
+    options, servers, workers, _ = mh.ps_layout()
     launchers = {}
     try:
         for host in (*SERVER_HOSTS, WORKER_HOST):
@@ -131,7 +116,7 @@ def test_a_ps_job_trains_with_a_server_host_days_ahead(tmp_path):
 def test_a_skewed_server_host_ends_naming_the_failed_workers_host(tmp_path):
     """Both server hosts 3 days ahead of the workers' host; worker 1 exits with 3: the server
     hosts end naming the workers' host, as with one clock."""
-    options, servers, workers = _ps_layout()
+    options, servers, workers, _ = mh.ps_layout()
     launchers = {}
     try:
         for host in (*SERVER_HOSTS, WORKER_HOST):

@@ -12,31 +12,14 @@ import time
 
 import pytest
 
-from fleet.launch.plan import free_ports
 from tests.python.e2e import launch_helpers as lh
 from tests.python.e2e import multi_host as mh
-from tests.python.e2e.test_multi_host import PS_FOREVER
+from tests.python.e2e.multi_host import SERVER_HOSTS, WORKER_HOST
+from tests.python.e2e.test_multi_host import LR, PS_FOREVER
 
 # One pytest worker runs the tests that put jobs on 127.0.0.2-4: a host watch counts any
 # listener on a dead worker's port as that worker, so two such jobs at once can hold each other up.
 pytestmark = [pytest.mark.timeout(240), pytest.mark.xdist_group("hosts_127_0_0_2_to_4")]
-
-SERVER_HOSTS, WORKER_HOST = ("127.0.0.2", "127.0.0.3"), "127.0.0.4"
-
-
-def _ps_layout() -> tuple[list[str], list[str], list[str]]:
-    """(fleetrun options, server endpoints, worker endpoints) of 2 servers on two hosts and
-    2 workers on a third."""
-    s0, s1 = (free_ports(h, 1)[0] for h in SERVER_HOSTS)
-    w0, w1, store = free_ports(WORKER_HOST, 3)
-    servers = [f"{SERVER_HOSTS[0]}:{s0}", f"{SERVER_HOSTS[1]}:{s1}"]
-    workers = [f"{WORKER_HOST}:{w0}", f"{WORKER_HOST}:{w1}"]
-    options = [
-        f"--servers={','.join(servers)}",
-        f"--workers={','.join(workers)}",
-        f"--store_port={store}",
-    ]
-    return options, servers, workers
 
 
 def _start(tmp_path, hosts, options, body, **env) -> dict:
@@ -71,7 +54,7 @@ def _assert_nothing_left(tmp_path) -> None:
 PS_WORKER_FAILS = PS_FOREVER.replace(
     "    step += 1",
     "    step += 1\n"
-    "    if step >= 5 and fl.worker_index() == 1 and (JOB_DIR / 'fail').exists():\n"
+    "    if step >= 5 and fleet.worker_index() == 1 and (JOB_DIR / 'fail').exists():\n"
     "        sys.exit(3)",
 )
 
@@ -94,7 +77,7 @@ def let_worker_1_fail(tmp_path, launchers: dict) -> dict:
 def test_the_server_hosts_end_when_the_workers_fail_on_another_host(tmp_path):
     """Worker 1 exits with 3 mid-training: its host's fleetrun ends its share of the job, and
     both servers' hosts end within seconds, naming the workers and their host."""
-    options, servers, workers = _ps_layout()
+    options, servers, workers, _ = mh.ps_layout()
     launchers = {}
     try:
         launchers = _start(
@@ -123,7 +106,7 @@ def test_the_server_hosts_end_when_the_workers_host_dies(tmp_path):
     began and ended between two probes is never seen, and is reported after --host_timeout: the
     test waits for each server host to say it saw the workers, as a real job's hosts would have
     long before.)"""
-    options, servers, workers = _ps_layout()
+    options, servers, workers, _ = mh.ps_layout()
     launchers = {}
     seen = {}
     try:
@@ -150,7 +133,7 @@ def test_the_server_hosts_end_when_the_workers_host_dies(tmp_path):
 
 
 def test_a_workers_host_that_never_starts_ends_the_server_hosts(tmp_path):
-    options, servers, workers = _ps_layout()
+    options, servers, workers, _ = mh.ps_layout()
     launchers = {}
     try:
         launchers = _start(
@@ -168,13 +151,13 @@ def test_a_workers_host_that_never_starts_ends_the_server_hosts(tmp_path):
     _assert_nothing_left(tmp_path)
 
 
-PS_SHORT_CONNECT = PS_FOREVER.replace("fl.init_worker()", "fl.init_worker(timeout=5)")
+PS_SHORT_CONNECT = PS_FOREVER.replace(f"start({LR})", f"start({LR}, worker_timeout_s=5)")
 
 
 def test_a_server_host_that_never_starts_ends_the_other_hosts(tmp_path):
     """Server 1's host never starts: the workers fail to connect after their 5 s, naming it,
     and server 0's host ends once the workers are gone."""
-    options, servers, workers = _ps_layout()
+    options, servers, workers, _ = mh.ps_layout()
     launchers = {}
     try:
         launchers = _start(

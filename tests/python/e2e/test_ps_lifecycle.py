@@ -17,6 +17,7 @@ from fleet.errors import InvalidArgument, NotFound, Timeout, Unavailable
 from fleet.ps import PsClient
 from fleet.ps.checkpoint import part_paths
 from fleet.testing.ps_reference import OPTIMIZERS
+from tests.python.e2e import launch_helpers as lh
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -99,33 +100,13 @@ def test_killed_server_is_an_error_naming_it_within_the_timeout(ps_servers):
     client.pull_sparse(1, keys_of_server(0, 2))  # the live server still answers
 
 
-def _wait_until_stopped(pid: int, timeout: float = 10.0) -> None:
-    """SIGSTOP takes effect only once the thread it was handed to gets a CPU; meanwhile the
-    process's other threads (gRPC's among them) keep serving. On a loaded machine that is long
-    enough to answer a small RPC, so wait until the kernel reports every thread stopped."""
-    deadline = time.monotonic() + timeout
-    states = []
-    while time.monotonic() < deadline:
-        states = []
-        for tid in os.listdir(f"/proc/{pid}/task"):
-            try:
-                with open(f"/proc/{pid}/task/{tid}/stat", encoding="ascii") as f:
-                    states.append(f.read().rsplit(")", 1)[1].split()[0])
-            except FileNotFoundError:  # a thread that just ended
-                pass
-        if states and all(state in ("T", "t") for state in states):
-            return
-        time.sleep(0.01)
-    raise AssertionError(f"process {pid} not stopped {timeout}s after SIGSTOP: {states}")
-
-
 def test_hung_server_times_out_naming_it(ps_servers):
     cluster = ps_servers(TABLES, 1)
     client = cluster.client(rpc_timeout=1.0)
     client.heartbeat()
     cluster.procs[0].send_signal(signal.SIGSTOP)
     try:
-        _wait_until_stopped(cluster.procs[0].pid)
+        lh.wait_until_stopped(cluster.procs[0].pid)
         start = time.monotonic()
         with pytest.raises(Timeout, match=cluster.endpoints[0]):
             client.push_sparse(1, np.array([1, 2]), np.ones((2, 8), np.float32))

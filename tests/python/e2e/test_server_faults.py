@@ -37,33 +37,18 @@ GRACE_S = 5
 # idle machine; 10 s holds beside two CPU-bound processes on 2 cores.
 ENDS_WITHIN_S = 10
 
+# The sync "w" job (w_model.py) under the faults the tests make.
 TRAIN = f"""
-import fleet as fl
-from fleet import layers
-main, startup = fl.Program(), fl.Program()
-with fl.program_guard(main, startup):
-    x = layers.data("x", [1])
-    y = layers.fc(x, 1, bias_attr=False,
-                  param_attr=fl.ParamAttr(name="w", initializer=fl.initializer.Constant(0.0)))
-    loss = layers.mean(y)
-    strategy = fl.DistributedStrategyFactory.create_sync_strategy()
-    strategy.a_sync_configs = {{"rpc_timeout_s": {RPC_TIMEOUT_S}}}
-    fl.distributed_optimizer(fl.optimizer.SGD(0.5), strategy).minimize(loss)
-if fl.is_server():
-    fl.init_server()
-    fl.run_server()
-    sys.exit(0)
-exe = fl.Executor(fl.CPUPlace())
-exe.run(fl.startup_program)
-fl.init_worker(timeout={STEP_TIMEOUT_S})
-me = fl.worker_index()
+from tests.python.e2e.w_model import start
+worker = start(0.5, {{"rpc_timeout_s": {RPC_TIMEOUT_S}}}, worker_timeout_s={STEP_TIMEOUT_S})
+me = fleet.worker_index()
 steps = int(os.environ.get("STEPS", "400"))
 checkpoint = os.environ.get("CHECKPOINT")
 pause_at = int(os.environ.get("PAUSE_AT", "-1"))
-record("server", fl.server_endpoints()[0])
+record("server", fleet.server_endpoints()[0])
 try:
     for step in range(steps):
-        exe.run(fl.main_program, feed={{"x": np.ones((1, 1), np.float32)}}, fetch_list=[loss])
+        worker.step()
         if step == 3:
             record("training", time.time())
         if step == pause_at:
@@ -72,38 +57,20 @@ try:
             while not (JOB_DIR / "go").exists():
                 time.sleep(0.05)
         if checkpoint and step == 5:
-            fl.save_persistables(exe, checkpoint)
+            fleet.save_persistables(worker.exe, checkpoint)
             if me == 0:
                 # Damage the checkpoint: the manifest that names its parts.
                 manifest = pathlib.Path(checkpoint) / "ps_manifest.json"
                 manifest.write_text("{{ not json")
                 record("fault", time.time())
-            fl.load_model(checkpoint, timeout={STEP_TIMEOUT_S})
+            fleet.load_model(checkpoint, timeout={STEP_TIMEOUT_S})
         time.sleep(0.05)
 except Exception as e:
     record("error", [time.time(), type(e).__name__, str(e)])
     raise
 record("steps", step + 1)
-fl.stop_worker()
+fleet.stop_worker()
 """
-
-
-def _stopped(pid: int, timeout: float = 10.0) -> None:
-    """SIGSTOP reaches every thread only once each gets a CPU: wait until the kernel says all
-    are stopped, so the time to the error is counted from a frozen server."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        states = []
-        for tid in os.listdir(f"/proc/{pid}/task"):
-            try:
-                with open(f"/proc/{pid}/task/{tid}/stat", encoding="ascii") as f:
-                    states.append(f.read().rsplit(")", 1)[1].split()[0])
-            except FileNotFoundError:  # a thread that just ended
-                pass
-        if states and all(state in ("T", "t") for state in states):
-            return
-        time.sleep(0.01)
-    raise AssertionError(f"server {pid} not stopped {timeout} s after SIGSTOP")
 
 
 def test_a_frozen_server_ends_the_sync_job_naming_it_after_the_rpc_timeout(tmp_path):
@@ -116,7 +83,7 @@ def test_a_frozen_server_ends_the_sync_job_naming_it_after_the_rpc_timeout(tmp_p
         lh.wait_for_records(tmp_path, "paused", 2, [launcher])
         server = lh.pids(tmp_path)["server.0"]
         os.kill(server, signal.SIGSTOP)
-        _stopped(server)
+        lh.wait_until_stopped(server)
         # The workers' next calls are pushes, bounded by the RPC timeout. (Frozen while both
         # wait in a sync step, a worker's call would be bounded by the step timeout plus the
         # RPC timeout instead: 70 s, seen once in 3 rounds when the stop came mid-training.)

@@ -159,49 +159,32 @@ def test_a_client_that_takes_restarts_refuses_a_server_that_came_back_empty(tmp_
         _stop(procs)
 
 
-# A sync job of one server and two workers: w starts at 0 and every step moves it by -LR
-# whatever the number of workers (loss = mean(w * x), x = 1), so after STEPS steps it is
+# A sync job of one server and two workers on the "w" model (w_model.py): after STEPS steps w is
 # -LR * STEPS exactly. Both workers pause after step SAVE_AT, worker 0 having saved the
 # checkpoint there, until the test has killed and restarted the server.
 LR = 0.5
 STEPS = 20
 SAVE_AT = 9
 JOB = f"""
-import fleet as fl
-from fleet import layers
-main, startup = fl.Program(), fl.Program()
-with fl.program_guard(main, startup):
-    x = layers.data("x", [1])
-    y = layers.fc(x, 1, bias_attr=False,
-                  param_attr=fl.ParamAttr(name="w", initializer=fl.initializer.Constant(0.0)))
-    loss = layers.mean(y)
-    strategy = fl.DistributedStrategyFactory.create_sync_strategy()
-    # The workers' calls wait for the restarted server up to the RPC timeout: 90 s leaves a
-    # loaded machine time to start its Python and reload the checkpoint.
-    strategy.a_sync_configs = {{
-        "server_restarts": os.environ["SERVER_RESTARTS"] == "1", "rpc_timeout_s": 90
-    }}
-    fl.distributed_optimizer(fl.optimizer.SGD({LR}), strategy).minimize(loss)
-if fl.is_server():
-    fl.init_server()  # a restarted server of a job that takes restarts reloads by itself
-    fl.run_server()
-    sys.exit(0)
-exe = fl.Executor(fl.CPUPlace())
-exe.run(fl.startup_program)
-fl.init_worker(timeout=60)
+from tests.python.e2e.w_model import start
+# The workers' calls wait for the restarted server up to the RPC timeout: 90 s leaves a loaded
+# machine time to start its Python and reload the checkpoint.
+configs = {{"server_restarts": os.environ["SERVER_RESTARTS"] == "1", "rpc_timeout_s": 90}}
+worker = start({LR}, configs, worker_timeout_s=60)
 try:
     for step in range({STEPS}):
-        exe.run(fl.main_program, feed={{"x": np.ones((1, 1), np.float32)}}, fetch_list=[loss])
+        worker.step()
         if step == {SAVE_AT}:
-            fl.save_persistables(exe, os.environ["CHECKPOINT"])  # worker 0's; a flush on 1
+            # Worker 0's save; a flush on worker 1.
+            fleet.save_persistables(worker.exe, os.environ["CHECKPOINT"])
             record("paused", time.time())
             while not (JOB_DIR / "go").exists():
                 time.sleep(0.05)
 except Exception as e:
     record("error", [time.time(), type(e).__name__, str(e)])
     raise
-record("w", float(fl.global_scope().find_var("w").get_tensor().numpy().ravel()[0]))
-fl.stop_worker()
+record("w", worker.w())
+fleet.stop_worker()
 """
 
 
@@ -301,9 +284,9 @@ def test_a_job_that_does_not_take_restarts_fails_naming_the_restarted_server(tmp
 # job at a non-zero exit, leaves worker 0 to hear it from the server.
 DIES_AT = SAVE_AT + 5
 JOB_WORKER_1_DIES = JOB.replace(
-    "fetch_list=[loss])",
-    f"""fetch_list=[loss])
-        if step == {DIES_AT} and fl.worker_index() == 1:
+    "        worker.step()",
+    f"""        worker.step()
+        if step == {DIES_AT} and fleet.worker_index() == 1:
             os._exit(0)""",
 )
 

@@ -30,36 +30,22 @@ STEP_TIMEOUT_S = 35
 # A fault must end the job this soon (the step timeout's own wait not counted).
 ENDS_WITHIN_S = 15
 
+# The sync "w" job (w_model.py); worker 0 raises at step FAIL_AT when it is given.
 TRAIN = f"""
-import fleet as fl
-from fleet import layers
-main, startup = fl.Program(), fl.Program()
-with fl.program_guard(main, startup):
-    x = layers.data("x", [1])
-    y = layers.fc(x, 1, bias_attr=False,
-                  param_attr=fl.ParamAttr(name="w", initializer=fl.initializer.Constant(0.0)))
-    loss = layers.mean(y)
-    strategy = fl.DistributedStrategyFactory.create_sync_strategy()
-    fl.distributed_optimizer(fl.optimizer.SGD(0.5), strategy).minimize(loss)
-if fl.is_server():
-    fl.init_server()
-    fl.run_server()
-    sys.exit(0)
-exe = fl.Executor(fl.CPUPlace())
-exe.run(fl.startup_program)
-fl.init_worker(timeout={STEP_TIMEOUT_S})
-me = fl.worker_index()
+from tests.python.e2e.w_model import start
+worker = start(0.5, worker_timeout_s={STEP_TIMEOUT_S})
+me = fleet.worker_index()
 fail_at = int(os.environ.get("FAIL_AT", "-1"))
 for step in range(int(os.environ.get("STEPS", "400"))):
     if me == 0 and step == fail_at:
         record("fault", time.time())
         raise RuntimeError("worker 0 fails on purpose")
-    exe.run(fl.main_program, feed={{"x": np.ones((1, 1), np.float32)}}, fetch_list=[loss])
+    worker.step()
     if step == 3:
         record("training", time.time())
     time.sleep(0.05)
 record("steps", step + 1)
-fl.stop_worker()
+fleet.stop_worker()
 """
 
 
