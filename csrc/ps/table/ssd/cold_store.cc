@@ -132,31 +132,38 @@ absl::StatusOr<std::unique_ptr<ColdStore>> ColdStore::Open(const std::string& pa
   options.write_buffer_manager =
       std::make_shared<rocksdb::WriteBufferManager>(2 * write_buffer, cache);
   options.compaction_filter = &impl->filter;
-  // Rows are overwritten at random (each eviction of a pushed row): fewer, larger level-0
-  // compactions (8 files, not 4, and a level 1 as large as them) cost less CPU per row written,
-  // measured 16% less server CPU a key on the quick benchmark; the bloom filters keep the extra
-  // level-0 files cheap to look up.
+  // Rows are overwritten at random (each eviction of a pushed row), so the database is mostly
+  // rewrites of rows it holds: universal compaction merges whole sorted runs, writing each row
+  // far fewer times than leveled compaction's level-by-level merges. Side by side (5M rows under
+  // 51.2 MB, index and filters pinned as below, against two leveled runs): compaction wrote 229
+  // bytes a row read from disk against 636-641, the server spent 1.11 us of CPU a key against
+  // 1.43-1.44, and 18.8 s against 24.4 s of CPU to fill the table. Its cost is disk: up to 3x
+  // the rows' size while a full merge runs (max_size_amplification_percent 200; 100 measured
+  // 1.27 us a key against 1.08); 513 MB for 410 MB of rows at the end of such a run. Merges start
+  // at 8 sorted runs (not 4): fewer, larger merges; the bloom filters keep the runs cheap to
+  // look up.
+  options.compaction_style = rocksdb::kCompactionStyleUniversal;
   options.level0_file_num_compaction_trigger = 8;
-  options.max_bytes_for_level_base = 8 * write_buffer;
-  // Level sizes set from the last level up, so that about 90% of the rows sit in the last level
-  // and no level is rewritten into a next one that is mostly empty: 8% less server CPU a key
-  // (1.69 against 1.83 us, 5M rows under 51.2 MB, one run each). Universal compaction measured
-  // about the same a key (1.67) but 14% more to fill the table, and can need twice the
-  // database's size on disk while it compacts.
-  options.level_compaction_dynamic_level_bytes = true;
   // A pull of ids never seen (a table filling up) looks for each in the memtable first: its own
   // bloom filter answers without a skip-list search.
   options.memtable_prefix_bloom_size_ratio = 0.02;
   options.memtable_whole_key_filtering = true;
-  // No bloom filter on the last level, which holds about 90% of the rows: a filter there costs
-  // 10 bits a row on disk (62 MB at 50M rows, an eighth of a 512 MB budget) and answers only
-  // lookups of ids never written, which then read one block of the last level instead.
+  // No bloom filter on the last level (universal compaction's oldest and largest sorted run),
+  // which holds most of the rows: a filter there costs 10 bits a row on disk (62 MB at 50M rows,
+  // an eighth of a 512 MB budget) and answers only lookups of ids never written, which then read
+  // one block of the last level instead.
   options.optimize_filters_for_hits = true;
   rocksdb::BlockBasedTableOptions table;
   table.block_cache = cache;
   table.cache_index_and_filter_blocks = true;
   table.cache_index_and_filter_blocks_with_high_priority = true;
-  table.pin_l0_filter_and_index_blocks_in_cache = true;
+  // Every file's index and filter blocks stay in the cache while the file lives (charged to it,
+  // so still within the bound). Unpinned, the cache dropped them: a filter block of a 64 MB file
+  // is about 0.9 MB, more than one of the cache's 16 shards holds at 12.8 MB, and a read with
+  // fill_cache = false (Read below) does not put a block it misses back. So every MultiGet read
+  // and checksummed the whole filter of each file it looked in: 15% of the server's CPU in a
+  // profile (5M rows under 51.2 MB), and 1.81 against 1.33 us of server CPU a key side by side.
+  table.metadata_cache_options.unpartitioned_pinning = rocksdb::PinningTier::kAll;
   // A row lookup in a data block goes through a small hash index, not a binary search.
   table.data_block_index_type = rocksdb::BlockBasedTableOptions::kDataBlockBinaryAndHash;
   // A pull of a key never seen looks it up here first: the filter answers most without a read.
