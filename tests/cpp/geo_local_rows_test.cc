@@ -1,0 +1,192 @@
+// GEO's worker-side rows (distributed/detail/local_rows.h) against a plain reference: a map of
+// rows, each push's repeated ids summed in their order and then updated by the same rule. Values,
+// rule state (seen through later updates) and deltas must match bit for bit, through pushes with
+// repeated ids, pulls of absent ids, exchanges (TakeDeltas + Reset) and several threads pushing.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <map>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "core/status.h"
+#include "distributed/detail/local_rows.h"
+
+namespace fleet::distributed::detail {
+namespace {
+
+constexpr size_t kDim = 3;
+
+std::unique_ptr<ps::UpdateRule> Adam() {
+  ps::proto::OptimizerConfig config;
+  config.set_learning_rate(0.05f);
+  config.mutable_adam();
+  auto rule = ps::MakeUpdateRule(config);
+  EXPECT_TRUE(rule.ok()) << rule.status();
+  return std::move(*rule);
+}
+
+// The reference: what LocalRows promises, written the obvious way.
+class ReferenceRows {
+ public:
+  ReferenceRows() : rule_(Adam()) {}
+
+  void Reset(const std::vector<int64_t>& keys, const std::vector<float>& values) {
+    for (size_t i = 0; i < keys.size(); ++i) {
+      Row& row = rows_[keys[i]];
+      if (row.state.empty()) {
+        row.state.resize(rule_->StateDim(kDim));
+        rule_->InitState(kDim, row.state.data());
+      }
+      row.value.assign(values.begin() + i * kDim, values.begin() + (i + 1) * kDim);
+      row.synced = row.value;
+    }
+  }
+  void Update(const std::vector<int64_t>& keys, const std::vector<float>& grads) {
+    std::vector<int64_t> order;
+    std::map<int64_t, std::vector<float>> sums;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      const float* g = grads.data() + i * kDim;
+      auto [it, inserted] = sums.try_emplace(keys[i], g, g + kDim);
+      if (inserted) {
+        order.push_back(keys[i]);
+      } else {
+        for (size_t j = 0; j < kDim; ++j) it->second[j] += g[j];
+      }
+    }
+    for (int64_t key : order) {
+      Row& row = rows_.at(key);
+      rule_->Update(kDim, row.value.data(), row.state.data(), sums[key].data());
+      touched_[key] = true;
+    }
+  }
+  // Deltas by id.
+  std::map<int64_t, std::vector<float>> TakeDeltas(float scale) {
+    std::map<int64_t, std::vector<float>> deltas;
+    for (const auto& [key, yes] : touched_) {
+      const Row& row = rows_.at(key);
+      std::vector<float>& d = deltas[key];
+      for (size_t j = 0; j < kDim; ++j) d.push_back(scale * (row.value[j] - row.synced[j]));
+    }
+    touched_.clear();
+    return deltas;
+  }
+  const std::vector<float>& Value(int64_t key) const { return rows_.at(key).value; }
+  bool Has(int64_t key) const { return rows_.count(key) > 0; }
+
+ private:
+  struct Row {
+    std::vector<float> value, synced, state;
+  };
+  std::unique_ptr<ps::UpdateRule> rule_;
+  std::map<int64_t, Row> rows_;
+  std::map<int64_t, bool> touched_;
+};
+
+std::map<int64_t, std::vector<float>> DeltasById(LocalRows* rows, float scale) {
+  std::vector<int64_t> keys;
+  std::vector<float> deltas;
+  rows->TakeDeltas(scale, &keys, &deltas);
+  std::map<int64_t, std::vector<float>> by_id;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    EXPECT_EQ(by_id.count(keys[i]), 0u) << "id " << keys[i] << " twice in one exchange";
+    by_id[keys[i]].assign(deltas.begin() + i * kDim, deltas.begin() + (i + 1) * kDim);
+  }
+  return by_id;
+}
+
+TEST(GeoLocalRows, PushesPullsAndExchangesMatchTheReferenceBitForBit) {
+  LocalRows rows(kDim, Adam());
+  ReferenceRows reference;
+  std::mt19937 random(11);
+  std::uniform_real_distribution<float> grad(-1.0f, 1.0f);
+  for (int step = 1; step <= 40; ++step) {
+    // A batch of 300 ids from 200, so most ids repeat within it and new ids keep coming early.
+    std::vector<int64_t> keys(300);
+    for (int64_t& key : keys) key = static_cast<int64_t>(random() % 200) * 7919 - 500000;
+    std::vector<float> out(keys.size() * kDim, -9.0f);
+    std::vector<size_t> missing = rows.Read(keys, absl::MakeSpan(out));
+    std::vector<size_t> expected_missing;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (!reference.Has(keys[i])) {
+        expected_missing.push_back(i);
+      } else {
+        ASSERT_EQ(0, std::memcmp(out.data() + i * kDim, reference.Value(keys[i]).data(),
+                                 kDim * sizeof(float)))
+            << "step " << step << " id " << keys[i];
+      }
+    }
+    ASSERT_EQ(missing, expected_missing) << "step " << step;
+    if (!missing.empty()) {
+      std::vector<int64_t> absent;
+      std::vector<float> values;
+      for (size_t m : missing) {
+        absent.push_back(keys[m]);
+        for (size_t j = 0; j < kDim; ++j) values.push_back(0.1f * static_cast<float>(j + m % 5));
+      }
+      rows.Reset(absent, values);  // repeated absent ids: the last values win, as in the reference
+      reference.Reset(absent, values);
+    }
+    std::vector<float> grads(keys.size() * kDim);
+    for (float& g : grads) g = grad(random);
+    rows.Update(keys, grads);
+    reference.Update(keys, grads);
+    if (step % 7 == 0) {
+      auto expected = reference.TakeDeltas(0.5f);
+      auto got = DeltasById(&rows, 0.5f);
+      ASSERT_EQ(got, expected) << "step " << step;
+      // The exchange's fresh values become value and synced.
+      std::vector<int64_t> ids;
+      std::vector<float> fresh;
+      for (const auto& [id, d] : got) {
+        ids.push_back(id);
+        for (size_t j = 0; j < kDim; ++j) fresh.push_back(d[j] * 3.0f + 1.0f);
+      }
+      rows.Reset(ids, fresh);
+      reference.Reset(ids, fresh);
+      EXPECT_TRUE(DeltasById(&rows, 1.0f).empty()) << "a Reset is not a change";
+    }
+  }
+}
+
+TEST(GeoLocalRows, APushOfAnIdNeverPulledIsAnError) {
+  LocalRows rows(kDim, Adam());
+  rows.Reset({1}, {0.f, 0.f, 0.f});
+  EXPECT_THROW(rows.Update({1, 2}, std::vector<float>(2 * kDim, 1.0f)), Internal);
+}
+
+TEST(GeoLocalRows, ThreadsPushingTheSameIdsLoseNoUpdate) {
+  // SGD, so that the order of the threads' pushes does not change the sum (every step is exact
+  // in floats: multiples of 1/4).
+  ps::proto::OptimizerConfig config;
+  config.set_learning_rate(0.25f);
+  config.mutable_sgd();
+  auto rule = ps::MakeUpdateRule(config);
+  ASSERT_TRUE(rule.ok());
+  LocalRows rows(1, std::move(*rule));
+  std::vector<int64_t> ids(64);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int64_t>(i) * 1000003;
+  rows.Reset(ids, std::vector<float>(ids.size(), 0.0f));
+  constexpr int kThreads = 4, kPushes = 200;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      // Every id twice per push: its gradient is summed to 2 before the update.
+      std::vector<int64_t> keys = ids;
+      keys.insert(keys.end(), ids.begin(), ids.end());
+      for (int p = 0; p < kPushes; ++p) rows.Update(keys, std::vector<float>(keys.size(), 1.0f));
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  std::vector<float> out(ids.size());
+  EXPECT_TRUE(rows.Read(ids, absl::MakeSpan(out)).empty());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    ASSERT_EQ(out[i], -0.25f * 2.0f * kThreads * kPushes) << "id " << ids[i];
+  }
+  auto deltas = DeltasById(&rows, 1.0f);
+  EXPECT_EQ(deltas.size(), ids.size());
+}
+
+}  // namespace
+}  // namespace fleet::distributed::detail
