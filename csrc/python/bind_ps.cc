@@ -309,15 +309,19 @@ void BindPs(py::module_& m) {
       .def_readonly("applied", &ps::AllocatorTuning::applied)
       .def_readonly("mmap_threshold", &ps::AllocatorTuning::mmap_threshold)
       .def_readonly("trim_threshold", &ps::AllocatorTuning::trim_threshold)
+      .def_readonly("arena_max", &ps::AllocatorTuning::arena_max)
       .def("__repr__", [](const ps::AllocatorTuning& t) {
         return absl::StrCat("AllocatorTuning(applied=", t.applied ? "True" : "False",
                             ", mmap_threshold=", t.mmap_threshold,
-                            ", trim_threshold=", t.trim_threshold, ")");
+                            ", trim_threshold=", t.trim_threshold, ", arena_max=", t.arena_max,
+                            ")");
       });
   ps.def("tune_allocator_for_serving", &ps::TuneAllocatorForServing,
+         py::arg("memory_bounded") = false,
          "Keeps large freed buffers in the heap for reuse instead of unmapping them (glibc), so "
          "that requests do not fault their buffers in again; process-wide, for server processes. "
-         "Returns what was applied.");
+         "memory_bounded (a server of a table with a memory budget) also caps malloc arenas; "
+         "call it before the server starts its threads. Returns what was applied.");
   ps.def(
       "hash_key_shard",
       [](const py::array& keys, uint32_t num_servers) {

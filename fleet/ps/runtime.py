@@ -36,7 +36,7 @@ from fleet.ps.client import PsClient
 from fleet.ps.config import server_config
 from fleet.ps.persist import Checkpointer, meet
 from fleet.ps.program_pass import PsPlan
-from fleet.ps.serving import serve_until_stopped, start_server
+from fleet.ps.serving import serve_until_stopped, start_server, tune_allocator
 from fleet.role_maker import RoleMakerBase
 from fleet.scope import add_run_listener, global_scope, remove_run_listener
 
@@ -156,8 +156,9 @@ class PsRuntime:
             else:
                 logger.info("server %d: %s holds no complete save: starting empty", index, restart)
         # Every pull and push builds megabyte buffers: keep freed ones for reuse instead of
-        # faulting fresh pages in per request (serving_allocator.h).
-        _core.ps.tune_allocator_for_serving()
+        # faulting fresh pages in per request, and cap malloc arenas for a table on SSD
+        # (serving_allocator.h).
+        tune_allocator(config)
         # With model_dir each server loads its share of every table before its port opens:
         # a worker's first pull waits for the load (init_worker's connect timeout bounds it),
         # and worker 0's start-up dense values are refused by the loaded (no longer pristine)

@@ -51,6 +51,15 @@ def start_server(
     )
 
 
+def tune_allocator(config: ps_pb2.ServerConfig) -> _core.ps.AllocatorTuning:
+    """Sets this process's allocator for serving ``config``'s tables (serving_allocator.h):
+    large freed buffers are kept for reuse, and a server of a table with a memory budget
+    (storage "ssd") shares few malloc arenas among its threads, so that freed memory does not
+    pile up per thread. Process-wide: call once, before the server starts its threads."""
+    bounded = any(table.storage == "ssd" for table in config.tables)
+    return _core.ps.tune_allocator_for_serving(memory_bounded=bounded)
+
+
 def _write_ready_file(path: str, endpoint: str) -> None:
     tmp = f"{path}.tmp-{os.getpid()}"
     with open(tmp, "w", encoding="utf-8") as f:
@@ -118,12 +127,11 @@ def main(argv: Optional[list] = None) -> int:
         stream=sys.stderr,
         format="%(asctime)s %(name)s %(levelname)s %(message)s",
     )
-    # This process is a server from here on: keep request buffers for reuse.
-    tuning = _core.ps.tune_allocator_for_serving()
-    logger.info("allocator tuned for serving: %s", tuning)
     if not args.config:
         parser.error("--config is required")
-    run_server(
-        read_server_config(args.config), args.address, args.ready_file, load_dirname=args.load
-    )
+    config = read_server_config(args.config)
+    # This process is a server from here on: keep request buffers for reuse.
+    tuning = tune_allocator(config)
+    logger.info("allocator tuned for serving: %s", tuning)
+    run_server(config, args.address, args.ready_file, load_dirname=args.load)
     return 0

@@ -6,7 +6,7 @@
 
 namespace fleet::ps {
 
-AllocatorTuning TuneAllocatorForServing() {
+AllocatorTuning TuneAllocatorForServing(bool memory_bounded) {
   AllocatorTuning tuning;
 #if defined(__GLIBC__)
   // 32 MiB is glibc's largest mmap threshold on 64-bit targets (HEAP_MAX_SIZE / 2); a dense
@@ -19,6 +19,10 @@ AllocatorTuning TuneAllocatorForServing() {
   if (tuning.applied) {
     tuning.mmap_threshold = kMmapThreshold;
     tuning.trim_threshold = kTrimThreshold;
+  }
+  // Threads already running keep their arenas; those started later share these.
+  if (tuning.applied && memory_bounded && mallopt(M_ARENA_MAX, kBoundedArenas) == 1) {
+    tuning.arena_max = kBoundedArenas;
   }
 #endif
   return tuning;

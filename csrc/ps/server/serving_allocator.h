@@ -17,10 +17,23 @@ struct AllocatorTuning {
   bool applied = false;  // false where the allocator has no such knobs (not glibc)
   size_t mmap_threshold = 0;
   size_t trim_threshold = 0;
+  int arena_max = 0;  // malloc arenas at most; 0: glibc's default (8 a core)
 };
 
+// Malloc arenas of a server whose memory is bounded (TuneAllocatorForServing below).
+inline constexpr int kBoundedArenas = 2;
+
 // Serves blocks of up to 32 MiB from the heap and keeps up to 512 MiB of freed memory there
-// instead of unmapping it. Process-wide; call once when the process becomes a server.
-AllocatorTuning TuneAllocatorForServing();
+// instead of unmapping it. Process-wide; call once when the process becomes a server, before it
+// starts its threads.
+//
+// `memory_bounded`: the server holds a table with a memory budget (storage "ssd"), whose peak
+// resident size is part of its contract. Then every thread also shares one of kBoundedArenas
+// malloc arenas. By default glibc gives threads up to 8 arenas a core, and each arena keeps the
+// freed memory of its own threads' peak (the trim threshold above), so a server whose handler
+// and RocksDB threads each free megabytes of request buffers and blocks held that peak many
+// times over: 20 MB of a 51.2 MB budget (5M rows on the SSD tier: peak 287 against 307 MB,
+// side by side), at no cost in CPU a key measured.
+AllocatorTuning TuneAllocatorForServing(bool memory_bounded = false);
 
 }  // namespace fleet::ps

@@ -102,6 +102,21 @@ def test_a_request_larger_than_the_budget_is_refused_naming_it(tmp_path):
             client.pull_sparse(SSD_ID, np.arange(4000, dtype=np.int64))
 
 
+def test_only_a_server_of_an_ssd_table_caps_its_malloc_arenas(tmp_path):
+    """A server whose memory is bounded (an SSD table) shares two malloc arenas among its
+    threads, so that freed buffers do not pile up per thread (serving_allocator.h); an
+    in-memory server keeps glibc's default. Each logs what it applied before serving."""
+    memory_only = _tables(str(tmp_path / "unused"))[:1]
+    for tag, tables, arenas in (
+        ("ssd", _tables(str(tmp_path / "ssd")), 2),
+        ("memory", memory_only, 0),
+    ):
+        with start_servers(_dir(tmp_path / tag), tables, num_servers=1, tag=tag) as cluster:
+            log = cluster.logs[0].read_text()
+        assert "allocator tuned for serving: AllocatorTuning(applied=True" in log, log
+        assert f"arena_max={arenas})" in log, log
+
+
 @pytest.mark.slow
 def test_a_fleetrun_job_with_the_strategys_ssd_tables_trains_as_in_memory(tmp_path):
     """strategy.sparse_table_configs storage "ssd" reaches the servers: the job (1 server,
