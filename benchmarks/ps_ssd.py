@@ -13,9 +13,11 @@ in-memory run's; the issue's target is >= 0.5), hit_rate (of the rows the timed 
 the share found in memory), the server's CPU time (user + system, all threads) a key in each
 run (a measure a loaded machine changes far less than the rates), peak_rss_mb of the server
 (VmHWM) beside its resident size with an empty table (the target is peak <= 1.3 x budget +
-base), and the raw rates. Without --quick it takes about 25 minutes on 2 busy cores, 5 GB of disk
-and 4.2 GB of memory for the in-memory run (the fills of 50M rows dominate: 5.6 minutes in
-memory, 14 on the tier); --rows, --budget_mb and --seconds size it.
+base), ssd_disk_mb (the database's files at the end, against 82 bytes a row), and the raw
+rates. Without --quick it takes about 25 minutes on 2 busy cores and 4.2 GB of memory for the
+in-memory run (the fills of 50M rows dominate: 5.6 minutes in memory, 14 on the tier before
+universal compaction), and up to 12 GB of disk: the tier's 4.1 GB of rows, up to 3x while
+universal compaction merges all of them; --rows, --budget_mb and --seconds size it.
 
 --auc runs the CTR-DNN main job (examples/ctr_dnn/run_job.py: generated data, 2 servers,
 2 workers) in sync mode twice, its embedding table in memory and then on the SSD tier with each
@@ -179,6 +181,10 @@ def run(storage: str, rows: int, budget_mb: float, seconds: float, workdir: Path
             "peak_rss_mb": round(rss_mb(pid, "VmHWM"), 1),
         }
         if after:
+            # Universal compaction keeps old sorted runs until a merge replaces them: the
+            # database's files on disk against its rows (rows_on_disk x 82 bytes at dim 8).
+            files = (workdir / "ssd_rows").rglob("*")
+            out["disk_mb"] = round(sum(f.stat().st_size for f in files if f.is_file()) / 2**20, 1)
             hits = after["memory_hits"] - before["memory_hits"]
             reads = after["disk_reads"] - before["disk_reads"]
             out["hit_rate"] = hits / max(1, hits + reads)
@@ -272,6 +278,7 @@ def main() -> int:
         "peak_rss_target_mb": round(1.3 * budget + ssd["base_rss_mb"], 1),
         "memory_peak_rss_mb": memory["peak_rss_mb"],
         "fill_s": {"memory": memory["fill_s"], "ssd": ssd["fill_s"]},
+        "ssd_disk_mb": ssd["disk_mb"],
         "tier": ssd["tier"],
         "load_average": os.getloadavg()[0],
     }
