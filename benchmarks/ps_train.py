@@ -60,7 +60,6 @@ import os
 import re
 import resource
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -89,6 +88,7 @@ sys.path.insert(0, os.path.join(ROOT, "examples", "ctr_dnn"))
 import criteo_reader  # noqa: E402
 import numpy as np  # noqa: E402
 from job_runner import paddle_ps_launch, run_in_session, tail  # noqa: E402
+from rounds import in_turn, max_load, medians, with_load  # noqa: E402
 
 from fleet.data_generator import python_pipe_command  # noqa: E402
 
@@ -208,28 +208,18 @@ def _reap_orphans(deadline_s: float = 5.0) -> None:
 
 def run_job(command: list[str], log_path: str, env: dict, cwd: str) -> dict:
     """Runs one job (job_runner.run_in_session) and measures it: exit code, wall seconds, the
-    load average before and after, and the CPU seconds (user + sys) of all its processes."""
-    load_before = os.getloadavg()[0]
-    usage_before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    rc, wall = run_in_session(command, log_path, env, cwd, JOB_TIMEOUT_S)
-    _reap_orphans()
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (usage.ru_utime - usage_before.ru_utime) + (usage.ru_stime - usage_before.ru_stime)
-    load_after = os.getloadavg()[0]
-    if max(load_before, load_after) > LOADAVG_WARNING:
-        print(
-            f"warning: load average {load_before:.2f} before, {load_after:.2f} after "
-            f"{os.path.basename(os.path.dirname(log_path))}: not a quiet machine's figures",
-            file=sys.stderr,
-            flush=True,
-        )
-    return {
-        "rc": rc,
-        "wall": wall,
-        "cpu_s": cpu,
-        "loadavg_1min_before": round(load_before, 2),
-        "loadavg_1min_after": round(load_after, 2),
-    }
+    load average before and after (rounds.with_load), and the CPU seconds (user + sys) of all its
+    processes."""
+
+    def run() -> dict:
+        usage_before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        rc, wall = run_in_session(command, log_path, env, cwd, JOB_TIMEOUT_S)
+        _reap_orphans()
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (usage.ru_utime - usage_before.ru_utime) + (usage.ru_stime - usage_before.ru_stime)
+        return {"rc": rc, "wall": wall, "cpu_s": cpu}
+
+    return with_load(os.path.basename(os.path.dirname(log_path)), run)
 
 
 def _measured(job: dict, samples: int) -> dict:
@@ -385,14 +375,9 @@ def median_job(runs: list[dict]) -> dict:
     ok = [r for r in runs if "failed" not in r]
     if not ok:
         return {"failed": runs[0]["failed"]}
-    out = {
-        key: statistics.median(r[key] for r in ok)
-        for key in ("samples_per_sec", "test_auc", "cpu_s_per_sample")
-    }
+    out: dict = medians(ok, ("samples_per_sec", "test_auc", "cpu_s_per_sample"))
     out["rounds"] = len(ok)
-    out["max_loadavg_1min"] = max(
-        max(r["loadavg_1min_before"], r["loadavg_1min_after"]) for r in ok
-    )
+    out["max_loadavg_1min"] = max_load(ok)
     if "version" in ok[0]:
         out["version"] = ok[0]["version"]
     if len(ok) < len(runs):
@@ -546,7 +531,7 @@ def run_round(
             record("paddle", mode, measure_paddle(mode, data, scratch, args))
 
     for mode in ("single", *MODES):
-        for job in (fleet_jobs, paddle_job) if fleet_first else (paddle_job, fleet_jobs):
+        for job in in_turn(index, (fleet_jobs, paddle_job)):
             job(mode)
     return out
 
