@@ -22,7 +22,7 @@ from typing import Any, Sequence
 
 from fleet.backward import GRAD_SUFFIX
 from fleet.errors import InvalidArgument, Unavailable
-from fleet.framework import OP_ROLE_ATTR, OP_ROLE_OPTIMIZE, Program
+from fleet.framework import OP_ROLE_ATTR, OP_ROLE_OPTIMIZE, SELECTED_ROWS, Operator, Program
 from fleet.proto import framework_pb2 as pb
 
 # Ops that hand dense gradients to the parameter servers: they read the reduced gradients, once
@@ -33,6 +33,13 @@ _ONCE_PER_STEP_OPS = frozenset({"send", "push_dense"})
 _PER_REPLICA_PUSH_OPS = frozenset({"push_sparse"})
 # Ops whose peers are other processes: N replicas calling them would not match the other ranks.
 _COLLECTIVE_OP_PREFIX = "c_"
+# Updates that, given a sparse gradient, change only the rows it holds, each from its own
+# gradient row (adam only with lazy_mode): split by rows, every replica runs them on its share.
+_ROW_LOCAL_UPDATES = frozenset({"sgd", "adagrad", "adam"})
+# Adam's outputs that advance state shared by every row: done once, after every share's update.
+_ADAM_POWERS = (("Beta1Pow", "Beta1PowOut", "beta1"), ("Beta2Pow", "Beta2PowOut", "beta2"))
+# The variable holding a replica's share of the rows of a split sparse gradient.
+_ROWS_SUFFIX = "@ROWS"
 
 
 class _NoticeFields:
@@ -58,7 +65,11 @@ class BuildStrategy(_NoticeFields):
     `gradient_scale_strategy`; the other fluid fields are accepted with a notice.
     `overlap_reduction` is Fleet's own (no fluid field): True reduces each gradient during the
     backward pass, once every replica is past it (when the replicas own equal shares of the
-    gradients); False reduces them all after it. Both give the same parameters, bit for bit."""
+    gradients); False reduces them all after it. Both give the same parameters, bit for bit.
+    `split_sparse_updates`, also Fleet's own: True splits the reduction and update of an
+    `is_sparse` parameter whose update touches only the rows of its gradient (SGD, Adagrad,
+    lazy Adam) by rows over every replica; False gives each such parameter to one replica.
+    Both give the same parameters, bit for bit."""
 
     class ReduceStrategy(enum.IntEnum):
         AllReduce = 0  # every replica gets the reduced gradients
@@ -69,11 +80,14 @@ class BuildStrategy(_NoticeFields):
         One = 1  # sum over the replicas
         Customized = 2
 
-    _ACTED_ON = frozenset({"reduce_strategy", "gradient_scale_strategy", "overlap_reduction"})
+    _ACTED_ON = frozenset(
+        {"reduce_strategy", "gradient_scale_strategy", "overlap_reduction", "split_sparse_updates"}
+    )
 
     reduce_strategy = ReduceStrategy.AllReduce
     gradient_scale_strategy = GradientScaleStrategy.CoeffNumDevice
     overlap_reduction = True
+    split_sparse_updates = True
     fuse_all_reduce_ops = False
     fuse_all_optimizer_ops = False
     fuse_elewise_add_act_ops = False
@@ -211,7 +225,8 @@ class DataParallelPlan:
     `prelude_phases` before the compute part (ops that advance shared state once a step, such
     as a learning-rate schedule's counter), the others after the reduction (the updates);
     `gradients[i]` is reduced into replica `owners[i]` (-1: every replica, because ops on more
-    than one replica read it)."""
+    than one replica read it), or, when it is a key of `row_parts`, split by rows: each replica
+    gets its share of the rows in the variable `row_parts[name]`, and runs the update on it."""
 
     replicas: int
     all_reduce: bool
@@ -223,6 +238,7 @@ class DataParallelPlan:
     param_owner: dict[str, int]
     prelude_phases: int = 0
     overlap_reduction: bool = True  # BuildStrategy.overlap_reduction
+    row_parts: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 def plan_data_parallel(
@@ -266,14 +282,20 @@ def plan_data_parallel(
                 and name not in gradients
             ):
                 gradients.append(name)
-    param_owner = _assign_parameters(update, block, replicas, _sparse_parameters(compute))
+    sparse = _sparse_parameters(compute)
+    param_owner = _assign_parameters(update, block, replicas, sparse)
     op_owner = _op_owners(update, param_owner, persistable)
     owners = []
     for name in gradients:
         readers = {op_owner[i] for i, op in enumerate(update) if name in op.input_names}
         readers = {0 if r is None else r for r in readers}
         owners.append(readers.pop() if len(readers) == 1 else -1)
-    phases = _phases(program, update, op_owner, replicas)
+    row_parts: dict[str, str] = {}
+    if strategy.split_sparse_updates and replicas > 1:
+        row_parts = _row_split_gradients(compute, update, gradients, sparse)
+        update, op_owner = _split_by_rows(update, op_owner, row_parts, replicas)
+    parts = [_rows_var(block, grad, part) for grad, part in row_parts.items()]
+    phases = _phases(program, update, op_owner, replicas, parts)
     if prelude:
         phases.insert(0, [_desc_with_ops(program, prelude)] + [None] * (replicas - 1))
     average = strategy.gradient_scale_strategy == BuildStrategy.GradientScaleStrategy.CoeffNumDevice
@@ -293,6 +315,7 @@ def plan_data_parallel(
         param_owner=param_owner,
         prelude_phases=1 if prelude else 0,
         overlap_reduction=bool(strategy.overlap_reduction),
+        row_parts=row_parts,
     )
 
 
@@ -400,8 +423,90 @@ def _op_owners(
     return owners
 
 
+def _row_split_gradients(
+    compute: list[Any], update: list[Any], gradients: list[str], sparse: set[str]
+) -> dict[str, str]:
+    """The gradients to split by rows, each with the variable of a replica's share: those of an
+    `is_sparse` parameter, written only by sparse lookups' gradients and their sum, and read
+    only by one update that touches just the rows it is given (_ROW_LOCAL_UPDATES)."""
+    split = {}
+    for name in gradients:
+        param = name[: -len(GRAD_SUFFIX)]
+        writers = [op for op in compute if any(n.startswith(name) for n in op.output_names)]
+        if param not in sparse or not all(
+            op.attrs.get("is_sparse") or op.type == "sum" for op in writers
+        ):
+            continue
+        readers = [op for op in update if name in op.input_names]
+        if len(readers) != 1:
+            continue
+        op = readers[0]
+        row_local = op.type in _ROW_LOCAL_UPDATES and (
+            op.type != "adam" or bool(op.attrs.get("lazy_mode"))
+        )
+        if row_local and op.input("Param") == [param] and op.input("Grad") == [name]:
+            split[name] = name + _ROWS_SUFFIX
+    return split
+
+
+def _split_by_rows(
+    update: list[Any], op_owner: list[int | None], row_parts: dict[str, str], replicas: int
+) -> tuple[list[Any], list[int | None]]:
+    """The update ops with the update of each split gradient replaced by one copy a replica,
+    reading that replica's share of the rows. Adam's beta powers, which every copy reads, are
+    advanced after them by `scale` ops of replica 0, placed before the next op that is not a
+    parallel one or touches them (a phase of replica 0 alone, run without waking the others)."""
+    ops: list[Any] = []
+    owners: list[int | None] = []
+    pending: list[Any] = []  # power updates not placed yet
+
+    def place_pending() -> None:
+        ops.extend(pending)
+        owners.extend([None] * len(pending))
+        pending.clear()
+
+    for op, owner in zip(update, op_owner):
+        names = set(op.input_names) | set(op.output_names)
+        if owner is None or any(names & set(p.input_names + p.output_names) for p in pending):
+            place_pending()
+        grad = op.input("Grad")[0] if op.input("Grad") else None
+        if grad not in row_parts:
+            ops.append(op)
+            owners.append(owner)
+            continue
+        outputs = dict(op.outputs)
+        for power, power_out, beta in _ADAM_POWERS if op.type == "adam" else ():
+            if outputs.pop(power_out, None):
+                scale = {"scale": float(op.attrs.get(beta, 0.9 if beta == "beta1" else 0.999))}
+                pending.append(
+                    Operator(
+                        op.block,
+                        "scale",
+                        {"X": op.input(power)},
+                        {"Out": op.output(power_out)},
+                        {**scale, "bias": 0.0, OP_ROLE_ATTR: OP_ROLE_OPTIMIZE},
+                    )
+                )
+        inputs = {**op.inputs, "Grad": [row_parts[grad]]}
+        for r in range(replicas):
+            ops.append(Operator(op.block, op.type, dict(inputs), dict(outputs), dict(op.attrs)))
+            owners.append(r)
+    place_pending()
+    return ops, owners
+
+
+def _rows_var(block: Any, grad: str, part: str) -> pb.VarDesc:
+    """The declaration of a replica's share of the rows of the split gradient `grad`."""
+    like = block.var(grad[: -len(GRAD_SUFFIX)])
+    return pb.VarDesc(name=part, type=SELECTED_ROWS, dtype=like.dtype, shape=like.shape)
+
+
 def _phases(
-    program: Program, update: list[Any], op_owner: list[int | None], replicas: int
+    program: Program,
+    update: list[Any],
+    op_owner: list[int | None],
+    replicas: int,
+    extra_vars: Sequence[pb.VarDesc] = (),
 ) -> list[list[pb.ProgramDesc | None]]:
     """Consecutive owned ops form one parallel phase; unowned ops a phase of replica 0."""
     groups: list[tuple[bool, list[list[Any]]]] = []
@@ -411,16 +516,19 @@ def _phases(
             groups.append((parallel, [[] for _ in range(replicas)]))
         groups[-1][1][owner if parallel else 0].append(op)
     return [
-        [_desc_with_ops(program, ops) if ops else None for ops in per_replica]
+        [_desc_with_ops(program, ops, extra_vars) if ops else None for ops in per_replica]
         for _, per_replica in groups
     ]
 
 
-def _desc_with_ops(program: Program, ops: list[Any]) -> pb.ProgramDesc:
+def _desc_with_ops(
+    program: Program, ops: list[Any], extra_vars: Sequence[pb.VarDesc] = ()
+) -> pb.ProgramDesc:
     desc = pb.ProgramDesc()
     desc.CopyFrom(program.desc())
     del desc.blocks[0].ops[:]
     desc.blocks[0].ops.extend(op.to_desc() for op in ops)
+    desc.blocks[0].vars.extend(extra_vars)
     return desc
 
 

@@ -42,6 +42,7 @@ class DataParallelRunner:
         options.gradient_scale = plan.gradient_scale
         options.gradients = list(plan.gradients)
         options.gradient_owners = list(plan.owners)
+        options.gradient_row_parts = [plan.row_parts.get(g, "") for g in plan.gradients]
         options.seed = seed
         options.prelude_phases = plan.prelude_phases
         options.overlap_reduction = (

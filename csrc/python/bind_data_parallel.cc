@@ -116,6 +116,7 @@ void BindDataParallel(py::module_& m) {
       .def_readwrite("gradient_scale", &trainer::DataParallelOptions::gradient_scale)
       .def_readwrite("gradients", &trainer::DataParallelOptions::gradients)
       .def_readwrite("gradient_owners", &trainer::DataParallelOptions::gradient_owners)
+      .def_readwrite("gradient_row_parts", &trainer::DataParallelOptions::gradient_row_parts)
       .def_readwrite("seed", &trainer::DataParallelOptions::seed)
       .def_readwrite("prelude_phases", &trainer::DataParallelOptions::prelude_phases)
       .def_readwrite("overlap_reduction", &trainer::DataParallelOptions::overlap_reduction);

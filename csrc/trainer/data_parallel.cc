@@ -49,6 +49,10 @@ DataParallelEngine::DataParallelEngine(const framework::Executor* executor,
   FLEET_ENFORCE(options_.gradients.size() == options_.gradient_owners.size(), InvalidArgument,
                 "data parallelism: ", options_.gradients.size(), " gradients but ",
                 options_.gradient_owners.size(), " owners");
+  FLEET_ENFORCE(options_.gradient_row_parts.empty() ||
+                    options_.gradient_row_parts.size() == options_.gradients.size(),
+                InvalidArgument, "data parallelism: ", options_.gradients.size(), " gradients but ",
+                options_.gradient_row_parts.size(), " row parts");
   for (const auto& phase : update_) {
     FLEET_ENFORCE(static_cast<int>(phase.size()) == options_.replicas, InvalidArgument,
                   "data parallelism: an update phase has programs for ", phase.size(),
@@ -88,11 +92,25 @@ DataParallelEngine::DataParallelEngine(const framework::Executor* executor,
                     "be reduced)");
       slot.replica.push_back(v);
     }
+    const std::string part =
+        options_.gradient_row_parts.empty() ? "" : options_.gradient_row_parts[i];
+    for (auto& replica : replicas_) {
+      if (part.empty()) break;
+      Variable* v = replica->scope->FindLocalVar(part);
+      FLEET_ENFORCE(v != nullptr, NotFound, "data parallelism: '", part,
+                    "', the share of the rows of gradient '", slot.name,
+                    "' a replica updates, is not a variable of the replica's update program");
+      slot.row_part.push_back(v);
+    }
     gradients_.push_back(std::move(slot));
   }
   owned_.resize(static_cast<size_t>(options_.replicas));
   for (size_t i = 0; i < gradients_.size(); ++i) {
-    if (!gradients_[i].everywhere) owned_[static_cast<size_t>(gradients_[i].owner)].push_back(i);
+    if (!gradients_[i].row_part.empty()) {
+      for (auto& mine : owned_) mine.push_back(i);  // every replica reduces its share
+    } else if (!gradients_[i].everywhere) {
+      owned_[static_cast<size_t>(gradients_[i].owner)].push_back(i);
+    }
   }
   for (auto& mine : owned_) {
     std::stable_sort(mine.begin(), mine.end(), [&](size_t a, size_t b) {
@@ -138,7 +156,7 @@ size_t DataParallelEngine::ReduceFinished(int r, size_t next, size_t segments, f
   const auto& mine = owned_[static_cast<size_t>(r)];
   for (; next < mine.size() && segments_.final_after[mine[next]] < segments; ++next) {
     ReduceGradient(gradients_[mine[next]], all_replicas_, options_.replicas, scale,
-                   options_.all_reduce);
+                   options_.all_reduce, r);
   }
   return next;
 }
@@ -195,6 +213,12 @@ void DataParallelEngine::RunUpdate(size_t phase, int r) {
 }
 
 void DataParallelEngine::RunPhase(size_t phase) {
+  bool others = false;
+  for (size_t r = 1; r < update_[phase].size(); ++r) others = others || update_[phase][r];
+  if (!others) {  // replica 0 alone: no need to wake the other threads
+    RunUpdate(phase, 0);
+    return;
+  }
   pool_.Run([&](int r) { RunUpdate(phase, r); });
 }
 

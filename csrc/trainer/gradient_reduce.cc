@@ -94,9 +94,16 @@ void SumRange(const ReducePlan& plan, const GradientSlot& g, int64_t begin, int6
   }
 }
 
-void ReduceSparse(const ReducePlan& plan, const GradientSlot& g) {
-  SelectedRows merged;
-  // The shape of a row comes from the first replica with rows (a replica's share may have none).
+// The replicas' sparse values of one gradient, checked to agree: the height, the row width and
+// how many rows they hold in all. The shape of a row comes from the first replica with rows (a
+// replica's share may have none).
+struct SparseSources {
+  const SelectedRows* first = nullptr;
+  int64_t width = 1;
+  int64_t rows = 0;
+};
+
+SparseSources CheckSparseSources(const ReducePlan& plan, const GradientSlot& g) {
   int ref = plan.sources.front();
   for (int r : plan.sources) {
     if (!g.replica[r]->Get<SelectedRows>().rows().empty()) {
@@ -104,35 +111,46 @@ void ReduceSparse(const ReducePlan& plan, const GradientSlot& g) {
       break;
     }
   }
-  const SelectedRows& first = g.replica[ref]->Get<SelectedRows>();
-  merged.set_height(first.height());
-  int64_t rows = 0;
-  const int64_t width = first.value().rank() >= 2 ? first.value().dim(1) : 1;
+  SparseSources out;
+  out.first = &g.replica[ref]->Get<SelectedRows>();
+  const SelectedRows& first = *out.first;
+  out.width = first.value().rank() >= 2 ? first.value().dim(1) : 1;
   for (int r : plan.sources) {
     const SelectedRows& s = g.replica[r]->Get<SelectedRows>();
     FLEET_ENFORCE(s.height() == first.height() &&
                       (s.rows().empty() ||
-                       s.value().numel() == static_cast<int64_t>(s.rows().size()) * width),
+                       s.value().numel() == static_cast<int64_t>(s.rows().size()) * out.width),
                   InvalidArgument, "sparse gradient '", g.name, "' of replica ", r, " has height ",
                   s.height(), " and ", s.value().numel(), " values for ", s.rows().size(),
                   " rows; replica ", ref, " has height ", first.height(), " and rows of width ",
-                  width);
-    rows += static_cast<int64_t>(s.rows().size());
+                  out.width);
+    out.rows += static_cast<int64_t>(s.rows().size());
   }
-  Shape shape = first.value().shape();
-  if (shape.empty()) shape = {0, width};
+  return out;
+}
+
+// Sizes `value` for `rows` rows shaped like the sources' and returns its memory.
+float* SizeRows(const SparseSources& in, int64_t rows, Tensor* value) {
+  Shape shape = in.first->value().shape();
+  if (shape.empty()) shape = {0, in.width};
   shape[0] = rows;
-  Tensor* value = merged.mutable_value();
   value->Resize(shape);
-  float* out = value->mutable_data<float>();
+  return value->mutable_data<float>();
+}
+
+void ReduceSparse(const ReducePlan& plan, const GradientSlot& g) {
+  const SparseSources in = CheckSparseSources(plan, g);
+  SelectedRows merged;
+  merged.set_height(in.first->height());
+  float* out = SizeRows(in, in.rows, merged.mutable_value());
   auto* out_rows = merged.mutable_rows();
-  out_rows->reserve(static_cast<size_t>(rows));
+  out_rows->reserve(static_cast<size_t>(in.rows));
   for (int r : plan.sources) {
     const SelectedRows& s = g.replica[r]->Get<SelectedRows>();
     if (s.rows().empty()) continue;
     out_rows->insert(out_rows->end(), s.rows().begin(), s.rows().end());
-    const float* in = s.value().data<float>();
-    for (int64_t i = 0, n = s.value().numel(); i < n; ++i) *out++ = in[i] * plan.scale;
+    const float* values = s.value().data<float>();
+    for (int64_t i = 0, n = s.value().numel(); i < n; ++i) *out++ = values[i] * plan.scale;
   }
   // Each target gets memory of its own: the next backward pass of a replica writes its gradient
   // in place, which must not change another replica's.
@@ -146,6 +164,39 @@ void ReduceSparse(const ReducePlan& plan, const GradientSlot& g) {
     }
   }
   *g.replica[g.owner]->GetMutable<SelectedRows>() = std::move(merged);
+}
+
+// Worker's share of a gradient split by rows: the rows of every source whose RowShare is
+// `worker`, in the order ReduceSparse concatenates them, scaled the same way, into its
+// row_part. The sources are only read, so every replica may take its share at once; the
+// buffers of the part are reused from step to step.
+void ReduceSparseRows(const ReducePlan& plan, const GradientSlot& g, int worker) {
+  const SparseSources in = CheckSparseSources(plan, g);
+  const int parts = static_cast<int>(g.row_part.size());
+  int64_t mine = 0;
+  for (int r : plan.sources) {
+    for (int64_t row : g.replica[r]->Get<SelectedRows>().rows()) {
+      mine += RowShare(row, parts) == worker;
+    }
+  }
+  auto* part = g.row_part[static_cast<size_t>(worker)]->GetMutable<SelectedRows>();
+  part->set_height(in.first->height());
+  float* out = SizeRows(in, mine, part->mutable_value());
+  auto* out_rows = part->mutable_rows();
+  out_rows->clear();
+  out_rows->reserve(static_cast<size_t>(mine));
+  const int64_t width = in.width;
+  for (int r : plan.sources) {
+    const SelectedRows& s = g.replica[r]->Get<SelectedRows>();
+    if (s.rows().empty()) continue;
+    const float* values = s.value().data<float>();
+    for (size_t i = 0; i < s.rows().size(); ++i) {
+      if (RowShare(s.rows()[i], parts) != worker) continue;
+      out_rows->push_back(s.rows()[i]);
+      const float* row = values + static_cast<int64_t>(i) * width;
+      for (int64_t j = 0; j < width; ++j) *out++ = row[j] * plan.scale;
+    }
+  }
 }
 
 }  // namespace
@@ -177,6 +228,13 @@ ReducePlan PlanReduction(const std::vector<GradientSlot>& gradients, std::vector
       }
     }
     bool sparse = PrepareTargets(g, plan.sources, targets);
+    if (!g.row_part.empty()) {
+      FLEET_ENFORCE(sparse, InvalidArgument, "gradient '", g.name,
+                    "' is to be split by rows, but it is a dense LoDTensor; only a SelectedRows "
+                    "(is_sparse) gradient can be");
+      for (int r = 0; r < replicas; ++r) plan.tasks.push_back(ReduceTask{&g, true, 0, 0, r});
+      continue;
+    }
     if (sparse) {
       plan.tasks.push_back(ReduceTask{&g, true, 0, 0, g.owner});
       continue;
@@ -213,7 +271,7 @@ ReducePlan PlanReduction(const std::vector<GradientSlot>& gradients, std::vector
 }
 
 void ReduceGradient(const GradientSlot& gradient, const std::vector<int>& sources, int replicas,
-                    float scale, bool all_reduce) {
+                    float scale, bool all_reduce, int worker) {
   ReducePlan plan;
   plan.sources = sources;
   plan.scale = scale;
@@ -226,16 +284,26 @@ void ReduceGradient(const GradientSlot& gradient, const std::vector<int>& source
     if (all_reduce || gradient.everywhere || r == gradient.owner) targets.push_back(r);
   }
   const bool sparse = PrepareTargets(gradient, plan.sources, targets);
+  const bool split = !gradient.row_part.empty();
+  FLEET_ENFORCE(!split || sparse, InvalidArgument, "gradient '", gradient.name,
+                "' is to be split by rows, but it is a dense LoDTensor; only a SelectedRows "
+                "(is_sparse) gradient can be");
+  if (worker < 0) worker = gradient.owner;
+  FLEET_ENFORCE(split ? worker < replicas : worker == gradient.owner, InvalidArgument, "gradient '",
+                gradient.name, "' cannot be reduced by replica ", worker,
+                split ? "" : ": it is reduced whole by its owner");
   const int64_t n = sparse ? 0 : gradient.replica[sources.front()]->Get<LoDTensor>().numel();
-  plan.tasks.push_back(ReduceTask{&gradient, sparse, 0, n, gradient.owner});
-  RunReduceTasks(plan, gradient.owner);
+  plan.tasks.push_back(ReduceTask{&gradient, sparse, 0, n, worker});
+  RunReduceTasks(plan, worker);
 }
 
 void RunReduceTasks(const ReducePlan& plan, int worker) {
   for (const auto& task : plan.tasks) {
     if (task.worker != worker) continue;
     const GradientSlot& g = *task.gradient;
-    if (task.sparse) {
+    if (task.sparse && !g.row_part.empty()) {
+      ReduceSparseRows(plan, g, worker);
+    } else if (task.sparse) {
       ReduceSparse(plan, g);
     } else if (g.replica[plan.sources.front()]->Get<LoDTensor>().dtype() == DType::kFloat32) {
       SumRange<float>(plan, g, task.begin, task.end);

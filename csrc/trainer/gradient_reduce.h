@@ -14,6 +14,12 @@
 // shared memory); a small dense gradient or a sparse one is one task of its owner. A sparse
 // (SelectedRows) gradient is reduced by concatenating the replicas' rows and scaled values:
 // consumers add duplicate rows, so the result is the sum without densifying the table.
+//
+// A sparse gradient may instead be split by rows (row_part): each replica concatenates only
+// the rows of its share (RowShare) into a variable of its own, and runs the update ops of that
+// parameter on them; an update that touches only the rows of its gradient (lazy Adam, SGD,
+// Adagrad) then does the same arithmetic on the same rows, in the same order, as on the whole.
+// This spreads a large embedding's reduction and update over every replica.
 
 #include <cstdint>
 #include <string>
@@ -28,13 +34,24 @@ struct GradientSlot {
   int owner = 0;                   // the replica that applies this gradient's update
   bool everywhere = false;         // read by ops of several replicas: reduce into every one
   std::vector<Variable*> replica;  // the gradient variable of each replica
+  // Split by rows (sparse only): row_part[r] receives replica r's share of the reduced rows.
+  // Empty: the gradient is reduced whole, as `owner` and `everywhere` say.
+  std::vector<Variable*> row_part;
 };
+
+// The replica whose share of a split gradient holds `row` (of `replicas`): Fibonacci hashing
+// (Knuth, TAOCP vol. 3, 6.4), so that ids of any distribution, sequential ones included, spread
+// evenly, at the cost of two multiplies a row.
+inline int RowShare(int64_t row, int replicas) {
+  const uint64_t mixed = static_cast<uint64_t>(row) * 0x9E3779B97F4A7C15ull;
+  return static_cast<int>(((mixed >> 32) * static_cast<uint64_t>(replicas)) >> 32);
+}
 
 struct ReduceTask {
   const GradientSlot* gradient = nullptr;
   bool sparse = false;
   int64_t begin = 0, end = 0;  // element range of a dense gradient
-  int worker = 0;              // the replica that runs this task
+  int worker = 0;              // the replica that runs this task (and, when split, its share)
 };
 
 struct ReducePlan {
@@ -57,12 +74,14 @@ ReducePlan PlanReduction(const std::vector<GradientSlot>& gradients, std::vector
 // this concurrently, each with its own worker index.
 void RunReduceTasks(const ReducePlan& plan, int worker);
 
-// Reduces one gradient whole on the calling thread, as one owner_local task of a plan with
-// these sources would (the same sums, in the same order): checks and sizes its targets, then
-// sums. Nothing is done when no source holds a value. Throws InvalidArgument as PlanReduction.
-// Several threads may reduce distinct gradients at once, while other ops run, as long as no op
-// reads or writes this gradient's variables meanwhile.
+// Reduces one gradient on the calling thread, as the owner_local task of `worker` in a plan with
+// these sources would (the same sums, in the same order): the whole gradient when `worker` is
+// its owner (-1: the owner), or worker's share of a gradient split by rows. Checks and sizes its
+// targets, then sums. Nothing is done when no source holds a value. Throws InvalidArgument as
+// PlanReduction. Several threads may reduce distinct gradients (or distinct shares of one split
+// gradient) at once, while other ops run, as long as no op reads or writes this gradient's
+// variables meanwhile.
 void ReduceGradient(const GradientSlot& gradient, const std::vector<int>& sources, int replicas,
-                    float scale, bool all_reduce);
+                    float scale, bool all_reduce, int worker = -1);
 
 }  // namespace fleet::trainer

@@ -1,6 +1,7 @@
 // The pieces of one-process data parallelism without programs: how a batch is cut into shares
 // (Paddle's SplitLoDTensor), the in-memory reduction of dense gradients in ranges and of sparse
-// gradients by concatenation into the owner or every replica, and the replica pool's fork-join
+// gradients by concatenation into the owner or every replica, or split by rows into a share a
+// replica, and the replica pool's fork-join
 // with its error reporting, and the cut of a compute program after each gradient's last access
 // (the overlapped reduction's segments).
 
@@ -152,6 +153,98 @@ TEST(GradientReduce, SparseGradientsAreConcatenatedIntoMemoryOfEachReplicasOwn) 
   }
   EXPECT_NE(vars[0]->Get<SelectedRows>().value().raw_data(),
             vars[1]->Get<SelectedRows>().value().raw_data());
+}
+
+// Two replicas' sparse gradients "emb@GRAD" of width 2 over a table of 1000 rows, replica r
+// holding `rows[r]` with values 100 * r + the element's index; each replica has its own
+// variable for its share of the rows when the gradient is split.
+struct SparseReplicas {
+  explicit SparseReplicas(const std::vector<std::vector<int64_t>>& rows, bool split) {
+    slot.name = "emb@GRAD";
+    for (size_t r = 0; r < rows.size(); ++r) {
+      vars.push_back(std::make_unique<Variable>());
+      auto* s = vars.back()->GetMutable<SelectedRows>();
+      s->set_height(1000);
+      *s->mutable_rows() = rows[r];
+      *s->mutable_value() =
+          Rows(static_cast<int64_t>(rows[r].size()), 2, static_cast<float>(100 * r));
+      slot.replica.push_back(vars.back().get());
+      parts.push_back(std::make_unique<Variable>());
+      if (split) slot.row_part.push_back(parts.back().get());
+    }
+  }
+  const SelectedRows& Part(int r) { return parts[r]->Get<SelectedRows>(); }
+  std::vector<std::unique_ptr<Variable>> vars, parts;
+  GradientSlot slot;
+};
+
+TEST(GradientReduce, ASplitSparseGradientGivesEachReplicaItsShareOfTheRowsInOrder) {
+  // Rows 0..63 on replica 0, and 3 twice then 40 on replica 1: whole, they concatenate to
+  // 0..63, 3, 3, 40 (SparseGradientsAreConcatenated... above).
+  std::vector<int64_t> first(64);
+  std::iota(first.begin(), first.end(), 0);
+  SparseReplicas split({first, {3, 3, 40}}, /*split=*/true);
+  SparseReplicas whole({first, {3, 3, 40}}, /*split=*/false);
+  std::vector<GradientSlot> grads{split.slot};
+  ReducePlan plan = PlanReduction(grads, {0, 1}, 2, 0.5f, /*all_reduce=*/true);
+  ASSERT_EQ(plan.tasks.size(), 2u);  // one share a replica
+  EXPECT_TRUE(plan.owner_local);     // each replica's update reads only what it wrote
+  for (int r = 0; r < 2; ++r) RunReduceTasks(plan, r);
+  std::vector<GradientSlot> whole_grads{whole.slot};
+  RunReduceTasks(PlanReduction(whole_grads, {0, 1}, 2, 0.5f, true), 0);
+  const SelectedRows& all = whole.vars[0]->Get<SelectedRows>();
+  // Each share is the whole concatenation's rows of that share, in the same order, with the
+  // same scaled values (bit for bit), and the shares together are every row once.
+  size_t taken[2] = {0, 0};
+  for (size_t i = 0; i < all.rows().size(); ++i) {
+    const int64_t row = all.rows()[i];
+    const int r = RowShare(row, 2);
+    ASSERT_LT(taken[r], split.Part(r).rows().size()) << "row " << row;
+    EXPECT_EQ(split.Part(r).rows()[taken[r]], row);
+    EXPECT_EQ(std::memcmp(split.Part(r).value().data<float>() + 2 * taken[r],
+                          all.value().data<float>() + 2 * i, 2 * sizeof(float)),
+              0)
+        << "row " << row;
+    ++taken[r];
+  }
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(taken[r], split.Part(r).rows().size()) << r;
+    EXPECT_EQ(split.Part(r).height(), 1000);
+    EXPECT_GT(taken[r], 16u) << "64 sequential rows spread over both shares";
+  }
+  // The replicas' own gradients are only read: the next backward pass writes them again.
+  EXPECT_EQ(split.vars[1]->Get<SelectedRows>().rows(), (std::vector<int64_t>{3, 3, 40}));
+}
+
+TEST(GradientReduce, AShareReducedAloneEqualsThePlannedShare) {
+  SparseReplicas planned({{5, 9, 12}, {9, 700}}, true), alone({{5, 9, 12}, {9, 700}}, true);
+  std::vector<GradientSlot> grads{planned.slot};
+  ReducePlan plan = PlanReduction(grads, {0, 1}, 2, 0.5f, /*all_reduce=*/false);
+  for (int r = 0; r < 2; ++r) {
+    RunReduceTasks(plan, r);
+    ReduceGradient(alone.slot, {0, 1}, 2, 0.5f, /*all_reduce=*/false, r);
+    EXPECT_EQ(alone.Part(r).rows(), planned.Part(r).rows()) << r;
+    ASSERT_EQ(alone.Part(r).value().numel(), planned.Part(r).value().numel()) << r;
+    EXPECT_EQ(std::memcmp(alone.Part(r).value().raw_data(), planned.Part(r).value().raw_data(),
+                          planned.Part(r).value().nbytes()),
+              0)
+        << r;
+  }
+  EXPECT_EQ(alone.Part(0).rows().size() + alone.Part(1).rows().size(), 5u);
+}
+
+TEST(GradientReduce, ADenseGradientCannotBeSplitByRows) {
+  Replicas rs(4, 2);
+  Variable part0, part1;
+  rs.slot.row_part = {&part0, &part1};
+  std::vector<GradientSlot> grads{rs.slot};
+  try {
+    PlanReduction(grads, {0, 1}, 2, 1.0f, true);
+    FAIL() << "expected InvalidArgument";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("'w@GRAD' is to be split by rows"), std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(GradientReduce, ReplicasDisagreeingOnAShapeAreNamed) {

@@ -409,3 +409,83 @@ def test_a_large_sparse_embedding_leaves_the_dense_parameters_balanced():
     dense = {name: owner for name, owner in plan.param_owner.items() if name != "table"}
     assert sorted(dense.values()) == [0, 0, 1], dense  # 16x16 | 16x16, then 16x2
     assert "table@GRAD" in plan.gradients
+
+
+def _lazy_adam():
+    return fleet.optimizer.Adam(0.05, lazy_mode=True)
+
+
+def _row_shares(plan, replica):
+    """The gradients replica `replica`'s update ops read from a share of the rows."""
+    names = set()
+    for phase in plan.phases:
+        if phase[replica] is not None:
+            for op in phase[replica].blocks[0].ops:
+                names |= {a for v in op.inputs for a in v.arguments if a.endswith("@ROWS")}
+    return names
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES, ids=["allreduce", "reduce"])
+@pytest.mark.parametrize(
+    "optimizer",
+    [lambda: fleet.optimizer.SGD(0.5), _lazy_adam, lambda: fleet.optimizer.Adagrad(0.3)],
+    ids=["sgd", "lazy_adam", "adagrad"],
+)
+@pytest.mark.parametrize(
+    "replicas, hidden", [(2, (16,)), (3, (16,)), (2, _BALANCED_HIDDEN)], ids=["2", "3", "overlap"]
+)
+def test_a_sparse_update_split_by_rows_gives_the_same_parameters_bit_for_bit(
+    strategy, optimizer, replicas, hidden
+):
+    """Every replica reduces and updates its share of the embedding's rows instead of one
+    replica all of them: the same arithmetic on the same rows, in the same order, so the same
+    parameters as the update on one replica (and as one process, to 1e-5). Adam's beta powers
+    advance once a step. With balanced owners the split gradient is reduced during the backward
+    pass."""
+    main, startup, loss = _model(optimizer, is_sparse=True, hidden=hidden)
+    exe = fleet.Executor()
+    scopes, compiled = {}, {}
+    for split in (True, False):
+        build = BuildStrategy()
+        build.reduce_strategy = strategy
+        build.split_sparse_updates = split
+        compiled[split] = CompiledProgram(main).with_data_parallel(
+            loss_name=loss.name, build_strategy=build, places=replicas
+        )
+        scopes[split] = fleet._core.Scope()
+        exe.run(startup, scope=scopes[split])
+    one = fleet._core.Scope()
+    exe.run(startup, scope=one)
+    plan = compiled[True].plan()
+    assert plan.row_parts == {"emb@GRAD": "emb@GRAD@ROWS"}
+    for r in range(replicas):  # the path is taken: every replica updates a share
+        assert _row_shares(plan, r) == {"emb@GRAD@ROWS"}, r
+    assert compiled[False].plan().row_parts == {}
+    rng = np.random.default_rng(6)
+    steps = 5
+    for _ in range(steps):
+        feed = _batch(rng, 12)
+        (a,) = exe.run(compiled[True], feed=feed, fetch_list=[loss], scope=scopes[True])
+        (b,) = exe.run(compiled[False], feed=feed, fetch_list=[loss], scope=scopes[False])
+        np.testing.assert_array_equal(a, b)
+        exe.run(main, feed=feed, fetch_list=[loss], scope=one)
+    if hidden == _BALANCED_HIDDEN:
+        runner = exe.data_parallel_runner(compiled[True], scopes[True])
+        assert runner.overlapped_steps == steps - 1
+    split, whole, reference = (_params(s, main) for s in (scopes[True], scopes[False], one))
+    for name, value in whole.items():
+        np.testing.assert_array_equal(split[name], value, err_msg=name)
+        np.testing.assert_allclose(value, reference[name], rtol=1e-5, atol=1e-5, err_msg=name)
+    if optimizer is _lazy_adam:  # the split table's beta powers advanced once a step
+        for name, beta in (("emb_adam_beta1_pow_acc", 0.9), ("emb_adam_beta2_pow_acc", 0.999)):
+            power = np.array(scopes[True].find_var(name).get_tensor())
+            np.testing.assert_allclose(power, [beta ** (steps + 1)], rtol=1e-6, err_msg=name)
+
+
+def test_an_update_of_every_row_is_not_split():
+    """Adam without lazy_mode decays the moments of every row of a sparse parameter each step,
+    so it stays whole on one replica."""
+    main, _, loss = _model(lambda: fleet.optimizer.Adam(0.05), is_sparse=True)
+    plan = CompiledProgram(main).with_data_parallel(loss_name=loss.name, places=2).plan()
+    assert plan.row_parts == {}
+    assert _row_shares(plan, 0) == _row_shares(plan, 1) == set()
