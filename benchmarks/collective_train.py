@@ -37,6 +37,8 @@ import sys
 import tempfile
 import time
 
+from rounds import in_turn  # benchmarks/rounds.py (this script's folder is on sys.path)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TORCH_PYTHON = os.path.join(ROOT, ".venv-peers", "torch", "bin", "python")
 LAYERS, WIDTH, BATCH = 4, 1024, 256
@@ -302,8 +304,7 @@ def main() -> None:
         # The two jobs take turns, the first of a round alternating, so that a neighbour's load on
         # this shared machine falls on both alike; each side's figure is its median round.
         for r in range(args.rounds):
-            jobs = [("torch", run_torch), ("fleet", run_fleet)]
-            for name, run in jobs if r % 2 == 0 else jobs[::-1]:
+            for name, run in in_turn(r, [("torch", run_torch), ("fleet", run_fleet)]):
                 result = run(out_dir, args)
                 if result is not None:
                     (torch_runs if name == "torch" else fleet_runs).append(result)
