@@ -88,6 +88,13 @@ class AsyncConfig:
         a worker that dies within a step may count that step's gradients twice; one that dies
         between steps does not. A worker's reported failure (its script raised) still fails
         the job. Default False.
+    local_transport: a server also listens on a Unix-domain socket named after its endpoint,
+        and a worker calls a server whose endpoint has its own host (the role maker's hostname)
+        over it, with the same protocol and checks; a Unix socket skips loopback TCP's protocol
+        work, so each byte of the per-step dense messages costs less CPU. A worker that finds no
+        socket there (the server runs in another network namespace, or without the option) says
+        so on stderr and uses TCP. Servers on port 0 have no socket. Default True; False: TCP
+        everywhere (for comparisons).
 
     Keys Paddle 2.6.2 prints in a_sync_configs that Fleet does not act on (PADDLE_ONLY_KEYS) are
     accepted, kept in `paddle_only` (so that a printed config assigned back round-trips) and
@@ -107,6 +114,7 @@ class AsyncConfig:
     rpc_timeout_s: float = 30.0
     server_restarts: bool = False
     worker_restarts: bool = False
+    local_transport: bool = True
     paddle_only: dict = dataclasses.field(default_factory=dict)
 
     # Key -> (type, why Fleet does not act on it).
@@ -150,6 +158,7 @@ class AsyncConfig:
                 "prefetch_sparse",
                 "server_restarts",
                 "worker_restarts",
+                "local_transport",
             ):
                 if not isinstance(value, bool):
                     raise InvalidArgument(f"{where}[{key!r}] must be a bool, got {value!r}")

@@ -84,8 +84,10 @@ void BindServer(py::module_& m) {
       .def_static(
           "start",
           [](const py::bytes& config, const std::string& address, int64_t max_threads,
-             const std::string& load_dirname, const std::string& job_id, bool worker_restarts) {
+             const std::string& load_dirname, const std::string& job_id, bool worker_restarts,
+             bool local_transport) {
             ps::ServerOptions options;
+            options.local_transport = local_transport;
             options.load_dirname = load_dirname;
             options.job_id = job_id;
             options.worker_restarts = worker_restarts;
@@ -98,8 +100,10 @@ void BindServer(py::module_& m) {
             return ValueOrThrow(ps::PsServer::Start(options));
           },
           py::arg("config"), py::arg("address") = "127.0.0.1:0", py::arg("max_threads") = 256,
-          py::arg("load_dirname") = "", py::arg("job_id") = "", py::arg("worker_restarts") = false)
+          py::arg("load_dirname") = "", py::arg("job_id") = "", py::arg("worker_restarts") = false,
+          py::arg("local_transport") = false)
       .def_property_readonly("endpoint", &ps::PsServer::endpoint)
+      .def_property_readonly("local_endpoint", &ps::PsServer::local_endpoint)
       .def("describe", &ps::PsServer::Describe)
       .def("request_stop", &ps::PsServer::RequestStop, py::call_guard<py::gil_scoped_release>())
       .def(
@@ -266,25 +270,37 @@ void BindClientAdmin(PyClientClass& c) {
 
 void BindClient(py::module_& m) {
   PyClientClass c(m, "Client", "A worker's connection to every parameter server.");
-  c.def(py::init([](const std::vector<std::string>& endpoints, double connect_timeout_s,
-                    double rpc_timeout_s, double admin_timeout_s, int64_t max_keys_per_request,
-                    const std::string& job_id, bool server_restarts) {
-          ps::ClientOptions options;
-          options.job_id = job_id;
-          options.server_restarts = server_restarts;
-          options.endpoints = endpoints;
-          options.connect_timeout = Seconds(connect_timeout_s, "connect_timeout");
-          options.rpc_timeout = Seconds(rpc_timeout_s, "rpc_timeout");
-          options.admin_timeout = Seconds(admin_timeout_s, "admin_timeout");
-          options.max_keys_per_request = Count(max_keys_per_request, "max_keys_per_request");
-          py::gil_scoped_release release;
-          return std::shared_ptr<ps::PsClient>(
-              ValueOrThrow(ps::PsClient::Connect(std::move(options))));
-        }),
-        py::arg("endpoints"), py::arg("connect_timeout_s") = 10.0, py::arg("rpc_timeout_s") = 30.0,
-        py::arg("admin_timeout_s") = 600.0, py::arg("max_keys_per_request") = 32768,
-        py::arg("job_id") = "", py::arg("server_restarts") = false)
+  c.def(
+       py::init([](const std::vector<std::string>& endpoints, double connect_timeout_s,
+                   double rpc_timeout_s, double admin_timeout_s, int64_t max_keys_per_request,
+                   const std::string& job_id, bool server_restarts, const std::string& local_host) {
+         ps::ClientOptions options;
+         options.local_host = local_host;
+         options.job_id = job_id;
+         options.server_restarts = server_restarts;
+         options.endpoints = endpoints;
+         options.connect_timeout = Seconds(connect_timeout_s, "connect_timeout");
+         options.rpc_timeout = Seconds(rpc_timeout_s, "rpc_timeout");
+         options.admin_timeout = Seconds(admin_timeout_s, "admin_timeout");
+         options.max_keys_per_request = Count(max_keys_per_request, "max_keys_per_request");
+         py::gil_scoped_release release;
+         return std::shared_ptr<ps::PsClient>(
+             ValueOrThrow(ps::PsClient::Connect(std::move(options))));
+       }),
+       py::arg("endpoints"), py::arg("connect_timeout_s") = 10.0, py::arg("rpc_timeout_s") = 30.0,
+       py::arg("admin_timeout_s") = 600.0, py::arg("max_keys_per_request") = 32768,
+       py::arg("job_id") = "", py::arg("server_restarts") = false, py::arg("local_host") = "")
       .def_property_readonly("endpoints", &ps::PsClient::endpoints)
+      .def(
+          "target",
+          [](const ps::PsClient& client, int64_t server) {
+            FLEET_ENFORCE(server >= 0 && static_cast<size_t>(server) < client.endpoints().size(),
+                          InvalidArgument, "server ", server, " is not below the ",
+                          client.endpoints().size(), " servers of this client");
+            return client.target(static_cast<size_t>(server));
+          },
+          py::arg("server"),
+          "The gRPC target the calls to `server` go to: its endpoint, or its local transport.")
       .def(
           "table_config",
           [](const ps::PsClient& client, int64_t table_id) {

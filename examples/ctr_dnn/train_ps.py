@@ -56,6 +56,8 @@ def strategy_for(args: argparse.Namespace) -> fleet.DistributedStrategy:
         configs["max_dense_staleness"] = args.max_dense_staleness
     if args.no_prefetch:
         configs["prefetch_sparse"] = False
+    if args.no_local_transport:
+        configs["local_transport"] = False
     strategy = fleet.DistributedStrategyFactory.create(args.mode, args.update_frequency, **configs)
     if args.ssd_path:
         strategy.sparse_table_configs = {
@@ -307,6 +309,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="async --dataset: pull each batch's sparse rows at its step instead of "
         "while the batch before ends (slower; the same AUC within the noise)",
+    )
+    parser.add_argument(
+        "--no_local_transport",
+        action="store_true",
+        help="workers call the servers of their own host over loopback TCP instead of the "
+        "servers' Unix-domain sockets (a_sync_configs['local_transport'] = False; for comparisons)",
     )
     parser.add_argument(
         "--ssd_path",

@@ -53,6 +53,10 @@ class PsClient:
             down and resend a call its death cut, within ``rpc_timeout``, and a line on stderr
             says which checkpoint the server came back with. Without it (and for a server that
             came back empty) every call to a restarted server raises Unavailable naming it.
+        local_host: this process's host as the endpoints write it (the role maker's hostname).
+            A server whose endpoint has this host is called over its Unix-domain socket when it
+            listens on one (``start_server(local_transport=True)``), else over TCP after one
+            line on stderr; ``target(i)`` says which. "" (default): TCP to every server.
 
     Timeouts must be finite and positive, ``max_keys_per_request`` at least 1 (InvalidArgument
     otherwise). After ``close()``, or after ``stop_servers()``, every call raises Unavailable.
@@ -68,6 +72,7 @@ class PsClient:
         max_keys_per_request: int = 32768,
         job_id: str = "",
         server_restarts: bool = False,
+        local_host: str = "",
     ) -> None:
         if isinstance(endpoints, str):
             raise InvalidArgument(
@@ -81,6 +86,7 @@ class PsClient:
             int(max_keys_per_request),
             str(job_id),
             bool(server_restarts),
+            str(local_host),
         )
         self._endpoints = list(endpoints)
         self._tables: Dict[int, ps_pb2.TableConfig] = {}
@@ -100,6 +106,11 @@ class PsClient:
     @property
     def endpoints(self) -> List[str]:
         return list(self._endpoints)
+
+    def target(self, server: int) -> str:
+        """Where the calls to ``server`` go: its endpoint, or its Unix-domain socket
+        ("unix-abstract:fleet-ps/<endpoint>") when it is on this host (``local_host``)."""
+        return self._core.target(server)
 
     def table_config(self, table_id: int) -> ps_pb2.TableConfig:
         """The config of a table, as the servers reported it (NotFound when absent)."""

@@ -31,6 +31,7 @@ def start_server(
     load_dirname: Optional[str] = None,
     job_id: str = "",
     worker_restarts: bool = False,
+    local_transport: bool = False,
 ) -> Server:
     """Builds the tables and starts serving in background threads; port 0 picks a free port
     (read it from ``server.endpoint``). Stop it with ``server.shutdown()``. With
@@ -40,7 +41,10 @@ def start_server(
     ``job_id`` (``fleet.role_maker``'s), clients of another job are refused, naming both jobs.
     With ``worker_restarts`` (the job's ``a_sync_configs["worker_restarts"]``), a worker whose
     presence call dropped is waited for and rejoins when started again with its id, instead of
-    failing every barrier."""
+    failing every barrier. With ``local_transport`` (the job's
+    ``a_sync_configs["local_transport"]``) it also listens on a Unix-domain socket named after
+    ``address`` (``server.local_endpoint``; none for port 0), which clients on the same host
+    use when given their host (``PsClient(local_host=...)``)."""
     return Server.start(
         config.SerializeToString(),
         address,
@@ -48,6 +52,7 @@ def start_server(
         os.fspath(load_dirname) if load_dirname else "",
         job_id,
         worker_restarts,
+        local_transport,
     )
 
 
@@ -98,11 +103,15 @@ def run_server(
     ready_file: Optional[str] = None,
     grace: float = 5.0,
     load_dirname: Optional[str] = None,
+    local_transport: bool = False,
 ) -> None:
     """Starts a server (loading the checkpoint ``load_dirname`` first, when given), logs its
     endpoint and tables, writes the endpoint to ``ready_file`` (atomically) when given, and
-    blocks until it is stopped (see ``serve_until_stopped``)."""
-    server = start_server(config, address, load_dirname=load_dirname)
+    blocks until it is stopped (see ``serve_until_stopped``). ``local_transport``: see
+    ``start_server``."""
+    server = start_server(
+        config, address, load_dirname=load_dirname, local_transport=local_transport
+    )
     for line in server.describe().splitlines():
         logger.info("%s", line)
     if ready_file:
@@ -121,6 +130,12 @@ def main(argv: Optional[list] = None) -> int:
         help="load every table from the checkpoint in DIR before the port opens (a server "
         "restarted under a job that takes restarted servers)",
     )
+    parser.add_argument(
+        "--local_transport",
+        action="store_true",
+        help="also listen on a Unix-domain socket named after --address, for clients on this "
+        "host (PsClient(local_host=...))",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.INFO,
@@ -133,5 +148,11 @@ def main(argv: Optional[list] = None) -> int:
     # This process is a server from here on: keep request buffers for reuse.
     tuning = tune_allocator(config)
     logger.info("allocator tuned for serving: %s", tuning)
-    run_server(config, args.address, args.ready_file, load_dirname=args.load)
+    run_server(
+        config,
+        args.address,
+        args.ready_file,
+        load_dirname=args.load,
+        local_transport=args.local_transport,
+    )
     return 0

@@ -11,6 +11,7 @@
 #include "ps/client/detail/dense_wire.h"
 #include "ps/client/detail/key_dedup.h"
 #include "ps/detail/endpoint.h"
+#include "ps/detail/transport.h"
 
 namespace fleet::ps {
 namespace detail {
@@ -292,6 +293,8 @@ void PsClient::Close() {
   WaitForInflight();
 }
 
+const std::string& PsClient::target(size_t server) const { return transport_->targets.at(server); }
+
 absl::Status PsClient::CheckUsable(const char* what) const {
   switch (state_.load()) {
     case kOpen:
@@ -306,17 +309,12 @@ absl::Status PsClient::CheckUsable(const char* what) const {
 }
 
 absl::Status PsClient::Handshake() {
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(-1);
-  args.SetMaxSendMessageSize(-1);
-  // Reconnect soon after a server comes (back) up rather than after gRPC's default backoff.
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  const grpc::ChannelArguments args = detail::WorkerChannelArguments();
   const absl::Time deadline = absl::Now() + options_.connect_timeout;
   for (const std::string& endpoint : options_.endpoints) {
     transport_->channels.push_back(
         grpc::CreateCustomChannel(endpoint, grpc::InsecureChannelCredentials(), args));
-    transport_->stubs.push_back(proto::PsService::NewStub(transport_->channels.back()));
+    transport_->targets.push_back(endpoint);
   }
   for (size_t s = 0; s < num_servers(); ++s) {
     if (!transport_->channels[s]->WaitForConnected(absl::ToChronoTime(deadline))) {
@@ -324,6 +322,29 @@ absl::Status PsClient::Handshake() {
                                                  options_.endpoints[s], " within ",
                                                  absl::FormatDuration(options_.connect_timeout)));
     }
+    // The server is up, so its Unix socket, if it has one, is there now: the connect below
+    // succeeds or is refused at once (bounded anyway).
+    const std::string& endpoint = options_.endpoints[s];
+    const std::string local = detail::LocalTransportAddress(endpoint);
+    if (options_.local_host.empty() || local.empty() ||
+        detail::EndpointHost(endpoint) != options_.local_host) {
+      continue;
+    }
+    auto channel =
+        detail::ConnectLocal(local, args, std::min(deadline, absl::Now() + absl::Seconds(2)));
+    if (channel == nullptr) {
+      std::fprintf(stderr,
+                   "fleet: parameter server %zu at %s is on this host but does not answer on its "
+                   "local transport %s (its local_transport is off, or it runs in another "
+                   "network namespace): calling it over TCP\n",
+                   s, endpoint.c_str(), local.c_str());
+      continue;
+    }
+    transport_->channels[s] = std::move(channel);
+    transport_->targets[s] = local;
+  }
+  for (const auto& channel : transport_->channels) {
+    transport_->stubs.push_back(proto::PsService::NewStub(channel));
   }
   std::vector<proto::ServerConfig> configs(num_servers());
   auto status = CallAll<HeartbeatCall>(

@@ -67,6 +67,14 @@ struct ClientOptions {
   // deadline, so the job goes on across the restart. A push the lost server had applied is
   // replaced by the checkpoint's rows, as a push it never received would be.
   bool server_restarts = false;
+  // This process's host as the job lists its addresses (fleet.role_maker's hostname). A server
+  // whose endpoint has the same host is called over its local transport, a Unix-domain socket
+  // (ServerOptions.local_transport; ps/detail/transport.h says why: less CPU per byte than
+  // loopback TCP), once its TCP endpoint answered; when nothing listens there, one line on
+  // stderr says so and the calls go over TCP. Same protocol, job checks and errors either way.
+  // Empty: TCP to every server. Hosts are compared as written, so "hosts" on different
+  // 127.0.0.x addresses of one machine talk TCP.
+  std::string local_host;
 };
 
 class PsClient {
@@ -89,6 +97,9 @@ class PsClient {
   void Close();
 
   const std::vector<std::string>& endpoints() const { return options_.endpoints; }
+  // The gRPC target the calls to `server` go to: its endpoint, or its local transport address
+  // (ClientOptions.local_host). `server` < endpoints().size().
+  const std::string& target(size_t server) const;
   // What this client's RPCs did so far (rpc_meter.h), for live metrics; each attempt of a call
   // counts once.
   const RpcMeter& rpc_meter() const { return *meter_; }

@@ -12,6 +12,21 @@
 namespace fleet::ps::detail {
 namespace {
 
+inline constexpr char kUnixScheme[] = "unix:";
+// sockaddr_un.sun_path holds 108 bytes; an abstract name takes one for its leading NUL.
+inline constexpr size_t kMaxAbstractName = 107;
+
+// `endpoint` without a leading "dns:///", "ipv4:" or "ipv6:".
+absl::string_view WithoutScheme(absl::string_view endpoint) {
+  for (absl::string_view scheme : {"dns:///", "ipv4:", "ipv6:"}) {
+    if (absl::StartsWith(endpoint, scheme)) {
+      endpoint.remove_prefix(scheme.size());
+      break;
+    }
+  }
+  return endpoint;
+}
+
 bool IsHostChar(char c) {
   return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_';
 }
@@ -42,18 +57,28 @@ bool ValidHostPort(absl::string_view text, bool allow_port_zero) {
 
 absl::Status CheckEndpoint(const std::string& endpoint, bool allow_port_zero,
                            const std::string& what) {
-  absl::string_view text = endpoint;
-  if (absl::StartsWith(text, "unix:") && text.size() > 5) return absl::OkStatus();
-  for (absl::string_view scheme : {"dns:///", "ipv4:", "ipv6:"}) {
-    if (absl::StartsWith(text, scheme)) {
-      text.remove_prefix(scheme.size());
-      break;
-    }
-  }
-  if (ValidHostPort(text, allow_port_zero)) return absl::OkStatus();
+  if (absl::StartsWith(endpoint, kUnixScheme) && endpoint.size() > 5) return absl::OkStatus();
+  if (ValidHostPort(WithoutScheme(endpoint), allow_port_zero)) return absl::OkStatus();
   return absl::InvalidArgumentError(
       absl::StrCat(what, " '", endpoint.substr(0, 200), "' is not host:port (a port from ",
                    allow_port_zero ? 0 : 1, " to 65535), [ipv6]:port or unix:path"));
+}
+
+std::string EndpointHost(const std::string& endpoint) {
+  if (absl::StartsWith(endpoint, kUnixScheme)) return "";
+  const absl::string_view text = WithoutScheme(endpoint);
+  const size_t colon = text.rfind(':');
+  if (colon == absl::string_view::npos) return "";
+  return std::string(text.substr(0, colon));
+}
+
+std::string LocalTransportAddress(const std::string& endpoint) {
+  if (absl::StartsWith(endpoint, kUnixScheme)) return "";
+  const absl::string_view text = WithoutScheme(endpoint);
+  if (!ValidHostPort(text, /*allow_port_zero=*/false)) return "";
+  const std::string name = absl::StrCat("fleet-ps/", text);
+  if (name.size() > kMaxAbstractName) return "";
+  return absl::StrCat("unix-abstract:", name);
 }
 
 }  // namespace fleet::ps::detail

@@ -14,4 +14,18 @@ namespace fleet::ps::detail {
 absl::Status CheckEndpoint(const std::string& endpoint, bool allow_port_zero,
                            const std::string& what);
 
+// The host of a host:port or [ipv6]:port endpoint (a gRPC scheme removed, brackets kept), as
+// written; "" for a unix: endpoint or one without a port.
+std::string EndpointHost(const std::string& endpoint);
+
+// The Unix-domain address, in Linux's abstract namespace, that a parameter server listening on
+// TCP `endpoint` also serves when its local transport is on: "unix-abstract:fleet-ps/<host:port>"
+// (the endpoint as written, gRPC scheme removed). A worker on the same host derives the same
+// name from the job's endpoint list, so nothing has to be exchanged first. Two live servers
+// cannot share it, as they cannot share the TCP port; an abstract name vanishes with its process
+// (no file is left behind) and is visible only inside the network namespace that bound it, so a
+// worker in another container falls back to TCP. "" when there is none: port 0 (the port is not
+// known before the server starts), a unix: endpoint, or a name longer than sockaddr_un holds.
+std::string LocalTransportAddress(const std::string& endpoint);
+
 }  // namespace fleet::ps::detail

@@ -57,6 +57,14 @@ absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Start(const ServerOptions& o
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(options.address, grpc::InsecureServerCredentials(), &port);
+  // A worker on this host reaches the server over a Unix-domain socket when it can (see
+  // ClientOptions.local_host for why); gRPC reports a bound Unix socket as port 1.
+  const std::string local_address =
+      options.local_transport ? detail::LocalTransportAddress(options.address) : "";
+  int local_port = 0;
+  if (!local_address.empty()) {
+    builder.AddListeningPort(local_address, grpc::InsecureServerCredentials(), &local_port);
+  }
   builder.RegisterService(server->service_.get());
   builder.SetMaxReceiveMessageSize(INT_MAX);
   builder.SetMaxSendMessageSize(INT_MAX);
@@ -66,10 +74,12 @@ absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Start(const ServerOptions& o
   quota.SetMaxThreads(options.max_threads);
   builder.SetResourceQuota(quota);
   server->server_ = builder.BuildAndStart();
-  if (server->server_ == nullptr || port == 0) {
-    return absl::UnavailableError(
-        absl::StrCat("parameter server cannot listen on ", options.address));
+  if (server->server_ == nullptr || port == 0 || (!local_address.empty() && local_port == 0)) {
+    return absl::UnavailableError(absl::StrCat(
+        "parameter server cannot listen on ", options.address,
+        local_address.empty() ? "" : absl::StrCat(" and its local transport ", local_address)));
   }
+  server->local_endpoint_ = local_address;
   const std::string& address = options.address;
   server->endpoint_ = absl::StrCat(address.substr(0, address.rfind(':')), ":", port);
   server->stopper_ = std::thread([self, grace = options.stop_grace] {
@@ -93,7 +103,9 @@ const RpcMeter& PsServer::rpc_meter() const { return service_->meter(); }
 std::string PsServer::Describe() const {
   const auto& config = tables_->config();
   return absl::StrCat("parameter server ", config.server_index(), " of ", config.num_servers(),
-                      " listening on ", endpoint_, "\n", tables_->Describe());
+                      " listening on ", endpoint_,
+                      local_endpoint_.empty() ? "" : absl::StrCat(" and ", local_endpoint_), "\n",
+                      tables_->Describe());
 }
 
 void PsServer::RequestStop() {

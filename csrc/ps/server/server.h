@@ -36,6 +36,10 @@ struct ServerOptions {
   proto::ServerConfig config;
   // host:port to listen on; port 0 picks a free port (see PsServer::endpoint()).
   std::string address = "127.0.0.1:0";
+  // Also listen on a Unix-domain socket named after `address` (detail::LocalTransportAddress;
+  // not for port 0, whose name no client could derive), for workers on the same host
+  // (ClientOptions.local_host). The protocol, job checks and errors are the same as over TCP.
+  bool local_transport = false;
   Sharding sharding;
   // Most RPCs served at once (each holds a thread; barrier waiters too). At least 2: gRPC's
   // synchronous server keeps one thread polling.
@@ -71,6 +75,8 @@ class PsServer {
 
   // host:port actually listened on.
   const std::string& endpoint() const { return endpoint_; }
+  // The Unix-domain address also listened on (ServerOptions.local_transport); "" when none.
+  const std::string& local_endpoint() const { return local_endpoint_; }
   // Drawn at Start and sent with every reply: a client that sees it change knows this server
   // restarted (and lost what the job had put in its tables).
   const std::string& incarnation() const { return incarnation_; }
@@ -95,6 +101,7 @@ class PsServer {
   PsServer() = default;
 
   std::string endpoint_;
+  std::string local_endpoint_;
   std::string incarnation_;
   std::unique_ptr<detail::TableSet> tables_;
   std::unique_ptr<detail::BarrierSet> barriers_;

@@ -23,6 +23,7 @@ namespace fleet::ps::detail {
 struct Transport {
   std::vector<std::shared_ptr<grpc::Channel>> channels;
   std::vector<std::unique_ptr<proto::PsService::Stub>> stubs;
+  std::vector<std::string> targets;  // what each channel connects to (PsClient::target)
 };
 
 // One RPC: owned by Launch from the start of the call until its callback ends.
