@@ -12,11 +12,15 @@ same rows (a whole-job figure, such as ps_train.py's cpu_s_per_sample, adds a fi
 start-up and evaluation that is a larger part of a faster job).
 
 The last line is one JSON object: window_s, the window's CPU seconds per process and in all
-(job_cpu_s), the trainer threads' (trainer_cpu_s), and cores_used (job_cpu_s / window_s). With
---samples N (the rows trained; 98% of them fall in the window), job_us_per_sample and
-trainer_us_per_sample. A job of W workers on C cores can train at most C / job_us_per_sample
-samples per microsecond, and one process at most 1 / trainer_us_per_sample (its trainer thread
-has one core); their quotient is the job's ceiling against one process, whatever the load.
+(job_cpu_s), the trainer threads' (trainer_cpu_s), cores_used (job_cpu_s / window_s), and
+trainer_waits: how many times the trainer threads blocked in the window (their voluntary context
+switches: a wait for a reply, a lock or the data feed; a thread that never waits has none, one
+preempted by the load is not counted). With --samples N (the rows trained; 98% of them fall in
+the window), job_us_per_sample, trainer_us_per_sample and trainer_waits_per_ksample (times the
+batch size / 1000: waits per step, summed over the trainers). A job of W workers on C cores
+can train at most C / job_us_per_sample samples per microsecond, and one process at most
+1 / trainer_us_per_sample (its trainer thread has one core); their quotient is the job's
+ceiling against one process, whatever the load.
 
 The figures move far less with the machine's load than samples/s, but a loaded machine still
 raises every CPU time a little (caches shared with other jobs).
@@ -59,9 +63,21 @@ def _descendants(root: int) -> list[int]:
     return tree
 
 
-def _sample(pids: list[int]) -> tuple[dict[int, float], dict[tuple[int, int], float]]:
-    """CPU seconds per process (with its reaped children's) and per thread."""
-    processes, threads = {}, {}
+def _voluntary_switches(path: str) -> int:
+    """The voluntary_ctxt_switches line of a /proc status file."""
+    with open(path) as f:
+        for line in f:
+            if line.startswith("voluntary_ctxt_switches:"):
+                return int(line.split()[1])
+    raise ValueError(f"no voluntary_ctxt_switches in {path}")
+
+
+def _sample(
+    pids: list[int],
+) -> tuple[dict[int, float], dict[tuple[int, int], float], dict[tuple[int, int], int]]:
+    """CPU seconds per process (with its reaped children's) and per thread, and each thread's
+    voluntary context switches."""
+    processes, threads, switches = {}, {}, {}
     for pid in pids:
         try:
             f = _stat_fields(f"/proc/{pid}/stat")
@@ -69,23 +85,27 @@ def _sample(pids: list[int]) -> tuple[dict[int, float], dict[tuple[int, int], fl
             for tid in os.listdir(f"/proc/{pid}/task"):
                 t = _stat_fields(f"/proc/{pid}/task/{tid}/stat")
                 threads[(pid, int(tid))] = (int(t[11]) + int(t[12])) / TICKS_PER_S
+                switches[(pid, int(tid))] = _voluntary_switches(f"/proc/{pid}/task/{tid}/status")
         except (OSError, IndexError, ValueError):
             continue
-    return processes, threads
+    return processes, threads, switches
 
 
 def measure(command: list[str], log_path: str, trainer_min_s: float) -> dict:
     """Runs `command` (its output into `log_path`) and returns the window's figures."""
-    snapshots = []  # (time, processes, threads), each carrying forward what has ended
+    # (time, processes, threads, switches), each carrying forward what has ended
+    snapshots = []
     processes: dict[int, float] = {}
     threads: dict[tuple[int, int], float] = {}
+    switches: dict[tuple[int, int], int] = {}
     with open(log_path, "w") as log:
         job = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
         while job.poll() is None:
-            p, t = _sample(_descendants(job.pid))
+            p, t, w = _sample(_descendants(job.pid))
             processes.update(p)
             threads.update(t)
-            snapshots.append((time.monotonic(), dict(processes), dict(threads)))
+            switches.update(w)
+            snapshots.append((time.monotonic(), dict(processes), dict(threads), dict(switches)))
             time.sleep(SAMPLE_PERIOD_S)
     if job.returncode != 0 or not snapshots:
         raise SystemExit(f"the job failed (exit {job.returncode}); its output is in {log_path}")
@@ -107,12 +127,14 @@ def measure(command: list[str], log_path: str, trainer_min_s: float) -> dict:
         str(pid): round(cpu - first[1].get(pid, 0.0), 3) for pid, cpu in sorted(last[1].items())
     }
     job_cpu = sum(per_process.values())
+    waits = sum(last[3].get(key, 0) - first[3].get(key, 0) for key in trainers)
     return {
         "command": command,
         "window_s": round(window, 3),
         "job_cpu_s": round(job_cpu, 3),
         "trainer_cpu_s": round(trainer_cpu(last) - trainer_cpu(first), 3),
         "trainer_threads": len(trainers),
+        "trainer_waits": waits,
         "cores_used": round(job_cpu / window, 3) if window > 0 else None,
         "process_cpu_s": {pid: cpu for pid, cpu in per_process.items() if cpu > 0.005},
         "loadavg_1min_after": round(os.getloadavg()[0], 2),
@@ -141,6 +163,7 @@ def main() -> None:
         in_window = args.samples * (WINDOW_END - WINDOW_START)
         result["job_us_per_sample"] = round(result["job_cpu_s"] / in_window * 1e6, 2)
         result["trainer_us_per_sample"] = round(result["trainer_cpu_s"] / in_window * 1e6, 2)
+        result["trainer_waits_per_ksample"] = round(result["trainer_waits"] / in_window * 1e3, 3)
     print(json.dumps(result), flush=True)
 
 

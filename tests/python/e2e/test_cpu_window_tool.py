@@ -1,7 +1,8 @@
 """benchmarks/cpu_window.py: runs a job of real processes, finds each process's busiest thread
 as a trainer, and reports the CPU of every process inside the trainers' window, per sample when
-told the rows. The job here: two child processes that each burn a fixed amount of CPU time, and
-a parent that sleeps."""
+told the rows, and how often the trainers blocked. The job here: two child processes that each
+burn a fixed amount of CPU time (spinning, or pausing a fixed number of times on the way), and a
+parent that sleeps."""
 
 from __future__ import annotations
 
@@ -16,11 +17,29 @@ TOOL = REPO_ROOT / "benchmarks" / "cpu_window.py"
 # does not depend on the machine's load).
 BURN_S = 1.5
 CHILD = f"import time\nwhile time.process_time() < {BURN_S}:\n    sum(range(1000))\n"
-PARENT = (
-    "import subprocess, sys\n"
-    f"children = [subprocess.Popen([sys.executable, '-c', {CHILD!r}]) for _ in range(2)]\n"
-    "sys.exit(max(c.wait() for c in children))\n"
+# The same burn with PAUSES short sleeps (each a voluntary context switch), evenly spread over
+# its CPU time, so the count that falls in the window does not depend on the load either.
+PAUSES = 200
+PAUSING_CHILD = (
+    "import time\n"
+    "paused = 0\n"
+    f"while time.process_time() < {BURN_S}:\n"
+    "    sum(range(1000))\n"
+    f"    if paused < {PAUSES} and time.process_time() >= (paused + 0.5) * {BURN_S / PAUSES}:\n"
+    "        paused += 1\n"
+    "        time.sleep(0.0005)\n"
 )
+
+
+def parent_of(child: str) -> str:
+    return (
+        "import subprocess, sys\n"
+        f"children = [subprocess.Popen([sys.executable, '-c', {child!r}]) for _ in range(2)]\n"
+        "sys.exit(max(c.wait() for c in children))\n"
+    )
+
+
+PARENT = parent_of(CHILD)
 
 
 def run_tool(tmp_path, *args: str) -> dict:
@@ -49,6 +68,29 @@ def test_the_window_holds_the_trainers_cpu_and_counts_every_process(tmp_path):
     assert result["window_s"] > 0
     per_sample = result["job_cpu_s"] / (1000 * 0.98) * 1e6
     assert abs(result["job_us_per_sample"] - per_sample) <= 0.01 * per_sample + 0.01
+    # Spinning trainers never block (being preempted by the load is not a wait).
+    assert result["trainer_waits"] <= 10
+
+
+def test_the_trainers_waits_in_the_window_are_counted(tmp_path):
+    result = run_tool(
+        tmp_path,
+        "--samples",
+        "1000",
+        "--trainer_min_s",
+        "1.0",
+        "--",
+        sys.executable,
+        "-c",
+        parent_of(PAUSING_CHILD),
+    )
+    assert result["trainer_threads"] == 2
+    # About 98% of each child's pauses fall between 1% and 99% of its CPU time; the 0.1 s
+    # sampling period may cut a few more at either end.
+    assert 0.85 * 2 * PAUSES <= result["trainer_waits"] <= 2 * PAUSES + 10
+    assert result["trainer_waits_per_ksample"] == round(
+        result["trainer_waits"] / (1000 * 0.98) * 1e3, 3
+    )
 
 
 def test_a_failed_job_is_an_error_naming_its_log(tmp_path):
