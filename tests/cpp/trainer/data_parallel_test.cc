@@ -8,11 +8,13 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <numeric>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "trainer/batch_split.h"
@@ -321,6 +323,19 @@ TEST(ReplicaPool, RunsEveryReplicaAndRethrowsTheFirstError) {
   sum = 0;
   pool.Run([&](int r) { sum += 1; });  // usable after an error
   EXPECT_EQ(sum.load(), 3);
+}
+
+// Runs back to back (the workers still polling for the next one) and Runs after a pause longer
+// than the poll (the workers asleep) each run every replica exactly once, after the previous
+// Run has returned.
+TEST(ReplicaPool, RunsBackToBackAndAfterAPauseRunEveryReplicaOnce) {
+  ReplicaPool pool(3);
+  std::vector<int> runs(3, 0);  // each written only by its replica, read between Runs
+  for (int i = 0; i < 2000; ++i) {
+    pool.Run([&](int r) { ++runs[r]; });
+    if (i % 500 == 499) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    ASSERT_EQ(runs, (std::vector<int>{i + 1, i + 1, i + 1})) << "after Run " << i;
+  }
 }
 
 }  // namespace
