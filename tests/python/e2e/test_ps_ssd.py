@@ -103,12 +103,12 @@ def test_a_request_larger_than_the_budget_is_refused_naming_it(tmp_path):
 
 
 def test_only_a_server_of_an_ssd_table_caps_its_malloc_arenas(tmp_path):
-    """A server whose memory is bounded (an SSD table) shares two malloc arenas among its
+    """A server whose memory is bounded (an SSD table) shares one malloc arena among its
     threads, so that freed buffers do not pile up per thread (serving_allocator.h); an
     in-memory server keeps glibc's default. Each logs what it applied before serving."""
     memory_only = _tables(str(tmp_path / "unused"))[:1]
     for tag, tables, arenas in (
-        ("ssd", _tables(str(tmp_path / "ssd")), 2),
+        ("ssd", _tables(str(tmp_path / "ssd")), 1),
         ("memory", memory_only, 0),
     ):
         with start_servers(_dir(tmp_path / tag), tables, num_servers=1, tag=tag) as cluster:
