@@ -1,0 +1,131 @@
+"""Benchmark: CPU time of a dense push and pull, on the worker and on the server, beside the
+memory copies that moving the same bytes takes at least.
+
+    .venv/bin/python benchmarks/ps_dense_cpu.py [--dim N] [--calls N] [--rounds N] [--quick]
+
+A PS job moves its whole dense table twice a step (the gradients up, the values back:
+CTR-DNN's 425,984 floats, 1.7 MB each way), and on a machine whose cores all train, what that
+costs in CPU is what the job loses (issue 28). One server process (python -m fleet.ps.server)
+holds an Adam table of --dim floats; this process pushes a gradient and pulls the values
+--calls times a round and reads its own CPU time (getrusage) and the server's (/proc), so the
+figures hardly move with the machine's load, unlike wall time. The peer: the CPU time of
+copying the same bytes once on each side of each call (memcpy in this process), the least any
+transport that copies at each end takes.
+
+The last line is one JSON object: per round and as medians, client_us and server_us (CPU
+microseconds per push + pull), client_waits (voluntary context switches per push + pull) and
+memcpy_us, and client_vs_memcpy (client_us / memcpy_us).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from fleet.testing.ps_cluster import start_servers  # noqa: E402
+
+TABLE_ID = 1
+CTR_DNN_DENSE_FLOATS = 425_984
+WARMUP_CALLS = 10
+
+
+def table(dim: int) -> dict:
+    return {
+        "table_id": TABLE_ID,
+        "name": "dense",
+        "type": "DENSE",
+        "dim": dim,
+        "optimizer": {"learning_rate": 1e-3, "adam": {}},
+        "initializer": {"constant": {"value": 0.1}},
+    }
+
+
+def process_cpu_s(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def own_cpu() -> tuple[float, int]:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime, usage.ru_nvcsw
+
+
+def memcpy_us(dim: int, calls: int) -> float:
+    """CPU microseconds of copying a push's and a pull's bytes once at each end (4 copies)."""
+    source = np.full(dim, 0.5, dtype=np.float32)
+    target = np.empty_like(source)
+    before, _ = own_cpu()
+    for _ in range(calls * 4):
+        np.copyto(target, source)
+    return (own_cpu()[0] - before) / calls * 1e6
+
+
+def one_round(client, server_pid: int, dim: int, calls: int) -> dict:
+    grads = (np.random.default_rng(0).standard_normal(dim) * 0.01).astype(np.float32)
+    values = np.empty(dim, dtype=np.float32)
+
+    def call() -> None:
+        client.push_dense(TABLE_ID, grads)
+        client.pull_dense(TABLE_ID, values)
+
+    for _ in range(WARMUP_CALLS):
+        call()
+    cpu0, waits0 = own_cpu()
+    server0 = process_cpu_s(server_pid)
+    for _ in range(calls):
+        call()
+    cpu1, waits1 = own_cpu()
+    server1 = process_cpu_s(server_pid)
+    return {
+        "client_us": round((cpu1 - cpu0) / calls * 1e6, 1),
+        "server_us": round((server1 - server0) / calls * 1e6, 1),
+        "client_waits": round((waits1 - waits0) / calls, 2),
+        "memcpy_us": round(memcpy_us(dim, calls), 1),
+        "values_sum": float(values.sum()),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--dim", type=int, default=CTR_DNN_DENSE_FLOATS, help="dense floats")
+    parser.add_argument("--calls", type=int, default=300, help="pushes + pulls a round")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help="1 round of 50 calls")
+    args = parser.parse_args()
+    if args.quick:
+        args.calls, args.rounds = 50, 1
+    rounds = []
+    load_before = os.getloadavg()[0]
+    with tempfile.TemporaryDirectory(prefix="ps_dense_cpu_") as work:
+        cluster = start_servers(Path(work), [table(args.dim)], 1)
+        try:
+            client = cluster.client()
+            for _ in range(args.rounds):
+                rounds.append(one_round(client, cluster.procs[0].pid, args.dim, args.calls))
+            client.close()
+        finally:
+            cluster.stop()
+    result = {"dim": args.dim, "calls": args.calls, "rounds": rounds}
+    for key in ("client_us", "server_us", "client_waits", "memcpy_us"):
+        result[key] = statistics.median(r[key] for r in rounds)
+    result["client_vs_memcpy"] = round(result["client_us"] / result["memcpy_us"], 2)
+    result["loadavg_1min_before"] = round(load_before, 2)
+    result["loadavg_1min_after"] = round(os.getloadavg()[0], 2)
+    print(json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main()
