@@ -56,8 +56,8 @@ def strategy_for(args: argparse.Namespace) -> fleet.DistributedStrategy:
         configs["max_dense_staleness"] = args.max_dense_staleness
     if args.no_prefetch:
         configs["prefetch_sparse"] = False
-    if args.no_local_transport:
-        configs["local_transport"] = False
+    if args.local_transport:
+        configs["local_transport"] = True
     strategy = fleet.DistributedStrategyFactory.create(args.mode, args.update_frequency, **configs)
     if args.ssd_path:
         strategy.sparse_table_configs = {
@@ -311,10 +311,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "while the batch before ends (slower; the same AUC within the noise)",
     )
     parser.add_argument(
-        "--no_local_transport",
+        "--local_transport",
         action="store_true",
-        help="workers call the servers of their own host over loopback TCP instead of the "
-        "servers' Unix-domain sockets (a_sync_configs['local_transport'] = False; for comparisons)",
+        help="workers call the servers of their own host over the servers' Unix-domain sockets "
+        "instead of loopback TCP (a_sync_configs['local_transport'] = True)",
     )
     parser.add_argument(
         "--ssd_path",

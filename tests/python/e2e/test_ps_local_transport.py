@@ -2,7 +2,8 @@
 a server started with --local_transport also listens on a Unix-domain socket named after its
 endpoint (seen with ss), a client on its host (local_host) calls it there, a client on another
 127.0.0.x "host" calls over TCP, and a server without the socket is called over TCP after one
-line on stderr."""
+line on stderr. And a fleetrun job with a_sync_configs["local_transport"]: both workers train
+over the server's socket (the sync "w" model, w_model.py, comes out exact)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import pytest
 from fleet.launch.plan import free_ports
 from fleet.ps import PsClient, server_config, write_server_config
 from fleet.testing.ps_reference import OPTIMIZERS
+from tests.python.e2e import launch_helpers as lh
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -62,6 +64,16 @@ def _unix_listeners(pid):
     """The Unix-domain socket names `pid` listens on (ss -xlp; abstract names start with @)."""
     out = subprocess.run(["ss", "-xlpH"], capture_output=True, text=True, check=True).stdout
     return {line.split()[4] for line in out.splitlines() if f"pid={pid}," in line}
+
+
+def _unix_peers_of(name, server_pid):
+    """The pids at the other end of the connections `server_pid` accepted on socket `name`: ss
+    -xp lists each end as state, queues, its address, its inode, the peer's address and inode."""
+    out = subprocess.run(["ss", "-xpH"], capture_output=True, text=True, check=True).stdout
+    lines = [line.split() for line in out.splitlines() if "ESTAB" in line and "pid=" in line]
+    peer_inodes = {f[7] for f in lines if f[4] == name and f"pid={server_pid}," in f[8]}
+    pid_of_inode = {f[5]: int(f[8].split("pid=")[1].split(",")[0]) for f in lines}
+    return {pid_of_inode[inode] for inode in peer_inodes if inode in pid_of_inode}
 
 
 def _push_and_pull(client):
@@ -115,3 +127,41 @@ def test_a_client_on_another_host_calls_over_tcp(tmp_path, capfd):
     finally:
         _stop(proc)
     assert "local transport" not in capfd.readouterr().err
+
+
+LR, STEPS = 0.5, 6
+PS_TRAIN = f"""
+from tests.python.e2e.w_model import start
+worker = start({LR}, {{"local_transport": True}})
+for step in range({STEPS}):
+    worker.step()
+record("w", worker.w())
+# Hold the connections open until the test has read the sockets.
+while not (JOB_DIR / "release").exists():
+    time.sleep(0.05)
+fleet.stop_worker()
+"""
+
+
+def test_a_job_with_local_transport_trains_over_the_servers_socket(tmp_path):
+    server, w0, w1, store = free_ports("127.0.0.1", 4)
+    endpoint = f"127.0.0.1:{server}"
+    options = [
+        f"--servers={endpoint}",
+        f"--workers=127.0.0.1:{w0},127.0.0.1:{w1}",
+        f"--store_port={store}",
+    ]
+    launcher = lh.start_job(tmp_path, options, PS_TRAIN)
+    try:
+        lh.wait_for_records(tmp_path, "w", 2, [launcher])
+        pids = lh.pids(tmp_path)
+        workers = {pids["worker.0"], pids["worker.1"]}
+        assert _unix_peers_of(f"@fleet-ps/{endpoint}", pids["server.0"]) == workers
+        (tmp_path / "release").write_text("")
+        code, out, err = lh.finish(launcher)
+    finally:
+        lh.stop_launcher(launcher)
+        lh.kill_leftovers(tmp_path)
+    assert code == 0, err
+    assert "local transport" not in err
+    assert lh.recorded(tmp_path, "w") == {"worker.0": -LR * STEPS, "worker.1": -LR * STEPS}

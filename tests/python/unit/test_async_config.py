@@ -78,7 +78,7 @@ def test_a_bad_rpc_timeout_s_names_the_key_the_value_and_the_range(value):
         ("prefetch_sparse", True, 0),
         ("server_restarts", False, 1),
         ("worker_restarts", False, "yes"),
-        ("local_transport", True, "off"),
+        ("local_transport", False, "on"),
     ],
 )
 def test_a_switch_has_its_default_and_takes_only_a_bool(key, default, bad):
