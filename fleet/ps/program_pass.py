@@ -13,8 +13,9 @@ appended backward and update ops, and records the tables the servers must hold.
   optimizer ops stay: the worker trains its copy and the communicator exchanges deltas.
 * The user's optimizer (SGD, Adagrad, Adam, with their hyper-parameters and learning rate)
   becomes each table's update rule; anything the servers cannot apply (Momentum, a learning rate
-  computed by ops other than a fluid schedule, a per-parameter learning rate on a sparse table)
-  is refused naming the parameter. A sparse table's L2Decay / L1Decay goes into its rule.
+  computed by ops other than a fluid schedule, a per-parameter learning rate on a sparse table,
+  or on a dense parameter outside GEO mode) is refused naming the parameter. A sparse table's
+  L2Decay / L1Decay goes into its rule.
 * A learning rate from a fluid schedule (layers.exponential_decay, ...: an ``lr_decay`` op) goes
   to the servers with the rule, and each table on each server steps it once per push it
   applies: in sync mode once per step of the job (the servers apply the workers' summed
@@ -295,10 +296,11 @@ def _sparse_tables(
     tables = []
     for table_id, name in enumerate(names, start=1):
         param = block.var(name)
-        if getattr(param, "learning_rate", 1.0) != 1.0:
+        rate = getattr(param, "learning_rate", 1.0)
+        if rate != 1.0:
             raise InvalidArgument(
                 f"sparse table '{name}': a per-parameter learning rate "
-                "is not supported on the parameter servers"
+                f"(ParamAttr(learning_rate={rate!r})) is not supported on the parameter servers"
             )
         dim = int(param.shape[1])
         config = ps_pb2.TableConfig(
@@ -440,6 +442,7 @@ def _dense_parameters(
     for param, _ in params_grads:
         if param.name in sparse_names or param.name not in update_ops:
             continue
+        _refuse_own_rate(param, strategy.mode)
         numel = 1
         for d in param.shape:
             numel *= int(d)
@@ -448,6 +451,22 @@ def _dense_parameters(
         dense.append(DensePlan(param.name, grad, offset, numel))
         offset += numel
     return dense
+
+
+def _refuse_own_rate(param: Parameter, mode: PsMode) -> None:
+    """A dense parameter's own learning rate (ParamAttr(learning_rate=k), which one process
+    applies as k times the optimizer's rate) is refused outside GEO: the servers update the one
+    dense table with one rule at one rate, so k would be silently dropped. GEO's workers keep the
+    dense update ops, which scale the rate themselves."""
+    rate = getattr(param, "learning_rate", 1.0)
+    if rate == 1.0 or mode is PsMode.GEO:
+        return
+    raise InvalidArgument(
+        f"dense parameter '{param.name}': a per-parameter learning rate "
+        f"(ParamAttr(learning_rate={rate!r})) is not supported on the parameter servers in "
+        f"{mode.value} mode (every dense parameter shares one table and its update rule's "
+        "rate); use GEO mode, whose workers apply it, or leave learning_rate at 1.0"
+    )
 
 
 def _dense_table_config(
