@@ -7,6 +7,14 @@ cd "$ROOT"
 export CCACHE_BASEDIR="$ROOT" CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/ccache}"
 BUILD_DIR="${FLEET_BUILD_DIR:-build/dev}"
 JOBS="${FLEET_BUILD_JOBS:-$(nproc)}"
+# One build of a build directory at a time: two ninjas in one tree (a test script's set-up beside
+# a developer's build) overwrite each other's objects and leave a half-written _core.so.
+mkdir -p "$BUILD_DIR"
+exec 9>"$BUILD_DIR/.build.lock"
+if ! flock -n 9; then
+  echo "[build] waiting for another build of $BUILD_DIR to finish"
+  flock 9
+fi
 if [ ! -f "$BUILD_DIR/build.ninja" ]; then
   cmake -S . -B "$BUILD_DIR" -G Ninja -DPython3_EXECUTABLE="$ROOT/.venv/bin/python" \
         -DFLEET_WITH_CUDA="${FLEET_WITH_CUDA:-AUTO}" -DCMAKE_BUILD_TYPE=Release >/dev/null
