@@ -92,16 +92,23 @@ using SyncStepCall = detail::Call<
 // Starts a call of PsService's `method` on `channel` for the request and reply types of
 // dense_wire.h, through a generic stub: the same channel, deadline and metadata as the
 // generated stub's calls (Launch passes that stub, which is not needed here).
+//
+// The starter travels in the call's callback (Launch sends a call again with it), so it must not
+// own the channel: a callback that dropped the last reference would destroy the channel on the
+// channel's own callback thread, which gRPC refuses by aborting (grpc_cq_internal_unref). The
+// client's transport owns the channels and outlives every call (~PsClient waits for them).
 template <class CallT>
 struct WireStarter {
-  std::shared_ptr<grpc::Channel> channel;
+  grpc::Channel* channel;
   std::string method;
 
   template <class Stub, class Request, class Reply, class Done>
   void operator()(Stub*, grpc::ClientContext* context, const Request* request, Reply* reply,
                   Done done) const {
-    grpc::TemplatedGenericStub<decltype(CallT::request), decltype(CallT::reply)>(channel).UnaryCall(
-        context, method, grpc::StubOptions(), request, reply, std::move(done));
+    // A shared_ptr that shares no ownership (aliasing an empty one): the stub only borrows it.
+    std::shared_ptr<grpc::ChannelInterface> borrowed(std::shared_ptr<void>(), channel);
+    grpc::TemplatedGenericStub<decltype(CallT::request), decltype(CallT::reply)>(borrowed)
+        .UnaryCall(context, method, grpc::StubOptions(), request, reply, std::move(done));
   }
 };
 using HeartbeatCall = detail::Call<proto::HeartbeatRequest, proto::HeartbeatReply>;
@@ -598,7 +605,7 @@ Future PsClient::PullDense(uint32_t table_id, absl::Span<float> out) {
     auto* call = new PullDenseCall;
     call->request.set_table_id(table_id);
     Launch(s, what, options_.rpc_timeout, call,
-           WireStarter<PullDenseCall>{transport_->channels[s], detail::PsMethod("PullDense")},
+           WireStarter<PullDenseCall>{transport_->channels[s].get(), detail::PsMethod("PullDense")},
            state, [out, route, s](const auto& reply) {
              return CopyDenseBlocks(reply.values(), *route, s, out);
            });
@@ -666,7 +673,7 @@ Future PsClient::PushDenseAndMaybePull(uint32_t table_id, absl::Span<const float
       bytes += length;
     }
     Launch(s, what, options_.rpc_timeout, call,
-           WireStarter<PushDenseCall>{transport_->channels[s], detail::PsMethod("PushDense")},
+           WireStarter<PushDenseCall>{transport_->channels[s].get(), detail::PsMethod("PushDense")},
            state, [pull, out, route, s](const auto& reply) {
              return pull ? CopyDenseBlocks(reply.values(), *route, s, out) : absl::OkStatus();
            });
@@ -741,7 +748,8 @@ absl::StatusOr<uint32_t> PsClient::SyncStepAndMaybePull(uint32_t num_workers, ui
       call->request.set_pull_dense_table(*table_id);
     }
     Launch(s, absl::StrCat("sync step (worker ", worker_id, ")"), timeout + options_.rpc_timeout,
-           call, WireStarter<SyncStepCall>{transport_->channels[s], detail::PsMethod("Barrier")},
+           call,
+           WireStarter<SyncStepCall>{transport_->channels[s].get(), detail::PsMethod("Barrier")},
            state, [done_workers, route, s, out](const auto& reply) {
              const uint32_t done_here = reply.header().done_workers();
              uint32_t seen = done_workers->load();
