@@ -178,18 +178,9 @@ constexpr float kStart = 1.0f;
 class DenseWireCallsTest : public testing::Test {
  protected:
   void SetUp() override {
-    std::vector<proto::ServerConfig> configs(2);
-    for (uint32_t i = 0; i < 2; ++i) {
-      configs[i].set_server_index(i);
-      configs[i].set_num_servers(2);
-      testing_servers::AddSgdDenseTable(&configs[i], kTable, "wide", kDim, kRate, kStart);
-    }
-    ClientOptions options;
-    testing_servers::StartServers(configs, &servers_, &options);
-    if (HasFatalFailure()) return;
-    auto client = PsClient::Connect(options);
-    ASSERT_TRUE(client.ok()) << client.status();
-    client_ = std::move(*client);
+    testing_servers::StartServersAndConnect(
+        testing_servers::ServersOfOneSgdDenseTable(2, kTable, "wide", kDim, kRate, kStart),
+        &servers_, &client_);
   }
 
   std::vector<std::unique_ptr<PsServer>> servers_;

@@ -39,4 +39,29 @@ inline void StartServers(const std::vector<proto::ServerConfig>& configs,
   }
 }
 
+// The configs of `num_servers` servers sharing one SGD dense table (AddSgdDenseTable's).
+inline std::vector<proto::ServerConfig> ServersOfOneSgdDenseTable(uint32_t num_servers, uint32_t id,
+                                                                  const char* name, uint64_t dim,
+                                                                  float rate, float start) {
+  std::vector<proto::ServerConfig> configs(num_servers);
+  for (uint32_t i = 0; i < num_servers; ++i) {
+    configs[i].set_server_index(i);
+    configs[i].set_num_servers(num_servers);
+    AddSgdDenseTable(&configs[i], id, name, dim, rate, start);
+  }
+  return configs;
+}
+
+// StartServers, then one client connected to them; fails the calling test if either fails.
+inline void StartServersAndConnect(const std::vector<proto::ServerConfig>& configs,
+                                   std::vector<std::unique_ptr<PsServer>>* servers,
+                                   std::unique_ptr<PsClient>* client) {
+  ClientOptions options;
+  StartServers(configs, servers, &options);
+  if (::testing::Test::HasFatalFailure()) return;
+  auto connected = PsClient::Connect(options);
+  ASSERT_TRUE(connected.ok()) << connected.status();
+  *client = std::move(*connected);
+}
+
 }  // namespace fleet::ps::testing_servers

@@ -17,23 +17,12 @@ constexpr uint64_t kDim = 5000;  // blocks of 1024 floats dealt over the two ser
 constexpr float kRate = 0.5f;
 constexpr float kStart = 2.0f;
 
-proto::ServerConfig ConfigOf(uint32_t index) {
-  proto::ServerConfig config;
-  config.set_server_index(index);
-  config.set_num_servers(2);
-  testing_servers::AddSgdDenseTable(&config, kTable, "dense", kDim, kRate, kStart);
-  return config;
-}
-
 class PushPullDenseTest : public testing::Test {
  protected:
   void SetUp() override {
-    ClientOptions options;
-    testing_servers::StartServers({ConfigOf(0), ConfigOf(1)}, &servers_, &options);
-    if (HasFatalFailure()) return;
-    auto client = PsClient::Connect(options);
-    ASSERT_TRUE(client.ok()) << client.status();
-    client_ = std::move(*client);
+    testing_servers::StartServersAndConnect(
+        testing_servers::ServersOfOneSgdDenseTable(2, kTable, "dense", kDim, kRate, kStart),
+        &servers_, &client_);
   }
 
   std::vector<std::unique_ptr<PsServer>> servers_;
