@@ -51,6 +51,18 @@ def _params(scope, program):
     return {p.name: np.array(scope.find_var(p.name).get_tensor()) for p in program.all_parameters()}
 
 
+def _step_on_off_and_one(exe, main, loss, compiled, scopes, one, seed, steps):
+    """Feeds the same `steps` batches to compiled[True] and compiled[False] (their losses must be
+    bit for bit equal) and to the plain program in scope `one`."""
+    rng = np.random.default_rng(seed)
+    for _ in range(steps):
+        feed = _batch(rng, 12)
+        (a,) = exe.run(compiled[True], feed=feed, fetch_list=[loss], scope=scopes[True])
+        (b,) = exe.run(compiled[False], feed=feed, fetch_list=[loss], scope=scopes[False])
+        np.testing.assert_array_equal(a, b)
+        exe.run(main, feed=feed, fetch_list=[loss], scope=one)
+
+
 def _train_both(make_optimizer, replicas, strategy, is_sparse, steps=6, batch=12, hidden=(16,)):
     main, startup, loss = _model(make_optimizer, is_sparse, hidden=hidden)
     exe = fleet.Executor()
@@ -335,14 +347,8 @@ def test_overlapped_reduction_gives_the_same_parameters_bit_for_bit(strategy, is
         exe.run(startup, scope=scopes[overlap])
     one = fleet._core.Scope()
     exe.run(startup, scope=one)
-    rng = np.random.default_rng(4)
     steps = 5
-    for _ in range(steps):
-        feed = _batch(rng, 12)
-        (a,) = exe.run(compiled[True], feed=feed, fetch_list=[loss], scope=scopes[True])
-        (b,) = exe.run(compiled[False], feed=feed, fetch_list=[loss], scope=scopes[False])
-        np.testing.assert_array_equal(a, b)
-        exe.run(main, feed=feed, fetch_list=[loss], scope=one)
+    _step_on_off_and_one(exe, main, loss, compiled, scopes, one, seed=4, steps=steps)
     assert exe.data_parallel_runner(compiled[True], scopes[True]).overlapped_steps == steps - 1
     assert exe.data_parallel_runner(compiled[False], scopes[False]).overlapped_steps == 0
     for name, value in _params(scopes[False], main).items():
@@ -461,14 +467,8 @@ def test_a_sparse_update_split_by_rows_gives_the_same_parameters_bit_for_bit(
     for r in range(replicas):  # the path is taken: every replica updates a share
         assert _row_shares(plan, r) == {"emb@GRAD@ROWS"}, r
     assert compiled[False].plan().row_parts == {}
-    rng = np.random.default_rng(6)
     steps = 5
-    for _ in range(steps):
-        feed = _batch(rng, 12)
-        (a,) = exe.run(compiled[True], feed=feed, fetch_list=[loss], scope=scopes[True])
-        (b,) = exe.run(compiled[False], feed=feed, fetch_list=[loss], scope=scopes[False])
-        np.testing.assert_array_equal(a, b)
-        exe.run(main, feed=feed, fetch_list=[loss], scope=one)
+    _step_on_off_and_one(exe, main, loss, compiled, scopes, one, seed=6, steps=steps)
     if hidden == _BALANCED_HIDDEN:
         runner = exe.data_parallel_runner(compiled[True], scopes[True])
         assert runner.overlapped_steps == steps - 1
