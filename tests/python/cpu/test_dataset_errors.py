@@ -154,6 +154,9 @@ def test_ctrl_c_cancels_the_pass_and_kills_the_pipe_command(tmp_path):
     marker = "987124"
     main, use_vars = _program()
     ds = _dataset([data], use_vars, pipe_command=f"cat; sleep {marker}")
+    # As in a terminal: a test run started in the background by a non-interactive shell
+    # inherits SIGINT ignored, and then Python raises no KeyboardInterrupt.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     timer = threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT))
     timer.start()
     try:
@@ -161,6 +164,7 @@ def test_ctrl_c_cancels_the_pass_and_kills_the_pipe_command(tmp_path):
             _train(main, ds)
     finally:
         timer.cancel()
+        signal.signal(signal.SIGINT, previous)
     assert _wait_gone(marker) == []
 
 

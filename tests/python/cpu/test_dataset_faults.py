@@ -155,8 +155,11 @@ def test_command_that_writes_nothing_for_a_non_empty_file_is_warned_about(tmp_pa
 
 
 LOADER = """
-import os, sys
+import os, signal, sys
 import fleet
+# A Ctrl-C in a terminal: a job started in the background by a non-interactive shell (nohup,
+# `&`) inherits SIGINT ignored, and then Python raises no KeyboardInterrupt.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 from fleet import layers
 from fleet.dataset import DatasetFactory
 main = fleet.Program()
