@@ -60,9 +60,11 @@ def test_the_window_holds_the_trainers_cpu_and_counts_every_process(tmp_path):
     )
     # The two children are the trainers; the sleeping parent is not.
     assert result["trainer_threads"] == 2
-    # Between 1% and 99% of the trainers' CPU: about 0.98 of what they burnt (the sampling
-    # period of 0.1 s adds at most a sample's worth on each side).
-    assert 0.9 * 2 * BURN_S <= result["trainer_cpu_s"] <= 2 * BURN_S + 0.5
+    # Between 1% and 99% of the trainers' CPU: about 0.98 of what they burnt. The window's ends
+    # snap to the tool's samples, 0.1 s apart, so each end may move by one sample of both
+    # trainers spinning (0.2 CPU-s): on a quiet machine the window held as little as 2.66.
+    one_sample = 0.1 * 2
+    assert 0.98 * 2 * BURN_S - 2 * one_sample <= result["trainer_cpu_s"] <= 2 * BURN_S + 0.5
     assert result["job_cpu_s"] >= result["trainer_cpu_s"] - 0.05
     assert len(result["process_cpu_s"]) >= 2
     assert result["window_s"] > 0
