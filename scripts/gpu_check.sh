@@ -11,6 +11,7 @@
 # The device call (the tool `run`, carry [".gpu_deps"], timeout_s 540):
 #     bash scripts/gpu_check.sh
 # Stages can be skipped with GPU_CHECK_SKIP="bench" (or "cpp", "py"), e.g. for a rerun;
+# GPU_CHECK_PS_SCALE="2x6 4x12" adds parameter-server scaling runs (scripts/ps_scale_check.sh);
 # GPU_CHECK_TARGETS (default "_core fleet_cpp_tests") names what to build (just _core when a C++
 # test of another area does not compile; the C++ stage is then skipped).
 set -uo pipefail
@@ -90,5 +91,16 @@ if [[ "$SKIP" != *bench* ]]; then
   PYTHONPATH="$ROOT" timeout 240 "$PY" benchmarks/gpu_train.py 2>&1 | tee "$OUT/gpu_train.log"
   tail -1 "$OUT/gpu_train.log" > "$OUT/gpu_train.json"
 fi
+# Issue #28's scale run (CPU only): benchmarks/ps_train.py at each "SERVERSxWORKERS" of
+# GPU_CHECK_PS_SCALE against one process, one round each, on GPU_CHECK_PS_ROWS generated rows.
+for config in ${GPU_CHECK_PS_SCALE:-}; do
+  servers="${config%x*}" workers="${config#*x}"
+  stage "benchmarks/ps_train.py: $servers servers x $workers workers, ${GPU_CHECK_PS_ROWS:-1200000} rows"
+  PYTHONPATH="$ROOT" timeout "${GPU_CHECK_PS_TIMEOUT:-240}" "$PY" benchmarks/ps_train.py \
+    --skip_peer --rounds 1 --rows "${GPU_CHECK_PS_ROWS:-1200000}" --servers "$servers" \
+    --workers "$workers" 2>&1 | tee "$OUT/ps_train_$config.log"
+  [ "${PIPESTATUS[0]}" -eq 0 ] || { status=1; stage "ps_train.py $config FAILED"; }
+  tail -1 "$OUT/ps_train_$config.log" >"$OUT/ps_train_$config.json"
+done
 stage "done (status $status)"
 exit $status
