@@ -505,18 +505,32 @@ def _send_dense_gradients(
     main: Program, startup: Program, dense: list[DensePlan], update_ops: dict[str, Any]
 ) -> None:
     """The dense optimizer ops and their state leave the worker (the servers apply the rule);
-    one send op hands every dense gradient to the communicator."""
+    one send op hands every dense gradient to the communicator, right after the last op that
+    writes one of them.
+
+    Why there and not at the end of the program: in async mode the send starts the dense push
+    whose reply the next step waits for (max_dense_staleness 0), so every op after it runs while
+    the push is on its way. In CTR-DNN the backward of the embeddings (concat_grad, a
+    sequence_pool_grad per slot) and the sparse pushes follow the last dense gradient. The send
+    copies the gradients, and no later op writes them, so it hands over the same values. It
+    takes the role of the op before it: a send inside the backward ops is one of them (the
+    data-parallel compiler finds the first update op by its role, and moves the send itself)."""
     _remove_ops_and_state(
         main, startup, [update_ops[d.param] for d in dense], keep={d.param for d in dense}
     )
-    _densify_gradients(main.global_block(), [d.param for d in dense])
-    with main.op_role_guard(OP_ROLE_OPTIMIZE):
-        main.global_block().append_op(
-            "send",
-            inputs={"X": [d.grad for d in dense]},
-            attrs={"table_id": DENSE_TABLE_ID},
-            infer_shape=False,
-        )
+    block = main.global_block()
+    _densify_gradients(block, [d.param for d in dense])
+    grads = {d.grad for d in dense}
+    writers = [i for i, op in enumerate(block.ops) if grads.intersection(op.output_names)]
+    at = writers[-1] + 1 if writers else len(block.ops)
+    role = block.ops[at - 1].attrs.get(OP_ROLE_ATTR, OP_ROLE_OPTIMIZE) if at else OP_ROLE_OPTIMIZE
+    block._insert_op(
+        at,
+        "send",
+        inputs={"X": [d.grad for d in dense]},
+        attrs={"table_id": DENSE_TABLE_ID, OP_ROLE_ATTR: role},
+        infer_shape=False,
+    )
 
 
 __all__ = [

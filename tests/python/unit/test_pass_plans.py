@@ -9,6 +9,7 @@ import fleet
 from fleet import layers
 from fleet.collective import program_pass as collective_pass
 from fleet.distributed_strategy import DistributedStrategy, DistributedStrategyFactory
+from fleet.framework import OP_ROLE_ATTR, OP_ROLE_BACKWARD, OP_ROLE_OPTIMIZE
 from fleet.ps import program_pass as ps_pass
 
 
@@ -44,6 +45,46 @@ def test_the_ps_plan_lists_each_tables_id_variables_in_pull_order():
     pulls = [op for op in main.global_block().ops if op.type == "pull_sparse"]
     assert [op.input("Ids") for op in pulls] == [t.id_vars for t in plan.sparse]
     assert plan.dense and plan.dense_config is not None
+
+
+def _ps_rewritten(optimizer, strategy):
+    main, startup, loss = _two_slot_model()
+    _, params_grads = optimizer.minimize(loss, startup)
+    ps_pass.rewrite(main, startup, optimizer, params_grads, strategy)
+    return main.global_block().ops
+
+
+def _send_and_after(ops):
+    (at,) = [i for i, op in enumerate(ops) if op.type == "send"]
+    return ops[at], ops[at + 1 :]
+
+
+def test_the_dense_send_follows_the_last_dense_gradient_so_the_embedding_backward_overlaps_it():
+    # In async mode the next step waits for the push the send starts: every op after it runs
+    # while the push is on its way, so it goes right after its last input is written.
+    ops = _ps_rewritten(
+        fleet.optimizer.SGD(0.1), DistributedStrategyFactory.create_async_strategy()
+    )
+    send, after = _send_and_after(ops)
+    assert sorted(send.input("X")) == ["fc_0.b_0@GRAD", "fc_0.w_0@GRAD"]
+    assert (
+        sorted(op.type for op in after)
+        == ["concat_grad"] + ["push_sparse"] * 2 + ["sequence_pool_grad"] * 3
+    )
+    assert not any(set(send.input("X")) & set(op.output_names) for op in after)
+    assert send.attrs[OP_ROLE_ATTR] == OP_ROLE_BACKWARD
+
+
+def test_the_dense_send_follows_the_regularization_of_the_dense_gradients():
+    # L2Decay rewrites the gradients after the backward ops: the send takes the decayed ones.
+    optimizer = fleet.optimizer.SGD(0.1, regularization=fleet.regularizer.L2Decay(0.01))
+    ops = _ps_rewritten(optimizer, DistributedStrategyFactory.create_sync_strategy())
+    send, after = _send_and_after(ops)
+    writers = [op for op in ops if set(send.input("X")) & set(op.output_names)]
+    assert writers[-1].attrs[OP_ROLE_ATTR] == OP_ROLE_OPTIMIZE
+    assert ops.index(send) == ops.index(writers[-1]) + 1
+    assert send.attrs[OP_ROLE_ATTR] == OP_ROLE_OPTIMIZE
+    assert not any(set(send.input("X")) & set(op.output_names) for op in after)
 
 
 def test_the_collective_pass_needs_only_the_rank_count():
