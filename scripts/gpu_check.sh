@@ -93,13 +93,24 @@ if [[ "$SKIP" != *bench* ]]; then
 fi
 # Issue #28's scale run (CPU only): benchmarks/ps_train.py at each "SERVERSxWORKERS" of
 # GPU_CHECK_PS_SCALE against one process, one round each, on GPU_CHECK_PS_ROWS generated rows.
+[ -n "${GPU_CHECK_PS_SCALE:-}" ] && export PYTHONFAULTHANDLER=1  # a crash names its Python line
 for config in ${GPU_CHECK_PS_SCALE:-}; do
   servers="${config%x*}" workers="${config#*x}"
   stage "benchmarks/ps_train.py: $servers servers x $workers workers, ${GPU_CHECK_PS_ROWS:-1200000} rows"
   PYTHONPATH="$ROOT" timeout "${GPU_CHECK_PS_TIMEOUT:-240}" "$PY" benchmarks/ps_train.py \
     --skip_peer --rounds 1 --rows "${GPU_CHECK_PS_ROWS:-1200000}" --servers "$servers" \
     --workers "$workers" 2>&1 | tee "$OUT/ps_train_$config.log"
-  [ "${PIPESTATUS[0]}" -eq 0 ] || { status=1; stage "ps_train.py $config FAILED"; }
+  if [ "${PIPESTATUS[0]}" -ne 0 ]; then
+    status=1
+    stage "ps_train.py $config FAILED"
+    # A failed job's logs stay in ps_train.py's scratch folder: keep every worker's rate and
+    # any crash report (PYTHONFAULTHANDLER) of this configuration's jobs.
+    for log in /tmp/fleet_ps_train_*/fleet_*/workerlog.* /tmp/fleet_ps_train_*/fleet_*/serverlog.*; do
+      [ -e "$log" ] || continue
+      grep -H -E "samples=|Fatal Python|Segmentation|File \"|Thread 0x|Current thread" "$log"
+    done >"$OUT/ps_train_${config}_failed.txt" 2>&1
+    rm -rf /tmp/fleet_ps_train_*
+  fi
   tail -1 "$OUT/ps_train_$config.log" >"$OUT/ps_train_$config.json"
 done
 stage "done (status $status)"
