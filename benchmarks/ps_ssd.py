@@ -6,7 +6,9 @@ against the same job on an in-memory table that fits.
 One server process (fleet.ps.server) holds a table of dim 8 with Adagrad state, first filled to
 `rows` rows (50M, about 4 GB in memory; --quick: 300k under a budget of 4 MB). Two worker
 processes then pull and push batches of 512 x 26 ids drawn from a Zipf distribution (exponent
-1.1, rank r -> id r - 1 modulo the table size), each its own stream, for `seconds` seconds.
+1.1, rank r -> id r - 1 modulo the table size), each its own stream: first `warmup_batches`
+untimed batches each (150; --quick: 20), so that the fill's compaction debt and a cold cache do
+not weigh on the timed phase, then for `seconds` seconds.
 The same run is made on an in-memory table and on an SSD table with memory_budget_mb = budget
 (512 MB full). Reported: ssd_vs_memory_throughput (pull+push keys/s of the SSD run over the
 in-memory run's; the issue's target is >= 0.5), hit_rate (of the rows the timed phase found,
@@ -93,19 +95,28 @@ def fill(client: PsClient, rows: int) -> None:
         client.pull_sparse(TABLE_ID, np.arange(first, min(rows, first + step), dtype=np.int64))
 
 
-def worker(endpoint: str, rows: int, seconds: float, seed: int) -> None:
-    """One worker process: pull then push a Zipf batch until `seconds` pass; prints its keys
-    and time as JSON."""
+def worker(endpoint: str, rows: int, seconds: float, seed: int, warmup_batches: int) -> None:
+    """One worker process: `warmup_batches` untimed Zipf batches, a "warm" line, then (after a
+    line on stdin) pull then push a Zipf batch until `seconds` pass; prints its keys and time as
+    JSON."""
     client = PsClient([endpoint], rpc_timeout=120.0)
     rng = np.random.default_rng(seed)
     grads = np.full((BATCH * SLOTS, DIM), 0.01, dtype=np.float32)
+
+    def step() -> int:
+        ids = ((rng.zipf(1.1, size=BATCH * SLOTS) - 1) % rows).astype(np.int64)
+        client.pull_sparse(TABLE_ID, ids)
+        client.push_sparse(TABLE_ID, ids, grads)
+        return 2 * ids.size
+
+    for _ in range(warmup_batches):
+        step()
+    print("warm", flush=True)
+    sys.stdin.readline()  # the parent's go: both workers warm, its counters taken
     keys = 0
     start, cpu_start = time.perf_counter(), time.process_time()
     while time.perf_counter() - start < seconds:
-        ids = (rng.zipf(1.1, size=BATCH * SLOTS) - 1) % rows
-        client.pull_sparse(TABLE_ID, ids.astype(np.int64))
-        client.push_sparse(TABLE_ID, ids.astype(np.int64), grads)
-        keys += 2 * ids.size
+        keys += step()
     elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu_start
     client.close()
     print(json.dumps({"keys": keys, "seconds": elapsed, "cpu_seconds": cpu}), flush=True)
@@ -129,7 +140,9 @@ def ssd_counters(client: PsClient) -> dict:
     return {} if stats.ssd is None else {k: getattr(stats.ssd, k) for k in COUNTERS}
 
 
-def run(storage: str, rows: int, budget_mb: float, seconds: float, workdir: Path) -> dict:
+def run(
+    storage: str, rows: int, budget_mb: float, seconds: float, warmup_batches: int, workdir: Path
+) -> dict:
     config = table(storage, budget_mb, str(workdir / "ssd_rows"))
     (workdir / storage).mkdir()
     with start_servers(workdir / storage, [config], num_servers=1, tag=storage) as cluster:
@@ -139,8 +152,6 @@ def run(storage: str, rows: int, budget_mb: float, seconds: float, workdir: Path
         t0 = time.perf_counter()
         fill(client, rows)
         fill_s = time.perf_counter() - t0
-        before = ssd_counters(client)
-        cpu_before = cpu_seconds(pid)
         procs = [
             subprocess.Popen(
                 [
@@ -154,14 +165,26 @@ def run(storage: str, rows: int, budget_mb: float, seconds: float, workdir: Path
                     str(seconds),
                     "--seed",
                     str(w + 1),
+                    "--warmup_batches",
+                    str(warmup_batches),
                 ],
+                stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 text=True,
             )
             for w in range(2)
         ]
+        # The timed phase starts once both workers are warm: the fill's compaction debt and a
+        # cold cache then weigh on neither run's figures.
+        for p in procs:
+            if p.stdout.readline().strip() != "warm":
+                for q in procs:
+                    q.kill()
+                raise RuntimeError(f"{storage} run: a worker exited during its warm-up")
+        before = ssd_counters(client)
+        cpu_before = cpu_seconds(pid)
         results = [
-            json.loads(p.communicate(timeout=seconds + 600)[0].strip().splitlines()[-1])
+            json.loads(p.communicate("go\n", timeout=seconds + 600)[0].strip().splitlines()[-1])
             for p in procs
         ]
         server_cpu = cpu_seconds(pid) - cpu_before
@@ -244,9 +267,15 @@ def main() -> int:
     parser.add_argument("--budget_mb", type=float, default=0)
     parser.add_argument("--seconds", type=float, default=0)
     parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--warmup_batches",
+        type=int,
+        default=-1,
+        help="untimed batches each worker runs before the timed phase (default 150; --quick 20)",
+    )
     args = parser.parse_args()
     if args.worker:
-        worker(args.worker, args.rows, args.seconds, args.seed)
+        worker(args.worker, args.rows, args.seconds, args.seed, args.warmup_batches)
         return 0
     if args.auc:
         with tempfile.TemporaryDirectory(prefix="fleet_ps_ssd_auc_") as tmp:
@@ -256,15 +285,18 @@ def main() -> int:
     rows = args.rows or (300_000 if args.quick else 50_000_000)
     budget = args.budget_mb or (4.0 if args.quick else 512.0)
     seconds = args.seconds or (5.0 if args.quick else 60.0)
+    warmup = args.warmup_batches if args.warmup_batches >= 0 else (20 if args.quick else 150)
     with tempfile.TemporaryDirectory(prefix="fleet_ps_ssd_") as tmp:
-        memory = run("memory", rows, budget, seconds, Path(tmp))
-        ssd = run("ssd", rows, budget, seconds, Path(tmp))
+        memory = run("memory", rows, budget, seconds, warmup, Path(tmp))
+        ssd = run("ssd", rows, budget, seconds, warmup, Path(tmp))
     result = {
         "rows": rows,
         "dim": DIM,
         "budget_mb": budget,
         "batch": f"{BATCH}x{SLOTS}",
         "seconds": seconds,
+        # Untimed batches of each worker before the timed phase (counters and CPU exclude them).
+        "warmup_batches_per_worker": warmup,
         "memory_keys_per_s": round(memory["keys_per_s"]),
         "ssd_keys_per_s": round(ssd["keys_per_s"]),
         "ssd_vs_memory_throughput": round(ssd["keys_per_s"] / memory["keys_per_s"], 3),
