@@ -38,8 +38,11 @@ _COLLECTIVE_OP_PREFIX = "c_"
 _ROW_LOCAL_UPDATES = frozenset({"sgd", "adagrad", "adam"})
 # Adam's outputs that advance state shared by every row: done once, after every share's update.
 _ADAM_POWERS = (("Beta1Pow", "Beta1PowOut", "beta1"), ("Beta2Pow", "Beta2PowOut", "beta2"))
-# The variable holding a replica's share of the rows of a split sparse gradient.
+# The variable holding a replica's share of the rows of a gradient split by rows.
 _ROWS_SUFFIX = "@ROWS"
+# Dense gradients are split by rows when the largest replica's share of the whole gradients is
+# over this times the mean (the engine's kOwnerBalance, csrc/trainer/gradient_reduce.cc).
+_OWNER_BALANCE = 1.1
 
 
 class _NoticeFields:
@@ -69,7 +72,11 @@ class BuildStrategy(_NoticeFields):
     `split_sparse_updates`, also Fleet's own: True splits the reduction and update of an
     `is_sparse` parameter whose update touches only the rows of its gradient (SGD, Adagrad,
     lazy Adam) by rows over every replica; False gives each such parameter to one replica.
-    Both give the same parameters, bit for bit."""
+    Both give the same parameters, bit for bit. `split_dense_updates`, also Fleet's own: when
+    the replicas' shares of the dense gradients, each given whole to one replica, are
+    unbalanced, True splits as few large dense ones as balance them by rows (a block of rows a
+    replica, reduced and updated there), so that each replica reduces its own gradients during
+    the backward pass; False keeps them whole. Both give the same parameters, bit for bit."""
 
     class ReduceStrategy(enum.IntEnum):
         AllReduce = 0  # every replica gets the reduced gradients
@@ -81,13 +88,20 @@ class BuildStrategy(_NoticeFields):
         Customized = 2
 
     _ACTED_ON = frozenset(
-        {"reduce_strategy", "gradient_scale_strategy", "overlap_reduction", "split_sparse_updates"}
+        {
+            "reduce_strategy",
+            "gradient_scale_strategy",
+            "overlap_reduction",
+            "split_sparse_updates",
+            "split_dense_updates",
+        }
     )
 
     reduce_strategy = ReduceStrategy.AllReduce
     gradient_scale_strategy = GradientScaleStrategy.CoeffNumDevice
     overlap_reduction = True
     split_sparse_updates = True
+    split_dense_updates = True
     fuse_all_reduce_ops = False
     fuse_all_optimizer_ops = False
     fuse_elewise_add_act_ops = False
@@ -293,7 +307,12 @@ def plan_data_parallel(
     row_parts: dict[str, str] = {}
     if strategy.split_sparse_updates and replicas > 1:
         row_parts = _row_split_gradients(compute, update, gradients, sparse)
-        update, op_owner = _split_by_rows(update, op_owner, row_parts, replicas)
+    dense_split: set[str] = set()
+    if strategy.split_dense_updates and replicas > 1:
+        dense_split = _dense_row_split_gradients(update, gradients, owners, block, replicas, sparse)
+        row_parts.update({name: name + _ROWS_SUFFIX for name in dense_split})
+    if row_parts:
+        update, op_owner = _split_by_rows(update, op_owner, row_parts, replicas, dense_split)
     parts = [_rows_var(block, grad, part) for grad, part in row_parts.items()]
     phases = _phases(program, update, op_owner, replicas, parts)
     if prelude:
@@ -449,13 +468,97 @@ def _row_split_gradients(
     return split
 
 
+def _dense_row_split_gradients(
+    update: list[Any],
+    gradients: list[str],
+    owners: list[int],
+    block: Any,
+    replicas: int,
+    sparse: set[str],
+) -> set[str]:
+    """The dense gradients to split by rows (a block of rows a replica) so that the replicas'
+    shares of the dense reduction and update are balanced, when the whole parameters' placement
+    leaves them unbalanced (the engine's test: the largest share over 1.1 times the mean), so
+    that the plan is owner_local and the reduction overlaps the backward pass. Candidates are
+    rank-2 parameters with at least a row a replica whose gradient one update reads that, given
+    rows, touches only those rows: sgd, adagrad, adam (its copies run with lazy_mode, which on
+    the blocks, every row once, is the dense update element for element). While the plan is
+    unbalanced, the smallest split that balances it is taken, else the one that most lowers the
+    largest share; as few elements as possible go the per-row way. When no splits balance the
+    plan, none is made (the engine then cuts the gradients into ranges after the backward
+    pass, as before)."""
+
+    def size(name: str) -> int:
+        n = 1
+        for d in block.var(name).shape:
+            n *= max(int(d), 1)
+        return n
+
+    load = [0] * replicas
+    candidates: dict[str, tuple[int, int]] = {}  # gradient -> (owner, elements)
+    for name, owner in zip(gradients, owners):
+        param = name[: -len(GRAD_SUFFIX)]
+        if param in sparse or not block.has_var(param):
+            continue
+        if owner < 0:
+            return set()  # read by several replicas: the plan cannot be owner_local anyway
+        load[owner] += size(param)
+        readers = [op for op in update if name in op.input_names]
+        shape = block.var(param).shape
+        if (
+            len(readers) == 1
+            and readers[0].type in _ROW_LOCAL_UPDATES
+            and readers[0].input("Param") == [param]
+            and readers[0].input("Grad") == [name]
+            and len(shape) == 2
+            and int(shape[0]) >= replicas
+        ):
+            candidates[name] = (owner, size(param))
+
+    def balanced(loads: list[int]) -> bool:
+        return max(loads) * replicas <= _OWNER_BALANCE * sum(loads)
+
+    def moved(loads: list[int], name: str) -> list[int]:
+        """The loads with `name` split: its owner gives it up, each replica takes its block."""
+        owner, n = candidates[name]
+        rows = int(block.var(name[: -len(GRAD_SUFFIX)]).shape[0])
+        width = n // rows
+        return [
+            x
+            - (n if r == owner else 0)
+            + (rows * (r + 1) // replicas - rows * r // replicas) * width
+            for r, x in enumerate(loads)
+        ]
+
+    split: set[str] = set()
+    while not balanced(load):
+        left = sorted((n, g) for g, (_, n) in candidates.items() if g not in split)
+        if not left:
+            return set()  # no split balances the plan: keep every gradient whole
+        # The smallest split that balances the plan, else the one that most lowers the largest
+        # share.
+        fits = [g for _, g in left if balanced(moved(load, g))]
+        pick = fits[0] if fits else min(left, key=lambda c: (max(moved(load, c[1])), c[0]))[1]
+        if not fits and max(moved(load, pick)) >= max(load):
+            return set()
+        load = moved(load, pick)
+        split.add(pick)
+    return split
+
+
 def _split_by_rows(
-    update: list[Any], op_owner: list[int | None], row_parts: dict[str, str], replicas: int
+    update: list[Any],
+    op_owner: list[int | None],
+    row_parts: dict[str, str],
+    replicas: int,
+    dense: set[str] = frozenset(),
 ) -> tuple[list[Any], list[int | None]]:
     """The update ops with the update of each split gradient replaced by one copy a replica,
-    reading that replica's share of the rows. Adam's beta powers, which every copy reads, are
-    advanced after them by `scale` ops of replica 0, placed before the next op that is not a
-    parallel one or touches them (a phase of replica 0 alone, run without waking the others)."""
+    reading that replica's share of the rows (with lazy_mode for the copies of a dense
+    gradient's Adam, so that each touches only its block). Adam's beta powers, which every copy
+    reads, are advanced after them by `scale` ops of replica 0, placed before the next op that
+    is not a parallel one or touches them (a phase of replica 0 alone, run without waking the
+    others)."""
     ops: list[Any] = []
     owners: list[int | None] = []
     pending: list[Any] = []  # power updates not placed yet
@@ -488,8 +591,9 @@ def _split_by_rows(
                     )
                 )
         inputs = {**op.inputs, "Grad": [row_parts[grad]]}
+        attrs = {**op.attrs, "lazy_mode": True} if op.type == "adam" and grad in dense else op.attrs
         for r in range(replicas):
-            ops.append(Operator(op.block, op.type, dict(inputs), dict(outputs), dict(op.attrs)))
+            ops.append(Operator(op.block, op.type, dict(inputs), dict(outputs), dict(attrs)))
             owners.append(r)
     place_pending()
     return ops, owners

@@ -24,7 +24,7 @@
 //      The sums are those of the plain path, term for term: the parameters are bit for bit the
 //      same;
 //   3. the update phases run: in each phase every replica runs its own part (the update ops of
-//      the parameters it owns, and its share of the rows of a sparse gradient split by rows),
+//      the parameters it owns, and its share of the rows of a gradient split by rows),
 //      with a barrier between phases (ops that must see every update before them, such as a
 //      learning-rate schedule, are a phase of replica 0 alone, run on the calling thread).
 // Each parameter's update runs once, on its owner replica; as every replica reads the one root
@@ -58,8 +58,9 @@ struct DataParallelOptions {
   std::vector<std::string> gradients;
   std::vector<int> gradient_owners;
   // Per gradient (or empty: none): the variable that receives each replica's share of its rows
-  // when the sparse gradient is split by rows (gradient_reduce.h), "" when it is not. The
-  // update ops of a split gradient run on every replica, each reading its share there.
+  // when the gradient (sparse, or a dense one of a plan its split balances) is split by rows
+  // (gradient_reduce.h), "" when it is not. The update ops of a split gradient run on every
+  // replica, each reading its share there.
   std::vector<std::string> gradient_row_parts;
   uint64_t seed = 0x5eed;  // replica r's random generator starts from seed + r
   // The first prelude_phases update phases run before the compute program (ops that advance

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <tuple>
+#include <utility>
 
 #include "core/errors.h"
 
@@ -57,15 +59,20 @@ bool PrepareTargets(const GradientSlot& g, const std::vector<int>& sources,
 // which is also a source: the compiler would not vectorise a loop whose output may alias it).
 constexpr int64_t kSumBlock = 2048;
 
+// Sums elements [begin, end) of every source into the targets: every replica's gradient
+// (AllReduce, or a gradient read everywhere), else the owner's, or, for a gradient split by
+// rows, the variable of the replica whose share the range is (`worker`).
 template <typename T>
-void SumRange(const ReducePlan& plan, const GradientSlot& g, int64_t begin, int64_t end) {
+void SumRange(const ReducePlan& plan, const GradientSlot& g, int64_t begin, int64_t end,
+              int worker) {
   std::vector<const T*> sources;
   for (int r : plan.sources) sources.push_back(g.replica[r]->Get<LoDTensor>().data<T>());
   std::vector<T*> targets;
   if (plan.all_reduce || g.everywhere) {
     for (Variable* v : g.replica) targets.push_back(v->GetMutable<LoDTensor>()->data<T>());
   } else {
-    targets.push_back(g.replica[g.owner]->GetMutable<LoDTensor>()->data<T>());
+    const int target = g.row_part.empty() ? g.owner : worker;
+    targets.push_back(g.replica[target]->GetMutable<LoDTensor>()->data<T>());
   }
   const T scale = static_cast<T>(plan.scale);
   const size_t last = sources.size() - 1;
@@ -199,6 +206,50 @@ void ReduceSparseRows(const ReducePlan& plan, const GradientSlot& g, int worker)
   }
 }
 
+// Rows [first, second) of a dense gradient split by rows, as element offsets.
+std::pair<int64_t, int64_t> DenseElementShare(const LoDTensor& t, int worker, int replicas) {
+  const int64_t rows = t.rank() == 0 ? 1 : t.dim(0);
+  const int64_t width = rows == 0 ? 0 : t.numel() / rows;
+  const auto [first, last] = DenseRowShare(rows, worker, replicas);
+  return {first * width, last * width};
+}
+
+// Points worker's share of a dense gradient split by rows at the rows it has summed into its
+// own variable (SumRange): the rows of its block, their values a view of that variable's
+// memory, so the update reads them in place. The rows are rebuilt only when the block changes.
+void SetDenseRowPart(const GradientSlot& g, int worker) {
+  const LoDTensor& reduced = g.replica[static_cast<size_t>(worker)]->Get<LoDTensor>();
+  const int parts = static_cast<int>(g.row_part.size());
+  const int64_t rows = reduced.rank() == 0 ? 1 : reduced.dim(0);
+  const auto [first, last] = DenseRowShare(rows, worker, parts);
+  auto* part = g.row_part[static_cast<size_t>(worker)]->GetMutable<SelectedRows>();
+  part->set_height(rows);
+  auto* out_rows = part->mutable_rows();
+  if (out_rows->size() != static_cast<size_t>(last - first) ||
+      (!out_rows->empty() && out_rows->front() != first)) {
+    out_rows->resize(static_cast<size_t>(last - first));
+    for (int64_t i = first; i < last; ++i) (*out_rows)[static_cast<size_t>(i - first)] = i;
+  }
+  if (reduced.rank() == 0) {
+    *part->mutable_value() = reduced;
+    part->mutable_value()->Resize({1, 1});
+  } else {
+    *part->mutable_value() = reduced.Slice(first, last);
+  }
+}
+
+// Runs one dense task: its range summed, and, for a gradient split by rows, the worker's share
+// pointed at it.
+void ReduceDense(const ReducePlan& plan, const ReduceTask& task) {
+  const GradientSlot& g = *task.gradient;
+  if (g.replica[plan.sources.front()]->Get<LoDTensor>().dtype() == DType::kFloat32) {
+    SumRange<float>(plan, g, task.begin, task.end, task.worker);
+  } else {
+    SumRange<double>(plan, g, task.begin, task.end, task.worker);
+  }
+  if (!g.row_part.empty()) SetDenseRowPart(g, task.worker);
+}
+
 }  // namespace
 
 ReducePlan PlanReduction(const std::vector<GradientSlot>& gradients, std::vector<int> sources,
@@ -221,18 +272,25 @@ ReducePlan PlanReduction(const std::vector<GradientSlot>& gradients, std::vector
     bool all_empty = true;
     for (int r : plan.sources) all_empty = all_empty && !g.replica[r]->IsInitialized();
     if (all_empty) continue;  // no replica's backward pass produced it this step
+    const bool split = !g.row_part.empty();
     if (!all_reduce) {
       targets.clear();
       for (int r = 0; r < replicas; ++r) {
-        if (g.everywhere || r == g.owner) targets.push_back(r);
+        if (g.everywhere || split || r == g.owner) targets.push_back(r);
       }
     }
     bool sparse = PrepareTargets(g, plan.sources, targets);
-    if (!g.row_part.empty()) {
-      FLEET_ENFORCE(sparse, InvalidArgument, "gradient '", g.name,
-                    "' is to be split by rows, but it is a dense LoDTensor; only a SelectedRows "
-                    "(is_sparse) gradient can be");
+    if (split && sparse) {
       for (int r = 0; r < replicas; ++r) plan.tasks.push_back(ReduceTask{&g, true, 0, 0, r});
+      continue;
+    }
+    if (split) {  // each replica sums its block of rows: its share of the dense work
+      const LoDTensor& shape_of = g.replica[plan.sources.front()]->Get<LoDTensor>();
+      for (int r = 0; r < replicas; ++r) {
+        const auto [begin, end] = DenseElementShare(shape_of, r, replicas);
+        plan.tasks.push_back(ReduceTask{&g, false, begin, end, r});
+        owner_elements[static_cast<size_t>(r)] += end - begin;
+      }
       continue;
     }
     if (sparse) {
@@ -279,21 +337,23 @@ void ReduceGradient(const GradientSlot& gradient, const std::vector<int>& source
   bool all_empty = true;
   for (int r : sources) all_empty = all_empty && !gradient.replica[r]->IsInitialized();
   if (sources.empty() || all_empty) return;
+  const bool split = !gradient.row_part.empty();
   std::vector<int> targets;
   for (int r = 0; r < replicas; ++r) {
-    if (all_reduce || gradient.everywhere || r == gradient.owner) targets.push_back(r);
+    if (all_reduce || gradient.everywhere || split || r == gradient.owner) targets.push_back(r);
   }
   const bool sparse = PrepareTargets(gradient, plan.sources, targets);
-  const bool split = !gradient.row_part.empty();
-  FLEET_ENFORCE(!split || sparse, InvalidArgument, "gradient '", gradient.name,
-                "' is to be split by rows, but it is a dense LoDTensor; only a SelectedRows "
-                "(is_sparse) gradient can be");
   if (worker < 0) worker = gradient.owner;
   FLEET_ENFORCE(split ? worker < replicas : worker == gradient.owner, InvalidArgument, "gradient '",
                 gradient.name, "' cannot be reduced by replica ", worker,
                 split ? "" : ": it is reduced whole by its owner");
-  const int64_t n = sparse ? 0 : gradient.replica[sources.front()]->Get<LoDTensor>().numel();
-  plan.tasks.push_back(ReduceTask{&gradient, sparse, 0, n, worker});
+  int64_t begin = 0, end = 0;
+  if (!sparse) {
+    const LoDTensor& shape_of = gradient.replica[sources.front()]->Get<LoDTensor>();
+    std::tie(begin, end) = split ? DenseElementShare(shape_of, worker, replicas)
+                                 : std::make_pair(int64_t{0}, shape_of.numel());
+  }
+  plan.tasks.push_back(ReduceTask{&gradient, sparse, begin, end, worker});
   RunReduceTasks(plan, worker);
 }
 
@@ -305,10 +365,8 @@ void RunReduceTasks(const ReducePlan& plan, int worker) {
       ReduceSparseRows(plan, g, worker);
     } else if (task.sparse) {
       ReduceSparse(plan, g);
-    } else if (g.replica[plan.sources.front()]->Get<LoDTensor>().dtype() == DType::kFloat32) {
-      SumRange<float>(plan, g, task.begin, task.end);
     } else {
-      SumRange<double>(plan, g, task.begin, task.end);
+      ReduceDense(plan, task);
     }
   }
 }

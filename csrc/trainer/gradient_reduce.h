@@ -15,14 +15,19 @@
 // (SelectedRows) gradient is reduced by concatenating the replicas' rows and scaled values:
 // consumers add duplicate rows, so the result is the sum without densifying the table.
 //
-// A sparse gradient may instead be split by rows (row_part): each replica concatenates only
-// the rows of its share (RowShare) into a variable of its own, and runs the update ops of that
-// parameter on them; an update that touches only the rows of its gradient (lazy Adam, SGD,
-// Adagrad) then does the same arithmetic on the same rows, in the same order, as on the whole.
-// This spreads a large embedding's reduction and update over every replica.
+// A gradient may instead be split by rows (row_part): each replica reduces only the rows of its
+// share into a SelectedRows variable of its own, and runs the update ops of that parameter on
+// them; an update that touches only the rows of its gradient (lazy Adam, SGD, Adagrad) then
+// does the same arithmetic on the same rows, in the same order, as on the whole. A sparse
+// gradient's share is the rows whose RowShare is the replica's, concatenated from every
+// replica; a dense one's is one contiguous block of rows (DenseRowShare), summed as SumRange
+// sums a range (the same formula, bit for bit) into the replica's own gradient (and under
+// AllReduce every replica's), its share's value a view of those rows. This spreads a large
+// embedding's, or a dense layer's, reduction and update over every replica.
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/variable.h"
@@ -34,8 +39,8 @@ struct GradientSlot {
   int owner = 0;                   // the replica that applies this gradient's update
   bool everywhere = false;         // read by ops of several replicas: reduce into every one
   std::vector<Variable*> replica;  // the gradient variable of each replica
-  // Split by rows (sparse only): row_part[r] receives replica r's share of the reduced rows.
-  // Empty: the gradient is reduced whole, as `owner` and `everywhere` say.
+  // Split by rows: row_part[r] receives replica r's share of the reduced rows. Empty: the
+  // gradient is reduced whole, as `owner` and `everywhere` say.
   std::vector<Variable*> row_part;
 };
 
@@ -45,6 +50,12 @@ struct GradientSlot {
 inline int RowShare(int64_t row, int replicas) {
   const uint64_t mixed = static_cast<uint64_t>(row) * 0x9E3779B97F4A7C15ull;
   return static_cast<int>(((mixed >> 32) * static_cast<uint64_t>(replicas)) >> 32);
+}
+
+// Rows [first, second) of `rows`: replica `worker`'s share of a dense gradient split by rows
+// (of `replicas`), one contiguous block each, of sizes differing by at most one row.
+inline std::pair<int64_t, int64_t> DenseRowShare(int64_t rows, int worker, int replicas) {
+  return {rows * worker / replicas, rows * (worker + 1) / replicas};
 }
 
 struct ReduceTask {
@@ -58,8 +69,9 @@ struct ReducePlan {
   std::vector<int> sources;  // replicas that ran the step
   float scale = 1.0f;
   bool all_reduce = true;  // write every replica's variable, else only the owner's
-  // Every task runs on its gradient's owner and no gradient is read by several replicas: a
-  // replica may run its update ops right after its own tasks, without waiting for the others.
+  // Every task runs on its gradient's owner (or on the replica whose share of the rows it is)
+  // and no gradient is read by several replicas: a replica may run its update ops right after
+  // its own tasks, without waiting for the others.
   bool owner_local = false;
   std::vector<ReduceTask> tasks;
 };

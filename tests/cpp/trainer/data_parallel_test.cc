@@ -1,7 +1,7 @@
 // The pieces of one-process data parallelism without programs: how a batch is cut into shares
 // (Paddle's SplitLoDTensor), the in-memory reduction of dense gradients in ranges and of sparse
-// gradients by concatenation into the owner or every replica, or split by rows into a share a
-// replica, and the replica pool's fork-join
+// gradients by concatenation into the owner or every replica, or split by rows (sparse or dense)
+// into a share a replica, and the replica pool's fork-join
 // with its error reporting, and the cut of a compute program after each gradient's last access
 // (the overlapped reduction's segments).
 
@@ -235,18 +235,81 @@ TEST(GradientReduce, AShareReducedAloneEqualsThePlannedShare) {
   EXPECT_EQ(alone.Part(0).rows().size() + alone.Part(1).rows().size(), 5u);
 }
 
-TEST(GradientReduce, ADenseGradientCannotBeSplitByRows) {
-  Replicas rs(4, 2);
-  Variable part0, part1;
-  rs.slot.row_part = {&part0, &part1};
-  std::vector<GradientSlot> grads{rs.slot};
-  try {
-    PlanReduction(grads, {0, 1}, 2, 1.0f, true);
-    FAIL() << "expected InvalidArgument";
-  } catch (const InvalidArgument& e) {
-    EXPECT_NE(std::string(e.what()).find("'w@GRAD' is to be split by rows"), std::string::npos)
-        << e.what();
+// Replicas' dense gradients "w@GRAD" of shape [rows, 3], replica r's elements 100 * r + their
+// index, with a variable for each replica's share when the gradient is split by rows.
+struct DenseReplicas {
+  DenseReplicas(int64_t rows, int count, bool split) {
+    slot.name = "w@GRAD";
+    for (int r = 0; r < count; ++r) {
+      vars.push_back(std::make_unique<Variable>());
+      *vars.back()->GetMutable<LoDTensor>() = Rows(rows, 3, static_cast<float>(100 * r));
+      slot.replica.push_back(vars.back().get());
+      parts.push_back(std::make_unique<Variable>());
+      if (split) slot.row_part.push_back(parts.back().get());
+    }
   }
+  const float* Of(int r) { return vars[r]->Get<LoDTensor>().data<float>(); }
+  const SelectedRows& Part(int r) { return parts[r]->Get<SelectedRows>(); }
+  std::vector<std::unique_ptr<Variable>> vars, parts;
+  GradientSlot slot;
+};
+
+TEST(GradientReduce, ADenseGradientSplitByRowsGivesEachReplicaABlockOfTheWholeSum) {
+  // 31 rows over 3 replicas: blocks [0, 10), [10, 20), [20, 31).
+  DenseReplicas split(31, 3, /*split=*/true), whole(31, 3, /*split=*/false);
+  std::vector<GradientSlot> grads{split.slot};
+  ReducePlan plan = PlanReduction(grads, {0, 1, 2}, 3, 1.0f / 3, /*all_reduce=*/true);
+  ASSERT_EQ(plan.tasks.size(), 3u);  // one block a replica
+  EXPECT_TRUE(plan.owner_local);     // each replica's update reads only what it summed
+  for (int r = 0; r < 3; ++r) RunReduceTasks(plan, r);
+  std::vector<GradientSlot> whole_grads{whole.slot};
+  RunReduceTasks(PlanReduction(whole_grads, {0, 1, 2}, 3, 1.0f / 3, true), 0);
+  const int64_t first_row[] = {0, 10, 20, 31};
+  for (int r = 0; r < 3; ++r) {
+    const SelectedRows& part = split.Part(r);
+    std::vector<int64_t> rows;
+    for (int64_t i = first_row[r]; i < first_row[r + 1]; ++i) rows.push_back(i);
+    EXPECT_EQ(part.rows(), rows) << r;
+    EXPECT_EQ(part.height(), 31);
+    // The share's values are the reduced rows of the replica's own gradient, in place.
+    EXPECT_EQ(part.value().raw_data(), split.Of(r) + 3 * first_row[r]) << r;
+    // AllReduce: every replica's gradient holds the whole sum, bit for bit the unsplit one's.
+    EXPECT_EQ(std::memcmp(split.Of(r), whole.Of(0), 93 * sizeof(float)), 0) << r;
+  }
+  EXPECT_FLOAT_EQ(split.Of(2)[92], 192.0f);  // (92 + 192 + 292) / 3
+}
+
+TEST(GradientReduce, ADenseShareReducedAloneEqualsThePlannedShareUnderReduce) {
+  DenseReplicas planned(40000, 2, true), alone(40000, 2, true);
+  std::vector<GradientSlot> grads{planned.slot};
+  ReducePlan plan = PlanReduction(grads, {0, 1}, 2, 0.5f, /*all_reduce=*/false);
+  for (int r = 0; r < 2; ++r) {
+    RunReduceTasks(plan, r);
+    ReduceGradient(alone.slot, {0, 1}, 2, 0.5f, /*all_reduce=*/false, r);
+    EXPECT_EQ(alone.Part(r).rows(), planned.Part(r).rows()) << r;
+    EXPECT_EQ(std::memcmp(alone.Part(r).value().raw_data(), planned.Part(r).value().raw_data(),
+                          planned.Part(r).value().nbytes()),
+              0)
+        << r;
+  }
+  // Reduce: a replica sums only its own block, into its own gradient.
+  EXPECT_FLOAT_EQ(planned.Of(0)[0], 50.0f);         // (0 + 100) / 2
+  EXPECT_FLOAT_EQ(planned.Of(1)[0], 100.0f);        // replica 1's own, untouched
+  EXPECT_FLOAT_EQ(planned.Of(1)[60000], 60050.0f);  // row 20000, replica 1's block
+  EXPECT_FLOAT_EQ(planned.Of(0)[60000], 60000.0f);  // not replica 0's block
+  EXPECT_EQ(planned.Part(1).rows().front(), 20000);
+}
+
+TEST(GradientReduce, SplittingALargeDenseGradientBalancesAnUnbalancedPlan) {
+  DenseReplicas large(40000, 2, false);
+  Replicas small(1000, 2);
+  small.slot.name = "b@GRAD";
+  small.slot.owner = 1;
+  std::vector<GradientSlot> grads{large.slot, small.slot};
+  EXPECT_FALSE(PlanReduction(grads, {0, 1}, 2, 0.5f, true).owner_local);  // 120000 against 1000
+  DenseReplicas split(40000, 2, true);
+  grads[0] = split.slot;
+  EXPECT_TRUE(PlanReduction(grads, {0, 1}, 2, 0.5f, true).owner_local);  // 60000 against 61000
 }
 
 TEST(GradientReduce, ReplicasDisagreeingOnAShapeAreNamed) {

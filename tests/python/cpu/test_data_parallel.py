@@ -15,14 +15,14 @@ from fleet.errors import InvalidArgument
 VOCAB = 40
 
 
-def _model(optimizer, is_sparse=True, seed=5, hidden=(16,)):
+def _model(optimizer, is_sparse=True, seed=5, hidden=(16,), dense_width=3):
     """Ids through one embedding (sparse or dense gradient), a dense input, fc layers and a
     softmax classifier."""
     main, startup = fleet.Program(), fleet.Program()
     startup.random_seed = seed
     with fleet.program_guard(main, startup):
         ids = layers.data("ids", [1], dtype="int64", lod_level=1)
-        dense = layers.data("dense", [3])
+        dense = layers.data("dense", [dense_width])
         label = layers.data("label", [1], dtype="int64")
         attr = fleet.ParamAttr("emb", initializer=fleet.initializer.Uniform(-0.5, 0.5))
         emb = layers.embedding(ids, [VOCAB, 6], is_sparse=is_sparse, param_attr=attr)
@@ -37,12 +37,12 @@ def _model(optimizer, is_sparse=True, seed=5, hidden=(16,)):
     return main, startup, loss
 
 
-def _batch(rng, n):
+def _batch(rng, n, dense_width=3):
     lengths = rng.integers(1, 4, size=n)
     ids = rng.integers(0, VOCAB, size=(int(lengths.sum()), 1)).astype(np.int64)
     return {
         "ids": fleet.LoDTensor(ids, lengths=[lengths.tolist()]),
-        "dense": rng.standard_normal((n, 3)).astype(np.float32),
+        "dense": rng.standard_normal((n, dense_width)).astype(np.float32),
         "label": rng.integers(0, 2, size=(n, 1)).astype(np.int64),
     }
 
@@ -455,6 +455,7 @@ def test_a_sparse_update_split_by_rows_gives_the_same_parameters_bit_for_bit(
         build = BuildStrategy()
         build.reduce_strategy = strategy
         build.split_sparse_updates = split
+        build.split_dense_updates = False  # the dense split has tests of its own, below
         compiled[split] = CompiledProgram(main).with_data_parallel(
             loss_name=loss.name, build_strategy=build, places=replicas
         )
@@ -487,5 +488,85 @@ def test_an_update_of_every_row_is_not_split():
     so it stays whole on one replica."""
     main, _, loss = _model(lambda: fleet.optimizer.Adam(0.05), is_sparse=True)
     plan = CompiledProgram(main).with_data_parallel(loss_name=loss.name, places=2).plan()
+    assert "emb@GRAD" not in plan.row_parts
+    for r in range(2):
+        assert "emb@GRAD@ROWS" not in _row_shares(plan, r)
+
+
+def _adam():
+    return fleet.optimizer.Adam(0.05)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES, ids=["allreduce", "reduce"])
+@pytest.mark.parametrize(
+    "optimizer",
+    [lambda: fleet.optimizer.SGD(0.5), _adam, lambda: fleet.optimizer.Adagrad(0.05)],
+    ids=["sgd", "adam", "adagrad"],
+)
+@pytest.mark.parametrize("is_sparse", [True, False], ids=["sparse", "dense"])
+@pytest.mark.parametrize("replicas", [2, 3])
+def test_a_dense_update_split_by_rows_gives_the_same_parameters_bit_for_bit(
+    strategy, optimizer, is_sparse, replicas
+):
+    """One hidden layer leaves the whole dense gradients unbalanced (18x48 on one replica against
+    48x2 and the biases on the others): the plan splits the fewest large ones by rows, a block a
+    replica, so each replica reduces and updates its block (Adam's copies with lazy_mode, which
+    on blocks that cover every row once is the dense update element for element). The plan is
+    then owner_local, and the steps after the first reduce during the backward pass. The
+    parameters and losses are bit for bit those of the whole gradients, and one process's to
+    1e-5; under AllReduce a fetched gradient is the reduced one in every replica."""
+    main, startup, loss = _model(optimizer, is_sparse=is_sparse, hidden=(48,), dense_width=12)
+    exe = fleet.Executor()
+    scopes, compiled = {}, {}
+    for split in (True, False):
+        build = BuildStrategy()
+        build.reduce_strategy = strategy
+        build.split_dense_updates = split
+        compiled[split] = CompiledProgram(main).with_data_parallel(
+            loss_name=loss.name, build_strategy=build, places=replicas
+        )
+        scopes[split] = fleet._core.Scope()
+        exe.run(startup, scope=scopes[split])
+    one = fleet._core.Scope()
+    exe.run(startup, scope=one)
+    plan = compiled[True].plan()
+    dense_parts = {g for g in plan.row_parts if g != "emb@GRAD"}
+    assert dense_parts and dense_parts <= {"fc_0.w_0@GRAD", "fc_1.w_0@GRAD", "emb@GRAD"}
+    for r in range(replicas):  # the path is taken: every replica updates a block of rows
+        assert dense_parts <= {g[: -len("@ROWS")] for g in _row_shares(plan, r)}, r
+    assert {g for g in compiled[False].plan().row_parts if g != "emb@GRAD"} == set()
+    steps = 5
+    rng = np.random.default_rng(9)
+    for step in range(steps):
+        feed = _batch(rng, 12, dense_width=12)
+        fetch = [loss, min(dense_parts)]
+        a = exe.run(compiled[True], feed=feed, fetch_list=fetch, scope=scopes[True])
+        b = exe.run(compiled[False], feed=feed, fetch_list=fetch, scope=scopes[False])
+        np.testing.assert_array_equal(a[0], b[0])
+        if strategy == BuildStrategy.ReduceStrategy.AllReduce:
+            # Each replica's reduced gradient, merged as Paddle merges fetches: the same
+            # reduced values from every replica, bit for bit those of the whole reduction.
+            np.testing.assert_array_equal(a[1], b[1], err_msg=f"step {step}")
+            rows = a[1].shape[0] // replicas
+            for r in range(1, replicas):
+                np.testing.assert_array_equal(a[1][r * rows : (r + 1) * rows], a[1][:rows])
+        exe.run(main, feed=feed, fetch_list=[loss], scope=one)
+    runner = exe.data_parallel_runner(compiled[True], scopes[True])
+    assert runner.overlapped_steps == steps - 1
+    assert exe.data_parallel_runner(compiled[False], scopes[False]).overlapped_steps == 0
+    split, whole, reference = (_params(s, main) for s in (scopes[True], scopes[False], one))
+    for name, value in whole.items():
+        np.testing.assert_array_equal(split[name], value, err_msg=name)
+        np.testing.assert_allclose(value, reference[name], rtol=1e-5, atol=1e-5, err_msg=name)
+
+
+def test_balanced_or_every_row_updates_are_not_split_by_rows():
+    """A plan whose whole dense gradients are balanced keeps them whole (a block's update would
+    copy its rows once more for nothing); momentum, which decays every row of a parameter given
+    rows, is never split."""
+    main, _, loss = _model(lambda: fleet.optimizer.SGD(0.5), hidden=_BALANCED_HIDDEN)
+    plan = CompiledProgram(main).with_data_parallel(loss_name=loss.name, places=2).plan()
+    assert set(plan.row_parts) == {"emb@GRAD"}
+    main, _, loss = _model(lambda: fleet.optimizer.Momentum(0.1, 0.9), hidden=(16,))
+    plan = CompiledProgram(main).with_data_parallel(loss_name=loss.name, places=2).plan()
     assert plan.row_parts == {}
-    assert _row_shares(plan, 0) == _row_shares(plan, 1) == set()
