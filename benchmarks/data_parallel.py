@@ -2,7 +2,7 @@
 against one trainer thread on the same data, and against Hogwild train_from_dataset(thread=2).
 
     .venv/bin/python benchmarks/data_parallel.py [--quick] [--rounds N] [--plain_reduction]
-                                                 [--whole_sparse_updates]
+                                                 [--whole_sparse_updates] [--whole_dense_updates]
 
 Two models, each trained for one pass over the same in-memory dataset by three runs that start
 from the same parameters:
@@ -20,6 +20,12 @@ from the same parameters:
                BuildStrategy.split_sparse_updates = False: an is_sparse table reduced and
                updated by one replica instead of split by rows over both (the same parameters,
                bit for bit; only CTR-DNN has such a table)
+  data_parallel_whole_dense  (with --whole_dense_updates) data_parallel with
+               BuildStrategy.split_dense_updates = False: CTR-DNN's unbalanced dense gradients
+               (269k against 161k elements) kept whole, cut into ranges after the backward pass,
+               instead of its first layer's split by rows, which balances them and moves the
+               reduction into the backward pass (the same parameters, bit for bit; the MLP's are
+               balanced, so it has no split)
 Models: CTR-DNN (examples/ctr_dnn: 26 sparse slots into a 1M x 10 is_sparse embedding, fc
 400-400-400, lazy Adam, B=512) on generated Criteo-format data, and the collective benchmark's
 MLP (4 fc layers of 1024, sigmoid cross-entropy, SGD 0.05, B=256) on data from a planted teacher.
@@ -37,6 +43,8 @@ Figures (the last line of output is one JSON object), per model:
                           data_parallel_plain samples/s
   split_gain              (with --whole_sparse_updates) data_parallel samples/s /
                           data_parallel_whole_sparse samples/s
+  dense_split_gain        (with --whole_dense_updates) data_parallel samples/s /
+                          data_parallel_whole_dense samples/s (the MLP's: a noise control)
   auc                     test AUC after the pass, for each run (one_thread and data_parallel
                           take the same steps on the same batches, so theirs agree closely;
                           hogwild takes twice as many steps of half the batch)
@@ -73,6 +81,7 @@ MLP_LAYERS, MLP_WIDTH = 4, 1024
 RUNS = ("one_thread", "data_parallel", "hogwild")
 PLAIN = "data_parallel_plain"
 WHOLE_SPARSE = "data_parallel_whole_sparse"
+WHOLE_DENSE = "data_parallel_whole_dense"
 
 
 # -- data ---------------------------------------------------------------------------------------
@@ -206,10 +215,11 @@ def one_run(kind: str, net: dict, ds: object, test: object) -> dict:
     exe = fleet.Executor(fleet.CPUPlace())
     scope = fleet._core.Scope()
     exe.run(net["startup"], scope=scope)
-    if kind in ("data_parallel", PLAIN, WHOLE_SPARSE):
+    if kind in ("data_parallel", PLAIN, WHOLE_SPARSE, WHOLE_DENSE):
         build = fleet.BuildStrategy()
         build.overlap_reduction = kind != PLAIN
         build.split_sparse_updates = kind != WHOLE_SPARSE
+        build.split_dense_updates = kind != WHOLE_DENSE
         program = fleet.CompiledProgram(net["main"]).with_data_parallel(
             loss_name=net["loss"].name, build_strategy=build, places=REPLICAS
         )
@@ -232,7 +242,8 @@ def measure(
         "one_thread": dataset(net, files, REPLICAS * net["batch"]),
         "data_parallel": dataset(net, files, net["batch"]),
     }
-    datasets["hogwild"] = datasets[PLAIN] = datasets[WHOLE_SPARSE] = datasets["data_parallel"]
+    for kind in ("hogwild", PLAIN, WHOLE_SPARSE, WHOLE_DENSE):
+        datasets[kind] = datasets["data_parallel"]
     runs: dict[str, list[dict]] = {k: [] for k in kinds}
     loads = []
     for r in range(rounds):
@@ -260,7 +271,11 @@ def measure(
         },
         "rounds": loads,
     }
-    for kind, key in ((PLAIN, "overlap_gain"), (WHOLE_SPARSE, "split_gain")):
+    for kind, key in (
+        (PLAIN, "overlap_gain"),
+        (WHOLE_SPARSE, "split_gain"),
+        (WHOLE_DENSE, "dense_split_gain"),
+    ):
         if kind in kinds:
             out[key] = median["data_parallel"] / median[kind]
             out["samples_per_update"][kind] = REPLICAS * net["batch"]
@@ -281,11 +296,17 @@ def main() -> None:
         action="store_true",
         help="also run data_parallel with each is_sparse table updated by one replica (split_gain)",
     )
+    parser.add_argument(
+        "--whole_dense_updates",
+        action="store_true",
+        help="also run data_parallel with unbalanced dense gradients kept whole (dense_split_gain)",
+    )
     args = parser.parse_args()
     rounds = args.rounds or (1 if args.quick else 5)
     ctr_rows, mlp_rows = (8192, 2048) if args.quick else (100_000, 16_384)
     kinds = RUNS + ((PLAIN,) if args.plain_reduction else ())
     kinds += (WHOLE_SPARSE,) if args.whole_sparse_updates else ()
+    kinds += (WHOLE_DENSE,) if args.whole_dense_updates else ()
     fleet._core.set_blas_threads(1)
     started = time.perf_counter()
     start_load = os.getloadavg()
