@@ -6,6 +6,7 @@
 #include "ps/table/detail/magnitude.h"
 #include "ps/table/detail/memory.h"
 #include "ps/table/detail/overflow_guard.h"
+#include "ps/table/detail/rule_kernels.h"
 #include "ps/table/sparse_table.h"
 
 namespace fleet::ps {
@@ -17,7 +18,7 @@ namespace {
 bool DeltaStaysWithin(const float* data, size_t floats, const float* g, size_t length,
                       float bound) {
   const uint32_t h = detail::MagnitudeBits(static_cast<float>(bound / 2.02));
-  return !detail::AnyMagnitudeAbove(data, floats, h) && !detail::AnyMagnitudeAbove(g, length, h);
+  return !detail::ScanMagnitudeAbove(data, floats, h) && !detail::ScanMagnitudeAbove(g, length, h);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/prefetch.h"
 #include "ps/table/detail/magnitude.h"
+#include "ps/table/detail/rule_kernels.h"
 #include "ps/table/shard_load.h"
 #include "ps/table/ssd/tier.h"
 
@@ -26,7 +27,7 @@ inline void CopyFloats(float* dst, const float* src, size_t n) {
 }  // namespace
 
 bool AllFinite(absl::Span<const float> values) {
-  return !detail::AnyMagnitudeAbove(values.data(), values.size(), detail::kInfinityBits - 1);
+  return !detail::ScanMagnitudeAbove(values.data(), values.size(), detail::kInfinityBits - 1);
 }
 
 absl::StatusOr<std::unique_ptr<SparseTable>> SparseTable::Create(const proto::TableConfig& config) {

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "ps/table/detail/magnitude.h"
+#include "ps/table/detail/rule_kernels.h"
 
 namespace fleet::ps {
 namespace {
@@ -17,8 +18,7 @@ class SgdRule : public UpdateRule {
   size_t StateDim(size_t) const override { return 0; }
   void InitState(size_t, float*) const override {}
   void Apply(size_t dim, float* w, float*, const float* g) const override {
-    const float lr = learning_rate();
-    for (size_t i = 0; i < dim; ++i) w[i] -= lr * g[i];
+    detail::SgdKernel(dim, learning_rate(), w, g);
   }
   // |w - lr * g| <= h + lr * h; the 1% covers the rounding of the two operations.
   double SafeInputMagnitude(size_t, const float*, double bound) const override {
@@ -36,16 +36,12 @@ class AdagradRule : public UpdateRule {
     for (size_t i = 0; i < dim; ++i) state[i] = init_;
   }
   void Apply(size_t dim, float* w, float* acc, const float* g) const override {
-    const float lr = learning_rate();
-    for (size_t i = 0; i < dim; ++i) {
-      acc[i] += g[i] * g[i];
-      w[i] -= lr * g[i] / (std::sqrt(acc[i]) + eps_);
-    }
+    detail::AdagradKernel(dim, learning_rate(), eps_, w, acc, g);
   }
   // With |w|, G, |g| <= h and G >= 0 (the denominator at least epsilon > 0): G' <= h + h^2 and
   // |w'| <= h + lr * h / epsilon; the 1% covers rounding.
   double SafeInputMagnitude(size_t dim, const float* acc, double bound) const override {
-    if (!(eps_ > 0.0f) || detail::AnySignBit(acc, dim)) return 0.0;
+    if (!(eps_ > 0.0f) || detail::ScanSignBit(acc, dim)) return 0.0;
     const double step_per_h = static_cast<double>(learning_rate()) / eps_;
     return std::min({bound / (1.01 * (1.0 + step_per_h)), bound / 2.02, std::sqrt(bound / 2.02)});
   }
@@ -75,11 +71,7 @@ class AdamRule : public UpdateRule {
     const float correction = std::sqrt(1.0f - beta2_pow);
     const float lr_t = learning_rate() * correction / (1.0f - beta1_pow);
     const float eps_t = eps_ * correction;
-    for (size_t i = 0; i < dim; ++i) {
-      m[i] = beta1_ * m[i] + (1.0f - beta1_) * g[i];
-      v[i] = beta2_ * v[i] + (1.0f - beta2_) * g[i] * g[i];
-      w[i] -= lr_t * m[i] / (std::sqrt(v[i]) + eps_t);
-    }
+    detail::AdamKernel(dim, beta1_, beta2_, lr_t, eps_t, w, m, v, g);
     beta1_pow *= beta1_;
     beta2_pow *= beta2_;
   }
@@ -100,7 +92,7 @@ class AdamRule : public UpdateRule {
     const float lr_t = learning_rate() * correction / (1.0f - beta1_pow);
     const float eps_t = eps_ * correction;
     if (!(eps_t > 0.0f) || !std::isfinite(lr_t)) return 0.0;
-    if (detail::AnySignBit(state + dim, dim)) return 0.0;  // a negative v: sqrt gives NaN
+    if (detail::ScanSignBit(state + dim, dim)) return 0.0;  // a negative v: sqrt gives NaN
     const double step_per_h = static_cast<double>(lr_t) / eps_t;
     return std::min({bound / (1.01 * (1.0 + step_per_h)), bound / 2.02, std::sqrt(bound / 2.02)});
   }
@@ -202,10 +194,10 @@ bool UpdateRule::UpdateStaysWithin(size_t dim, const float* w, const float* stat
   const double grad_limit = (h * (1.0 - l2_decay_) - l1_decay_) * 0.99;
   if (!(h > 0.0) || !(grad_limit > 0.0)) return false;
   const uint32_t value_bits = detail::MagnitudeBits(static_cast<float>(h));
-  return !detail::AnyMagnitudeAbove(w, dim, value_bits) &&
-         !detail::AnyMagnitudeAbove(state, StateDim(dim) - RowScalars(), value_bits) &&
-         !detail::AnyMagnitudeAbove(grad, dim,
-                                    detail::MagnitudeBits(static_cast<float>(grad_limit)));
+  return !detail::ScanMagnitudeAbove(w, dim, value_bits) &&
+         !detail::ScanMagnitudeAbove(state, StateDim(dim) - RowScalars(), value_bits) &&
+         !detail::ScanMagnitudeAbove(grad, dim,
+                                     detail::MagnitudeBits(static_cast<float>(grad_limit)));
 }
 
 absl::StatusOr<std::unique_ptr<UpdateRule>> MakeUpdateRule(const proto::OptimizerConfig& config) {

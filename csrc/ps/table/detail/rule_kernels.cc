@@ -1,0 +1,47 @@
+#include "ps/table/detail/rule_kernels.h"
+
+#include <cmath>
+
+// GCC resolves a target_clones function once, at load time, through an ifunc; other compilers
+// and other architectures get the one plain loop, which their optimiser vectorises as it can.
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+#define FLEET_WIDE_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define FLEET_WIDE_CLONES
+#endif
+
+namespace fleet::ps::detail {
+
+FLEET_WIDE_CLONES
+void SgdKernel(size_t dim, float lr, float* __restrict w, const float* __restrict g) {
+  for (size_t i = 0; i < dim; ++i) w[i] -= lr * g[i];
+}
+
+FLEET_WIDE_CLONES
+void AdagradKernel(size_t dim, float lr, float eps, float* __restrict w, float* __restrict acc,
+                   const float* __restrict g) {
+  for (size_t i = 0; i < dim; ++i) {
+    acc[i] += g[i] * g[i];
+    w[i] -= lr * g[i] / (std::sqrt(acc[i]) + eps);
+  }
+}
+
+FLEET_WIDE_CLONES
+void AdamKernel(size_t dim, float beta1, float beta2, float lr_t, float eps_t, float* __restrict w,
+                float* __restrict m, float* __restrict v, const float* __restrict g) {
+  for (size_t i = 0; i < dim; ++i) {
+    m[i] = beta1 * m[i] + (1.0f - beta1) * g[i];
+    v[i] = beta2 * v[i] + (1.0f - beta2) * g[i] * g[i];
+    w[i] -= lr_t * m[i] / (std::sqrt(v[i]) + eps_t);
+  }
+}
+
+FLEET_WIDE_CLONES
+bool AnyMagnitudeAboveWide(const float* values, size_t n, uint32_t bits) {
+  return AnyMagnitudeAbove(values, n, bits);
+}
+
+FLEET_WIDE_CLONES
+bool AnySignBitWide(const float* values, size_t n) { return AnySignBit(values, n); }
+
+}  // namespace fleet::ps::detail

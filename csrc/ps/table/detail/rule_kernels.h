@@ -1,0 +1,47 @@
+#pragma once
+// The update rules' element loops and the tables' magnitude scans over long arrays, compiled for
+// AVX-512, AVX2 and baseline x86-64 and picked at load time by the CPU the process runs on
+// (GCC target_clones). A dense Adam push of CTR-DNN's 426k floats spent about a third of the
+// server's CPU in these loops at SSE2's four lanes.
+//
+// Every clone computes each element with the same IEEE operations in the same order (no
+// fused multiply-add, no reassociation: rule_kernels.cc is built with -ffp-contract=off), so the
+// results are bit for bit those of the baseline build whichever clone runs. The arrays of one
+// call must not overlap.
+
+#include <cstddef>
+#include <cstdint>
+
+#include "ps/table/detail/magnitude.h"
+
+namespace fleet::ps::detail {
+
+// w[i] -= lr * g[i].
+void SgdKernel(size_t dim, float lr, float* w, const float* g);
+
+// The fluid `adagrad` op: acc[i] += g[i]^2; w[i] -= lr * g[i] / (sqrt(acc[i]) + eps).
+void AdagradKernel(size_t dim, float lr, float eps, float* w, float* acc, const float* g);
+
+// The fluid `adam` op's element step with the bias correction folded into lr_t and eps_t:
+// m = beta1 m + (1 - beta1) g; v = beta2 v + (1 - beta2) g^2; w -= lr_t m / (sqrt(v) + eps_t).
+void AdamKernel(size_t dim, float beta1, float beta2, float lr_t, float eps_t, float* w, float* m,
+                float* v, const float* g);
+
+// magnitude.h's AnyMagnitudeAbove and AnySignBit, the same answers, for long arrays (the clone
+// is reached through an indirect call, which short rows are better off without).
+bool AnyMagnitudeAboveWide(const float* values, size_t n, uint32_t bits);
+bool AnySignBitWide(const float* values, size_t n);
+
+// Arrays at least this long go to the wide scans; shorter ones (sparse rows) stay inline.
+inline constexpr size_t kWideScanMin = 256;
+
+// AnyMagnitudeAbove and AnySignBit of any length, each length where it runs fastest.
+inline bool ScanMagnitudeAbove(const float* values, size_t n, uint32_t bits) {
+  return n < kWideScanMin ? AnyMagnitudeAbove(values, n, bits)
+                          : AnyMagnitudeAboveWide(values, n, bits);
+}
+inline bool ScanSignBit(const float* values, size_t n) {
+  return n < kWideScanMin ? AnySignBit(values, n) : AnySignBitWide(values, n);
+}
+
+}  // namespace fleet::ps::detail
