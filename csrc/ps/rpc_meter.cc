@@ -1,6 +1,7 @@
 #include "ps/rpc_meter.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace fleet::ps {
 
@@ -69,7 +70,16 @@ RpcMeterSnapshot RpcMeter::Snapshot() const {
 
 ServedRpc::ServedRpc(RpcMeter* meter, RpcKind kind, const google::protobuf::Message& request,
                      const google::protobuf::Message& reply, const proto::RpcStatus& status)
-    : meter_(meter), kind_(kind), request_(request), reply_(reply), status_(status) {
+    : ServedRpc(
+          meter, kind, request, [&reply] { return reply.ByteSizeLong(); }, status) {}
+
+ServedRpc::ServedRpc(RpcMeter* meter, RpcKind kind, const google::protobuf::Message& request,
+                     std::function<size_t()> reply_bytes, const proto::RpcStatus& status)
+    : meter_(meter),
+      kind_(kind),
+      request_(request),
+      reply_bytes_(std::move(reply_bytes)),
+      status_(status) {
   if (meter_ == nullptr) return;
   start_ = absl::Now();
   meter_->Begin();
@@ -78,7 +88,7 @@ ServedRpc::ServedRpc(RpcMeter* meter, RpcKind kind, const google::protobuf::Mess
 ServedRpc::~ServedRpc() {
   if (meter_ == nullptr) return;
   // A server receives the request and sends the reply.
-  meter_->End(kind_, absl::Now() - start_, reply_.ByteSizeLong(), request_.ByteSizeLong(),
+  meter_->End(kind_, absl::Now() - start_, reply_bytes_(), request_.ByteSizeLong(),
               static_cast<absl::StatusCode>(status_.code()));
 }
 

@@ -16,6 +16,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -108,6 +109,9 @@ class ServedRpc {
  public:
   ServedRpc(RpcMeter* meter, RpcKind kind, const google::protobuf::Message& request,
             const google::protobuf::Message& reply, const proto::RpcStatus& status);
+  // The same for a reply that is not one protobuf message: `reply_bytes` gives its size then.
+  ServedRpc(RpcMeter* meter, RpcKind kind, const google::protobuf::Message& request,
+            std::function<size_t()> reply_bytes, const proto::RpcStatus& status);
   ~ServedRpc();
   ServedRpc(const ServedRpc&) = delete;
   ServedRpc& operator=(const ServedRpc&) = delete;
@@ -116,7 +120,7 @@ class ServedRpc {
   RpcMeter* meter_;
   RpcKind kind_;
   const google::protobuf::Message& request_;
-  const google::protobuf::Message& reply_;
+  std::function<size_t()> reply_bytes_;
   const proto::RpcStatus& status_;
   absl::Time start_;
 };

@@ -12,14 +12,6 @@ namespace {
 
 constexpr int kWireVarint = 0, kWireFixed64 = 1, kWireLengthDelimited = 2, kWireFixed32 = 5;
 
-void AppendVarint(uint64_t value, std::string* out) {
-  while (value >= 0x80) {
-    out->push_back(static_cast<char>(value | 0x80));
-    value >>= 7;
-  }
-  out->push_back(static_cast<char>(value));
-}
-
 // Reads a message byte by byte across its slices (varints and short fields may straddle two).
 class SliceCursor {
  public:
@@ -84,13 +76,6 @@ grpc::Status Malformed(const std::string& what, size_t position) {
 }
 
 }  // namespace
-
-std::string LengthDelimitedPrefix(int field, size_t length) {
-  std::string prefix;
-  AppendVarint((static_cast<uint64_t>(field) << 3) | kWireLengthDelimited, &prefix);
-  AppendVarint(length, &prefix);
-  return prefix;
-}
 
 std::string PsMethod(const char* method) {
   return absl::StrCat("/", proto::PsService::service_full_name(), "/", method);

@@ -6,7 +6,7 @@
 // message again into its slices; on the way back gRPC's parse copied the values into the
 // reply's string and the worker copied them once more into their blocks. Here:
 // - a request's large field is written once, by the caller, straight into a gRPC slice sent
-//   after the message's other fields (SliceFieldRequest);
+//   after the message's other fields (SliceFieldRequest, ps/detail/slice_field.h);
 // - a reply's large field stays in the received slices, and the caller copies it once into its
 //   place in the output (SliceFieldReply).
 // The bytes on the wire are ps.proto's messages as before (a protobuf parser takes fields in
@@ -26,40 +26,14 @@
 #include <vector>
 
 #include "fleet/ps/ps.pb.h"
+#include "ps/detail/slice_field.h"
 #include "ps/rpc_meter.h"
 
 namespace fleet::ps::detail {
 
-// The bytes of a protobuf field's tag and length prefix: wire type 2 (length-delimited).
-std::string LengthDelimitedPrefix(int field, size_t length);
-
-// A request message `Proto` whose bytes field `kField` travels in a gRPC slice of its own.
-// `header` holds every other field (its field kField stays empty); `payload` the field's bytes.
-// Movable, and copyable by reference (a gRPC slice is reference-counted and never written once
-// sent), so a call sent again reuses the same bytes.
+// A request whose large field is written once, straight into a gRPC slice.
 template <class Proto, int kField>
-struct SliceFieldRequest {
-  Proto header;
-  grpc::Slice payload;
-
-  // Gives the payload `bytes` bytes, uninitialised, and returns where to write them. The
-  // request must not have been sent yet.
-  char* AllocatePayload(size_t bytes) {
-    payload = grpc::Slice(bytes);
-    return reinterpret_cast<char*>(const_cast<uint8_t*>(payload.begin()));
-  }
-  // The size of the message on the wire.
-  size_t ByteSizeLong() const {
-    return header.ByteSizeLong() + LengthDelimitedPrefix(kField, payload.size()).size() +
-           payload.size();
-  }
-};
-
-// The kind of call for the RPC meter (found by argument-dependent lookup from Launch).
-template <class Proto, int kField>
-RpcKind RpcKindOf(const SliceFieldRequest<Proto, kField>& request) {
-  return ::fleet::ps::RpcKindOf(request.header);
-}
+using SliceFieldRequest = SliceFieldMessage<Proto, kField>;
 
 // The bytes of one length-delimited field of a received message, left in the message's slices.
 // Read-only and thread-compatible.
@@ -121,24 +95,6 @@ std::string PsMethod(const char* method);
 }  // namespace fleet::ps::detail
 
 namespace grpc {
-
-template <class Proto, int kField>
-class SerializationTraits<fleet::ps::detail::SliceFieldRequest<Proto, kField>, void> {
- public:
-  static Status Serialize(const fleet::ps::detail::SliceFieldRequest<Proto, kField>& request,
-                          ByteBuffer* buffer, bool* own_buffer) {
-    std::string head;
-    if (!request.header.AppendToString(&head)) {
-      return Status(StatusCode::INTERNAL, "cannot serialize " + request.header.GetTypeName());
-    }
-    head += fleet::ps::detail::LengthDelimitedPrefix(kField, request.payload.size());
-    const Slice slices[2] = {Slice(head), request.payload};
-    ByteBuffer message(slices, request.payload.size() > 0 ? 2 : 1);
-    buffer->Swap(&message);
-    *own_buffer = true;
-    return Status::OK;
-  }
-};
 
 template <class Proto, int kField>
 class SerializationTraits<fleet::ps::detail::SliceFieldReply<Proto, kField>, void> {

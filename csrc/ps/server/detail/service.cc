@@ -1,10 +1,15 @@
 #include "ps/server/detail/service.h"
 
+#include <google/protobuf/descriptor.h>
+#include <grpcpp/support/method_handler.h>
+#include <grpcpp/support/sync_stream.h>
+
 #include <cstring>
 #include <new>
 
 #include "absl/strings/str_cat.h"
 #include "ps/detail/call_metadata.h"
+#include "ps/detail/slice_field.h"
 #include "ps/server/detail/payload.h"
 
 namespace fleet::ps::detail {
@@ -19,6 +24,41 @@ void SetStatus(proto::RpcStatus* out, const absl::Status& status) {
 absl::Span<float> FloatBuffer(std::string* bytes, size_t floats) {
   bytes->resize(floats * sizeof(float));
   return absl::Span<float>(reinterpret_cast<float*>(bytes->data()), floats);
+}
+
+// Dense replies whose values travel in a slice of their own (see the constructor).
+using PullDenseSliceReply =
+    SliceFieldMessage<proto::PullDenseReply, proto::PullDenseReply::kValuesFieldNumber>;
+using PushDenseSliceReply =
+    SliceFieldMessage<proto::PushReply, proto::PushReply::kValuesFieldNumber>;
+
+// A dense reply's fields besides its values, room for its values, and dropping them, for
+// either kind of reply.
+template <class Reply>
+Reply* HeaderOf(Reply* reply) {
+  return reply;
+}
+template <class Proto, int kField>
+Proto* HeaderOf(SliceFieldMessage<Proto, kField>* reply) {
+  return &reply->header;
+}
+template <class Reply>
+absl::Span<float> ValuesOf(Reply* reply, size_t floats) {
+  return FloatBuffer(reply->mutable_values(), floats);
+}
+template <class Proto, int kField>
+absl::Span<float> ValuesOf(SliceFieldMessage<Proto, kField>* reply, size_t floats) {
+  // Uninitialised: the table writes every float.
+  return absl::Span<float>(reinterpret_cast<float*>(reply->AllocatePayload(floats * sizeof(float))),
+                           floats);
+}
+template <class Reply>
+void ClearValues(Reply* reply) {
+  reply->clear_values();
+}
+template <class Proto, int kField>
+void ClearValues(SliceFieldMessage<Proto, kField>* reply) {
+  reply->payload = grpc::Slice();
 }
 
 // Runs a handler's body. A table that grows past the memory the process may have throws
@@ -49,7 +89,42 @@ PsServiceImpl::PsServiceImpl(TableSet* tables, BarrierSet* barriers, std::functi
       job_id_(std::move(job_id)),
       incarnation_(std::move(incarnation)),
       loaded_from_(std::move(loaded_from)),
-      started_(absl::Now()) {}
+      started_(absl::Now()) {
+  // Over gRPC the dense values of a pull or push-pull reply are written once, by the table,
+  // into a slice sent as the reply's `values` field, where a reply message took three passes:
+  // zero-filling its string, the table's copy into it and protobuf's copy into gRPC's slices.
+  // The bytes on the wire are the same message. A streamed unary method is served by the same
+  // synchronous threads, with a reply type of its own.
+  ServeValuesInSlice("PullDense", &PsServiceImpl::ServePullDense<PullDenseSliceReply>);
+  ServeValuesInSlice("PushDense", &PsServiceImpl::ServePushDense<PushDenseSliceReply>);
+}
+
+template <class Request, class Reply>
+void PsServiceImpl::ServeValuesInSlice(const char* method,
+                                       void (PsServiceImpl::*serve)(grpc::ServerContext*,
+                                                                    const Request&, Reply*)) {
+  const google::protobuf::ServiceDescriptor* service =
+      google::protobuf::DescriptorPool::generated_pool()->FindServiceByName(
+          proto::PsService::service_full_name());
+  const int index = service->FindMethodByName(method)->index();
+  using Stream = grpc::ServerUnaryStreamer<Request, Reply>;
+  MarkMethodStreamed(
+      index, new grpc::internal::StreamedUnaryHandler<Request, Reply>(
+                 [this, serve, method](grpc::ServerContext* context, Stream* stream) {
+                   Request request;
+                   if (!stream->Read(&request)) {
+                     return grpc::Status(grpc::StatusCode::INTERNAL,
+                                         absl::StrCat(method, ": no request that parses as ",
+                                                      Request::descriptor()->full_name()));
+                   }
+                   Reply reply;
+                   (this->*serve)(context, request, &reply);
+                   // Not WriteLast, which sends the reply with the status, after this returns
+                   // and `reply` is gone.
+                   stream->Write(reply);
+                   return grpc::Status::OK;
+                 }));
+}
 
 bool PsServiceImpl::Admit(grpc::ServerContext* context, proto::RpcStatus* status) const {
   if (context == nullptr) return true;  // called in process, not over gRPC
@@ -124,44 +199,62 @@ grpc::Status PsServiceImpl::PushSparse(grpc::ServerContext* context,
 grpc::Status PsServiceImpl::PullDense(grpc::ServerContext* context,
                                       const proto::PullDenseRequest* request,
                                       proto::PullDenseReply* reply) {
-  ServedRpc metered(&meter_, RpcKind::kPullDense, *request, *reply, *reply->mutable_status());
-  if (!Admit(context, reply->mutable_status())) return grpc::Status::OK;
-  reply->set_table_id(request->table_id());
-  absl::Status status = Guarded("PullDense", [&]() -> absl::Status {
-    auto table = tables_->Dense(request->table_id());
-    if (!table.ok()) return table.status();
-    return (*table)->Pull(FloatBuffer(reply->mutable_values(), (*table)->local_size()));
-  });
-  if (!status.ok()) reply->clear_values();
-  SetStatus(reply->mutable_status(), status);
+  ServePullDense(context, *request, reply);
   return grpc::Status::OK;
+}
+
+template <class Reply>
+void PsServiceImpl::ServePullDense(grpc::ServerContext* context,
+                                   const proto::PullDenseRequest& request, Reply* reply) {
+  auto* header = HeaderOf(reply);
+  ServedRpc metered(
+      &meter_, RpcKind::kPullDense, request, [reply] { return reply->ByteSizeLong(); },
+      *header->mutable_status());
+  if (!Admit(context, header->mutable_status())) return;
+  header->set_table_id(request.table_id());
+  absl::Status status = Guarded("PullDense", [&]() -> absl::Status {
+    auto table = tables_->Dense(request.table_id());
+    if (!table.ok()) return table.status();
+    return (*table)->Pull(ValuesOf(reply, (*table)->local_size()));
+  });
+  if (!status.ok()) ClearValues(reply);
+  SetStatus(header->mutable_status(), status);
 }
 
 grpc::Status PsServiceImpl::PushDense(grpc::ServerContext* context,
                                       const proto::PushDenseRequest* request,
                                       proto::PushReply* reply) {
-  ServedRpc metered(&meter_, RpcKind::kPushDense, *request, *reply, *reply->mutable_status());
-  if (!Admit(context, reply->mutable_status())) return grpc::Status::OK;
-  reply->set_table_id(request->table_id());
+  ServePushDense(context, *request, reply);
+  return grpc::Status::OK;
+}
+
+template <class Reply>
+void PsServiceImpl::ServePushDense(grpc::ServerContext* context,
+                                   const proto::PushDenseRequest& request, Reply* reply) {
+  auto* header = HeaderOf(reply);
+  ServedRpc metered(
+      &meter_, RpcKind::kPushDense, request, [reply] { return reply->ByteSizeLong(); },
+      *header->mutable_status());
+  if (!Admit(context, header->mutable_status())) return;
+  header->set_table_id(request.table_id());
   absl::Status status = Guarded("PushDense", [&]() -> absl::Status {
-    auto table = tables_->Dense(request->table_id());
+    auto table = tables_->Dense(request.table_id());
     if (!table.ok()) return table.status();
-    auto grads = BytesAs<float>(request->grads(), "grads");
+    auto grads = BytesAs<float>(request.grads(), "grads");
     if (!grads.ok()) return grads.status();
-    const bool plain = !request->initialize() && !request->accumulate() && !request->is_delta();
-    if (request->return_values() && !plain) {
+    const bool plain = !request.initialize() && !request.accumulate() && !request.is_delta();
+    if (request.return_values() && !plain) {
       return absl::InvalidArgumentError(
           "return_values is for a plain push, not with initialize, accumulate or is_delta");
     }
-    if (request->initialize()) return (*table)->Initialize(*grads).status();
-    if (request->accumulate()) return accumulator_.AddDense(request->table_id(), *grads);
-    absl::Status pushed = (*table)->Push(*grads, request->is_delta());
-    if (!pushed.ok() || !request->return_values()) return pushed;
-    return (*table)->Pull(FloatBuffer(reply->mutable_values(), (*table)->local_size()));
+    if (request.initialize()) return (*table)->Initialize(*grads).status();
+    if (request.accumulate()) return accumulator_.AddDense(request.table_id(), *grads);
+    absl::Status pushed = (*table)->Push(*grads, request.is_delta());
+    if (!pushed.ok() || !request.return_values()) return pushed;
+    return (*table)->Pull(ValuesOf(reply, (*table)->local_size()));
   });
-  if (!status.ok()) reply->clear_values();
-  SetStatus(reply->mutable_status(), status);
-  return grpc::Status::OK;
+  if (!status.ok()) ClearValues(reply);
+  SetStatus(header->mutable_status(), status);
 }
 
 grpc::Status PsServiceImpl::Barrier(grpc::ServerContext* context,

@@ -53,6 +53,19 @@ class PsServiceImpl final : public proto::PsService::Service {
   const RpcMeter& meter() const { return meter_; }
 
  private:
+  // The bodies of PullDense and PushDense, for a reply message (a call in process) or a reply
+  // whose values travel in a slice of their own (a call over gRPC, see the constructor).
+  template <class Reply>
+  void ServePullDense(grpc::ServerContext* context, const proto::PullDenseRequest& request,
+                      Reply* reply);
+  template <class Reply>
+  void ServePushDense(grpc::ServerContext* context, const proto::PushDenseRequest& request,
+                      Reply* reply);
+  // Serves `Method` over gRPC with its reply's values written once, straight into a gRPC slice.
+  template <class Request, class Reply>
+  void ServeValuesInSlice(const char* method, void (PsServiceImpl::*serve)(grpc::ServerContext*,
+                                                                           const Request&, Reply*));
+
   // Every handler starts here: stamps the reply with the incarnation and refuses (false, the
   // reason in `status`) a caller of another job.
   bool Admit(grpc::ServerContext* context, proto::RpcStatus* status) const;
