@@ -217,12 +217,6 @@ absl::Status ColdStore::Read(uint32_t shard, absl::Span<const int64_t> keys,
   // Index and filter blocks are still found in the cache when there (table options in Open).
   rocksdb::ReadOptions options;
   options.fill_cache = false;
-  // No block checksum on this path: a miss reads one 4 KB block a row, and checking it cost
-  // 1.8%, 3.1% and 4.6% of the server's CPU a key in three side-by-side pairs (5M rows under
-  // 51.2 MB), about the crc32c of 4 KB a read. The database lives only as long as the server,
-  // on a local disk; compactions still check every block they rewrite, so a damaged block is
-  // reported at the next merge, and Read still refuses a row of the wrong size.
-  options.verify_checksums = false;
   db.MultiGet(options, db.DefaultColumnFamily(), n, slices.data(), values.data(), statuses.data(),
               /*sorted_input=*/true);
   const size_t row_bytes = width_ * sizeof(float) + 8;
