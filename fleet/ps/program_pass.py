@@ -34,6 +34,7 @@ Internal: fleet.distributed_optimizer(optimizer, strategy).minimize(loss) runs i
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 from fleet.distributed_strategy import DistributedStrategy, PsMode
@@ -72,6 +73,10 @@ class DensePlan:
     grad: str
     offset: int
     numel: int
+    # The parameter's own learning rate, as a multiple of the optimizer's
+    # (ParamAttr(learning_rate)): the servers apply it (TableConfig.rate_scales), GEO workers
+    # with their own update ops.
+    rate: float = 1.0
 
 
 @dataclasses.dataclass
@@ -442,31 +447,27 @@ def _dense_parameters(
     for param, _ in params_grads:
         if param.name in sparse_names or param.name not in update_ops:
             continue
-        _refuse_own_rate(param, strategy.mode)
         numel = 1
         for d in param.shape:
             numel *= int(d)
         # The gradient the update op reads (after regularization, when there is one).
         grad = update_ops[param.name].input("Grad")[0]
-        dense.append(DensePlan(param.name, grad, offset, numel))
+        dense.append(DensePlan(param.name, grad, offset, numel, _own_rate(param)))
         offset += numel
     return dense
 
 
-def _refuse_own_rate(param: Parameter, mode: PsMode) -> None:
-    """A dense parameter's own learning rate (ParamAttr(learning_rate=k), which one process
-    applies as k times the optimizer's rate) is refused outside GEO: the servers update the one
-    dense table with one rule at one rate, so k would be silently dropped. GEO's workers keep the
-    dense update ops, which scale the rate themselves."""
+def _own_rate(param: Parameter) -> float:
+    """A dense parameter's own learning rate (ParamAttr(learning_rate=k)), which one process
+    applies as k times the optimizer's rate (0 freezes it); InvalidArgument naming the
+    parameter for a k that is not a finite number >= 0."""
     rate = getattr(param, "learning_rate", 1.0)
-    if rate == 1.0 or mode is PsMode.GEO:
-        return
-    raise InvalidArgument(
-        f"dense parameter '{param.name}': a per-parameter learning rate "
-        f"(ParamAttr(learning_rate={rate!r})) is not supported on the parameter servers in "
-        f"{mode.value} mode (every dense parameter shares one table and its update rule's "
-        "rate); use GEO mode, whose workers apply it, or leave learning_rate at 1.0"
-    )
+    if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0 <= rate < math.inf:
+        raise InvalidArgument(
+            f"dense parameter '{param.name}': ParamAttr(learning_rate={rate!r}) must be a "
+            "finite number >= 0 (a multiple of the optimizer's rate)"
+        )
+    return float(rate)
 
 
 def _dense_table_config(
@@ -483,6 +484,10 @@ def _dense_table_config(
         dense_block_size=strategy.get_program_config().dense_block_size(dim),
     )
     config.optimizer.CopyFrom(rule)
+    if strategy.mode is not PsMode.GEO:  # GEO workers apply the rates and push deltas
+        for d in dense:
+            if d.rate != 1.0:
+                config.rate_scales.add(offset=d.offset, size=d.numel, scale=d.rate)
     return config
 
 

@@ -60,6 +60,10 @@ absl::StatusOr<std::unique_ptr<DenseTable>> DenseTable::Create(
   if (!init.ok())
     return absl::InvalidArgumentError(absl::StrCat(name, ": ", init.status().message()));
   if (auto s = detail::CheckOverflowConfig(config, name); !s.ok()) return s;
+  std::vector<detail::RateRange> rate_ranges;
+  for (const auto& r : config.rate_scales())
+    rate_ranges.push_back({r.offset(), r.size(), r.scale()});
+  if (auto s = detail::CheckRateRanges(&rate_ranges, config.dim(), name); !s.ok()) return s;
   if (auto s = detail::CheckMemory(EstimateBytes(config, num_servers),
                                    absl::StrCat(name, " (dim ", config.dim(), ")"));
       !s.ok()) {
@@ -78,6 +82,8 @@ absl::StatusOr<std::unique_ptr<DenseTable>> DenseTable::Create(
     block->data.resize(block->length + table->rule_->StateDim(block->length));
     init->Fill(0, layout.BlockBegin(b), block->length, block->data.data());
     table->rule_->InitState(block->length, block->data.data() + block->length);
+    block->rate_spans = detail::SpansOfBlock(rate_ranges, layout.BlockBegin(b), block->length);
+    block->rate_above_1 = detail::AnySpanAbove1(block->rate_spans);
     table->local_size_ += block->length;
     table->local_of_[b] = static_cast<int64_t>(table->blocks_.size());
     table->blocks_.push_back(std::move(block));
@@ -122,6 +128,7 @@ absl::Status DenseTable::Push(absl::Span<const float> grads, bool is_delta) {
   pristine_.store(false);
   if (!is_delta) rule_->BeginUpdate();  // one step of a learning-rate schedule per push
   detail::OverflowGuard guard(config_.overflow());
+  detail::SpanScaler scaler;
   uint64_t refused = 0;
   uint64_t first_block = 0;
   for (auto& block : blocks_) {
@@ -132,13 +139,19 @@ absl::Status DenseTable::Push(absl::Span<const float> grads, bool is_delta) {
     // update overflow, cost more CPU than the update itself; a block whose magnitudes prove the
     // update stays in range (the usual case) needs neither the copy nor the check after.
     const bool in_range =
-        is_delta ? DeltaStaysWithin(w, block->data.size(), g, block->length, guard.bound())
-                 : rule_->UpdateStaysWithin(block->length, w, w + block->length, g, guard.bound());
+        is_delta
+            ? DeltaStaysWithin(w, block->data.size(), g, block->length, guard.bound())
+            : !block->rate_above_1 &&
+                  rule_->UpdateStaysWithin(block->length, w, w + block->length, g, guard.bound());
     if (!in_range) guard.Keep(w, block->data.size());
     if (is_delta) {
       for (size_t i = 0; i < block->length; ++i) w[i] += g[i];
     } else {
+      // The rule at its own rate, then each span keeps `scale` times the change it made.
+      const bool scaled = !block->rate_spans.empty();
+      if (scaled) scaler.Keep(block->rate_spans, w);
       rule_->Update(block->length, w, w + block->length, g);
+      if (scaled) scaler.Apply(block->rate_spans, w);
     }
     if (!in_range && !guard.Check(w, block->data.size()) && refused++ == 0) {
       first_block = block->index;

@@ -15,6 +15,7 @@
 #include "absl/types/span.h"
 #include "fleet/ps/ps.pb.h"
 #include "ps/sharding.h"
+#include "ps/table/detail/dense_rate_scale.h"
 #include "ps/table/initializer.h"
 #include "ps/table/table_file.h"
 #include "ps/table/update_rule.h"
@@ -69,6 +70,9 @@ class DenseTable {
     size_t length;   // values (the state follows them in `data`)
     mutable std::mutex mu;
     std::vector<float> data;
+    // The block's elements with their own learning rate (TableConfig.rate_scales); empty for most.
+    std::vector<detail::RateSpan> rate_spans;
+    bool rate_above_1 = false;  // a span scales the rule's change up
   };
 
   DenseTable(const proto::TableConfig& config, std::unique_ptr<UpdateRule> rule);

@@ -1,5 +1,6 @@
 """Parameter-server training across real processes (fleetrun on 127.0.0.1): sync mode equals one
-process with the workers' batches joined; every mode trains; stop_worker loses no gradient; raw
+process with the workers' batches joined; every mode trains; a dense parameter's own learning
+rate trains as in one process in every mode; stop_worker loses no gradient; raw
 ids of any value; a server killed mid-training ends the job with its endpoint named."""
 
 from __future__ import annotations
@@ -43,7 +44,17 @@ def _single(out: pathlib.Path, *args: str) -> dict:
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "optimizer,servers",
-    [("sgd", 1), ("adam", 2), ("mixed", 2), ("sgd_decay", 1), ("sgd_l2", 1), ("adam_l2", 2)],
+    [
+        ("sgd", 1),
+        ("adam", 2),
+        ("mixed", 2),
+        ("sgd_decay", 1),
+        ("sgd_l2", 1),
+        ("adam_l2", 2),
+        # A dense weight at its own rate (ParamAttr(learning_rate=0.5)): the servers' rate_scales.
+        ("sgd_rate", 1),
+        ("adam_rate", 2),
+    ],
 )
 def test_sync_equals_one_process_with_the_joined_batch(tmp_path, optimizer, servers):
     single = _single(tmp_path / "single.npz", "--optimizer", optimizer)
@@ -85,6 +96,28 @@ def test_every_mode_trains_with_raw_ids_through_fleetrun(tmp_path, mode):
     # where unrelated rows give about 0 +- 0.2).
     assert np.abs(ps["rows"]).max() > 1e-3
     assert np.corrcoef(ps["rows"].ravel(), single["rows"].ravel())[0, 1] > 0.5
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["async", "geo"])
+def test_a_dense_parameters_own_rate_trains_as_in_one_process(tmp_path, mode):
+    # One worker (async waiting for its pushes after each step; GEO exchanging every 2 steps):
+    # the servers (async) or the worker's own update ops (GEO) apply the weight's rate of 0.5.
+    single = _single(tmp_path / "single.npz", "--optimizer", "adam_rate", "--workers", "1")
+    result = _fleetrun(
+        tmp_path / "job",
+        ["--server_num=1", "--worker_num=1"],
+        *("--optimizer", "adam_rate", "--mode", mode, "--workers", "1", "--flush_each_step"),
+        *("--out", str(tmp_path / "ps.npz")),
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    ps = dict(np.load(tmp_path / "ps.npz"))
+    assert set(ps) == set(single)
+    for name in single:
+        np.testing.assert_allclose(ps[name], single[name], atol=1e-5, rtol=0, err_msg=name)
+    # Not vacuous: at the optimizer's rate the weight ends elsewhere.
+    plain = _single(tmp_path / "plain.npz", "--optimizer", "adam", "--workers", "1")
+    assert np.abs(plain["fc_0.w_0"] - single["fc_0.w_0"]).max() > 1e-3
 
 
 STOP_BODY = """

@@ -1,9 +1,11 @@
 """A per-parameter learning rate (ParamAttr(learning_rate=k)) in a parameter-server job. One
-process updates such a parameter at k times the optimizer's rate; the servers update every dense
-parameter with the dense table's one rule and rate, and a sparse table with its rule's rate, so
-the PS pass refuses the parameter there, naming it and k, instead of silently dropping k. GEO
-workers keep the dense update ops, which apply k, so GEO takes it. The training equivalence of a
-GEO job with one process is in tests/python/e2e/test_ps_param_lr.py."""
+process updates such a parameter at k times the optimizer's rate. For a dense parameter the PS
+pass puts k into the dense table's config (TableConfig.rate_scales: the parameter's range of the
+packed table at scale k), which the servers apply in sync, async and half_async mode; GEO workers
+keep the dense update ops, which apply k themselves. A sparse table with its own rate is refused,
+naming it and k. The training equivalence with one process is in tests/python/e2e/
+test_ps_training.py (test_sync_equals_one_process_with_the_joined_batch, *_rate) and
+tests/cpp/dense_rate_scale_test.cc."""
 
 from __future__ import annotations
 
@@ -64,14 +66,23 @@ def _minimize(facade, strategy, loss, startup) -> None:
     ],
     ids=["sync", "async", "half_async"],
 )
-def test_a_dense_parameters_own_rate_is_refused_where_the_servers_update_it(ps_worker, strategy):
+def test_the_servers_get_a_dense_parameters_own_rate(ps_worker, strategy):
     main, startup, loss = _model(weight_rate=RATE)
-    mode = strategy().mode.value
-    with pytest.raises(
-        InvalidArgument,
-        match=rf"dense parameter 'w'.*learning_rate={RATE}\).*in {mode} mode.*GEO",
-    ):
-        _minimize(ps_worker, strategy(), loss, startup)
+    _minimize(ps_worker, strategy(), loss, startup)
+    plan = ps_worker.ps_plan
+    (w,) = [d for d in plan.dense if d.param == "w"]
+    assert (w.rate, w.numel) == (RATE, 5 * 1)  # [2 (pooled emb) + 3 (x), 1]
+    (scaled,) = plan.dense_config.rate_scales
+    assert (scaled.offset, scaled.size, scaled.scale) == (w.offset, w.numel, RATE)
+    # The bias keeps the optimizer's rate: no range of its own.
+    assert [d.rate for d in plan.dense if d.param == "b"] == [1.0]
+
+
+@pytest.mark.parametrize("rate", [-0.5, float("nan"), float("inf")])
+def test_a_dense_rate_that_is_not_a_finite_number_at_least_0_is_refused(ps_worker, rate):
+    main, startup, loss = _model(weight_rate=rate)
+    with pytest.raises(InvalidArgument, match=r"dense parameter 'w'.*learning_rate=.*>= 0"):
+        _minimize(ps_worker, DistributedStrategyFactory.create_async_strategy(), loss, startup)
     # The program was not half rewritten into a PS worker's: no send op, no dense plan.
     assert "send" not in [op.type for op in main.global_block().ops]
     assert ps_worker.ps_plan is None
@@ -89,6 +100,8 @@ def test_geo_workers_apply_a_dense_parameters_own_rate(ps_worker):
     ]
     assert scale.type == "scale"
     assert scale.attrs["scale"] == pytest.approx(RATE)
+    # The servers only add the workers' deltas: no rate of theirs.
+    assert not ps_worker.ps_plan.dense_config.rate_scales
 
 
 def test_a_sparse_tables_own_rate_is_refused_naming_the_rate(ps_worker):

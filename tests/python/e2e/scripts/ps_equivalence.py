@@ -15,6 +15,7 @@ from fleet import layers
 from fleet.regularizer import L2Decay
 
 VOCAB, DIM, DENSE = 6, 4, 3
+DENSE_RATE = 0.5
 
 
 def batch(step: int, worker: int, size: int) -> dict:
@@ -49,7 +50,10 @@ def build(optimizer: str):
         )
         pooled = layers.sequence_pool(emb, "sum")
         h = layers.concat([pooled, x], axis=1)
-        prob = layers.fc(h, 2, act="softmax")
+        # "_rate": the weight at half the optimizer's rate (ParamAttr(learning_rate)), which the
+        # servers apply (sync, async) or the GEO workers' own update ops.
+        weight = fleet.ParamAttr(learning_rate=DENSE_RATE) if optimizer.endswith("_rate") else None
+        prob = layers.fc(h, 2, act="softmax", param_attr=weight)
         loss = layers.mean(layers.cross_entropy(prob, y))
         if optimizer == "sgd_decay":  # the servers step the schedule, one step a sync step
             decayed = layers.exponential_decay(0.2, decay_steps=2, decay_rate=0.5)
@@ -64,7 +68,7 @@ def build(optimizer: str):
     if optimizer == "sgd_decay":
         return main, startup, loss, fleet.optimizer.SGD(decayed), {}
     opt = {"sgd": fleet.optimizer.SGD(0.1), "adam": fleet.optimizer.Adam(0.05, lazy_mode=True)}
-    return main, startup, loss, opt[optimizer.removesuffix("_l2")], {}
+    return main, startup, loss, opt[optimizer.removesuffix("_l2").removesuffix("_rate")], {}
 
 
 def feed_of(parts: list[dict], raw_ids: bool = True) -> dict:
