@@ -24,6 +24,7 @@ class DLRMLayer(paddle.nn.Layer):
         sparse_feature_dim,
         top_layer_sizes,
         num_field,
+        dense_rate_scale=1.0,
     ):
         super().__init__()
         self.dense_feature_dim = dense_feature_dim
@@ -32,6 +33,9 @@ class DLRMLayer(paddle.nn.Layer):
         self.sparse_feature_dim = sparse_feature_dim
         self.top_layer_sizes = top_layer_sizes
         self.num_field = num_field
+        # The MLPs' weights and biases train at dense_rate_scale times the optimizer's rate (their
+        # ParamAttr(learning_rate)), the embedding at the optimizer's: see static_model.py.
+        self.dense_rate_scale = dense_rate_scale
         self.bot_mlp = paddle.nn.LayerList(
             self._mlp([dense_feature_dim] + bot_layer_sizes + [sparse_feature_dim], True)
         )
@@ -49,8 +53,7 @@ class DLRMLayer(paddle.nn.Layer):
             self._mlp([interactions + sparse_feature_dim] + top_layer_sizes + [1], False)
         )
 
-    @staticmethod
-    def _mlp(sizes, relu_last):
+    def _mlp(self, sizes, relu_last):
         layers = []
         for i in range(len(sizes) - 1):
             layers.append(
@@ -60,10 +63,12 @@ class DLRMLayer(paddle.nn.Layer):
                     weight_attr=paddle.ParamAttr(
                         initializer=paddle.nn.initializer.Normal(
                             std=math.sqrt(2.0 / (sizes[i] + sizes[i + 1]))
-                        )
+                        ),
+                        learning_rate=self.dense_rate_scale,
                     ),
                     bias_attr=paddle.ParamAttr(
-                        initializer=paddle.nn.initializer.Normal(std=math.sqrt(1.0 / sizes[i + 1]))
+                        initializer=paddle.nn.initializer.Normal(std=math.sqrt(1.0 / sizes[i + 1])),
+                        learning_rate=self.dense_rate_scale,
                     ),
                 )
             )

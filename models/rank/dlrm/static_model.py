@@ -19,6 +19,12 @@ class StaticModel:
         self.sparse_inputs_slot = self.config.get("hyper_parameters.sparse_inputs_slots")
         self.dense_input_dim = self.config.get("hyper_parameters.dense_input_dim")
         self.learning_rate = self.config.get("hyper_parameters.optimizer.learning_rate")
+        # The MLPs' rate (absent: the optimizer's). The embedding keeps the optimizer's rate.
+        # With several async trainers the dense part, which every step updates, suffers most
+        # from stale pushes: models/README.md, "Measuring the big configs".
+        self.dense_learning_rate = (
+            self.config.get("hyper_parameters.dense_learning_rate") or self.learning_rate
+        )
         self.bot_layer_sizes = self.config.get("hyper_parameters.bot_layer_sizes")
         self.top_layer_sizes = self.config.get("hyper_parameters.top_layer_sizes")
 
@@ -45,6 +51,7 @@ class StaticModel:
             self.sparse_feature_dim,
             self.top_layer_sizes,
             sparse_number,
+            self.dense_learning_rate / self.learning_rate,
         )
         pred = dlrm_model.forward(self.sparse_inputs, self.dense_input)
         predict_2d = paddle.concat(x=[1 - pred, pred], axis=1)
