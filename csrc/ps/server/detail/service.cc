@@ -26,14 +26,18 @@ absl::Span<float> FloatBuffer(std::string* bytes, size_t floats) {
   return absl::Span<float>(reinterpret_cast<float*>(bytes->data()), floats);
 }
 
-// Dense replies whose values travel in a slice of their own (see the constructor).
+// Replies whose values travel in a slice of their own (see the constructor).
+using PullSparseSliceReply =
+    SliceFieldMessage<proto::PullSparseReply, proto::PullSparseReply::kValuesFieldNumber>;
+using BarrierSliceReply =
+    SliceFieldMessage<proto::BarrierReply, proto::BarrierReply::kValuesFieldNumber>;
 using PullDenseSliceReply =
     SliceFieldMessage<proto::PullDenseReply, proto::PullDenseReply::kValuesFieldNumber>;
 using PushDenseSliceReply =
     SliceFieldMessage<proto::PushReply, proto::PushReply::kValuesFieldNumber>;
 
-// A dense reply's fields besides its values, room for its values, and dropping them, for
-// either kind of reply.
+// A reply's fields besides its values, room for its values, and dropping them, for either
+// kind of reply.
 template <class Reply>
 Reply* HeaderOf(Reply* reply) {
   return reply;
@@ -90,13 +94,15 @@ PsServiceImpl::PsServiceImpl(TableSet* tables, BarrierSet* barriers, std::functi
       incarnation_(std::move(incarnation)),
       loaded_from_(std::move(loaded_from)),
       started_(absl::Now()) {
-  // Over gRPC the dense values of a pull or push-pull reply are written once, by the table,
-  // into a slice sent as the reply's `values` field, where a reply message took three passes:
-  // zero-filling its string, the table's copy into it and protobuf's copy into gRPC's slices.
-  // The bytes on the wire are the same message. A streamed unary method is served by the same
-  // synchronous threads, with a reply type of its own.
+  // Over gRPC the values of a pull, push-pull or sync step's reply are written once, by the
+  // table, into a slice sent as the reply's `values` field, where a reply message took three
+  // passes: zero-filling its string, the table's copy into it and protobuf's copy into gRPC's
+  // slices. The bytes on the wire are the same message. A streamed unary method is served by
+  // the same synchronous threads, with a reply type of its own.
+  ServeValuesInSlice("PullSparse", &PsServiceImpl::ServePullSparse<PullSparseSliceReply>);
   ServeValuesInSlice("PullDense", &PsServiceImpl::ServePullDense<PullDenseSliceReply>);
   ServeValuesInSlice("PushDense", &PsServiceImpl::ServePushDense<PushDenseSliceReply>);
+  ServeValuesInSlice("Barrier", &PsServiceImpl::ServeBarrier<BarrierSliceReply>);
 }
 
 template <class Request, class Reply>
@@ -160,20 +166,28 @@ void PsServiceImpl::WorkerNews(grpc::ServerContext* context, const proto::Barrie
 grpc::Status PsServiceImpl::PullSparse(grpc::ServerContext* context,
                                        const proto::PullSparseRequest* request,
                                        proto::PullSparseReply* reply) {
-  ServedRpc metered(&meter_, RpcKind::kPullSparse, *request, *reply, *reply->mutable_status());
-  if (!Admit(context, reply->mutable_status())) return grpc::Status::OK;
-  reply->set_table_id(request->table_id());
-  absl::Status status = Guarded("PullSparse", [&]() -> absl::Status {
-    auto table = tables_->Sparse(request->table_id());
-    if (!table.ok()) return table.status();
-    auto keys = BytesAs<int64_t>(request->keys(), "keys");
-    if (!keys.ok()) return keys.status();
-    return (*table)->Pull(*keys,
-                          FloatBuffer(reply->mutable_values(), keys->size() * (*table)->dim()));
-  });
-  if (!status.ok()) reply->clear_values();
-  SetStatus(reply->mutable_status(), status);
+  ServePullSparse(context, *request, reply);
   return grpc::Status::OK;
+}
+
+template <class Reply>
+void PsServiceImpl::ServePullSparse(grpc::ServerContext* context,
+                                    const proto::PullSparseRequest& request, Reply* reply) {
+  auto* header = HeaderOf(reply);
+  ServedRpc metered(
+      &meter_, RpcKind::kPullSparse, request, [reply] { return reply->ByteSizeLong(); },
+      *header->mutable_status());
+  if (!Admit(context, header->mutable_status())) return;
+  header->set_table_id(request.table_id());
+  absl::Status status = Guarded("PullSparse", [&]() -> absl::Status {
+    auto table = tables_->Sparse(request.table_id());
+    if (!table.ok()) return table.status();
+    auto keys = BytesAs<int64_t>(request.keys(), "keys");
+    if (!keys.ok()) return keys.status();
+    return (*table)->Pull(*keys, ValuesOf(reply, keys->size() * (*table)->dim()));
+  });
+  if (!status.ok()) ClearValues(reply);
+  SetStatus(header->mutable_status(), status);
 }
 
 grpc::Status PsServiceImpl::PushSparse(grpc::ServerContext* context,
@@ -260,22 +274,30 @@ void PsServiceImpl::ServePushDense(grpc::ServerContext* context,
 grpc::Status PsServiceImpl::Barrier(grpc::ServerContext* context,
                                     const proto::BarrierRequest* request,
                                     proto::BarrierReply* reply) {
-  if (!Admit(context, reply->mutable_status())) return grpc::Status::OK;
-  if (!request->failure().empty() || request->presence() || request->goodbye()) {
-    WorkerNews(context, *request);
-    SetStatus(reply->mutable_status(), absl::OkStatus());
-    return grpc::Status::OK;
+  ServeBarrier(context, *request, reply);
+  return grpc::Status::OK;
+}
+
+template <class Reply>
+void PsServiceImpl::ServeBarrier(grpc::ServerContext* context, const proto::BarrierRequest& request,
+                                 Reply* reply) {
+  auto* header = HeaderOf(reply);
+  if (!Admit(context, header->mutable_status())) return;
+  if (!request.failure().empty() || request.presence() || request.goodbye()) {
+    WorkerNews(context, request);
+    SetStatus(header->mutable_status(), absl::OkStatus());
+    return;
   }
-  const absl::Duration timeout = absl::Milliseconds(request->timeout_ms());
-  if (!request->apply_accumulated()) {
-    SetStatus(reply->mutable_status(), barriers_->Arrive(request->name(), request->num_workers(),
-                                                         request->worker_id(), timeout));
-    return grpc::Status::OK;
+  const absl::Duration timeout = absl::Milliseconds(request.timeout_ms());
+  if (!request.apply_accumulated()) {
+    SetStatus(header->mutable_status(), barriers_->Arrive(request.name(), request.num_workers(),
+                                                          request.worker_id(), timeout));
+    return;
   }
-  const uint32_t num_workers = request->num_workers();
+  const uint32_t num_workers = request.num_workers();
   uint32_t done_workers = 0;
   absl::Status status = barriers_->ArriveAndRun(
-      request->name(), num_workers, request->worker_id(), timeout, request->done(),
+      request.name(), num_workers, request.worker_id(), timeout, request.done(),
       [this, num_workers](uint32_t done) {
         // The workers still training contributed this step; finished ones sent nothing.
         const uint32_t contributors = num_workers - done;
@@ -283,19 +305,18 @@ grpc::Status PsServiceImpl::Barrier(grpc::ServerContext* context,
         return accumulator_.ApplyAll(1.0f / static_cast<float>(contributors));
       },
       &done_workers);
-  reply->set_done_workers(done_workers);
+  header->set_done_workers(done_workers);
   // The table cannot change before this worker's next arrival: the others' next pushes only
   // accumulate until that round's update.
-  if (status.ok() && request->pull_dense()) {
+  if (status.ok() && request.pull_dense()) {
     status = Guarded("Barrier", [&]() -> absl::Status {
-      auto table = tables_->Dense(request->pull_dense_table());
+      auto table = tables_->Dense(request.pull_dense_table());
       if (!table.ok()) return table.status();
-      return (*table)->Pull(FloatBuffer(reply->mutable_values(), (*table)->local_size()));
+      return (*table)->Pull(ValuesOf(reply, (*table)->local_size()));
     });
-    if (!status.ok()) reply->clear_values();
+    if (!status.ok()) ClearValues(reply);
   }
-  SetStatus(reply->mutable_status(), status);
-  return grpc::Status::OK;
+  SetStatus(header->mutable_status(), status);
 }
 
 grpc::Status PsServiceImpl::Save(grpc::ServerContext* context, const proto::SaveRequest* request,

@@ -53,8 +53,15 @@ class PsServiceImpl final : public proto::PsService::Service {
   const RpcMeter& meter() const { return meter_; }
 
  private:
-  // The bodies of PullDense and PushDense, for a reply message (a call in process) or a reply
-  // whose values travel in a slice of their own (a call over gRPC, see the constructor).
+  // The bodies of the calls whose replies carry values (PullSparse, PullDense, PushDense,
+  // Barrier), for a reply message (a call in process) or a reply whose values travel in a slice
+  // of their own (a call over gRPC, see the constructor).
+  template <class Reply>
+  void ServePullSparse(grpc::ServerContext* context, const proto::PullSparseRequest& request,
+                       Reply* reply);
+  template <class Reply>
+  void ServeBarrier(grpc::ServerContext* context, const proto::BarrierRequest& request,
+                    Reply* reply);
   template <class Reply>
   void ServePullDense(grpc::ServerContext* context, const proto::PullDenseRequest& request,
                       Reply* reply);
