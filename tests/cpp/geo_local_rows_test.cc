@@ -1,9 +1,12 @@
 // GEO's worker-side rows (distributed/detail/local_rows.h) against a plain reference: a map of
 // rows, each push's repeated ids summed in their order and then updated by the same rule. Values,
 // rule state (seen through later updates) and deltas must match bit for bit, through pushes with
-// repeated ids, pulls of absent ids, exchanges (TakeDeltas + Reset) and several threads pushing.
+// repeated ids, pulls of absent ids, exchanges (TakeDeltas + Reset) and several threads pushing;
+// and the rebase of an exchange's fresh values (TakeDeltas + Rebase), which keeps what changed
+// while the deltas travelled.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstring>
 #include <map>
 #include <random>
@@ -84,14 +87,14 @@ class ReferenceRows {
   std::map<int64_t, bool> touched_;
 };
 
-std::map<int64_t, std::vector<float>> DeltasById(LocalRows* rows, float scale) {
+std::map<int64_t, std::vector<float>> DeltasById(LocalRows* rows, float scale, size_t dim = kDim) {
   std::vector<int64_t> keys;
   std::vector<float> deltas;
   rows->TakeDeltas(scale, &keys, &deltas);
   std::map<int64_t, std::vector<float>> by_id;
   for (size_t i = 0; i < keys.size(); ++i) {
     EXPECT_EQ(by_id.count(keys[i]), 0u) << "id " << keys[i] << " twice in one exchange";
-    by_id[keys[i]].assign(deltas.begin() + i * kDim, deltas.begin() + (i + 1) * kDim);
+    by_id[keys[i]].assign(deltas.begin() + i * dim, deltas.begin() + (i + 1) * dim);
   }
   return by_id;
 }
@@ -184,8 +187,111 @@ TEST(GeoLocalRows, ThreadsPushingTheSameIdsLoseNoUpdate) {
   for (size_t i = 0; i < ids.size(); ++i) {
     ASSERT_EQ(out[i], -0.25f * 2.0f * kThreads * kPushes) << "id " << ids[i];
   }
-  auto deltas = DeltasById(&rows, 1.0f);
+  auto deltas = DeltasById(&rows, 1.0f, 1);
   EXPECT_EQ(deltas.size(), ids.size());
+}
+
+// SGD at rate 1/4 on dim 1: every value below is exact in floats.
+std::unique_ptr<ps::UpdateRule> QuarterSgd() {
+  ps::proto::OptimizerConfig config;
+  config.set_learning_rate(0.25f);
+  config.mutable_sgd();
+  auto rule = ps::MakeUpdateRule(config);
+  EXPECT_TRUE(rule.ok()) << rule.status();
+  return std::move(*rule);
+}
+
+TEST(GeoLocalRows, ARebaseKeepsWhatChangedSinceTheDeltasWereTaken) {
+  LocalRows rows(1, QuarterSgd());
+  rows.Reset({5, 6}, {1.0f, 2.0f});
+  rows.Update({5, 6}, {1.0f, 1.0f});  // 0.75, 1.75
+  ASSERT_EQ(DeltasById(&rows, 1.0f, 1),
+            (std::map<int64_t, std::vector<float>>{{5, {-0.25f}}, {6, {-0.25f}}}));
+  rows.Update({5}, {1.0f});  // 0.5: made while the deltas travel
+  rows.Rebase({5, 6}, {10.0f, 20.0f});
+  std::vector<float> out(2);
+  ASSERT_TRUE(rows.Read({5, 6}, absl::MakeSpan(out)).empty());
+  EXPECT_EQ(out, (std::vector<float>{9.75f, 20.0f}));
+  // The update made meanwhile goes with the next exchange, and only it.
+  EXPECT_EQ(DeltasById(&rows, 1.0f, 1), (std::map<int64_t, std::vector<float>>{{5, {-0.25f}}}));
+  EXPECT_THROW(rows.Rebase({7}, {1.0f}), Internal);
+}
+
+TEST(GeoLocalRows, ARebaseWithNothingChangedMeanwhileIsAResetBitForBit) {
+  // Two copies with the same history (Adam: state and rounding matter); one takes the fresh
+  // values by Reset, the other by Rebase, then both train on.
+  LocalRows reset(kDim, Adam()), rebase(kDim, Adam());
+  std::mt19937 random(5);
+  std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+  std::vector<int64_t> ids(50);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int64_t>(i) * 31 - 700;
+  std::vector<float> start(ids.size() * kDim);
+  for (float& v : start) v = value(random);
+  reset.Reset(ids, start);
+  rebase.Reset(ids, start);
+  for (int exchange = 0; exchange < 5; ++exchange) {
+    for (int step = 0; step < 3; ++step) {
+      std::vector<float> grads(ids.size() * kDim);
+      for (float& g : grads) g = value(random);
+      reset.Update(ids, grads);
+      rebase.Update(ids, grads);
+    }
+    ASSERT_EQ(DeltasById(&reset, 0.5f), DeltasById(&rebase, 0.5f));
+    std::vector<float> fresh(ids.size() * kDim);
+    for (float& v : fresh) v = value(random) * 3.0f;
+    reset.Reset(ids, fresh);
+    rebase.Rebase(ids, fresh);
+    std::vector<float> a(ids.size() * kDim), b(ids.size() * kDim);
+    reset.Read(ids, absl::MakeSpan(a));
+    rebase.Read(ids, absl::MakeSpan(b));
+    ASSERT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)))
+        << "exchange " << exchange;
+  }
+}
+
+TEST(GeoLocalRows, ExchangesRebasedWhileThreadsPushLoseNoUpdate) {
+  // Trainer threads push while another thread exchanges: takes the deltas, adds them to a
+  // "server" copy and rebases the rows onto it. Every update ends on the server exactly once.
+  LocalRows rows(1, QuarterSgd());
+  std::vector<int64_t> ids(64);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int64_t>(i) * 1000003;
+  rows.Reset(ids, std::vector<float>(ids.size(), 0.0f));
+  std::map<int64_t, float> server;
+  for (int64_t id : ids) server[id] = 0.0f;
+  auto exchange = [&] {
+    std::vector<int64_t> keys;
+    std::vector<float> deltas;
+    rows.TakeDeltas(1.0f, &keys, &deltas);
+    std::vector<float> fresh(keys.size());
+    for (size_t i = 0; i < keys.size(); ++i) fresh[i] = server[keys[i]] += deltas[i];
+    rows.Rebase(keys, fresh);
+  };
+  // Each thread pushes until it made kPushes pushes and kExchanges exchanges happened, so that
+  // the exchanges overlap the pushes however the threads are scheduled.
+  constexpr int kThreads = 3, kPushes = 300, kExchanges = 50;
+  std::atomic<int> running{kThreads}, exchanges{0}, pushes{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      for (int p = 0; p < kPushes || exchanges.load() < kExchanges; ++p) {
+        rows.Update(ids, std::vector<float>(ids.size(), 1.0f));
+        ++pushes;
+      }
+      --running;
+    });
+  }
+  while (running.load() > 0) {
+    exchange();
+    ++exchanges;
+  }
+  for (std::thread& thread : threads) thread.join();
+  exchange();
+  std::vector<float> out(ids.size());
+  ASSERT_TRUE(rows.Read(ids, absl::MakeSpan(out)).empty());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    ASSERT_EQ(server[ids[i]], -0.25f * static_cast<float>(pushes.load())) << "id " << ids[i];
+    ASSERT_EQ(out[i], server[ids[i]]) << "id " << ids[i];
+  }
 }
 
 }  // namespace

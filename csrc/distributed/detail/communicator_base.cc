@@ -206,6 +206,18 @@ void CommunicatorBase::WriteDenseParams(const float* values, const Scope* scope)
   }
 }
 
+void CommunicatorBase::RebaseDenseParams(const float* fresh, float* synced) const {
+  auto params = DenseParams(root_);
+  for (size_t i = 0; i < params.size(); ++i) {
+    float* param = params[i]->mutable_data<float>();
+    const size_t offset = config_.dense[i].offset;
+    for (size_t j = 0; j < config_.dense[i].numel; ++j) {
+      param[j] = fresh[offset + j] + (param[j] - synced[offset + j]);
+      synced[offset + j] = fresh[offset + j];
+    }
+  }
+}
+
 void CommunicatorBase::CopyDenseParamsInto(Scope* scope) const {
   const std::vector<LoDTensor*> params = DenseParams(root_);
   for (size_t i = 0; i < params.size(); ++i) {

@@ -61,6 +61,11 @@ class CommunicatorBase : public Communicator {
   // Writes packed values into the dense parameters `scope` sees (default: the root scope's), in
   // place: same buffers.
   void WriteDenseParams(const float* values, const Scope* scope = nullptr) const;
+  // The servers' fresh dense values into the root scope's parameters, keeping what the trainers
+  // changed since `synced` was taken: param = fresh + (param - synced), then synced = fresh.
+  // Element by element in place (trainer threads may be running), so an update made meanwhile is
+  // lost only when it lands on the element being rebased.
+  void RebaseDenseParams(const float* fresh, float* synced) const;
   // Gives `scope` its own copy of every dense parameter, with the root scope's values.
   void CopyDenseParamsInto(Scope* scope) const;
   // The end of a normal Stop(): tells the servers this worker leaves (its presence call ending

@@ -1,5 +1,7 @@
 #include "distributed/detail/geo_communicator.h"
 
+#include <pthread.h>
+
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -66,43 +68,129 @@ void GeoCommunicator::SendDense(int thread, const std::vector<const LoDTensor*>&
       "(was it rewritten for another mode?)");
 }
 
-void GeoCommunicator::Exchange() {
-  std::lock_guard<std::mutex> lock(exchange_mu_);
+GeoCommunicator::Deltas GeoCommunicator::TakeDeltas() {
   // Every worker trained a full step size from the same values: the servers add the average of
   // their changes (geo-SGD's model averaging, as Paddle's GEO scales deltas by 1/trainers).
   const float scale = 1.0f / static_cast<float>(config_.num_workers);
+  Deltas deltas;
+  deltas.keys.resize(config_.sparse.size());
+  deltas.rows.resize(config_.sparse.size());
+  for (size_t t = 0; t < config_.sparse.size(); ++t) {
+    Local(config_.sparse[t].table_id).TakeDeltas(scale, &deltas.keys[t], &deltas.rows[t]);
+  }
+  if (dense_size() > 0) {
+    // The current values become the synced ones; SendAndRebase keeps what changes meanwhile.
+    deltas.dense.resize(dense_size());
+    ReadDenseParams(deltas.dense.data());
+    for (size_t i = 0; i < deltas.dense.size(); ++i) {
+      const float current = deltas.dense[i];
+      deltas.dense[i] = scale * (current - dense_synced_[i]);
+      dense_synced_[i] = current;
+    }
+  }
+  return deltas;
+}
+
+void GeoCommunicator::SendAndRebase(const Deltas& deltas) {
   std::vector<ps::Future> pushes;
   std::vector<std::string> what;
-  std::vector<std::vector<int64_t>> keys(config_.sparse.size());
-  std::vector<std::vector<float>> deltas(config_.sparse.size());
   for (size_t t = 0; t < config_.sparse.size(); ++t) {
+    if (deltas.keys[t].empty()) continue;
     const SparseVar& var = config_.sparse[t];
-    Local(var.table_id).TakeDeltas(scale, &keys[t], &deltas[t]);
-    if (keys[t].empty()) continue;
-    pushes.push_back(client_->PushSparse(var.table_id, keys[t], deltas[t], ps::PushKind::kDelta));
+    pushes.push_back(
+        client_->PushSparse(var.table_id, deltas.keys[t], deltas.rows[t], ps::PushKind::kDelta));
     what.push_back(absl::StrCat("GEO push of '", var.name, "' deltas"));
   }
-  std::vector<float> dense_delta;
   if (dense_size() > 0) {
-    dense_delta.resize(dense_size());
-    ReadDenseParams(dense_delta.data());
-    for (size_t i = 0; i < dense_delta.size(); ++i) {
-      dense_delta[i] = scale * (dense_delta[i] - dense_synced_[i]);
-    }
     pushes.push_back(
-        client_->PushDense(*config_.dense_table_id, dense_delta, ps::PushKind::kDelta));
+        client_->PushDense(*config_.dense_table_id, deltas.dense, ps::PushKind::kDelta));
     what.push_back("GEO push of the dense deltas");
   }
   for (size_t i = 0; i < pushes.size(); ++i) WaitOk(pushes[i], what[i]);
   // Fresh values: everything the other workers pushed meanwhile, on the rows this one touched.
   for (size_t t = 0; t < config_.sparse.size(); ++t) {
-    if (keys[t].empty()) continue;
+    if (deltas.keys[t].empty()) continue;
     const SparseVar& var = config_.sparse[t];
-    std::vector<float> rows(keys[t].size() * var.dim);
-    PullFromServers(var.table_id, keys[t], absl::MakeSpan(rows));
-    Local(var.table_id).Reset(keys[t], rows);
+    std::vector<float> fresh(deltas.keys[t].size() * var.dim);
+    PullFromServers(var.table_id, deltas.keys[t], absl::MakeSpan(fresh));
+    Local(var.table_id).Rebase(deltas.keys[t], fresh);
   }
-  if (dense_size() > 0) PullDenseIntoRoot(&dense_synced_);
+  if (dense_size() > 0) {
+    std::vector<float> fresh(dense_size());
+    WaitOk(client_->PullDense(*config_.dense_table_id, absl::MakeSpan(fresh)),
+           "GEO pull of the dense parameters");
+    RebaseDenseParams(fresh.data(), dense_synced_.data());
+  }
+}
+
+void GeoCommunicator::ExchangeLoop() {
+  // Named, so that a profile or benchmarks/cpu_window.py tells its CPU from the trainers'.
+  pthread_setname_np(pthread_self(), "geo_exchange");
+  std::unique_lock<std::mutex> lock(pending_mu_);
+  while (true) {
+    pending_cv_.wait(lock, [&] { return quit_ || pending_ != nullptr; });
+    if (pending_ == nullptr) return;  // quit, with nothing handed over
+    std::shared_ptr<const Deltas> deltas = std::move(pending_);
+    lock.unlock();
+    std::exception_ptr error;
+    try {
+      SendAndRebase(*deltas);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    lock.lock();
+    pending_error_ = error;
+    in_flight_ = false;
+    pending_cv_.notify_all();
+  }
+}
+
+void GeoCommunicator::StopExchangeThread() {
+  {
+    std::lock_guard<std::mutex> lock(pending_mu_);
+    quit_ = true;
+  }
+  pending_cv_.notify_all();
+  if (exchange_thread_.joinable()) exchange_thread_.join();
+}
+
+GeoCommunicator::~GeoCommunicator() { StopExchangeThread(); }
+
+void GeoCommunicator::FinishPending() {
+  std::unique_lock<std::mutex> lock(pending_mu_);
+  pending_cv_.wait(lock, [&] { return !in_flight_; });
+  if (pending_error_ != nullptr) {
+    std::exception_ptr error = pending_error_;
+    pending_error_ = nullptr;
+    std::rethrow_exception(error);
+  }
+}
+
+void GeoCommunicator::StartExchange() {
+  std::lock_guard<std::mutex> lock(exchange_mu_);
+  FinishPending();
+  auto deltas = std::make_shared<const Deltas>(TakeDeltas());
+  {
+    std::lock_guard<std::mutex> pending_lock(pending_mu_);
+    if (!quit_) {
+      if (!exchange_thread_.joinable()) {
+        exchange_thread_ = std::thread([this] { ExchangeLoop(); });
+      }
+      pending_ = std::move(deltas);
+      in_flight_ = true;
+    }
+  }
+  if (deltas != nullptr) {  // after Stop() there is no exchange thread
+    SendAndRebase(*deltas);
+    return;
+  }
+  pending_cv_.notify_all();
+}
+
+void GeoCommunicator::Exchange() {
+  std::lock_guard<std::mutex> lock(exchange_mu_);
+  FinishPending();
+  SendAndRebase(TakeDeltas());
 }
 
 void GeoCommunicator::AfterStep(const framework::StepInfo& info) {
@@ -110,7 +198,7 @@ void GeoCommunicator::AfterStep(const framework::StepInfo& info) {
   // run of the program's increment op, whatever k_steps is.
   for (auto& [table_id, local] : local_) local->StepSchedule();
   const int64_t step = steps_.fetch_add(1) + 1;
-  if (step % config_.geo_steps == 0) Exchange();
+  if (step % config_.geo_steps == 0) StartExchange();
 }
 
 void GeoCommunicator::OnPassEnd() {
@@ -122,9 +210,13 @@ void GeoCommunicator::Flush() { Exchange(); }
 void GeoCommunicator::Stop() {
   if (stopped_) return;
   stopped_ = true;
-  if (failed()) return;  // after a failed step nothing more is pushed
+  if (failed()) {  // after a failed step nothing more is pushed
+    StopExchangeThread();
+    return;
+  }
   try {
     Flush();
+    StopExchangeThread();
     Leave();
   } catch (const std::exception& e) {
     MarkFailed(e.what());

@@ -11,13 +11,21 @@
 //           remembered; at an exchange the touched rows' deltas are pushed and their fresh
 //           values pulled.
 //
-// The exchange runs on the trainer thread that completes the geo_steps-th step, while the other
-// threads keep training on the local copy (their updates made during the exchange are either in
-// the pushed delta or overwritten by the pull, as in Paddle's GEO).
+// The trainer thread that completes the geo_steps-th step takes the deltas (the synced values
+// become the current ones) and hands the rest of the exchange to a thread of its own: the pushes,
+// the pulls of fresh values and their rebase (value = fresh + (value - synced), as Paddle's GEO
+// receives dense values), while every trainer thread keeps training on the local copy. An update
+// made while the deltas travel stays on top of the fresh values and goes with the next exchange;
+// with none, the fresh values are taken exactly. One exchange at a time: the next k-th step waits
+// for the one in flight (and raises its error); a flush or the end of a pass exchanges in full
+// before it returns.
 
 #include <atomic>
+#include <condition_variable>
+#include <exception>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -29,6 +37,7 @@ namespace fleet::distributed::detail {
 class GeoCommunicator : public CommunicatorBase {
  public:
   GeoCommunicator(CommunicatorConfig config, std::shared_ptr<ps::PsClient> client, Scope* root);
+  ~GeoCommunicator() override;
 
   void PullSparse(int thread, uint32_t table_id, absl::Span<const int64_t> keys,
                   absl::Span<float> out, bool from_servers) override;
@@ -46,15 +55,42 @@ class GeoCommunicator : public CommunicatorBase {
   void StartThreads() override;
 
  private:
+  // An exchange's deltas, taken on the trainer thread.
+  struct Deltas {
+    std::vector<std::vector<int64_t>> keys;  // per config_.sparse entry
+    std::vector<std::vector<float>> rows;
+    std::vector<float> dense;
+  };
   LocalRows& Local(uint32_t table_id);
+  // Takes the deltas and hands them to the exchange thread (started on first use).
+  void StartExchange();
+  // A whole exchange before it returns.
   void Exchange();
+  // Waits until the exchange thread is idle; raises the error of its last exchange. Under
+  // exchange_mu_.
+  void FinishPending();
+  // Under exchange_mu_, with no exchange in flight.
+  Deltas TakeDeltas();
+  // Pushes the deltas, pulls the fresh values of what they touched and rebases onto them.
+  void SendAndRebase(const Deltas& deltas);
+  // The exchange thread's loop, and its end (after the exchange in flight).
+  void ExchangeLoop();
+  void StopExchangeThread();
 
   absl::flat_hash_map<uint32_t, std::unique_ptr<LocalRows>> local_;
-  std::vector<float> dense_synced_;
-  std::mutex exchange_mu_;  // one exchange at a time
+  std::vector<float> dense_synced_;  // only the exchange in flight or, with none, its taker
+  std::mutex exchange_mu_;           // one exchange taken at a time
   std::atomic<int64_t> steps_{0};
   std::atomic<bool> dataset_pass_{false};
   bool stopped_ = false;
+  // The exchange thread and what it is handed, under pending_mu_.
+  std::mutex pending_mu_;
+  std::condition_variable pending_cv_;
+  std::shared_ptr<const Deltas> pending_;  // handed over, not yet picked up
+  bool in_flight_ = false;                 // handed over and not yet done
+  std::exception_ptr pending_error_;       // the last exchange's, until FinishPending raises it
+  bool quit_ = false;
+  std::thread exchange_thread_;
 };
 
 }  // namespace fleet::distributed::detail

@@ -150,13 +150,31 @@ void LocalRows::TakeDeltas(float scale, std::vector<int64_t>* keys, std::vector<
     Shard& shard = shards_[s];
     std::lock_guard<std::mutex> lock(shard.mu);
     for (const auto& [key, index] : shard.touched_rows) {
-      const float* row = RowAt(shard, index);
+      float* row = RowAt(shard, index);
       keys->push_back(key);
       for (size_t j = 0; j < dim_; ++j) deltas->push_back(scale * (row[j] - row[dim_ + j]));
+      std::memcpy(row + dim_, row, dim_ * sizeof(float));
       shard.touched[index] = 0;
     }
     shard.touched_rows.clear();
   }
+}
+
+void LocalRows::Rebase(absl::Span<const int64_t> keys, absl::Span<const float> fresh) {
+  ForEachByShard(
+      keys,
+      [&](Shard& shard, size_t i) {
+        const int64_t index = IndexOf(shard, keys[i]);
+        FLEET_ENFORCE(index >= 0, Internal, "GEO fresh values of id ", keys[i],
+                      " that this worker does not hold");
+        float* row = RowAt(shard, index);
+        const float* f = fresh.data() + i * dim_;
+        for (size_t j = 0; j < dim_; ++j) {
+          row[j] = f[j] + (row[j] - row[dim_ + j]);
+          row[dim_ + j] = f[j];
+        }
+      },
+      [](Shard&) {});
 }
 
 }  // namespace fleet::distributed::detail

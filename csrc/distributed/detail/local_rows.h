@@ -42,8 +42,15 @@ class LocalRows {
   // calls it once per step, so that its k-th step updates rows at the schedule's rate of step k,
   // the rate the program's own lr variable has then (the servers only add GEO deltas).
   void StepSchedule() { rule_->BeginUpdate(); }
-  // The ids updated since the last call, with their deltas scale * (value - synced).
+  // The ids updated since the last call, with their deltas scale * (value - synced); their
+  // synced values become their values, so that updates made while the deltas travel are the
+  // next exchange's (Rebase keeps them).
   void TakeDeltas(float scale, std::vector<int64_t>* keys, std::vector<float>* deltas);
+  // The servers' fresh values of rows whose deltas were taken: value = fresh + (value - synced),
+  // synced = fresh. A row updated since its deltas were taken keeps that update on top of the
+  // fresh value; one not updated gets the fresh value exactly (value - synced is 0), as Reset
+  // would give it. Absent keys are an error.
+  void Rebase(absl::Span<const int64_t> keys, absl::Span<const float> fresh);
 
  private:
   static constexpr size_t kShards = 16;
