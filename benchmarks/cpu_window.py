@@ -17,10 +17,12 @@ trainer_waits: how many times the trainer threads blocked in the window (their v
 switches: a wait for a reply, a lock or the data feed; a thread that never waits has none, one
 preempted by the load is not counted). With --samples N (the rows trained; 98% of them fall in
 the window), job_us_per_sample, trainer_us_per_sample and trainer_waits_per_ksample (times the
-batch size / 1000: waits per step, summed over the trainers). A job of W workers on C cores
-can train at most C / job_us_per_sample samples per microsecond, and one process at most
-1 / trainer_us_per_sample (its trainer thread has one core); their quotient is the job's
-ceiling against one process, whatever the load.
+batch size / 1000: waits per step, summed over the trainers). thread_cpu_s and thread_waits
+break each process's CPU and waits down by thread name (a trainer thread has its process's name;
+gRPC's and the GEO exchange thread have theirs), counting threads alive at the samples only.
+A job of W workers on C cores can train at most C / job_us_per_sample samples per microsecond,
+and one process at most 1 / trainer_us_per_sample (its trainer thread has one core); their
+quotient is the job's ceiling against one process, whatever the load.
 
 The figures move far less with the machine's load than samples/s, but a loaded machine still
 raises every CPU time a little (caches shared with other jobs).
@@ -43,9 +45,15 @@ WINDOW_START, WINDOW_END = 0.01, 0.99
 
 def _stat_fields(path: str) -> list[str]:
     """The fields of a /proc stat file after the command name (which may hold spaces)."""
+    return _stat_name_and_fields(path)[1]
+
+
+def _stat_name_and_fields(path: str) -> tuple[str, list[str]]:
+    """The command name of a /proc stat file (a thread's name for a task's) and the fields after
+    it."""
     with open(path) as f:
         text = f.read()
-    return text[text.rfind(")") + 2 :].split()
+    return text[text.find("(") + 1 : text.rfind(")")], text[text.rfind(")") + 2 :].split()
 
 
 def _descendants(root: int) -> list[int]:
@@ -73,22 +81,41 @@ def _voluntary_switches(path: str) -> int:
 
 
 def _sample(
-    pids: list[int],
+    pids: list[int], names: dict[tuple[int, int], str]
 ) -> tuple[dict[int, float], dict[tuple[int, int], float], dict[tuple[int, int], int]]:
     """CPU seconds per process (with its reaped children's) and per thread, and each thread's
-    voluntary context switches."""
+    voluntary context switches; records each thread's name in `names`."""
     processes, threads, switches = {}, {}, {}
     for pid in pids:
         try:
             f = _stat_fields(f"/proc/{pid}/stat")
             processes[pid] = sum(int(x) for x in f[11:15]) / TICKS_PER_S
             for tid in os.listdir(f"/proc/{pid}/task"):
-                t = _stat_fields(f"/proc/{pid}/task/{tid}/stat")
+                name, t = _stat_name_and_fields(f"/proc/{pid}/task/{tid}/stat")
                 threads[(pid, int(tid))] = (int(t[11]) + int(t[12])) / TICKS_PER_S
                 switches[(pid, int(tid))] = _voluntary_switches(f"/proc/{pid}/task/{tid}/status")
+                names[(pid, int(tid))] = name
         except (OSError, IndexError, ValueError):
             continue
     return processes, threads, switches
+
+
+def _per_thread_name(
+    first: dict, last: dict, names: dict[tuple[int, int], str], min_value: float
+) -> dict[str, dict[str, float]]:
+    """Per process, the window's growth of a per-thread figure summed over the threads of one
+    name (gRPC and pool threads share theirs), the names whose sum is at least min_value."""
+    grown: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    for (pid, tid), value in last.items():
+        grown[str(pid)][names.get((pid, tid), "?")] += value - first.get((pid, tid), 0)
+    return {
+        pid: {
+            name: round(value, 3)
+            for name, value in sorted(by_name.items(), key=lambda item: -item[1])
+            if value >= min_value
+        }
+        for pid, by_name in sorted(grown.items())
+    }
 
 
 def measure(command: list[str], log_path: str, trainer_min_s: float) -> dict:
@@ -98,10 +125,11 @@ def measure(command: list[str], log_path: str, trainer_min_s: float) -> dict:
     processes: dict[int, float] = {}
     threads: dict[tuple[int, int], float] = {}
     switches: dict[tuple[int, int], int] = {}
+    names: dict[tuple[int, int], str] = {}
     with open(log_path, "w") as log:
         job = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
         while job.poll() is None:
-            p, t, w = _sample(_descendants(job.pid))
+            p, t, w = _sample(_descendants(job.pid), names)
             processes.update(p)
             threads.update(t)
             switches.update(w)
@@ -137,6 +165,10 @@ def measure(command: list[str], log_path: str, trainer_min_s: float) -> dict:
         "trainer_waits": waits,
         "cores_used": round(job_cpu / window, 3) if window > 0 else None,
         "process_cpu_s": {pid: cpu for pid, cpu in per_process.items() if cpu > 0.005},
+        # where each process's CPU went (a trainer thread is named after its process), and how
+        # often each kind of thread blocked
+        "thread_cpu_s": _per_thread_name(first[2], last[2], names, 0.005),
+        "thread_waits": _per_thread_name(first[3], last[3], names, 1),
         "loadavg_1min_after": round(os.getloadavg()[0], 2),
     }
 

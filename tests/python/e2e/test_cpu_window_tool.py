@@ -30,6 +30,18 @@ PAUSING_CHILD = (
     "        time.sleep(0.0005)\n"
 )
 
+# The burn on a second thread that names itself (prctl PR_SET_NAME) while the main thread waits.
+NAMED_CHILD = (
+    "import ctypes, threading, time\n"
+    "def burn():\n"
+    "    ctypes.CDLL(None).prctl(15, b'spinner', 0, 0, 0)\n"
+    f"    while time.thread_time() < {BURN_S}:\n"
+    "        sum(range(1000))\n"
+    "spinner = threading.Thread(target=burn)\n"
+    "spinner.start()\n"
+    "spinner.join()\n"
+)
+
 
 def parent_of(child: str) -> str:
     return (
@@ -93,6 +105,25 @@ def test_the_trainers_waits_in_the_window_are_counted(tmp_path):
     assert result["trainer_waits_per_ksample"] == round(
         result["trainer_waits"] / (1000 * 0.98) * 1e3, 3
     )
+
+
+def test_each_threads_cpu_is_reported_under_its_name(tmp_path):
+    result = run_tool(
+        tmp_path, "--trainer_min_s", "1.0", "--", sys.executable, "-c", parent_of(NAMED_CHILD)
+    )
+    assert result["trainer_threads"] == 2
+    children = {
+        pid: by_name for pid, by_name in result["thread_cpu_s"].items() if "spinner" in by_name
+    }
+    assert len(children) == 2
+    # The trainers are the named threads: the same window's CPU, found by name.
+    assert (
+        abs(sum(by_name["spinner"] for by_name in children.values()) - result["trainer_cpu_s"])
+        <= 0.01
+    )
+    # The children's main threads only waited for them.
+    for by_name in children.values():
+        assert sum(cpu for name, cpu in by_name.items() if name != "spinner") < 0.2
 
 
 def test_a_failed_job_is_an_error_naming_its_log(tmp_path):
