@@ -133,17 +133,19 @@ class InMemoryDataset::Pass : public BatchSource {
   void Produce() ABSL_NO_THREAD_SAFETY_ANALYSIS {
     const auto& order = dataset_->order_;
     const int64_t batch = dataset_->config_.batch_size;
+    std::vector<SampleRow> rows;  // the batch's samples; reused from batch to batch
     try {
       while (!cancel_.load()) {
         int64_t k = next_.fetch_add(1);
         if (k >= num_batches_) break;
         size_t begin = static_cast<size_t>(k * batch);
         size_t end = std::min(order.size(), begin + static_cast<size_t>(batch));
-        SampleBlock block(&dataset_->config_.slots);
-        block.Reserve(end - begin, &dataset_->blocks_[order[begin].block]);
+        rows.clear();
         for (size_t i = begin; i < end; ++i) {
-          block.AppendFrom(dataset_->blocks_[order[i].block], order[i].row);
+          rows.push_back({&dataset_->blocks_[order[i].block], order[i].row});
         }
+        SampleBlock block(&dataset_->config_.slots);
+        block.AppendRows(rows);
         samples_.fetch_add(end - begin);
         if (!out_->Put(ToBatch(std::move(block)))) break;
       }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <type_traits>
 
 namespace fleet::data {
 namespace {
@@ -36,6 +37,78 @@ void ReadPod(std::string_view bytes, size_t* pos, size_t n, std::vector<T>* out)
   out->resize(old + n);
   std::memcpy(out->data() + old, bytes.data() + *pos, len);
   *pos += len;
+}
+
+// Consecutive rows of one block among the rows AppendRows gathers: `count` rows from `first`.
+// A pass over unshuffled memory gathers a batch as one run (or two, across a block boundary),
+// which each column then copies in one piece.
+struct RowRun {
+  const SampleBlock* block;
+  size_t first;
+  size_t count;
+};
+
+std::vector<RowRun> RunsOf(const std::vector<SampleRow>& rows) {
+  std::vector<RowRun> runs;
+  for (const SampleRow& r : rows) {
+    if (!runs.empty() && runs.back().block == r.block &&
+        runs.back().first + runs.back().count == r.row) {
+      ++runs.back().count;
+    } else {
+      runs.push_back({r.block, r.row, 1});
+    }
+  }
+  return runs;
+}
+
+// Copies n values; a run of a shuffled pass is mostly one value, for which a call to memcpy
+// costs more than the copy.
+template <typename T>
+T* CopyValues(const T* from, size_t n, T* to) {
+  if (n <= 4) {
+    for (size_t j = 0; j < n; ++j) to[j] = from[j];
+    return to + n;
+  }
+  std::memcpy(to, from, n * sizeof(T));
+  return to + n;
+}
+
+// AppendRows for one column whose values are `member` (ids or values) of type T. Each column
+// is resized once to its exact length (offsets first, for LoD slots) and filled by plain stores.
+template <typename T>
+void GatherColumn(const SlotSpec& slot, size_t slot_index, const std::vector<RowRun>& runs,
+                  size_t samples, std::vector<T> SlotColumn::*member, SlotColumn* dst) {
+  std::vector<T>& out = dst->*member;
+  const size_t old = out.size();
+  if (slot.dense) {
+    const size_t width = static_cast<size_t>(slot.width);
+    out.resize(old + samples * width);
+    T* to = out.data() + old;
+    for (const RowRun& run : runs) {
+      const T* from = (run.block->column(slot_index).*member).data() + run.first * width;
+      to = CopyValues(from, run.count * width, to);
+    }
+    return;
+  }
+  std::vector<uint64_t>& offsets = dst->offsets;
+  const size_t first = offsets.size();
+  offsets.resize(first + samples);
+  uint64_t* offset = offsets.data() + first;
+  uint64_t end = offset[-1];
+  for (const RowRun& run : runs) {
+    const uint64_t* src = run.block->column(slot_index).offsets.data() + run.first;
+    const uint64_t base = src[0];
+    for (size_t k = 1; k <= run.count; ++k) *offset++ = end + (src[k] - base);
+    end += src[run.count] - base;
+  }
+  out.resize(static_cast<size_t>(end));
+  T* to = out.data() + old;
+  for (const RowRun& run : runs) {
+    const SlotColumn& src = run.block->column(slot_index);
+    const uint64_t begin = src.offsets[run.first];
+    to = CopyValues((src.*member).data() + begin,
+                    static_cast<size_t>(src.offsets[run.first + run.count] - begin), to);
+  }
 }
 
 }  // namespace
@@ -126,6 +199,19 @@ void SampleBlock::AppendFrom(const SampleBlock& other, size_t row) {
   ++size_;
 }
 
+void SampleBlock::AppendRows(const std::vector<SampleRow>& rows) {
+  const std::vector<RowRun> runs = RunsOf(rows);
+  for (size_t i = 0; i < columns_.size(); ++i) {
+    const SlotSpec& slot = (*slots_)[i];
+    if (slot.type == SlotType::kInt64) {
+      GatherColumn(slot, i, runs, rows.size(), &SlotColumn::ids, &columns_[i]);
+    } else {
+      GatherColumn(slot, i, runs, rows.size(), &SlotColumn::values, &columns_[i]);
+    }
+  }
+  size_ += rows.size();
+}
+
 size_t SampleBlock::ByteSize() const {
   size_t bytes = 0;
   for (const auto& c : columns_) {
@@ -204,7 +290,12 @@ Batch ToBatch(SampleBlock&& block) {
       shape[slot.batch_axis] = batch.num_samples;
     } else {
       shape[slot.batch_axis] = static_cast<int64_t>(c.offsets.back());
-      t.set_lod({std::vector<size_t>(c.offsets.begin(), c.offsets.end())});
+      // The offsets become the LoD: moved where size_t is uint64_t (LP64), else copied.
+      if constexpr (std::is_same_v<size_t, uint64_t>) {
+        t.set_lod({std::move(c.offsets)});
+      } else {
+        t.set_lod({std::vector<size_t>(c.offsets.begin(), c.offsets.end())});
+      }
     }
     if (slot.type == SlotType::kInt64) {
       AdoptVector(std::move(c.ids), DType::kInt64, std::move(shape), &t);
