@@ -55,16 +55,35 @@ class JobPlan:
 
 def free_ports(host: str, count: int) -> list[int]:
     """`count` distinct ports free on `host` right now (held open together so they differ)."""
-    sockets = []
+    held = HeldPorts()
     try:
+        return held(host, count)
+    finally:
+        held.close()
+
+
+class HeldPorts:
+    """A PortPicker whose ports stay bound until close(). A plan picks its servers', workers'
+    and store's ports in separate calls, and a port is the OS's to hand out again as soon as its
+    socket closes: two calls of a picker that released its ports at once gave one job's server
+    and worker the same port (seen in ps_train.py's sync job)."""
+
+    def __init__(self) -> None:
+        self._sockets: list[socket.socket] = []
+
+    def __call__(self, host: str, count: int) -> list[int]:
+        picked = []
         for _ in range(count):
             s = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+            self._sockets.append(s)
             s.bind((host, 0))
-            sockets.append(s)
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
+            picked.append(s.getsockname()[1])
+        return picked
+
+    def close(self) -> None:
+        for s in self._sockets:
             s.close()
+        self._sockets = []
 
 
 def local_addresses() -> set[str]:
@@ -94,17 +113,24 @@ def build_plan(
     args: argparse.Namespace,
     environ: dict[str, str],
     addresses: Optional[set[str]] = None,
-    pick_ports: PortPicker = free_ports,
+    pick_ports: Optional[PortPicker] = None,
     make_job_id: JobIdMaker = fresh_job_id,
 ) -> JobPlan:
-    """The processes this machine runs for the checked `args` (see fleet.launch.args)."""
+    """The processes this machine runs for the checked `args` (see fleet.launch.args). Ports
+    not given come from `pick_ports`, by default free ones held until the plan is made, so that
+    all of them differ."""
     args = argparse.Namespace(**{**vars(args), "host": own_host(args, environ)})
     is_local = _host_matcher(args.host, addresses)
     command = [sys.executable, "-u", args.training_script, *args.training_script_args]
-    if args.mode == "ps":
-        procs, one_machine = _plan_ps(args, environ, is_local, pick_ports)
-    else:
-        procs, one_machine = _plan_collective(args, environ, is_local, pick_ports)
+    held = HeldPorts() if pick_ports is None else None
+    try:
+        if args.mode == "ps":
+            procs, one_machine = _plan_ps(args, environ, is_local, pick_ports or held)
+        else:
+            procs, one_machine = _plan_collective(args, environ, is_local, pick_ports or held)
+    finally:
+        if held is not None:
+            held.close()
     job = _job_identity(environ, one_machine, make_job_id)
     for proc in procs:
         proc.env.update(job)

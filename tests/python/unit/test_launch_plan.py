@@ -7,7 +7,7 @@ import pytest
 
 from fleet.errors import InvalidArgument
 from fleet.launch.args import parse_args
-from fleet.launch.plan import build_plan
+from fleet.launch.plan import HeldPorts, build_plan
 from fleet.role_maker import PaddleCloudRoleMaker
 
 
@@ -50,6 +50,26 @@ def test_ps_on_one_machine_gets_free_ports_and_role_environment(script):
         index = role.server_index() if role.is_server() else role.worker_index()
         assert index == proc.rank and role.worker_num() == 2 and role.server_num() == 2
     assert job.procs[3].env["PADDLE_CURRENT_ENDPOINT"] == "127.0.0.1:7003"
+
+
+def test_held_ports_differ_across_calls_until_closed():
+    """The servers', workers' and store's ports are picked by separate calls: while held, a
+    later call cannot get an earlier call's port back from the OS."""
+    held = HeldPorts()
+    try:
+        picked = [held("127.0.0.1", 20) for _ in range(5)]
+    finally:
+        held.close()
+    flat = [port for call in picked for port in call]
+    assert len(set(flat)) == len(flat) == 100
+
+
+def test_a_ps_job_on_free_ports_gives_every_process_and_the_store_its_own_port(script):
+    args = parse_args(["--server_num=4", "--worker_num=12", script])
+    job = build_plan(args, {}, {"127.0.0.1"})  # the default picker: free ports, held
+    endpoints = [p.env["PADDLE_PORT"] for p in job.procs]
+    endpoints.append(job.procs[0].env["FLEET_GLOO_STORE_ENDPOINT"].rsplit(":", 1)[1])
+    assert len(set(endpoints)) == len(endpoints) == 17
 
 
 def test_ps_across_machines_starts_only_this_machines_processes(script):
