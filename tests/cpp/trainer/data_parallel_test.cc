@@ -218,8 +218,10 @@ TEST(GradientReduce, ASplitSparseGradientGivesEachReplicaItsShareOfTheRowsInOrde
   EXPECT_EQ(split.vars[1]->Get<SelectedRows>().rows(), (std::vector<int64_t>{3, 3, 40}));
 }
 
-TEST(GradientReduce, AShareReducedAloneEqualsThePlannedShare) {
-  SparseReplicas planned({{5, 9, 12}, {9, 700}}, true), alone({{5, 9, 12}, {9, 700}}, true);
+// Reduces each of 2 replicas' shares under Reduce twice, through the plan into `planned` and
+// alone (ReduceGradient) into `alone`, and expects the same rows and the same bits.
+template <typename Replicas>
+void ReduceEachShareThroughThePlanAndAlone(Replicas& planned, Replicas& alone) {
   std::vector<GradientSlot> grads{planned.slot};
   ReducePlan plan = PlanReduction(grads, {0, 1}, 2, 0.5f, /*all_reduce=*/false);
   for (int r = 0; r < 2; ++r) {
@@ -232,6 +234,11 @@ TEST(GradientReduce, AShareReducedAloneEqualsThePlannedShare) {
               0)
         << r;
   }
+}
+
+TEST(GradientReduce, AShareReducedAloneEqualsThePlannedShare) {
+  SparseReplicas planned({{5, 9, 12}, {9, 700}}, true), alone({{5, 9, 12}, {9, 700}}, true);
+  ReduceEachShareThroughThePlanAndAlone(planned, alone);
   EXPECT_EQ(alone.Part(0).rows().size() + alone.Part(1).rows().size(), 5u);
 }
 
@@ -281,17 +288,7 @@ TEST(GradientReduce, ADenseGradientSplitByRowsGivesEachReplicaABlockOfTheWholeSu
 
 TEST(GradientReduce, ADenseShareReducedAloneEqualsThePlannedShareUnderReduce) {
   DenseReplicas planned(40000, 2, true), alone(40000, 2, true);
-  std::vector<GradientSlot> grads{planned.slot};
-  ReducePlan plan = PlanReduction(grads, {0, 1}, 2, 0.5f, /*all_reduce=*/false);
-  for (int r = 0; r < 2; ++r) {
-    RunReduceTasks(plan, r);
-    ReduceGradient(alone.slot, {0, 1}, 2, 0.5f, /*all_reduce=*/false, r);
-    EXPECT_EQ(alone.Part(r).rows(), planned.Part(r).rows()) << r;
-    EXPECT_EQ(std::memcmp(alone.Part(r).value().raw_data(), planned.Part(r).value().raw_data(),
-                          planned.Part(r).value().nbytes()),
-              0)
-        << r;
-  }
+  ReduceEachShareThroughThePlanAndAlone(planned, alone);
   // Reduce: a replica sums only its own block, into its own gradient.
   EXPECT_FLOAT_EQ(planned.Of(0)[0], 50.0f);         // (0 + 100) / 2
   EXPECT_FLOAT_EQ(planned.Of(1)[0], 100.0f);        // replica 1's own, untouched

@@ -431,6 +431,36 @@ def _row_shares(plan, replica):
     return names
 
 
+def _compiled_with_and_without(main, startup, loss, strategy, replicas, field, **fixed):
+    """`main` compiled twice, with the BuildStrategy flag `field` True and False (and the `fixed`
+    fields), each with a scope the startup program initialised, and one process's scope:
+    (exe, {flag: compiled}, {flag: scope}, one)."""
+    exe = fleet.Executor()
+    scopes, compiled = {}, {}
+    for flag in (True, False):
+        build = BuildStrategy()
+        build.reduce_strategy = strategy
+        setattr(build, field, flag)
+        for name, value in fixed.items():
+            setattr(build, name, value)
+        compiled[flag] = CompiledProgram(main).with_data_parallel(
+            loss_name=loss.name, build_strategy=build, places=replicas
+        )
+        scopes[flag] = fleet._core.Scope()
+        exe.run(startup, scope=scopes[flag])
+    one = fleet._core.Scope()
+    exe.run(startup, scope=one)
+    return exe, compiled, scopes, one
+
+
+def _assert_split_equals_whole_and_one(main, scopes, one):
+    """The split run's parameters are bit for bit the whole run's, and one process's to 1e-5."""
+    split, whole, reference = (_params(s, main) for s in (scopes[True], scopes[False], one))
+    for name, value in whole.items():
+        np.testing.assert_array_equal(split[name], value, err_msg=name)
+        np.testing.assert_allclose(value, reference[name], rtol=1e-5, atol=1e-5, err_msg=name)
+
+
 @pytest.mark.parametrize("strategy", STRATEGIES, ids=["allreduce", "reduce"])
 @pytest.mark.parametrize(
     "optimizer",
@@ -449,20 +479,10 @@ def test_a_sparse_update_split_by_rows_gives_the_same_parameters_bit_for_bit(
     advance once a step. With balanced owners the split gradient is reduced during the backward
     pass."""
     main, startup, loss = _model(optimizer, is_sparse=True, hidden=hidden)
-    exe = fleet.Executor()
-    scopes, compiled = {}, {}
-    for split in (True, False):
-        build = BuildStrategy()
-        build.reduce_strategy = strategy
-        build.split_sparse_updates = split
-        build.split_dense_updates = False  # the dense split has tests of its own, below
-        compiled[split] = CompiledProgram(main).with_data_parallel(
-            loss_name=loss.name, build_strategy=build, places=replicas
-        )
-        scopes[split] = fleet._core.Scope()
-        exe.run(startup, scope=scopes[split])
-    one = fleet._core.Scope()
-    exe.run(startup, scope=one)
+    # The dense split has tests of its own, below.
+    exe, compiled, scopes, one = _compiled_with_and_without(
+        main, startup, loss, strategy, replicas, "split_sparse_updates", split_dense_updates=False
+    )
     plan = compiled[True].plan()
     assert plan.row_parts == {"emb@GRAD": "emb@GRAD@ROWS"}
     for r in range(replicas):  # the path is taken: every replica updates a share
@@ -473,10 +493,7 @@ def test_a_sparse_update_split_by_rows_gives_the_same_parameters_bit_for_bit(
     if hidden == _BALANCED_HIDDEN:
         runner = exe.data_parallel_runner(compiled[True], scopes[True])
         assert runner.overlapped_steps == steps - 1
-    split, whole, reference = (_params(s, main) for s in (scopes[True], scopes[False], one))
-    for name, value in whole.items():
-        np.testing.assert_array_equal(split[name], value, err_msg=name)
-        np.testing.assert_allclose(value, reference[name], rtol=1e-5, atol=1e-5, err_msg=name)
+    _assert_split_equals_whole_and_one(main, scopes, one)
     if optimizer is _lazy_adam:  # the split table's beta powers advanced once a step
         for name, beta in (("emb_adam_beta1_pow_acc", 0.9), ("emb_adam_beta2_pow_acc", 0.999)):
             power = np.array(scopes[True].find_var(name).get_tensor())
@@ -516,19 +533,9 @@ def test_a_dense_update_split_by_rows_gives_the_same_parameters_bit_for_bit(
     parameters and losses are bit for bit those of the whole gradients, and one process's to
     1e-5; under AllReduce a fetched gradient is the reduced one in every replica."""
     main, startup, loss = _model(optimizer, is_sparse=is_sparse, hidden=(48,), dense_width=12)
-    exe = fleet.Executor()
-    scopes, compiled = {}, {}
-    for split in (True, False):
-        build = BuildStrategy()
-        build.reduce_strategy = strategy
-        build.split_dense_updates = split
-        compiled[split] = CompiledProgram(main).with_data_parallel(
-            loss_name=loss.name, build_strategy=build, places=replicas
-        )
-        scopes[split] = fleet._core.Scope()
-        exe.run(startup, scope=scopes[split])
-    one = fleet._core.Scope()
-    exe.run(startup, scope=one)
+    exe, compiled, scopes, one = _compiled_with_and_without(
+        main, startup, loss, strategy, replicas, "split_dense_updates"
+    )
     plan = compiled[True].plan()
     dense_parts = {g for g in plan.row_parts if g != "emb@GRAD"}
     assert dense_parts and dense_parts <= {"fc_0.w_0@GRAD", "fc_1.w_0@GRAD", "emb@GRAD"}
@@ -554,10 +561,7 @@ def test_a_dense_update_split_by_rows_gives_the_same_parameters_bit_for_bit(
     runner = exe.data_parallel_runner(compiled[True], scopes[True])
     assert runner.overlapped_steps == steps - 1
     assert exe.data_parallel_runner(compiled[False], scopes[False]).overlapped_steps == 0
-    split, whole, reference = (_params(s, main) for s in (scopes[True], scopes[False], one))
-    for name, value in whole.items():
-        np.testing.assert_array_equal(split[name], value, err_msg=name)
-        np.testing.assert_allclose(value, reference[name], rtol=1e-5, atol=1e-5, err_msg=name)
+    _assert_split_equals_whole_and_one(main, scopes, one)
 
 
 def test_balanced_or_every_row_updates_are_not_split_by_rows():
