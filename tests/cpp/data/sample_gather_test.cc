@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -18,6 +19,12 @@
 
 namespace fleet::data {
 namespace {
+
+// A tensor's elements, for comparing a whole column at once.
+template <typename T>
+std::vector<T> ValuesOf(const LoDTensor& tensor) {
+  return std::vector<T>(tensor.data<T>(), tensor.data<T>() + tensor.numel());
+}
 
 // ids: LoD int64; w: dense float32 [-1, 3]; weights: LoD float32; label: dense int64 [-1, 1].
 std::vector<SlotSpec> GatherSlots() {
@@ -133,6 +140,18 @@ class InMemoryPassTest : public ::testing::Test {
     return path;
   }
 
+  // An in-memory dataset of `files` with GatherSlots(), loaded.
+  static std::unique_ptr<InMemoryDataset> Loaded(const std::vector<std::string>& files,
+                                                 int batch_size, int threads) {
+    DataFeedConfig config;
+    config.slots = GatherSlots();
+    config.batch_size = batch_size;
+    config.threads = threads;
+    auto dataset = std::make_unique<InMemoryDataset>(config, files);
+    dataset->LoadIntoMemory();
+    return dataset;
+  }
+
   std::string dir_;
 };
 
@@ -141,16 +160,11 @@ TEST_F(InMemoryPassTest, EveryLoadedSampleComesOutOnceInItsBatchAcrossFileBlocks
   // last batch is short.
   std::vector<std::string> files = {WriteLines("a", 0, 10), WriteLines("b", 10, 20),
                                     WriteLines("c", 20, 23)};
-  DataFeedConfig config;
-  config.slots = GatherSlots();
-  config.batch_size = 6;
-  config.threads = 2;
-  InMemoryDataset dataset(config, files);
-  dataset.LoadIntoMemory();
-  ASSERT_EQ(dataset.MemoryDataSize(), 23u);
+  auto dataset = Loaded(files, /*batch_size=*/6, /*threads=*/2);
+  ASSERT_EQ(dataset->MemoryDataSize(), 23u);
 
   Channel<Batch> channel(8);
-  auto pass = dataset.NewPass();
+  auto pass = dataset->NewPass();
   pass->Start(&channel);
   std::vector<Batch> batches;
   while (auto batch = channel.Get()) batches.push_back(std::move(*batch));
@@ -177,35 +191,21 @@ TEST_F(InMemoryPassTest, EveryLoadedSampleComesOutOnceInItsBatchAcrossFileBlocks
       w.insert(w.end(), {static_cast<float>(k), static_cast<float>(-k), 0.5f});
       labels.push_back(k);
     }
-    const LoDTensor& id_tensor = batch.tensors[0];
-    EXPECT_EQ(id_tensor.lod(), LoD{offsets});
-    EXPECT_EQ(std::vector<int64_t>(id_tensor.data<int64_t>(),
-                                   id_tensor.data<int64_t>() + id_tensor.numel()),
-              ids);
-    EXPECT_EQ(std::vector<float>(batch.tensors[1].data<float>(),
-                                 batch.tensors[1].data<float>() + batch.tensors[1].numel()),
-              w);
+    EXPECT_EQ(batch.tensors[0].lod(), LoD{offsets});
+    EXPECT_EQ(ValuesOf<int64_t>(batch.tensors[0]), ids);
+    EXPECT_EQ(ValuesOf<float>(batch.tensors[1]), w);
     EXPECT_EQ(batch.tensors[2].lod(), LoD{weight_offsets});
-    EXPECT_EQ(std::vector<float>(batch.tensors[2].data<float>(),
-                                 batch.tensors[2].data<float>() + batch.tensors[2].numel()),
-              weights);
-    EXPECT_EQ(std::vector<int64_t>(batch.tensors[3].data<int64_t>(),
-                                   batch.tensors[3].data<int64_t>() + batch.tensors[3].numel()),
-              labels);
+    EXPECT_EQ(ValuesOf<float>(batch.tensors[2]), weights);
+    EXPECT_EQ(ValuesOf<int64_t>(batch.tensors[3]), labels);
   }
 }
 
 TEST_F(InMemoryPassTest, AShuffledPassGathersTheSameSamplesAsAnUnshuffledOne) {
   std::vector<std::string> files = {WriteLines("a", 0, 17), WriteLines("b", 17, 40)};
-  DataFeedConfig config;
-  config.slots = GatherSlots();
-  config.batch_size = 7;
-  config.threads = 1;
-  InMemoryDataset dataset(config, files);
-  dataset.LoadIntoMemory();
-  dataset.LocalShuffle(3);
+  auto dataset = Loaded(files, /*batch_size=*/7, /*threads=*/1);
+  dataset->LocalShuffle(3);
   Channel<Batch> channel(16);
-  auto pass = dataset.NewPass();
+  auto pass = dataset->NewPass();
   pass->Start(&channel);
   // Every sample's ids must still be its own (k * 10 + j for its label k), whatever its batch.
   std::vector<int> seen(40, 0);
