@@ -11,7 +11,8 @@
 # The device call (the tool `run`, carry [".gpu_deps"], timeout_s 540):
 #     bash scripts/gpu_check.sh
 # Stages can be skipped with GPU_CHECK_SKIP="bench" (or "cpp", "py"), e.g. for a rerun;
-# GPU_CHECK_PS_SCALE="2x6 4x12" adds parameter-server scaling runs (scripts/ps_scale_check.sh);
+# GPU_CHECK_PS_SCALE="2x6 4x12" adds parameter-server scaling runs (scripts/ps_scale_check.sh),
+# GPU_CHECK_PS_SSD="<ps_ssd.py arguments>" the SSD tier's benchmark;
 # GPU_CHECK_TARGETS (default "_core fleet_cpp_tests") names what to build (just _core when a C++
 # test of another area does not compile; the C++ stage is then skipped).
 set -uo pipefail
@@ -63,11 +64,11 @@ LD_LIBRARY_PATH="$LIBDIR" ninja -C "$BUILD" -j "$(nproc)" $TARGETS >"$OUT/build.
   || { stage "FAILED: build (build.log)"; grep -E "error|FAILED" "$OUT/build.log" | head -30; exit 1; }
 stage "built"
 # At run time the carried libraries' own dependencies (libgrpc.so.29 under libgrpc++, hiredis
-# under Gloo) are not on the built programs' RPATH: put them, and only them (not the carried
+# under Gloo, gflags and snappy under RocksDB) are not on the built programs' RPATH: put them, and only them (not the carried
 # libssl or zlib, which the machine has), on the library path.
 RT="$DEPS/runtime"
 mkdir -p "$RT"
-for lib in "$LIBDIR"/lib{grpc,gpr,absl,re2,cares,hiredis,ibverbs,nl-,deflate,upb,address_sorting,protobuf,protoc}*.so* \
+for lib in "$LIBDIR"/lib{grpc,gpr,absl,re2,cares,hiredis,ibverbs,nl-,deflate,upb,address_sorting,protobuf,protoc,rocksdb,gflags,snappy}*.so* \
            "$DEPS"/usr/lib/libgloo*.so*; do
   [ -e "$lib" ] && ln -sf "$lib" "$RT/"
 done
@@ -113,5 +114,15 @@ for config in ${GPU_CHECK_PS_SCALE:-}; do
   fi
   tail -1 "$OUT/ps_train_$config.log" >"$OUT/ps_train_$config.json"
 done
+# Issue #31's SSD tier where the server has cores of its own: benchmarks/ps_ssd.py with the
+# arguments in GPU_CHECK_PS_SSD (e.g. "--rows 5000000 --budget_mb 51.2 --seconds 30").
+if [ -n "${GPU_CHECK_PS_SSD:-}" ]; then
+  stage "benchmarks/ps_ssd.py $GPU_CHECK_PS_SSD"
+  # shellcheck disable=SC2086  # the arguments are meant to split
+  PYTHONPATH="$ROOT" timeout "${GPU_CHECK_PS_SSD_TIMEOUT:-200}" "$PY" benchmarks/ps_ssd.py \
+    $GPU_CHECK_PS_SSD 2>&1 | tee "$OUT/ps_ssd.log"
+  [ "${PIPESTATUS[0]}" -eq 0 ] || { status=1; stage "ps_ssd.py FAILED"; }
+  tail -1 "$OUT/ps_ssd.log" >"$OUT/ps_ssd.json"
+fi
 stage "done (status $status)"
 exit $status

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Packs the libraries Fleet's build links that the lent GPU machines lack (gRPC, abseil, Gloo,
-# libdeflate, GoogleTest, OpenBLAS headers, pkg-config, and what they need) from this machine's
+# libdeflate, RocksDB, GoogleTest, OpenBLAS headers, pkg-config, and what they need) from this machine's
 # Debian 12 packages into .gpu_deps/deps.tar.xz (git-ignored), for scripts/gpu_check.sh to unpack
 # at /tmp/fleet_deps on the device machine. The machine is Ubuntu 24.04 (glibc 2.39), which runs
 # Debian 12's binaries (glibc 2.36); the protobuf and abseil versions match Ubuntu's own.
@@ -22,6 +22,7 @@ PACKAGES=(
   libprotobuf-dev libprotobuf32 libprotobuf-lite32 protobuf-compiler libprotoc32
   libopenblas-pthread-dev libopenblas0-pthread libgtest-dev libgmock-dev
   pkgconf pkgconf-bin libpkgconf3
+  librocksdb-dev librocksdb7.8 libgflags2.2 libsnappy1v5
 )
 mkdir -p "$ROOT/.gpu_deps"
 commit="$(git -C "$ROOT" rev-parse HEAD)"
