@@ -115,6 +115,20 @@ absl::Status DenseTable::Pull(absl::Span<float> out) const {
 }
 
 absl::Status DenseTable::Push(absl::Span<const float> grads, bool is_delta) {
+  return PushBlocks(grads, is_delta, {});
+}
+
+absl::Status DenseTable::PushAndPull(absl::Span<const float> grads, absl::Span<float> out) {
+  if (out.size() != local_size_) {
+    return absl::InvalidArgumentError(absl::StrCat(Name(), ": this server holds ", local_size_,
+                                                   " floats, the push-pull asked for ", out.size(),
+                                                   " back"));
+  }
+  return PushBlocks(grads, /*is_delta=*/false, out);
+}
+
+absl::Status DenseTable::PushBlocks(absl::Span<const float> grads, bool is_delta,
+                                    absl::Span<float> out) {
   const char* what = is_delta ? "deltas" : "gradients";
   if (grads.size() != local_size_) {
     return absl::InvalidArgumentError(absl::StrCat(Name(), ": this server holds ", local_size_,
@@ -155,6 +169,10 @@ absl::Status DenseTable::Push(absl::Span<const float> grads, bool is_delta) {
     }
     if (!in_range && !guard.Check(w, block->data.size()) && refused++ == 0) {
       first_block = block->index;
+    }
+    // The block's values as they are now (updated, or put back by the guard), still in cache.
+    if (!out.empty()) {
+      std::memcpy(out.data() + block->offset, w, block->length * sizeof(float));
     }
   }
   if (refused == 0) return absl::OkStatus();

@@ -49,6 +49,14 @@ class DenseTable {
   // Applies gradients (or adds deltas) given in local order. Thread-safe. InvalidArgument, with
   // the table unchanged, for a size mismatch or a NaN or infinite value.
   absl::Status Push(absl::Span<const float> grads, bool is_delta);
+  // Push of gradients, and the values it leaves in each block copied to `out` (local order,
+  // local_size floats) under that block's lock, right after its update, while the block is still
+  // in cache: one pass over the table where Push then Pull make two. The values are those a Pull
+  // right after the push returns when no other push comes between; with concurrent pushes each
+  // block holds this push's update and those before it on that block. Thread-safe. Errors as
+  // Push's (and InvalidArgument for an `out` of the wrong size, before anything changes); after
+  // an error `out` holds nothing to use.
+  absl::Status PushAndPull(absl::Span<const float> grads, absl::Span<float> out);
   // Sets the values (local order) while the table still holds its initial ones (never pushed to,
   // initialised or loaded); afterwards does nothing. Returns whether it set them. Thread-safe.
   absl::StatusOr<bool> Initialize(absl::Span<const float> values);
@@ -77,6 +85,8 @@ class DenseTable {
 
   DenseTable(const proto::TableConfig& config, std::unique_ptr<UpdateRule> rule);
   std::string Name() const;
+  // Push, copying each block's values to `out` after its update when `out` is not empty.
+  absl::Status PushBlocks(absl::Span<const float> grads, bool is_delta, absl::Span<float> out);
   absl::Status ReadPart(TableFileReader* part, std::vector<bool>* seen, uint64_t* loaded);
 
   proto::TableConfig config_;

@@ -263,9 +263,9 @@ void PsServiceImpl::ServePushDense(grpc::ServerContext* context,
     }
     if (request.initialize()) return (*table)->Initialize(*grads).status();
     if (request.accumulate()) return accumulator_.AddDense(request.table_id(), *grads);
-    absl::Status pushed = (*table)->Push(*grads, request.is_delta());
-    if (!pushed.ok() || !request.return_values()) return pushed;
-    return (*table)->Pull(ValuesOf(reply, (*table)->local_size()));
+    if (!request.return_values()) return (*table)->Push(*grads, request.is_delta());
+    // One pass over the table: each block's values go into the reply right after its update.
+    return (*table)->PushAndPull(*grads, ValuesOf(reply, (*table)->local_size()));
   });
   if (!status.ok()) ClearValues(reply);
   SetStatus(header->mutable_status(), status);
