@@ -2,6 +2,7 @@
 memory copies that moving the same bytes takes at least.
 
     .venv/bin/python benchmarks/ps_dense_cpu.py [--dim N] [--calls N] [--rounds N] [--quick]
+        [--call push_then_pull|push_pull|push] [--server_tree DIR]
 
 A PS job moves its whole dense table twice a step (the gradients up, the values back:
 CTR-DNN's 425,984 floats, 1.7 MB each way), and on a machine whose cores all train, what that
@@ -12,9 +13,16 @@ figures hardly move with the machine's load, unlike wall time. The peer: the CPU
 copying the same bytes once on each side of each call (memcpy in this process), the least any
 transport that copies at each end takes.
 
+--call picks what one call is: a push then a pull (two round trips, the default), a push-pull
+(one round trip whose reply carries the values after the push, as an async worker's dense
+step), or a push alone. With a small --dim, a push alone measures what a request costs apart
+from the table's work. --server_tree runs the server from another source tree and its build
+(for example a clone at an older commit), so that the same client compares two servers.
+
 The last line is one JSON object: per round and as medians, client_us and server_us (CPU
-microseconds per push + pull), client_waits (voluntary context switches per push + pull) and
-memcpy_us, and client_vs_memcpy (client_us / memcpy_us).
+microseconds per call), client_waits (voluntary context switches per call) and
+memcpy_us, and client_vs_memcpy (client_us / memcpy_us); "values_sum" of each round checks
+that two servers compared computed the same values.
 """
 
 from __future__ import annotations
@@ -32,7 +40,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fleet.testing.ps_cluster import start_servers  # noqa: E402
+from fleet.testing.ps_cluster import REPO_ROOT, start_servers  # noqa: E402
 
 TABLE_ID = 1
 CTR_DNN_DENSE_FLOATS = 425_984
@@ -71,13 +79,17 @@ def memcpy_us(dim: int, calls: int) -> float:
     return (own_cpu()[0] - before) / calls * 1e6
 
 
-def one_round(client, server_pid: int, dim: int, calls: int) -> dict:
+def one_round(client, server_pid: int, dim: int, calls: int, kind: str) -> dict:
     grads = (np.random.default_rng(0).standard_normal(dim) * 0.01).astype(np.float32)
     values = np.empty(dim, dtype=np.float32)
 
     def call() -> None:
+        if kind == "push_pull":
+            client.push_pull_dense(TABLE_ID, grads, values)
+            return
         client.push_dense(TABLE_ID, grads)
-        client.pull_dense(TABLE_ID, values)
+        if kind == "push_then_pull":
+            client.pull_dense(TABLE_ID, values)
 
     for _ in range(WARMUP_CALLS):
         call()
@@ -104,21 +116,41 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=300, help="pushes + pulls a round")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="1 round of 50 calls")
+    parser.add_argument(
+        "--call",
+        choices=("push_then_pull", "push_pull", "push"),
+        default="push_then_pull",
+        help="what one call is",
+    )
+    parser.add_argument(
+        "--server_tree",
+        type=Path,
+        default=REPO_ROOT,
+        help="source tree (with its build) the server runs from",
+    )
     args = parser.parse_args()
     if args.quick:
         args.calls, args.rounds = 50, 1
     rounds = []
     load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="ps_dense_cpu_") as work:
-        cluster = start_servers(Path(work), [table(args.dim)], 1)
+        cluster = start_servers(Path(work), [table(args.dim)], 1, root=args.server_tree.resolve())
         try:
             client = cluster.client()
             for _ in range(args.rounds):
-                rounds.append(one_round(client, cluster.procs[0].pid, args.dim, args.calls))
+                rounds.append(
+                    one_round(client, cluster.procs[0].pid, args.dim, args.calls, args.call)
+                )
             client.close()
         finally:
             cluster.stop()
-    result = {"dim": args.dim, "calls": args.calls, "rounds": rounds}
+    result = {
+        "dim": args.dim,
+        "calls": args.calls,
+        "call": args.call,
+        "server_tree": str(args.server_tree.resolve()),
+        "rounds": rounds,
+    }
     for key in ("client_us", "server_us", "client_waits", "memcpy_us"):
         result[key] = statistics.median(r[key] for r in rounds)
     result["client_vs_memcpy"] = round(result["client_us"] / result["memcpy_us"], 2)

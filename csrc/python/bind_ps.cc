@@ -189,6 +189,21 @@ void BindClientCalls(PyClientClass& c) {
           },
           py::arg("table_id"), py::arg("grads"), py::arg("is_delta") = false)
       .def(
+          "push_pull_dense_async",
+          [](ps::PsClient& client, int64_t table_id, const py::array& grads, const py::array& out) {
+            const uint32_t table = U32(table_id, "table_id");
+            auto g = ArraySpan<const float>(grads, "grads", false);
+            auto o = ArraySpan<float>(out, "out", true);
+            // The gradients are copied into the requests before this returns; `out` is written
+            // until the future is done (MakeFuture keeps it alive).
+            ps::Future f = [&] {
+              py::gil_scoped_release release;
+              return client.PushPullDense(table, g, o);
+            }();
+            return MakeFuture(std::move(f), out, py::none());
+          },
+          py::arg("table_id"), py::arg("grads"), py::arg("out"))
+      .def(
           "barrier_async",
           [](ps::PsClient& client, const std::string& name, int64_t num_workers, int64_t worker_id,
              double timeout_s) {

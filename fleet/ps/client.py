@@ -166,6 +166,21 @@ class PsClient:
     def push_dense(self, table_id: int, grads: np.ndarray, *, delta: bool = False) -> None:
         self.push_dense_async(table_id, grads, delta=delta).wait()
 
+    def push_pull_dense_async(
+        self, table_id: int, grads: np.ndarray, out: Optional[np.ndarray] = None
+    ) -> Future:
+        """Starts pushing gradients of a whole dense table and bringing back, into ``out``
+        (float32, dim elements), the values each server holds right after applying them: one
+        round trip per server instead of a push and a pull. ``grads`` may be reused at once."""
+        if out is None:
+            out = np.empty(self.table_config(table_id).dim, dtype=np.float32)
+        return self._core.push_pull_dense_async(table_id, _floats(grads, "grads").reshape(-1), out)
+
+    def push_pull_dense(
+        self, table_id: int, grads: np.ndarray, out: Optional[np.ndarray] = None
+    ) -> np.ndarray:
+        return self.push_pull_dense_async(table_id, grads, out).wait()
+
     # Coordination and administration ---------------------------------------------------------
 
     def barrier(self, name: str, num_workers: int, worker_id: int, timeout: float = 60.0) -> None:

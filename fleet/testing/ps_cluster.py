@@ -84,14 +84,17 @@ def start_servers(
     tag: str = "ps",
     max_file_bytes: Optional[int] = None,
     module: str = "fleet.ps.server",
+    root: Path = REPO_ROOT,
 ) -> PsCluster:
     """Starts ``num_servers`` processes of ``python -m module`` holding ``tables`` with files
     under ``workdir``, and waits until all serve. ``module`` takes ``--ready-file`` and
     ``--address``, and ``--config`` unless ``tables`` is None (a server with no tables, such as
     the benchmarks' ``fleet_bench.echo_server``, found through PYTHONPATH). ``max_file_bytes``
     limits the size of any file a server writes (RLIMIT_FSIZE; Python ignores SIGXFSZ, so a
-    write past it fails with EFBIG), to stand in for a full disk."""
-    pythonpath = os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH")) if p)
+    write past it fails with EFBIG), to stand in for a full disk. ``root`` is the source tree
+    (with its built ``fleet._core``) the servers run from: another build's, for an A/B of the
+    server alone."""
+    pythonpath = os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH")) if p)
     env = dict(os.environ, PYTHONPATH=pythonpath)
     env.setdefault("OPENBLAS_NUM_THREADS", "1")  # servers never multiply matrices
     cluster = PsCluster([], [], [])

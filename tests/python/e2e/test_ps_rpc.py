@@ -21,6 +21,7 @@ NAMES = sorted(OPTIMIZERS)  # adagrad, adam, sgd
 SPARSE_ID = {name: 10 + i for i, name in enumerate(NAMES)}
 DENSE_ID = {name: 20 + i for i, name in enumerate(NAMES)}
 EXACT_ID = 30  # SGD with lr 1 and zero init: sums of dyadic gradients are exact
+PUSH_PULL_ID = {name: 40 + i for i, name in enumerate(NAMES)}  # pushed only through push-pull
 TABLES = (
     [
         {
@@ -35,14 +36,15 @@ TABLES = (
     ]
     + [
         {
-            "table_id": DENSE_ID[n],
-            "name": f"fc_{n}",
+            "table_id": ids[n],
+            "name": f"{prefix}_{n}",
             "type": "DENSE",
             "dim": 11,
             "dense_block_size": 3,
             "optimizer": OPTIMIZERS[n],
             "initializer": {"seed": 6, "gaussian": {"std": 0.5}},
         }
+        for ids, prefix in ((DENSE_ID, "fc"), (PUSH_PULL_ID, "pp"))
         for n in NAMES
     ]
     + [
@@ -101,6 +103,29 @@ def test_dense_round_trip_matches_reference(cluster, name):
         for i, s in enumerate(blocks):
             w[s], states[i] = ref.update(w[s], states[i], g[s])
     np.testing.assert_allclose(client.pull_dense(table), w, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_dense_push_pull_returns_the_values_after_the_push(cluster, name):
+    client = cluster.client()
+    table, ref = PUSH_PULL_ID[name], ReferenceRule(OPTIMIZERS[name])
+    w = client.pull_dense(table)
+    blocks = [slice(b, min(b + 3, 11)) for b in range(0, 11, 3)]
+    states = [ref.init_state(s.stop - s.start) for s in blocks]
+    rng = np.random.default_rng(9)
+    out = np.full(11, np.nan, np.float32)
+    for _ in range(3):
+        g = rng.standard_normal(11).astype(np.float32)
+        returned = client.push_pull_dense(table, g, out)
+        for i, s in enumerate(blocks):
+            w[s], states[i] = ref.update(w[s], states[i], g[s])
+        assert returned is out
+        np.testing.assert_allclose(out, w, rtol=1e-5, atol=1e-6)
+        # Both servers' blocks, exactly as a pull reads them after the push.
+        np.testing.assert_array_equal(out, client.pull_dense(table))
+    with pytest.raises(InvalidArgument, match="PushPullDense of table"):
+        client.push_pull_dense(table, g, np.empty(10, np.float32))
+    np.testing.assert_array_equal(client.pull_dense(table), out)
 
 
 def test_delta_pushes_add_to_rows(cluster):
