@@ -5,10 +5,13 @@ Build a static program with `fleet.layers`, pick an optimizer from `fleet.optimi
 explicit list.
 """
 
+import os
+
 # Among these, Paddle's names for ported scripts (`import fleet as fluid`): fleet.io, fleet.core,
 # fleet.data, fleet.embedding, the deprecated no-ops, the role makers; every other Paddle name
 # Fleet lacks is explained by fleet/_compat_names.py (__getattr__ below).
 from fleet import (
+    _crash_report,
     compiler,
     core,
     data_generator,
@@ -108,6 +111,9 @@ from fleet.tensor import (
 )
 from fleet.transpiler import DistributeTranspiler, DistributeTranspilerConfig
 from fleet.version import __version__
+
+# The native crash report, when FLEET_NATIVE_BACKTRACE=1 (fleet/_crash_report.py).
+_crash_report.install_if_requested(os.environ)
 
 __all__ = [
     "DistributeTranspiler",

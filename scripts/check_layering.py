@@ -99,6 +99,7 @@ PY_LAYER_OF = {
     # program: building programs, and the leaves every layer uses
     "_attrs": "program",
     "_compat_names": "program",
+    "_crash_report": "program",  # the native crash report, installed by `import fleet`
     "_core": "program",  # the compiled core
     "_dtypes": "program",
     "_endpoints": "program",

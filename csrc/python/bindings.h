@@ -19,5 +19,6 @@ void BindPs(py::module_& m);            // bind_ps.cc: parameter server, client,
 void BindDistributed(py::module_& m);   // bind_distributed.cc: PS communicators
 void BindDataParallel(py::module_& m);  // bind_data_parallel.cc: one-process data parallelism
 void BindMonitoring(py::module_& m);    // bind_monitoring.cc: counters for live metrics
+void BindCrashReport(py::module_& m);   // bind_crash_report.cc: the native crash report
 
 }  // namespace fleet::python

@@ -19,4 +19,5 @@ PYBIND11_MODULE(_core, m) {
   fleet::python::BindPs(m);
   fleet::python::BindDistributed(m);  // after BindPs and BindFramework: uses their classes
   fleet::python::BindMonitoring(m);   // after BindPs and BindFramework: uses their classes
+  fleet::python::BindCrashReport(m);
 }

@@ -27,6 +27,7 @@ import time
 from typing import IO, Optional
 
 from fleet import role_maker as rm
+from fleet._crash_report import NATIVE_BACKTRACE
 from fleet._endpoints import format_endpoint
 from fleet.launch.host_watch import WorkerBeacon, WorkerHostWatch, beacon_answer, describe_workers
 from fleet.launch.plan import JobPlan, ProcSpec
@@ -220,6 +221,9 @@ class JobController:
 
     def _spawn(self, spec: ProcSpec) -> Proc:
         env = dict(os.environ, **spec.env, PYTHONUNBUFFERED="1")
+        # A crash of a launched process prints its C++ stack too, unless fleetrun's own
+        # environment says otherwise (fleet/_crash_report.py).
+        env.setdefault(NATIVE_BACKTRACE, "1")
         log_path = os.path.join(self.log_dir, spec.log_name) if self.log_dir else None
         stdout = open(log_path, "w") if log_path else subprocess.PIPE
         try:
