@@ -51,6 +51,15 @@ Figures (the last line of output is one JSON object), per model:
                           data_parallel_whole_sparse samples/s
   dense_split_gain        (with --whole_dense_updates) data_parallel samples/s /
                           data_parallel_whole_dense samples/s (the MLP's: a noise control)
+  cpu_us_per_sample       the process's CPU time (every thread: trainers, replicas, reader) in
+                          train_from_dataset, per sample, median of each run (the data-parallel
+                          plan and replicas are made before it): far less sensitive to load
+                          than samples/s, though spinning replicas burn more of it when loaded
+  cpu_scaling_bound       2 x one_thread's cpu_us_per_sample / data_parallel's: the scaling the
+                          data-parallel run would reach if neither replica ever waited (2 cores
+                          busy against one). Where scaling_vs_one_thread falls short of it, the
+                          replicas wait (for each other, or for a core); where the bound itself is
+                          low, they do more work than one thread does
   auc                     test AUC after the pass, for each run (one_thread and data_parallel
                           take the same steps on the same batches, so theirs agree closely;
                           hogwild takes twice as many steps of half the batch)
@@ -229,15 +238,25 @@ def one_run(kind: str, net: dict, ds: object, test: object) -> dict:
         program = fleet.CompiledProgram(net["main"]).with_data_parallel(
             loss_name=net["loss"].name, build_strategy=build, places=REPLICAS
         )
+        # The plan and the replicas are made here, outside the CPU time measured below (the
+        # pass's own timing, result.seconds, leaves them out too).
+        exe.data_parallel_runner(program, scope)
+        cpu_start = time.process_time()
         result = exe.train_from_dataset(program, ds, scope=scope, print_period=0)
     else:
         threads = 1 if kind == "one_thread" else REPLICAS
+        cpu_start = time.process_time()
         result = exe.train_from_dataset(
             net["main"], ds, scope=scope, thread=threads, print_period=0
         )
+    cpu_seconds = time.process_time() - cpu_start
     auc = net["score"](exe, scope, test)
     exe.close()
-    return {"samples_per_s": result.samples / result.seconds, "auc": auc}
+    return {
+        "samples_per_s": result.samples / result.seconds,
+        "cpu_us_per_sample": cpu_seconds / result.samples * 1e6,
+        "auc": auc,
+    }
 
 
 def measure(
@@ -271,9 +290,12 @@ def measure(
             flush=True,
         )
     median = {k: statistics.median(x["samples_per_s"] for x in runs[k]) for k in kinds}
+    cpu = {k: statistics.median(x["cpu_us_per_sample"] for x in runs[k]) for k in kinds}
     out = {
         "samples_per_s": median,
         "scaling_vs_one_thread": median["data_parallel"] / median["one_thread"],
+        "cpu_us_per_sample": cpu,
+        "cpu_scaling_bound": REPLICAS * cpu["one_thread"] / cpu["data_parallel"],
         "hogwild_vs_one_thread": median["hogwild"] / median["one_thread"],
         "auc": {k: statistics.median(x["auc"] for x in runs[k]) for k in kinds},
         "samples_per_update": {
