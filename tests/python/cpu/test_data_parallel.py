@@ -201,6 +201,49 @@ def test_parallel_executor_runs_the_same_steps():
         )
 
 
+def test_a_test_program_sharing_the_training_programs_vars_evaluates_the_trained_parameters():
+    """Paddle's evaluation pattern: the test program compiled with share_vars_from=<the training
+    CompiledProgram> runs on its replicas with the parameters training left, and changes none."""
+    main, startup = fleet.Program(), fleet.Program()
+    startup.random_seed = 5
+    with fleet.program_guard(main, startup):
+        x = layers.data("x", [4])
+        label = layers.data("label", [1], dtype="int64")
+        prob = layers.fc(layers.fc(x, 8, act="relu"), 2, act="softmax")
+        loss = layers.mean(layers.cross_entropy(prob, label))
+        test_program = main.clone(for_test=True)
+        fleet.optimizer.SGD(0.5).minimize(loss)
+    exe = fleet.Executor()
+    one, many = fleet._core.Scope(), fleet._core.Scope()
+    exe.run(startup, scope=one)
+    exe.run(startup, scope=many)
+    train = CompiledProgram(main).with_data_parallel(loss_name=loss.name, places=2)
+    test = CompiledProgram(test_program).with_data_parallel(
+        loss_name=loss.name, share_vars_from=train, places=2
+    )
+    rng = np.random.default_rng(4)
+
+    def batch():
+        return {
+            "x": rng.standard_normal((8, 4)).astype(np.float32),
+            "label": rng.integers(0, 2, size=(8, 1)).astype(np.int64),
+        }
+
+    for _ in range(4):
+        feed = batch()
+        exe.run(main, feed=feed, fetch_list=[loss], scope=one)
+        exe.run(train, feed=feed, fetch_list=[loss], scope=many)
+    trained = _params(many, main)
+    probe = batch()
+    (expected,) = exe.run(test_program, feed=probe, fetch_list=[loss], scope=one)
+    (per_replica,) = exe.run(test, feed=probe, fetch_list=[loss], scope=many)
+    assert per_replica.shape == (2,)  # one loss a replica, merged as Paddle merges them
+    # Equal shares of 4 samples: the mean of the replicas' losses is the batch's.
+    np.testing.assert_allclose(np.mean(per_replica), expected, rtol=1e-5, atol=1e-6)
+    for name, value in _params(many, main).items():
+        np.testing.assert_array_equal(value, trained[name], err_msg=name)
+
+
 def _write_files(tmp_path, rng, files=2, lines=64):
     paths = []
     for f in range(files):
