@@ -41,4 +41,9 @@ int64_t PrefetchedPulls(const Communicator& communicator) {
   return async == nullptr ? 0 : async->prefetched_pulls();
 }
 
+TrainerWaits AsyncTrainerWaits(const Communicator& communicator) {
+  const auto* async = dynamic_cast<const detail::AsyncCommunicator*>(&communicator);
+  return async == nullptr ? TrainerWaits{} : async->trainer_waits();
+}
+
 }  // namespace fleet::distributed

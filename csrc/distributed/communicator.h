@@ -142,4 +142,22 @@ std::shared_ptr<Communicator> MakeCommunicator(CommunicatorConfig config,
 // other modes (tests, benchmarks).
 int64_t PrefetchedPulls(const Communicator& communicator);
 
+// What an async worker's trainer threads waited for in their steps since the communicator was
+// built: each count is of calls that found what they needed not there yet and blocked (once or
+// more), so a profile's wake-ups can be told apart by cause (benchmarks/cpu_window.py counts the
+// wake-ups). All zero for the other modes.
+struct TrainerWaits {
+  // Steps that waited at their start for dense values holding the thread's own gradients but
+  // the last max_dense_staleness (the bound's wait for a push's round trip).
+  int64_t dense_refresh = 0;
+  // pull_sparse calls served from a prefetch whose rows had not arrived yet.
+  int64_t sparse_prefetch = 0;
+  // pull_sparse calls that pulled from the servers at the step (no prefetch to serve them):
+  // each waits for a round trip.
+  int64_t sparse_pull = 0;
+  // Gradients that waited for room in their send queue (send_queue_size).
+  int64_t send_queue_full = 0;
+};
+TrainerWaits AsyncTrainerWaits(const Communicator& communicator);
+
 }  // namespace fleet::distributed

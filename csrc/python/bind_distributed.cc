@@ -98,6 +98,22 @@ void BindDistributed(py::module_& m) {
       .def_property_readonly("prefetched_pulls", &distributed::PrefetchedPulls,
                              "pull_sparse calls served from rows prefetched while the step "
                              "before ran (async dataset passes)")
+      .def_property_readonly(
+          "trainer_waits",
+          [](const Communicator& c) {
+            const distributed::TrainerWaits w = distributed::AsyncTrainerWaits(c);
+            py::dict d;
+            d["dense_refresh"] = w.dense_refresh;
+            d["sparse_prefetch"] = w.sparse_prefetch;
+            d["sparse_pull"] = w.sparse_pull;
+            d["send_queue_full"] = w.send_queue_full;
+            return d;
+          },
+          "What the trainer threads waited for in their steps (async; zeros otherwise), as "
+          "counts of calls that blocked: dense_refresh (a step's start, for dense values with "
+          "its own gradients but the last max_dense_staleness), sparse_prefetch (a prefetched "
+          "pull not arrived yet), sparse_pull (pulls of the servers at the step), "
+          "send_queue_full (a gradient waiting for room in its send queue)")
       .def("start", &Communicator::Start, py::call_guard<py::gil_scoped_release>(),
            "Offers worker 0's dense start values, waits for every worker, pulls the dense "
            "values, starts the background threads.")

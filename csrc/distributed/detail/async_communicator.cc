@@ -1,5 +1,7 @@
 #include "distributed/detail/async_communicator.h"
 
+#include <pthread.h>
+
 #include "absl/strings/str_cat.h"
 
 namespace fleet::distributed::detail {
@@ -10,6 +12,10 @@ constexpr absl::Duration kRecvPeriod = absl::Milliseconds(10);
 // Spare dense buffers kept for reuse: one being filled by a trainer thread, one being pushed and
 // one being pulled into at a time, plus the staged values (which swap with the pulled ones).
 constexpr size_t kMaxSpareDense = 4;
+
+// Named, so that a profile or benchmarks/cpu_window.py tells the communicator's CPU and waits
+// from the trainers' (at most 15 characters).
+void NameThisThread(const char* name) { pthread_setname_np(pthread_self(), name); }
 
 }  // namespace
 
@@ -53,7 +59,7 @@ AsyncCommunicator::~AsyncCommunicator() {
   {
     absl::MutexLock lock(&mu_);
     stop_ = true;
-    changed_.SignalAll();
+    WakeAll();
   }
   JoinThreads();
 }
@@ -63,10 +69,20 @@ void AsyncCommunicator::StartThreads() {
   // of its pushes: the refresh is what a bounded-staleness step waits for, so no sparse push
   // may sit between the two. The sparse queues share thread_pool_size threads.
   std::vector<size_t> sparse_queues;
+  absl::MutexLock lock(&mu_);
+  // Each send thread waits on a condition of its own, which only its queues' events signal.
+  auto give_sender = [this](const std::vector<size_t>& owned) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    absl::CondVar* work = &sender_work_.emplace_back();
+    for (size_t q : owned) queues_[q].sender = work;
+  };
   for (size_t q = 0; q < queues_.size(); ++q) {
     if (queues_[q].dense) {
+      give_sender({q});
       const bool refresh = !config_.independent_recv;
-      threads_.emplace_back([this, q, refresh] { SendLoop({q}, refresh); });
+      threads_.emplace_back([this, q, refresh] {
+        NameThisThread("ps_send_dense");
+        SendLoop({q}, refresh);
+      });
     } else {
       sparse_queues.push_back(q);
     }
@@ -75,10 +91,17 @@ void AsyncCommunicator::StartThreads() {
   for (size_t t = 0; t < pool; ++t) {
     std::vector<size_t> owned;
     for (size_t i = t; i < sparse_queues.size(); i += pool) owned.push_back(sparse_queues[i]);
-    threads_.emplace_back([this, owned] { SendLoop(owned, /*refresh_dense=*/false); });
+    give_sender(owned);
+    threads_.emplace_back([this, owned] {
+      NameThisThread("ps_send_sparse");
+      SendLoop(owned, /*refresh_dense=*/false);
+    });
   }
   if (config_.dense_table_id && config_.independent_recv) {
-    threads_.emplace_back([this] { RecvLoop(); });
+    threads_.emplace_back([this] {
+      NameThisThread("ps_recv_dense");
+      RecvLoop();
+    });
   }
   started_ = true;
 }
@@ -94,12 +117,13 @@ int64_t AsyncCommunicator::Enqueue(size_t q, Item item) {
                 "the async communicator is not running (fleet.init_worker() starts it, "
                 "fleet.stop_worker() stops it)");
   // Training waits only here, when the queue is full (back-pressure on a slow network).
+  if (queues_[q].items.size() >= config_.send_queue_size) ++queue_full_waits_;
   while (queues_[q].items.size() >= config_.send_queue_size && !stop_ && !error_) {
     changed_.Wait(&mu_);
   }
   CheckError();
   queues_[q].items.push_back(std::move(item));
-  changed_.SignalAll();
+  WakeSender(queues_[q]);
   return ++queues_[q].enqueued;
 }
 
@@ -119,7 +143,20 @@ void AsyncCommunicator::PullSparse(int thread, uint32_t table_id, absl::Span<con
     return;
   }
   if (!from_servers && config_.max_sparse_staleness >= 0) AwaitSparsePushes(SparseQueue(table_id));
+  step_pulls_.fetch_add(1, std::memory_order_relaxed);
   PullFromServers(table_id, keys, out);
+}
+
+TrainerWaits AsyncCommunicator::trainer_waits() const {
+  TrainerWaits waits;
+  {
+    absl::MutexLock lock(&mu_);
+    waits.dense_refresh = dense_refresh_waits_;
+    waits.send_queue_full = queue_full_waits_;
+  }
+  waits.sparse_prefetch = prefetcher_ ? prefetcher_->waited() : 0;
+  waits.sparse_pull = step_pulls_.load(std::memory_order_relaxed);
+  return waits;
 }
 
 size_t AsyncCommunicator::SparseQueue(uint32_t table_id) const {
@@ -136,7 +173,7 @@ void AsyncCommunicator::AwaitSparsePushes(size_t q) {
   const int64_t target = queue.enqueued - config_.max_sparse_staleness;
   if (queue.pushed >= target) return;
   ++queue.pulls_waiting;
-  changed_.SignalAll();  // a send thread waiting for a fuller merge pushes now
+  WakeSender(queue);  // a send thread waiting for a fuller merge pushes now
   while (queue.pushed < target && !error_ && !stop_) changed_.Wait(&mu_);
   --queue.pulls_waiting;
   CheckError();
@@ -201,13 +238,16 @@ void AsyncCommunicator::BeforeStep(const framework::StepInfo& info) {
   const size_t t = static_cast<size_t>(info.thread);
   if (t >= own_dense_.size()) return;
   const size_t allowed = static_cast<size_t>(config_.max_dense_staleness);
+  bool waited = false;
   while (true) {
     std::deque<int64_t>& mine = own_dense_[t];
     while (!mine.empty() && mine.front() <= installed.through) mine.pop_front();
     if (mine.size() <= allowed || error_ || stop_) break;
-    changed_.Wait(&mu_);
+    waited = true;
+    dense_staged_.Wait(&mu_);
     InstallStagedDense(target, &installed);
   }
+  if (waited) ++dense_refresh_waits_;
   CheckError();
 }
 
@@ -240,7 +280,18 @@ void AsyncCommunicator::StageDense(std::vector<float> values, int64_t through) {
     ++staged_count_;
   }
   ReturnDenseBuffer(std::move(values));
+  dense_staged_.SignalAll();
+}
+
+void AsyncCommunicator::WakeAll() {
   changed_.SignalAll();
+  dense_staged_.SignalAll();
+  for (absl::CondVar& work : sender_work_) work.SignalAll();
+}
+
+void AsyncCommunicator::WakeSender(const Queue& queue) {
+  // Before StartThreads no thread waits.
+  if (queue.sender != nullptr) queue.sender->Signal();
 }
 
 std::vector<float> AsyncCommunicator::TakeDenseBuffer() {
@@ -270,7 +321,7 @@ std::vector<AsyncCommunicator::Item> AsyncCommunicator::Take(size_t q) {
   for (int i = 0; i < config_.send_wait_times && !stop_ && merge_target > 1 &&
                   queue.pulls_waiting == 0 && queue.items.size() < merge_target;
        ++i) {
-    changed_.WaitWithTimeout(&mu_, kMergeWait);
+    queue.sender->WaitWithTimeout(&mu_, kMergeWait);
   }
   std::vector<Item> items;
   while (!queue.items.empty() && items.size() < queue.max_merge) {
@@ -343,12 +394,17 @@ void AsyncCommunicator::SendLoop(std::vector<size_t> queues, bool refresh_dense)
         changed_.SignalAll();
       }
       absl::MutexLock lock(&mu_);
+      auto all_empty = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        for (size_t q : queues) {
+          if (!queues_[q].items.empty()) return false;
+        }
+        return true;
+      };
       if (stop_) {
-        bool empty = true;
-        for (size_t q : queues) empty = empty && queues_[q].items.empty();
-        if (empty) return;
+        if (all_empty()) return;
       } else if (!sent) {
-        changed_.WaitWithTimeout(&mu_, kMergeWait);
+        // Until an item is queued (Enqueue signals this thread's condition) or stop.
+        while (!stop_ && all_empty()) queues_[queues.front()].sender->Wait(&mu_);
       }
     }
   } catch (...) {
@@ -358,7 +414,7 @@ void AsyncCommunicator::SendLoop(std::vector<size_t> queues, bool refresh_dense)
       queues_[q].items.clear();
       queues_[q].in_flight = 0;
     }
-    changed_.SignalAll();
+    WakeAll();
   }
 }
 
@@ -376,7 +432,7 @@ void AsyncCommunicator::RecvLoop() {
   } catch (...) {
     absl::MutexLock lock(&mu_);
     if (!error_) error_ = std::current_exception();
-    changed_.SignalAll();
+    WakeAll();
   }
 }
 
@@ -430,7 +486,7 @@ void AsyncCommunicator::Stop() {
   {
     absl::MutexLock lock(&mu_);
     stop_ = true;
-    changed_.SignalAll();
+    WakeAll();
   }
   JoinThreads();
   if (flush_error) std::rethrow_exception(flush_error);

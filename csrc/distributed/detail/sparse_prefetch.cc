@@ -114,12 +114,14 @@ bool SparsePrefetcher::Take(int thread, uint32_t table_id, absl::Span<const int6
     });
     queue.erase(end, std::next(it));
     if (hit->future == nullptr) StartPull(*hit);  // the step pushed nothing of this table
+    const bool arrived = hit->future->Ready();
     if (absl::Status s = hit->future->Wait(); !s.ok()) {
       ThrowIfError(s, absl::StrCat("pull_sparse of '", table_name, "'"));
     }
     std::memcpy(out.data(), hit->rows.data(), out.size() * sizeof(float));
     absl::MutexLock lock(&mu_);
     ++served_;
+    if (!arrived) ++waited_;
     return true;
   }
   if (prefetched) {
@@ -137,6 +139,11 @@ int64_t SparsePrefetcher::served() const {
 int64_t SparsePrefetcher::missed() const {
   absl::MutexLock lock(&mu_);
   return missed_;
+}
+
+int64_t SparsePrefetcher::waited() const {
+  absl::MutexLock lock(&mu_);
+  return waited_;
 }
 
 }  // namespace fleet::distributed::detail

@@ -70,6 +70,9 @@ class SparsePrefetcher : public framework::StepHook {
   // Prefetches served and missed since construction (tests, benchmarks).
   int64_t served() const;
   int64_t missed() const;
+  // Served prefetches whose rows had not all arrived when the step asked for them, so that the
+  // trainer thread waited for the pull (a round trip that the step before did not hide).
+  int64_t waited() const;
 
  private:
   struct Pending {
@@ -95,6 +98,7 @@ class SparsePrefetcher : public framework::StepHook {
   std::vector<std::deque<std::unique_ptr<Pending>>> pending_;
   int64_t served_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t missed_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t waited_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace fleet::distributed::detail

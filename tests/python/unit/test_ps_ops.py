@@ -182,6 +182,12 @@ def test_async_steps_start_from_dense_values_at_most_the_bound_behind(cluster, s
         assert applied == int(applied), seen  # whole gradients only: no torn values
         assert step - staleness <= applied <= step, (step, seen)
     np.testing.assert_allclose(client.pull_dense(0), np.full(4, -30.0))
+    # What the trainer waited for: Executor.run steps are not prefetched, so each of the 30
+    # pulls its rows from the servers at the step; at most every step waited for its refresh.
+    waits = comm.trainer_waits
+    assert waits["sparse_pull"] == 30, waits
+    assert waits["sparse_prefetch"] == 0, waits
+    assert 0 <= waits["dense_refresh"] <= 30, waits
 
 
 def test_the_sender_never_waits_for_more_gradients_than_the_queue_holds(cluster):
@@ -314,6 +320,11 @@ def test_an_async_dataset_pass_pulls_each_next_batch_while_the_current_one_runs(
         assert 1 <= comm.prefetched_pulls <= 15
     else:
         assert comm.prefetched_pulls == 0
+    # Every batch not served from a prefetch pulled from the servers at its step, and only a
+    # served prefetch can have been waited for.
+    waits = comm.trainer_waits
+    assert waits["sparse_pull"] == 16 - comm.prefetched_pulls, waits
+    assert 0 <= waits["sparse_prefetch"] <= comm.prefetched_pulls, waits
     expected = client.pull_sparse(1, ids.ravel()).sum()
     assert result.fetch_sums["out"] == pytest.approx(expected, rel=1e-5)
 
