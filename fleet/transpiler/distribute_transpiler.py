@@ -187,7 +187,9 @@ class DistributeTranspiler:
         return PserverProgram(self, index)
 
     def get_pserver_programs(self, endpoint: str) -> tuple["PserverProgram", Program]:
-        return self.get_pserver_program(endpoint), self.get_startup_program(endpoint)
+        """The program of the server at `endpoint` and its startup program, in one call."""
+        index = self._server_index(endpoint, "get_pserver_programs")
+        return PserverProgram(self, index), self.get_startup_program(endpoint)
 
     def get_startup_program(
         self,

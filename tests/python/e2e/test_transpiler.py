@@ -21,6 +21,7 @@ from fleet.ps.config import server_config
 from fleet.ps.server import start_server
 from fleet.role_maker import Role, UserDefinedRoleMaker
 from fleet.transpiler import DistributeTranspiler, DistributeTranspilerConfig, HashName, RoundRobin
+from fleet.transpiler.distribute_transpiler import PserverProgram
 from tests.python.e2e import launch_helpers as lh
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[3]
@@ -176,7 +177,13 @@ def test_errors_name_the_value_at_fault(monkeypatch):
     t.transpile(1, program=main, pservers=SERVERS, trainers=2, startup_program=startup)
     with pytest.raises(InvalidArgument, match="'127.0.0.1:7000' is not one of the pservers"):
         t.get_pserver_program("127.0.0.1:7000")
+    with pytest.raises(InvalidArgument, match="get_pserver_programs: endpoint '127.0.0.1:7000'"):
+        t.get_pserver_programs("127.0.0.1:7000")
     pserver = t.get_pserver_program("127.0.0.1:6171")
+    # get_pserver_programs: that server's program and its startup program, in one call.
+    pair_program, pair_startup = t.get_pserver_programs("127.0.0.1:6171")
+    assert isinstance(pair_program, PserverProgram) and pair_program.server_index == 1
+    assert isinstance(pair_startup, fleet.Program) and not isinstance(pair_startup, PserverProgram)
     monkeypatch.setenv("PADDLE_TRAINING_ROLE", "TRAINER")  # as the manual's scripts set it
     with pytest.raises(InvalidArgument, match="run in a trainer process"):
         fleet.Executor().run(pserver)
@@ -264,10 +271,11 @@ def test_manual_pserver_example_runs_under_fleetrun(tmp_path):
     _check_trainers(tmp_path)
 
 
-def test_nccl2_mode_trains_the_collective_program_over_gloo(tmp_path):
-    """Two trainers started by hand, mode "nccl2": the programs get the collective pass (rank 0's
-    parameters broadcast, gradients all-reduced) and both trainers end with the parameters of
-    one process on the job's total batch."""
+@pytest.mark.parametrize("mode", ["nccl2", "collective"])
+def test_nccl2_and_collective_modes_train_the_collective_program_over_gloo(tmp_path, mode):
+    """Two trainers started by hand, mode "nccl2" (or "collective"): the programs get the
+    collective pass (rank 0's parameters broadcast, gradients all-reduced) and both trainers end
+    with the parameters of one process on the job's total batch."""
     endpoints = [f"127.0.0.1:{_free_port()}", f"127.0.0.1:{_free_port()}"]
     procs = []
     try:
@@ -280,6 +288,7 @@ def test_nccl2_mode_trains_the_collective_program_over_gloo(tmp_path):
                 PADDLE_TRAINER_ID=str(trainer),
                 PADDLE_TRAINER_ENDPOINTS=",".join(endpoints),
                 PADDLE_CURRENT_ENDPOINT=endpoints[trainer],
+                TRANSPILER_MODE=mode,
             )
             for name in ("FLEET_GLOO_STORE_PATH", "FLEET_GLOO_STORE_ENDPOINT", "FLEET_JOB_ID"):
                 env.pop(name, None)
