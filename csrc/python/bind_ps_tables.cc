@@ -167,6 +167,17 @@ void BindDenseTable(py::module_& m) {
             ThrowIfError(t.Push(g, is_delta));
           },
           py::arg("grads"), py::arg("is_delta") = false)
+      .def(
+          "push_and_pull",
+          [](ps::DenseTable& t, const py::array& grads, const py::array& out) {
+            auto g = ArraySpan<const float>(grads, "grads", false);
+            auto o = ArraySpan<float>(out, "out", true);
+            py::gil_scoped_release release;
+            ThrowIfError(t.PushAndPull(g, o));
+          },
+          py::arg("grads"), py::arg("out"),
+          "Pushes gradients and writes the values after the push into out (local_size floats), "
+          "in one pass over the table.")
       .def("stats", [](const ps::DenseTable& t) {
         ps::proto::TableStats stats;
         {

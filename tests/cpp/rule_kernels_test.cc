@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -78,6 +79,35 @@ TEST(RuleKernels, AdagradAndSgdMatchTheScalarLoopsBitForBit) {
     SgdKernel(n, 0.1f, w.data(), g.data());
     for (volatile size_t i = 0; i < n; ++i) w_ref[i] -= 0.1f * g[i];
     ExpectSameBits(w, w_ref, "sgd w", n);
+  }
+}
+
+// With an output, each kernel updates as without one and copies every updated w[i] to it.
+TEST(RuleKernels, AnOutputGetsTheUpdatedValuesAndChangesNothingElse) {
+  for (size_t n : kLengths) {
+    auto w = Random(n, -1.0f, 1.0f, 8), m = Random(n, -0.1f, 0.1f, 9);
+    auto v = Random(n, 0.0f, 0.01f, 10), g = Random(n, -0.5f, 0.5f, 11);
+    auto w_ref = w, m_ref = m, v_ref = v;
+    std::vector<float> out(n, -9.0f);
+    AdamKernel(n, 0.9f, 0.999f, 1e-3f, 1e-8f, w.data(), m.data(), v.data(), g.data(), out.data());
+    AdamKernel(n, 0.9f, 0.999f, 1e-3f, 1e-8f, w_ref.data(), m_ref.data(), v_ref.data(), g.data());
+    ExpectSameBits(w, w_ref, "adam w", n);
+    ExpectSameBits(m, m_ref, "adam m", n);
+    ExpectSameBits(v, v_ref, "adam v", n);
+    ExpectSameBits(out, w, "adam out", n);
+
+    std::fill(out.begin(), out.end(), -9.0f);
+    AdagradKernel(n, 0.05f, 1e-6f, w.data(), v.data(), g.data(), out.data());
+    AdagradKernel(n, 0.05f, 1e-6f, w_ref.data(), v_ref.data(), g.data());
+    ExpectSameBits(w, w_ref, "adagrad w", n);
+    ExpectSameBits(v, v_ref, "adagrad accumulator", n);
+    ExpectSameBits(out, w, "adagrad out", n);
+
+    std::fill(out.begin(), out.end(), -9.0f);
+    SgdKernel(n, 0.1f, w.data(), g.data(), out.data());
+    SgdKernel(n, 0.1f, w_ref.data(), g.data());
+    ExpectSameBits(w, w_ref, "sgd w", n);
+    ExpectSameBits(out, w, "sgd out", n);
   }
 }
 

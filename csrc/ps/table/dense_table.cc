@@ -158,20 +158,22 @@ absl::Status DenseTable::PushBlocks(absl::Span<const float> grads, bool is_delta
             : !block->rate_above_1 &&
                   rule_->UpdateStaysWithin(block->length, w, w + block->length, g, guard.bound());
     if (!in_range) guard.Keep(w, block->data.size());
+    const bool scaled = !is_delta && !block->rate_spans.empty();
+    // The values go out from the rule's own loop unless something changes them after it.
+    float* out_now = !out.empty() && in_range && !scaled ? out.data() + block->offset : nullptr;
     if (is_delta) {
       for (size_t i = 0; i < block->length; ++i) w[i] += g[i];
     } else {
       // The rule at its own rate, then each span keeps `scale` times the change it made.
-      const bool scaled = !block->rate_spans.empty();
       if (scaled) scaler.Keep(block->rate_spans, w);
-      rule_->Update(block->length, w, w + block->length, g);
+      rule_->Update(block->length, w, w + block->length, g, out_now);
       if (scaled) scaler.Apply(block->rate_spans, w);
     }
     if (!in_range && !guard.Check(w, block->data.size()) && refused++ == 0) {
       first_block = block->index;
     }
-    // The block's values as they are now (updated, or put back by the guard), still in cache.
-    if (!out.empty()) {
+    // The block's values as they are now (scaled, clipped or put back by the guard).
+    if (!out.empty() && out_now == nullptr) {
       std::memcpy(out.data() + block->offset, w, block->length * sizeof(float));
     }
   }

@@ -17,8 +17,8 @@ class SgdRule : public UpdateRule {
   explicit SgdRule(float lr) : UpdateRule(lr) {}
   size_t StateDim(size_t) const override { return 0; }
   void InitState(size_t, float*) const override {}
-  void Apply(size_t dim, float* w, float*, const float* g) const override {
-    detail::SgdKernel(dim, learning_rate(), w, g);
+  void Apply(size_t dim, float* w, float*, const float* g, float* out) const override {
+    detail::SgdKernel(dim, learning_rate(), w, g, out);
   }
   // |w - lr * g| <= h + lr * h; the 1% covers the rounding of the two operations.
   double SafeInputMagnitude(size_t, const float*, double bound) const override {
@@ -35,8 +35,8 @@ class AdagradRule : public UpdateRule {
   void InitState(size_t dim, float* state) const override {
     for (size_t i = 0; i < dim; ++i) state[i] = init_;
   }
-  void Apply(size_t dim, float* w, float* acc, const float* g) const override {
-    detail::AdagradKernel(dim, learning_rate(), eps_, w, acc, g);
+  void Apply(size_t dim, float* w, float* acc, const float* g, float* out) const override {
+    detail::AdagradKernel(dim, learning_rate(), eps_, w, acc, g, out);
   }
   // With |w|, G, |g| <= h and G >= 0 (the denominator at least epsilon > 0): G' <= h + h^2 and
   // |w'| <= h + lr * h / epsilon; the 1% covers rounding.
@@ -63,7 +63,7 @@ class AdamRule : public UpdateRule {
     state[2 * dim] = beta1_;
     state[2 * dim + 1] = beta2_;
   }
-  void Apply(size_t dim, float* w, float* state, const float* g) const override {
+  void Apply(size_t dim, float* w, float* state, const float* g, float* out) const override {
     float* m = state;
     float* v = state + dim;
     float& beta1_pow = state[2 * dim];
@@ -71,7 +71,7 @@ class AdamRule : public UpdateRule {
     const float correction = std::sqrt(1.0f - beta2_pow);
     const float lr_t = learning_rate() * correction / (1.0f - beta1_pow);
     const float eps_t = eps_ * correction;
-    detail::AdamKernel(dim, beta1_, beta2_, lr_t, eps_t, w, m, v, g);
+    detail::AdamKernel(dim, beta1_, beta2_, lr_t, eps_t, w, m, v, g, out);
     beta1_pow *= beta1_;
     beta2_pow *= beta2_;
   }
@@ -170,9 +170,9 @@ void UpdateRule::BeginUpdate() {
   if (rate.ok()) lr_.store(static_cast<float>(*rate), std::memory_order_relaxed);
 }
 
-void UpdateRule::Update(size_t dim, float* w, float* state, const float* grad) const {
+void UpdateRule::Update(size_t dim, float* w, float* state, const float* grad, float* out) const {
   if (l2_decay_ == 0.0f && l1_decay_ == 0.0f) {
-    Apply(dim, w, state, grad);
+    Apply(dim, w, state, grad, out);
     return;
   }
   thread_local std::vector<float> decayed;
@@ -181,7 +181,7 @@ void UpdateRule::Update(size_t dim, float* w, float* state, const float* grad) c
     const float sign = static_cast<float>((w[i] > 0.0f) - (w[i] < 0.0f));
     decayed[i] = grad[i] + l2_decay_ * w[i] + l1_decay_ * sign;
   }
-  Apply(dim, w, state, decayed.data());
+  Apply(dim, w, state, decayed.data(), out);
 }
 
 bool UpdateRule::UpdateStaysWithin(size_t dim, const float* w, const float* state,

@@ -33,8 +33,9 @@ class UpdateRule {
   virtual void InitState(size_t dim, float* state) const = 0;
   // Applies `grad` (dim floats), plus the config's weight decay of `w` when it has one, to `w`
   // (dim floats) and `state` (StateDim(dim) floats). Stateless itself; callers serialise
-  // updates of the same row.
-  void Update(size_t dim, float* w, float* state, const float* grad) const;
+  // updates of the same row. `out`, when not null, receives the updated values (dim floats)
+  // from the same pass, as a copy of `w` after the update would give them.
+  void Update(size_t dim, float* w, float* state, const float* grad, float* out = nullptr) const;
   // Whether Update(dim, w, state, grad) is sure to leave every value and state float finite and
   // within `bound` (> 0), judged from magnitudes before the update. False says nothing: a table
   // then keeps a copy of the row to restore (detail/overflow_guard.h). Reads the row and the
@@ -45,7 +46,7 @@ class UpdateRule {
  protected:
   explicit UpdateRule(float learning_rate) : lr_(learning_rate) {}
   // The rule proper: Update with the decayed gradient.
-  virtual void Apply(size_t dim, float* w, float* state, const float* grad) const = 0;
+  virtual void Apply(size_t dim, float* w, float* state, const float* grad, float* out) const = 0;
   // A magnitude h such that Apply with every value, per-value state float and (decayed)
   // gradient within [-h, h] leaves them all finite and within `bound`, given the rest of the
   // state as `state` holds it now (signs; the row's scalars, which the rule checks itself);

@@ -402,6 +402,30 @@ def test_dense_blocks_are_spread_round_robin():
         parts[0].push(np.ones(4, np.float32))
 
 
+@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+def test_dense_push_and_pull_returns_what_push_then_pull_returns(name):
+    config = table_config(
+        {
+            "table_id": 2,
+            "type": "DENSE",
+            "dim": 1000,
+            "dense_block_size": 256,
+            "optimizer": OPTIMIZERS[name],
+            "initializer": {"seed": 1, "gaussian": {"std": 1.0}},
+        }
+    ).SerializeToString()
+    two_passes, one_pass = _core.ps.DenseTable(config, 1, 2), _core.ps.DenseTable(config, 1, 2)
+    out = np.full(one_pass.local_size, np.nan, np.float32)
+    rng = np.random.default_rng(4)
+    for _ in range(3):
+        grads = rng.standard_normal(one_pass.local_size).astype(np.float32)
+        two_passes.push(grads)
+        one_pass.push_and_pull(grads, out)
+        np.testing.assert_array_equal(out, two_passes.pull())
+    with pytest.raises(InvalidArgument, match="asked for 3 back"):
+        one_pass.push_and_pull(grads, np.empty(3, np.float32))
+
+
 def test_memory_per_row_stays_within_1_3x_of_key_and_floats():
     # One shard so that slab chunks round up once; benchmarks/ps_throughput.py measures the
     # process at 10 million rows.

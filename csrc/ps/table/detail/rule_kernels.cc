@@ -12,27 +12,50 @@
 
 namespace fleet::ps::detail {
 
+// Each kernel has its loop twice, with and without `out`, so that neither tests it per element.
+
 FLEET_WIDE_CLONES
-void SgdKernel(size_t dim, float lr, float* __restrict w, const float* __restrict g) {
-  for (size_t i = 0; i < dim; ++i) w[i] -= lr * g[i];
+void SgdKernel(size_t dim, float lr, float* __restrict w, const float* __restrict g,
+               float* __restrict out) {
+  if (out == nullptr) {
+    for (size_t i = 0; i < dim; ++i) w[i] -= lr * g[i];
+    return;
+  }
+  for (size_t i = 0; i < dim; ++i) out[i] = w[i] -= lr * g[i];
 }
 
 FLEET_WIDE_CLONES
 void AdagradKernel(size_t dim, float lr, float eps, float* __restrict w, float* __restrict acc,
-                   const float* __restrict g) {
+                   const float* __restrict g, float* __restrict out) {
+  if (out == nullptr) {
+    for (size_t i = 0; i < dim; ++i) {
+      acc[i] += g[i] * g[i];
+      w[i] -= lr * g[i] / (std::sqrt(acc[i]) + eps);
+    }
+    return;
+  }
   for (size_t i = 0; i < dim; ++i) {
     acc[i] += g[i] * g[i];
-    w[i] -= lr * g[i] / (std::sqrt(acc[i]) + eps);
+    out[i] = w[i] -= lr * g[i] / (std::sqrt(acc[i]) + eps);
   }
 }
 
 FLEET_WIDE_CLONES
 void AdamKernel(size_t dim, float beta1, float beta2, float lr_t, float eps_t, float* __restrict w,
-                float* __restrict m, float* __restrict v, const float* __restrict g) {
+                float* __restrict m, float* __restrict v, const float* __restrict g,
+                float* __restrict out) {
+  if (out == nullptr) {
+    for (size_t i = 0; i < dim; ++i) {
+      m[i] = beta1 * m[i] + (1.0f - beta1) * g[i];
+      v[i] = beta2 * v[i] + (1.0f - beta2) * g[i] * g[i];
+      w[i] -= lr_t * m[i] / (std::sqrt(v[i]) + eps_t);
+    }
+    return;
+  }
   for (size_t i = 0; i < dim; ++i) {
     m[i] = beta1 * m[i] + (1.0f - beta1) * g[i];
     v[i] = beta2 * v[i] + (1.0f - beta2) * g[i] * g[i];
-    w[i] -= lr_t * m[i] / (std::sqrt(v[i]) + eps_t);
+    out[i] = w[i] -= lr_t * m[i] / (std::sqrt(v[i]) + eps_t);
   }
 }
 

@@ -8,6 +8,9 @@
 // fused multiply-add, no reassociation: rule_kernels.cc is built with -ffp-contract=off), so the
 // results are bit for bit those of the baseline build whichever clone runs. The arrays of one
 // call must not overlap.
+//
+// `out`, when not null, receives a copy of each updated w[i] (dim floats) from the same loop: a
+// dense push-pull writes its reply there, which saves reading the values again after the update.
 
 #include <cstddef>
 #include <cstdint>
@@ -17,15 +20,16 @@
 namespace fleet::ps::detail {
 
 // w[i] -= lr * g[i].
-void SgdKernel(size_t dim, float lr, float* w, const float* g);
+void SgdKernel(size_t dim, float lr, float* w, const float* g, float* out = nullptr);
 
 // The fluid `adagrad` op: acc[i] += g[i]^2; w[i] -= lr * g[i] / (sqrt(acc[i]) + eps).
-void AdagradKernel(size_t dim, float lr, float eps, float* w, float* acc, const float* g);
+void AdagradKernel(size_t dim, float lr, float eps, float* w, float* acc, const float* g,
+                   float* out = nullptr);
 
 // The fluid `adam` op's element step with the bias correction folded into lr_t and eps_t:
 // m = beta1 m + (1 - beta1) g; v = beta2 v + (1 - beta2) g^2; w -= lr_t m / (sqrt(v) + eps_t).
 void AdamKernel(size_t dim, float beta1, float beta2, float lr_t, float eps_t, float* w, float* m,
-                float* v, const float* g);
+                float* v, const float* g, float* out = nullptr);
 
 // magnitude.h's AnyMagnitudeAbove and AnySignBit, the same answers, for long arrays (the clone
 // is reached through an indirect call, which short rows are better off without).
