@@ -17,9 +17,10 @@ def cpu_places(device_count: int | None = None) -> list[CPUPlace]:
 
 
 class ParallelExecutor:
-    """Runs `main_program` data parallel on CPU replicas in `scope` (default: the global scope
-    when it is made). `share_vars_from` is accepted for compatibility: replicas always read the
-    parameters of the scope they run in."""
+    """Runs `main_program` data parallel on CPU replicas in `scope` (default: the scope of
+    `share_vars_from` when given, as Paddle's executor runs on the variables of the one it shares
+    them from, else the global scope when it is made). The replicas read the parameters of the
+    scope they run in: sharing needs no copy."""
 
     def __init__(
         self,
@@ -50,7 +51,9 @@ class ParallelExecutor:
                 f"{type(share_vars_from).__name__}"
             )
         self._program = main_program or default_main_program()
-        self._scope = scope if scope is not None else global_scope()
+        if scope is None:
+            scope = share_vars_from._scope if share_vars_from is not None else global_scope()
+        self._scope = scope
         self._compiled = CompiledProgram(self._program).with_data_parallel(
             loss_name=loss_name, build_strategy=build_strategy, exec_strategy=exec_strategy
         )

@@ -244,6 +244,49 @@ def test_a_test_program_sharing_the_training_programs_vars_evaluates_the_trained
         np.testing.assert_array_equal(value, trained[name], err_msg=name)
 
 
+def test_a_parallel_executor_sharing_vars_runs_in_the_scope_of_the_one_it_shares_from():
+    """fluid's pattern: train_exe in a scope of its own, test_exe = ParallelExecutor(...,
+    share_vars_from=train_exe) with no scope: the test executor evaluates the parameters
+    train_exe trained (not the global scope's), as Paddle's shares train_exe's variables."""
+    main, startup = fleet.Program(), fleet.Program()
+    startup.random_seed = 6
+    with fleet.program_guard(main, startup):
+        x = layers.data("x", [4])
+        label = layers.data("label", [1], dtype="int64")
+        prob = layers.fc(layers.fc(x, 8, act="relu"), 2, act="softmax")
+        loss = layers.mean(layers.cross_entropy(prob, label))
+        test_program = main.clone(for_test=True)
+        fleet.optimizer.SGD(0.5).minimize(loss)
+    exe = fleet.Executor()
+    one, many = fleet._core.Scope(), fleet._core.Scope()
+    exe.run(startup, scope=one)
+    exe.run(startup, scope=many)
+    train_exe = fleet.ParallelExecutor(
+        use_cuda=False, loss_name=loss.name, main_program=main, scope=many
+    )
+    test_exe = fleet.ParallelExecutor(
+        use_cuda=False, main_program=test_program, share_vars_from=train_exe
+    )
+    rng = np.random.default_rng(8)
+    batch = 4 * train_exe.device_count
+
+    def feed():
+        return {
+            "x": rng.standard_normal((batch, 4)).astype(np.float32),
+            "label": rng.integers(0, 2, size=(batch, 1)).astype(np.int64),
+        }
+
+    for _ in range(3):
+        step = feed()
+        exe.run(main, feed=step, fetch_list=[loss], scope=one)
+        train_exe.run(fetch_list=[loss.name], feed=step)
+    probe = feed()
+    (expected,) = exe.run(test_program, feed=probe, fetch_list=[loss], scope=one)
+    (per_replica,) = test_exe.run(fetch_list=[loss.name], feed=probe)
+    assert per_replica.shape == (test_exe.device_count,)
+    np.testing.assert_allclose(np.mean(per_replica), expected, rtol=1e-5, atol=1e-6)
+
+
 def _write_files(tmp_path, rng, files=2, lines=64):
     paths = []
     for f in range(files):
