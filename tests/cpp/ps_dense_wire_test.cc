@@ -111,6 +111,32 @@ TEST(DenseWire, AReplyCutAnywhereGivesBackItsFieldsAndValues) {
   }
 }
 
+TEST(DenseWire, ASparsePullsRowsCutAnywhereGoToTheirPlacesInOnePass) {
+  // 37 rows of 3 floats (12 bytes), sent in slices cut inside rows, at their ends and across
+  // several rows; CopyPieces sends row j to place 36 - j, as a pull scatters rows to the
+  // positions of their keys.
+  constexpr size_t kRows = 37, kRowBytes = 12;
+  proto::PullSparseReply reply;
+  reply.set_values(RandomBytes(kRows * kRowBytes, 6));
+  const std::string bytes = reply.SerializeAsString();
+  for (size_t step : {size_t{1}, size_t{5}, size_t{12}, size_t{13}, size_t{100}, bytes.size()}) {
+    std::vector<size_t> cuts;
+    for (size_t cut = step; cut < bytes.size(); cut += step) cuts.push_back(cut);
+    using PullReplyWire =
+        detail::SliceFieldReply<proto::PullSparseReply, proto::PullSparseReply::kValuesFieldNumber>;
+    PullReplyWire wire;
+    ASSERT_TRUE(Deserialize(CutInto(bytes, cuts), &wire).ok()) << step;
+    std::string out(kRows * kRowBytes, '\0');
+    wire.values().CopyPieces(kRowBytes,
+                             [&](size_t j) { return out.data() + (kRows - 1 - j) * kRowBytes; });
+    for (size_t j = 0; j < kRows; ++j) {
+      ASSERT_EQ(out.substr((kRows - 1 - j) * kRowBytes, kRowBytes),
+                reply.values().substr(j * kRowBytes, kRowBytes))
+          << "step " << step << " row " << j;
+    }
+  }
+}
+
 TEST(DenseWire, AFieldNumberAboveFifteenAndARepeatedFieldParseAsProtobufDoes) {
   proto::BarrierReply first;
   first.set_done_workers(2);

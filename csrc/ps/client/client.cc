@@ -74,7 +74,11 @@ absl::Status CheckIncarnation(Incarnations* incarnations, size_t server,
 
 namespace {
 
-using PullSparseCall = detail::Call<proto::PullSparseRequest, proto::PullSparseReply>;
+// A sparse pull's rows stay in the received slices and are copied once, to their callers'
+// positions (the reply's values are a few hundred KB a step).
+using PullSparseCall = detail::Call<
+    proto::PullSparseRequest,
+    detail::SliceFieldReply<proto::PullSparseReply, proto::PullSparseReply::kValuesFieldNumber>>;
 using PushSparseCall = detail::Call<proto::PushSparseRequest, proto::PushReply>;
 using BarrierCall = detail::Call<proto::BarrierRequest, proto::BarrierReply>;
 // The calls that carry a whole dense table: its floats go through dense_wire.h, one copy at each
@@ -174,16 +178,14 @@ class RequestStream {
 };
 
 // Copies the rows of a pull reply to their caller positions.
-absl::Status ScatterRows(const std::string& values, absl::Span<const uint32_t> positions,
+absl::Status ScatterRows(const detail::FieldBytes& values, absl::Span<const uint32_t> positions,
                          size_t dim, absl::Span<float> out) {
   if (values.size() != positions.size() * dim * sizeof(float)) {
     return absl::InternalError(absl::StrCat("reply holds ", values.size(), " bytes, expected ",
                                             positions.size() * dim * sizeof(float)));
   }
-  const float* v = reinterpret_cast<const float*>(values.data());
-  for (size_t j = 0; j < positions.size(); ++j) {
-    std::memcpy(out.data() + size_t{positions[j]} * dim, v + j * dim, dim * sizeof(float));
-  }
+  values.CopyPieces(dim * sizeof(float),
+                    [&](size_t j) { return out.data() + size_t{positions[j]} * dim; });
   return absl::OkStatus();
 }
 
@@ -469,9 +471,11 @@ Future PsClient::PullSparse(uint32_t table_id, absl::Span<const int64_t> keys,
       [&](uint32_t s, PendingPull& p, size_t count, std::vector<uint32_t> positions) {
         p.call->request.mutable_keys()->resize(count * sizeof(int64_t));
         state->AddPending(1);
-        Launch(s, what, options_.rpc_timeout, p.call, FLEET_PS_STARTER(PullSparse), state,
-               [out, dim, positions = std::move(positions)](const proto::PullSparseReply& r) {
-                 return ScatterRows(r.values(), positions, dim, out);
+        Launch(s, what, options_.rpc_timeout, p.call,
+               WireStarter<PullSparseCall>{transport_->channels[s].get(),
+                                           detail::PsMethod("PullSparse")},
+               state, [out, dim, positions = std::move(positions)](const auto& reply) {
+                 return ScatterRows(reply.values(), positions, dim, out);
                });
         p.call = nullptr;
       });

@@ -10,7 +10,9 @@
 #include <grpcpp/support/byte_buffer.h>
 #include <grpcpp/support/slice.h>
 
+#include <algorithm>
 #include <cstddef>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -25,6 +27,13 @@ class FieldBytes {
   size_t size() const { return size_; }
   // Copies the field's bytes [offset, offset + n) into `dst`; they must lie within size().
   void CopyOut(size_t offset, size_t n, void* dst) const;
+  // Copies the field's bytes as consecutive pieces of `piece` bytes, piece j to `dst(j)` (a
+  // pointer to `piece` writable bytes), for j < size() / piece, in one pass over the slices: a
+  // piece that straddles two slices is copied in two parts. For rows going to scattered places
+  // (a sparse pull's rows to their callers' positions), where CopyOut per row would search the
+  // slices for every row.
+  template <class Dst>
+  void CopyPieces(size_t piece, Dst dst) const;
 
   // Splits a received message: the bytes of its field `field` (the last occurrence, as protobuf
   // keeps) stay in `buffer`'s slices, whose references this keeps; the bytes of every other field,
@@ -43,6 +52,29 @@ class FieldBytes {
   std::vector<Segment> segments_;
   size_t size_ = 0;
 };
+
+template <class Dst>
+void FieldBytes::CopyPieces(size_t piece, Dst dst) const {
+  const size_t count = piece == 0 ? 0 : size_ / piece;
+  size_t segment = 0;
+  size_t skip = 0;  // bytes of segments_[segment] already copied
+  for (size_t j = 0; j < count; ++j) {
+    char* out = static_cast<char*>(static_cast<void*>(dst(j)));
+    size_t left = piece;
+    while (left > 0) {
+      const Segment& s = segments_[segment];
+      const size_t n = std::min(left, s.size - skip);
+      std::memcpy(out, s.data + skip, n);
+      out += n;
+      left -= n;
+      skip += n;
+      if (skip == s.size) {
+        ++segment;
+        skip = 0;
+      }
+    }
+  }
+}
 
 // A received message `Proto` whose bytes field `kField` is left in the received slices: the
 // other fields are parsed into header(), and values() reads the field's bytes. A worker receives
