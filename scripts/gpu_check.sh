@@ -12,7 +12,8 @@
 #     bash scripts/gpu_check.sh
 # Stages can be skipped with GPU_CHECK_SKIP="bench" (or "cpp", "py"), e.g. for a rerun;
 # GPU_CHECK_PS_SCALE="2x6 4x12" adds parameter-server scaling runs (scripts/ps_scale_check.sh),
-# GPU_CHECK_PS_SSD="<ps_ssd.py arguments>" the SSD tier's benchmark;
+# GPU_CHECK_PS_SSD="<ps_ssd.py arguments>" the SSD tier's benchmark, GPU_CHECK_GLOO="6 12g" the
+# workers' Gloo group check (scripts/gloo_check.py);
 # GPU_CHECK_TARGETS (default "_core fleet_cpp_tests") names what to build (just _core when a C++
 # test of another area does not compile; the C++ stage is then skipped).
 set -uo pipefail
@@ -92,6 +93,38 @@ if [[ "$SKIP" != *bench* ]]; then
   PYTHONPATH="$ROOT" timeout 240 "$PY" benchmarks/gpu_train.py 2>&1 | tee "$OUT/gpu_train.log"
   tail -1 "$OUT/gpu_train.log" > "$OUT/gpu_train.json"
 fi
+# The workers' Gloo group as a PS job builds it, without training (scripts/gloo_check.py:
+# fleetrun's plan and environment, the TCP store at worker 0, util_base's connect), at each rank
+# count of GPU_CHECK_GLOO ("6 12"): once plain, twice with a gRPC server and client busy in every
+# rank. A crash prints the rank, the signal and its native and Python stacks; after a failure (or
+# with GPU_CHECK_GLOO_DEBUGGER=1) 12 ranks run again with rank 0 under gdb or cuda-gdb, for the
+# backtrace at the fault itself.
+gloo_failed=""
+for ranks in ${GPU_CHECK_GLOO:-}; do
+  for mode in "" "--grpc --repeat 2"; do
+    name="gloo_${ranks}${mode:+_grpc}"
+    stage "scripts/gloo_check.py --ranks $ranks $mode"
+    # shellcheck disable=SC2086  # $mode holds several arguments
+    PYTHONPATH="$ROOT" timeout 150 "$PY" scripts/gloo_check.py --ranks "$ranks" $mode \
+      --timeout 60 --log_dir "$OUT/$name" 2>&1 | tee "$OUT/$name.log" | tail -80
+    [ "${PIPESTATUS[0]}" -eq 0 ] || { status=1 gloo_failed=1; stage "$name FAILED"; }
+  done
+done
+if [ -n "$gloo_failed${GPU_CHECK_GLOO_DEBUGGER:-}" ]; then
+  stage "scripts/gloo_check.py --ranks 12 --grpc --debugger"
+  PYTHONPATH="$ROOT" timeout 200 "$PY" scripts/gloo_check.py --ranks 12 --grpc --debugger \
+    --timeout 180 --log_dir "$OUT/gloo_gdb" 2>&1 | tee "$OUT/gloo_gdb.log" | tail -150
+fi
+# Issue #31's SSD tier where the server has cores of its own: benchmarks/ps_ssd.py with the
+# arguments in GPU_CHECK_PS_SSD (e.g. "--rows 5000000 --budget_mb 51.2 --seconds 30").
+if [ -n "${GPU_CHECK_PS_SSD:-}" ]; then
+  stage "benchmarks/ps_ssd.py $GPU_CHECK_PS_SSD"
+  # shellcheck disable=SC2086  # the arguments are meant to split
+  PYTHONPATH="$ROOT" timeout "${GPU_CHECK_PS_SSD_TIMEOUT:-200}" "$PY" benchmarks/ps_ssd.py \
+    $GPU_CHECK_PS_SSD 2>&1 | tee "$OUT/ps_ssd.log"
+  [ "${PIPESTATUS[0]}" -eq 0 ] || { status=1; stage "ps_ssd.py FAILED"; }
+  tail -1 "$OUT/ps_ssd.log" >"$OUT/ps_ssd.json"
+fi
 # Issue #28's scale run (CPU only): benchmarks/ps_train.py at each "SERVERSxWORKERS" of
 # GPU_CHECK_PS_SCALE against one process, one round each, on GPU_CHECK_PS_ROWS generated rows.
 [ -n "${GPU_CHECK_PS_SCALE:-}" ] && export PYTHONFAULTHANDLER=1  # a crash names its Python line
@@ -105,24 +138,15 @@ for config in ${GPU_CHECK_PS_SCALE:-}; do
     status=1
     stage "ps_train.py $config FAILED"
     # A failed job's logs stay in ps_train.py's scratch folder: keep every worker's rate and
-    # any crash report (PYTHONFAULTHANDLER) of this configuration's jobs.
+    # any crash report (the native one fleetrun turns on, then PYTHONFAULTHANDLER's) of this
+    # configuration's jobs.
     for log in /tmp/fleet_ps_train_*/fleet_*/workerlog.* /tmp/fleet_ps_train_*/fleet_*/serverlog.*; do
       [ -e "$log" ] || continue
-      grep -H -E "samples=|Fatal Python|Segmentation|File \"|Thread 0x|Current thread" "$log"
+      grep -H -E "samples=|Fatal Python|Segmentation|File \"|Thread 0x|Current thread|native crash report|^  #[0-9]+ 0x|end of the C\+\+ stack" "$log"
     done >"$OUT/ps_train_${config}_failed.txt" 2>&1
     rm -rf /tmp/fleet_ps_train_*
   fi
   tail -1 "$OUT/ps_train_$config.log" >"$OUT/ps_train_$config.json"
 done
-# Issue #31's SSD tier where the server has cores of its own: benchmarks/ps_ssd.py with the
-# arguments in GPU_CHECK_PS_SSD (e.g. "--rows 5000000 --budget_mb 51.2 --seconds 30").
-if [ -n "${GPU_CHECK_PS_SSD:-}" ]; then
-  stage "benchmarks/ps_ssd.py $GPU_CHECK_PS_SSD"
-  # shellcheck disable=SC2086  # the arguments are meant to split
-  PYTHONPATH="$ROOT" timeout "${GPU_CHECK_PS_SSD_TIMEOUT:-200}" "$PY" benchmarks/ps_ssd.py \
-    $GPU_CHECK_PS_SSD 2>&1 | tee "$OUT/ps_ssd.log"
-  [ "${PIPESTATUS[0]}" -eq 0 ] || { status=1; stage "ps_ssd.py FAILED"; }
-  tail -1 "$OUT/ps_ssd.log" >"$OUT/ps_ssd.json"
-fi
 stage "done (status $status)"
 exit $status
