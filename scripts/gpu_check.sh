@@ -64,6 +64,11 @@ stage "build"
 LD_LIBRARY_PATH="$LIBDIR" ninja -C "$BUILD" -j "$(nproc)" $TARGETS >"$OUT/build.log" 2>&1 \
   || { stage "FAILED: build (build.log)"; grep -E "error|FAILED" "$OUT/build.log" | head -30; exit 1; }
 stage "built"
+# Which libstdc++ _core uses, and whether it exports any of it (it must not: a shared library it
+# loads would bind to that copy; see CMakeLists.txt's --exclude-libs).
+core_so="$(ls "$ROOT"/fleet/_core*.so 2>/dev/null | head -1)"
+[ -n "$core_so" ] && stage "_core: libstdc++ $(ldd "$core_so" | grep -c 'libstdc++') shared, \
+$(nm -D --defined-only "$core_so" | grep -c -E ' _ZNSo|_ZNSt6locale') of its std::ostream/locale exported"
 # At run time the carried libraries' own dependencies (libgrpc.so.29 under libgrpc++, hiredis
 # under Gloo, gflags and snappy under RocksDB) are not on the built programs' RPATH: put them, and only them (not the carried
 # libssl or zlib, which the machine has), on the library path.
