@@ -3,7 +3,7 @@ against one trainer thread on the same data, and against Hogwild train_from_data
 
     .venv/bin/python benchmarks/data_parallel.py [--quick] [--rounds N] [--plain_reduction]
                                                  [--whole_sparse_updates] [--whole_dense_updates]
-                                                 [--reader_threads N]
+                                                 [--reader_threads N] [--spin_us N]
 
 Two models, each trained for one pass over the same in-memory dataset by three runs that start
 from the same parameters:
@@ -27,6 +27,10 @@ from the same parameters:
                instead of its first layer's split by rows, which balances them and moves the
                reduction into the backward pass (the same parameters, bit for bit; the MLP's are
                balanced, so it has no split)
+  data_parallel_spin  (with --spin_us N) data_parallel with FLEET_DP_SPIN_US=N: each replica
+               waiting for another polls N us before it sleeps, instead of the default 50 (or
+               the FLEET_DP_SPIN_US the benchmark was started with; the same parameters, bit for
+               bit: only the waits change)
 Models: CTR-DNN (examples/ctr_dnn: 26 sparse slots into a 1M x 10 is_sparse embedding, fc
 400-400-400, lazy Adam, B=512) on generated Criteo-format data, and the collective benchmark's
 MLP (4 fc layers of 1024, sigmoid cross-entropy, SGD 0.05, B=256) on data from a planted teacher.
@@ -51,6 +55,8 @@ Figures (the last line of output is one JSON object), per model:
                           data_parallel_whole_sparse samples/s
   dense_split_gain        (with --whole_dense_updates) data_parallel samples/s /
                           data_parallel_whole_dense samples/s (the MLP's: a noise control)
+  spin_gain               (with --spin_us) data_parallel_spin samples/s / data_parallel
+                          samples/s (above 1: the --spin_us poll beats the default)
   cpu_us_per_sample       the process's CPU time (every thread: trainers, replicas, reader) in
                           train_from_dataset, per sample, median of each run (the data-parallel
                           plan and replicas are made before it): far less sensitive to load
@@ -60,6 +66,11 @@ Figures (the last line of output is one JSON object), per model:
                           busy against one). Where scaling_vs_one_thread falls short of it, the
                           replicas wait (for each other, or for a core); where the bound itself is
                           low, they do more work than one thread does
+  polls_given_up_per_step per data-parallel run: the replicas' waits whose poll gave up (each
+                          a likely sleep and wake-up), per step, median of each run: a count
+                          of waits, not a time
+  voluntary_switches_per_step  every run: the process's voluntary context switches (every
+                          thread, reader included) in train_from_dataset per step of 2B samples
   auc                     test AUC after the pass, for each run (one_thread and data_parallel
                           take the same steps on the same batches, so theirs agree closely;
                           hogwild takes twice as many steps of half the batch)
@@ -68,8 +79,10 @@ Figures (the last line of output is one JSON object), per model:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -97,6 +110,9 @@ RUNS = ("one_thread", "data_parallel", "hogwild")
 PLAIN = "data_parallel_plain"
 WHOLE_SPARSE = "data_parallel_whole_sparse"
 WHOLE_DENSE = "data_parallel_whole_dense"
+SPIN = "data_parallel_spin"
+DATA_PARALLEL_KINDS = ("data_parallel", PLAIN, WHOLE_SPARSE, WHOLE_DENSE, SPIN)
+SPIN_ENV = "FLEET_DP_SPIN_US"
 
 
 # -- data ---------------------------------------------------------------------------------------
@@ -226,11 +242,32 @@ def dataset(net: dict, files: list[str], batch: int, reader_threads: int) -> obj
     return ds
 
 
-def one_run(kind: str, net: dict, ds: object, test: object) -> dict:
+@contextlib.contextmanager
+def spin_env(spin_us: int | None):
+    """FLEET_DP_SPIN_US=spin_us while the replicas are made (None: as the process has it)."""
+    saved = os.environ.get(SPIN_ENV)
+    if spin_us is not None:
+        os.environ[SPIN_ENV] = str(spin_us)
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(SPIN_ENV, None)
+        else:
+            os.environ[SPIN_ENV] = saved
+
+
+def voluntary_switches() -> int:
+    """The process's voluntary context switches so far, every thread (ended ones included)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw
+
+
+def one_run(kind: str, net: dict, ds: object, test: object, spin_us: int | None) -> dict:
     exe = fleet.Executor(fleet.CPUPlace())
     scope = fleet._core.Scope()
     exe.run(net["startup"], scope=scope)
-    if kind in ("data_parallel", PLAIN, WHOLE_SPARSE, WHOLE_DENSE):
+    polls_given_up = None
+    if kind in DATA_PARALLEL_KINDS:
         build = fleet.BuildStrategy()
         build.overlap_reduction = kind != PLAIN
         build.split_sparse_updates = kind != WHOLE_SPARSE
@@ -240,23 +277,35 @@ def one_run(kind: str, net: dict, ds: object, test: object) -> dict:
         )
         # The plan and the replicas are made here, outside the CPU time measured below (the
         # pass's own timing, result.seconds, leaves them out too).
-        exe.data_parallel_runner(program, scope)
+        with spin_env(spin_us if kind == SPIN else None):
+            runner = exe.data_parallel_runner(program, scope)
+        given_up_start = runner.polls_given_up
+        switches_start = voluntary_switches()
         cpu_start = time.process_time()
         result = exe.train_from_dataset(program, ds, scope=scope, print_period=0)
+        cpu_seconds = time.process_time() - cpu_start
+        polls_given_up = runner.polls_given_up - given_up_start
     else:
         threads = 1 if kind == "one_thread" else REPLICAS
+        switches_start = voluntary_switches()
         cpu_start = time.process_time()
         result = exe.train_from_dataset(
             net["main"], ds, scope=scope, thread=threads, print_period=0
         )
-    cpu_seconds = time.process_time() - cpu_start
+        cpu_seconds = time.process_time() - cpu_start
+    switches = voluntary_switches() - switches_start
+    steps = result.samples / (REPLICAS * net["batch"])
     auc = net["score"](exe, scope, test)
     exe.close()
-    return {
+    out = {
         "samples_per_s": result.samples / result.seconds,
         "cpu_us_per_sample": cpu_seconds / result.samples * 1e6,
+        "voluntary_switches_per_step": switches / steps,
         "auc": auc,
     }
+    if polls_given_up is not None:
+        out["polls_given_up_per_step"] = polls_given_up / steps
+    return out
 
 
 def measure(
@@ -267,13 +316,14 @@ def measure(
     rounds: int,
     kinds: tuple[str, ...],
     reader_threads: int,
+    spin_us: int | None,
 ) -> dict:
     # One thread reads the data-parallel step's global batch; replicas and Hogwild threads B.
     datasets = {
         "one_thread": dataset(net, files, REPLICAS * net["batch"], reader_threads),
         "data_parallel": dataset(net, files, net["batch"], reader_threads),
     }
-    for kind in ("hogwild", PLAIN, WHOLE_SPARSE, WHOLE_DENSE):
+    for kind in ("hogwild",) + DATA_PARALLEL_KINDS[1:]:
         datasets[kind] = datasets["data_parallel"]
     runs: dict[str, list[dict]] = {k: [] for k in kinds}
     loads = []
@@ -281,7 +331,7 @@ def measure(
         order = kinds[r % len(kinds) :] + kinds[: r % len(kinds)]
         before = os.getloadavg()[0]
         for kind in order:
-            runs[kind].append(one_run(kind, net, datasets[kind], test))
+            runs[kind].append(one_run(kind, net, datasets[kind], test, spin_us))
         loads.append({"round": r, "load1_before": before, "load1_after": os.getloadavg()[0]})
         print(
             f"{name} round {r}: "
@@ -297,6 +347,14 @@ def measure(
         "cpu_us_per_sample": cpu,
         "cpu_scaling_bound": REPLICAS * cpu["one_thread"] / cpu["data_parallel"],
         "hogwild_vs_one_thread": median["hogwild"] / median["one_thread"],
+        "voluntary_switches_per_step": {
+            k: statistics.median(x["voluntary_switches_per_step"] for x in runs[k]) for k in kinds
+        },
+        "polls_given_up_per_step": {
+            k: statistics.median(x["polls_given_up_per_step"] for x in runs[k])
+            for k in kinds
+            if k in DATA_PARALLEL_KINDS
+        },
         "auc": {k: statistics.median(x["auc"] for x in runs[k]) for k in kinds},
         "samples_per_update": {
             "one_thread": REPLICAS * net["batch"],
@@ -313,6 +371,9 @@ def measure(
         if kind in kinds:
             out[key] = median["data_parallel"] / median[kind]
             out["samples_per_update"][kind] = REPLICAS * net["batch"]
+    if SPIN in kinds:
+        out["spin_gain"] = median[SPIN] / median["data_parallel"]
+        out["samples_per_update"][SPIN] = REPLICAS * net["batch"]
     return out
 
 
@@ -342,12 +403,20 @@ def main() -> None:
         help="threads that gather the in-memory batches (1, the default: every run trains on the "
         "batches in file order; 2: two producers fill the channel in an order timing decides)",
     )
+    parser.add_argument(
+        "--spin_us",
+        type=int,
+        default=None,
+        help="also run data_parallel with FLEET_DP_SPIN_US set to this (the replicas' poll "
+        "before sleeping, in microseconds; spin_gain)",
+    )
     args = parser.parse_args()
     rounds = args.rounds or (1 if args.quick else 5)
     ctr_rows, mlp_rows = (8192, 2048) if args.quick else (100_000, 16_384)
     kinds = RUNS + ((PLAIN,) if args.plain_reduction else ())
     kinds += (WHOLE_SPARSE,) if args.whole_sparse_updates else ()
     kinds += (WHOLE_DENSE,) if args.whole_dense_updates else ()
+    kinds += (SPIN,) if args.spin_us is not None else ()
     fleet._core.set_blas_threads(1)
     started = time.perf_counter()
     start_load = os.getloadavg()
@@ -356,15 +425,18 @@ def main() -> None:
         "cores": os.cpu_count(),
         "quick": args.quick,
         "reader_threads": args.reader_threads,
+        "spin_us": {"data_parallel": os.environ.get(SPIN_ENV, "default"), SPIN: args.spin_us},
         "load_average_at_start": start_load,
     }
     with tempfile.TemporaryDirectory(prefix="fleet-dp-bench-") as tmp:
         files, test = ctr_files(tmp, ctr_rows, ctr_rows // 4)
         out["ctr_dnn"] = measure(
-            "ctr_dnn", ctr_model(), files, test, rounds, kinds, args.reader_threads
+            "ctr_dnn", ctr_model(), files, test, rounds, kinds, args.reader_threads, args.spin_us
         )
         files, test = mlp_files(tmp, mlp_rows, mlp_rows // 4)
-        out["mlp"] = measure("mlp", mlp_model(), files, test, rounds, kinds, args.reader_threads)
+        out["mlp"] = measure(
+            "mlp", mlp_model(), files, test, rounds, kinds, args.reader_threads, args.spin_us
+        )
     out["load_average_at_end"] = os.getloadavg()
     out["seconds"] = time.perf_counter() - started
     print(json.dumps(out), flush=True)

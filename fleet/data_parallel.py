@@ -6,10 +6,17 @@ A fed batch is cut into the replicas' shares in C++ as Paddle's ParallelExecutor
 none); a list of feed dicts gives each replica its own. Fetched values come back merged as
 Paddle merges them: the replicas' values concatenated along the first dimension (a loss of
 shape [1] becomes shape [replicas]), lod offsets joined.
+
+FLEET_DP_SPIN_US (read when a runner is made; default 50): how many microseconds a replica
+waiting for another polls before it sleeps, 0 to sleep at once. A poll also stops as soon as the
+replica finds it lost its core (a machine with fewer free cores than replicas), so a longer one
+costs CPU only where a core is free. `DataParallelRunner.polls_given_up` counts the waits that
+slept.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -18,6 +25,25 @@ from fleet import _core
 from fleet.compiler import DataParallelPlan
 from fleet.errors import InvalidArgument
 from fleet.trainer import CheckedPass, DatasetRunResult
+
+SPIN_ENV = "FLEET_DP_SPIN_US"
+DEFAULT_SPIN_US = 50
+
+
+def spin_before_sleep_us() -> int:
+    """The replicas' poll before sleeping, in microseconds, from FLEET_DP_SPIN_US."""
+    value = os.environ.get(SPIN_ENV, "")
+    if value == "":
+        return DEFAULT_SPIN_US
+    try:
+        spin = int(value)
+    except ValueError:
+        spin = -1
+    if not 0 <= spin <= 1_000_000:
+        raise InvalidArgument(
+            f"{SPIN_ENV} must be an integer number of microseconds in [0, 1000000], got {value!r}"
+        )
+    return spin
 
 
 class DataParallelRunner:
@@ -48,6 +74,7 @@ class DataParallelRunner:
         options.overlap_reduction = (
             plan.overlap_reduction if overlap_reduction is None else overlap_reduction
         )
+        options.spin_before_sleep_us = spin_before_sleep_us()
 
         def prepare(desc: Any) -> Any:
             return core_executor.prepare(desc.SerializeToString(), 0)
@@ -65,6 +92,13 @@ class DataParallelRunner:
     def overlapped_steps(self) -> int:
         """Steps whose gradient reduction overlapped the replicas' backward pass."""
         return self._engine.overlapped_steps()
+
+    @property
+    def polls_given_up(self) -> int:
+        """Replica waits whose poll (FLEET_DP_SPIN_US) gave up, each a likely sleep and wake-up,
+        since the runner was made: the replica threads' hand-offs and the wait for every replica
+        to finish the compute program."""
+        return self._engine.polls_given_up()
 
     def run(
         self,

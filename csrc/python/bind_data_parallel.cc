@@ -97,6 +97,7 @@ class PyDataParallel {
 
   int replicas() const { return engine_->replicas(); }
   int64_t overlapped_steps() const { return engine_->overlapped_steps(); }
+  int64_t polls_given_up() const { return engine_->polls_given_up(); }
 
  private:
   PyExecutor* executor_;
@@ -119,7 +120,8 @@ void BindDataParallel(py::module_& m) {
       .def_readwrite("gradient_row_parts", &trainer::DataParallelOptions::gradient_row_parts)
       .def_readwrite("seed", &trainer::DataParallelOptions::seed)
       .def_readwrite("prelude_phases", &trainer::DataParallelOptions::prelude_phases)
-      .def_readwrite("overlap_reduction", &trainer::DataParallelOptions::overlap_reduction);
+      .def_readwrite("overlap_reduction", &trainer::DataParallelOptions::overlap_reduction)
+      .def_readwrite("spin_before_sleep_us", &trainer::DataParallelOptions::spin_before_sleep_us);
 
   py::class_<trainer::DataParallelPassOptions>(m, "DataParallelPassOptions")
       .def(py::init<>())
@@ -154,6 +156,8 @@ void BindDataParallel(py::module_& m) {
       .def("replicas", &PyDataParallel::replicas)
       .def("overlapped_steps", &PyDataParallel::overlapped_steps,
            "Steps whose gradient reduction overlapped the compute program.")
+      .def("polls_given_up", &PyDataParallel::polls_given_up,
+           "Replica waits whose poll gave up and slept since the engine was made.")
       .def("run_dataset", &PyDataParallel::RunDataset, py::arg("dataset"), py::arg("options"),
            py::arg("log"),
            "One pass of the dataset, one batch a replica per step (train_from_dataset).")

@@ -4,22 +4,9 @@
 #include <chrono>
 
 #include "operators/blas.h"
+#include "trainer/spin_wait.h"
 
 namespace fleet::trainer {
-namespace {
-
-// How long a replica that has finished the compute program polls the others before it sleeps:
-// on idle cores a wake-up from sleep costs tens of microseconds, more than a balanced step's
-// wait; on a loaded machine the replica soon yields its core to the late one.
-constexpr std::chrono::microseconds kSpinBeforeSleep{50};
-
-inline void CpuRelax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#endif
-}
-
-}  // namespace
 
 struct DataParallelEngine::Replica {
   Scope* scope = nullptr;
@@ -41,7 +28,10 @@ DataParallelEngine::DataParallelEngine(const framework::Executor* executor,
       compute_(compute),
       update_(std::move(update)),
       options_(std::move(options)),
-      pool_(options_.replicas) {
+      pool_(options_.replicas, std::chrono::microseconds{options_.spin_before_sleep_us}) {
+  FLEET_ENFORCE(options_.spin_before_sleep_us >= 0, InvalidArgument,
+                "data parallelism: spin_before_sleep_us must be at least 0, got ",
+                options_.spin_before_sleep_us);
   FLEET_ENFORCE(
       options_.prelude_phases >= 0 && options_.prelude_phases <= static_cast<int>(update_.size()),
       InvalidArgument, "data parallelism: ", options_.prelude_phases, " prelude phases of ",
@@ -164,11 +154,8 @@ size_t DataParallelEngine::ReduceFinished(int r, size_t next, size_t segments, f
 bool DataParallelEngine::AwaitCompute() {
   const size_t all = segments_.segments.size();
   auto done = [&] { return failed_.load() || SegmentsEveryReplicaRan() == all; };
-  const auto until = std::chrono::steady_clock::now() + kSpinBeforeSleep;
-  while (!done() && std::chrono::steady_clock::now() < until) {
-    for (int i = 0; i < 64; ++i) CpuRelax();
-  }
-  if (!done()) {
+  if (!SpinWait(done, std::chrono::microseconds{options_.spin_before_sleep_us})) {
+    compute_polls_given_up_.fetch_add(1, std::memory_order_relaxed);
     absl::MutexLock lock(&progress_mu_);
     progress_mu_.Await(absl::Condition(&done));
   }

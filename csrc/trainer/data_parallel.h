@@ -68,6 +68,11 @@ struct DataParallelOptions {
   int prelude_phases = 0;
   // Reduce gradients while the compute program runs (step 2 above); false: always after it.
   bool overlap_reduction = true;
+  // How long a replica waiting for another (for work, for the others to finish the compute
+  // program or a phase) polls before it sleeps; it stops polling at once when it finds it was
+  // preempted (spin_wait.h). 0: sleep at once. fleet.data_parallel sets it from the environment
+  // variable FLEET_DP_SPIN_US.
+  int spin_before_sleep_us = 50;
 };
 
 // The update part of a step: update[p][r] is what replica r runs in phase p (null: nothing).
@@ -87,6 +92,12 @@ class DataParallelEngine {
   int replicas() const { return options_.replicas; }
   // Steps whose reduction overlapped the compute program (see step 2 above).
   int64_t overlapped_steps() const { return overlapped_steps_; }
+  // Waits of the replicas whose poll gave up (see spin_before_sleep_us) since the engine was
+  // made, each a likely sleep and wake-up: the pool's hand-offs and the wait for every replica
+  // to finish the compute program. Read between steps.
+  int64_t polls_given_up() const {
+    return pool_.polls_given_up() + compute_polls_given_up_.load(std::memory_order_relaxed);
+  }
 
   // Runs one step. feeds[r][i] is the value of input_names[i] for replica r (its memory is
   // shared, not copied); replicas r >= feeds.size() have no share this step: they skip the
@@ -134,6 +145,7 @@ class DataParallelEngine {
   // mutex, so that AwaitCompute may sleep on them; the others are read lock-free.
   absl::Mutex progress_mu_;
   std::atomic<bool> failed_{false};
+  std::atomic<int64_t> compute_polls_given_up_{0};  // AwaitCompute's
   ReplicaPool pool_;
   int64_t steps_ = 0;
   bool profile_ = false;  // time ops per role in this step

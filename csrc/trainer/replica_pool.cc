@@ -1,33 +1,12 @@
 #include "trainer/replica_pool.h"
 
-#include <chrono>
-
 #include "core/errors.h"
+#include "trainer/spin_wait.h"
 
 namespace fleet::trainer {
-namespace {
 
-// How long a wait polls before it sleeps (see the header).
-constexpr std::chrono::microseconds kPollBeforeSleep{50};
-
-// Polls `done` for up to kPollBeforeSleep; returns whether it became true.
-template <typename Done>
-bool PollFor(Done done) {
-  const auto until = std::chrono::steady_clock::now() + kPollBeforeSleep;
-  do {
-    for (int i = 0; i < 64; ++i) {
-#if defined(__x86_64__) || defined(__i386__)
-      __builtin_ia32_pause();
-#endif
-    }
-    if (done()) return true;
-  } while (std::chrono::steady_clock::now() < until);
-  return false;
-}
-
-}  // namespace
-
-ReplicaPool::ReplicaPool(int replicas) : replicas_(replicas) {
+ReplicaPool::ReplicaPool(int replicas, std::chrono::microseconds spin)
+    : replicas_(replicas), spin_(spin) {
   FLEET_ENFORCE(replicas > 0, InvalidArgument, "data parallelism needs at least one replica, got ",
                 replicas);
   for (int r = 1; r < replicas; ++r) threads_.emplace_back([this, r] { WorkerLoop(r); });
@@ -60,7 +39,9 @@ void ReplicaPool::Run(const std::function<void(int)>& fn) {
     Record(std::current_exception());
   }
   std::exception_ptr error;
-  PollFor([&] { return pending_.load(std::memory_order_acquire) == 0; });
+  if (!SpinWait([&] { return pending_.load(std::memory_order_acquire) == 0; }, spin_)) {
+    polls_given_up_.fetch_add(1, std::memory_order_relaxed);
+  }
   {
     absl::MutexLock lock(&mu_);
     mu_.Await(absl::Condition(
@@ -76,7 +57,7 @@ void ReplicaPool::WorkerLoop(int replica) {
   while (true) {
     const std::function<void(int)>* work = nullptr;
     auto ready = [&] { return closing_.load() || generation_.load() != seen; };
-    PollFor(ready);
+    if (!SpinWait(ready, spin_)) polls_given_up_.fetch_add(1, std::memory_order_relaxed);
     {
       absl::MutexLock lock(&mu_);
       mu_.Await(absl::Condition(&ready));

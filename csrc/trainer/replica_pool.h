@@ -5,12 +5,14 @@
 // are separated by a barrier. The first exception any replica threw is rethrown by Run (after
 // every replica has finished). Run is not reentrant and must be called from one thread at a time.
 //
-// Waits poll briefly before they sleep: a worker between two Runs, and Run for the workers to
-// finish. A data-parallel step is a few fork-joins a few microseconds apart, and a wake-up from
-// sleep on an idle core costs tens of microseconds, paid by the step's critical path; on a
-// loaded machine the poll soon gives way to sleeping.
+// Waits poll briefly before they sleep (spin_wait.h): a worker between two Runs, and Run for the
+// workers to finish. A data-parallel step is a few fork-joins a few microseconds apart, and a
+// wake-up from sleep on an idle core costs tens of microseconds, paid by the step's critical
+// path; on a loaded machine the poll soon gives way to sleeping. `spin` bounds each poll (0:
+// sleep at once).
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <exception>
 #include <functional>
@@ -23,7 +25,8 @@ namespace fleet::trainer {
 
 class ReplicaPool {
  public:
-  explicit ReplicaPool(int replicas);
+  explicit ReplicaPool(int replicas,
+                       std::chrono::microseconds spin = std::chrono::microseconds{50});
   ~ReplicaPool();  // joins the threads
   ReplicaPool(const ReplicaPool&) = delete;
   ReplicaPool& operator=(const ReplicaPool&) = delete;
@@ -31,12 +34,17 @@ class ReplicaPool {
   int size() const { return replicas_; }
   // Calls fn(r) for every replica r in parallel and waits for all of them.
   void Run(const std::function<void(int replica)>& fn);
+  // Waits whose poll gave up since the pool was made (the waiter then blocked on the condition,
+  // asleep unless its partner came meanwhile): workers waiting for a Run, and Run waiting for
+  // the workers. A count of the hand-offs that cost a wake-up.
+  int64_t polls_given_up() const { return polls_given_up_.load(std::memory_order_relaxed); }
 
  private:
   void WorkerLoop(int replica);
   void Record(std::exception_ptr error);
 
   const int replicas_;
+  const std::chrono::microseconds spin_;
   std::vector<std::thread> threads_;
   absl::Mutex mu_;
   const std::function<void(int)>* work_ ABSL_GUARDED_BY(mu_) = nullptr;
@@ -44,6 +52,7 @@ class ReplicaPool {
   std::atomic<uint64_t> generation_{0};  // bumped by every Run
   std::atomic<int> pending_{0};          // worker threads still inside this Run
   std::atomic<bool> closing_{false};
+  std::atomic<int64_t> polls_given_up_{0};
   std::exception_ptr error_ ABSL_GUARDED_BY(mu_);
 };
 

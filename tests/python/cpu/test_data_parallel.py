@@ -660,3 +660,59 @@ def test_balanced_or_every_row_updates_are_not_split_by_rows():
     main, _, loss = _model(lambda: fleet.optimizer.Momentum(0.1, 0.9), hidden=(16,))
     plan = CompiledProgram(main).with_data_parallel(loss_name=loss.name, places=2).plan()
     assert plan.row_parts == {}
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES, ids=["allreduce", "reduce"])
+def test_the_replicas_poll_as_fleet_dp_spin_us_says_with_the_same_parameters(monkeypatch, strategy):
+    """FLEET_DP_SPIN_US, read when the replicas are made, only changes how long a waiting
+    replica polls before it sleeps: at 0 (sleep at once), the default and a long poll the
+    overlapped steps give the same parameters, bit for bit, and one process's."""
+    main, startup, loss = _model(fleet.optimizer.SGD(0.5), True, hidden=_BALANCED_HIDDEN)
+    exe = fleet.Executor()
+    spins = ("0", None, "5000")
+    scopes, compiled, runners = {}, {}, {}
+    for spin in spins:
+        if spin is None:
+            monkeypatch.delenv("FLEET_DP_SPIN_US", raising=False)
+        else:
+            monkeypatch.setenv("FLEET_DP_SPIN_US", spin)
+        compiled[spin] = _compiled(main, loss, strategy, overlap=True)
+        scopes[spin] = fleet._core.Scope()
+        exe.run(startup, scope=scopes[spin])
+        runners[spin] = exe.data_parallel_runner(compiled[spin], scopes[spin])
+    monkeypatch.delenv("FLEET_DP_SPIN_US", raising=False)
+    one = fleet._core.Scope()
+    exe.run(startup, scope=one)
+    steps = 5
+    rng = np.random.default_rng(4)
+    for _ in range(steps):
+        feed = _batch(rng, 12)
+        losses = [
+            exe.run(compiled[spin], feed=feed, fetch_list=[loss], scope=scopes[spin])[0]
+            for spin in spins
+        ]
+        for other in losses[1:]:
+            np.testing.assert_array_equal(other, losses[0])
+        exe.run(main, feed=feed, fetch_list=[loss], scope=one)
+    for spin in spins:
+        assert runners[spin].overlapped_steps == steps - 1
+    # With no poll, the worker's wait for each next step (it checks right after its own part,
+    # long before Python sends the next step) sleeps.
+    assert runners["0"].polls_given_up >= 1
+    for spin in ("0", "5000"):
+        for name, value in _params(scopes[None], main).items():
+            np.testing.assert_array_equal(_params(scopes[spin], main)[name], value, err_msg=name)
+    for name, value in _params(scopes[None], main).items():
+        np.testing.assert_allclose(value, _params(one, main)[name], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("value", ["fast", "-1", "2000000"])
+def test_a_bad_fleet_dp_spin_us_is_an_error_naming_the_value(monkeypatch, value):
+    main, startup, loss = _model(fleet.optimizer.SGD(0.5), True)
+    monkeypatch.setenv("FLEET_DP_SPIN_US", value)
+    exe = fleet.Executor()
+    scope = fleet._core.Scope()
+    exe.run(startup, scope=scope)
+    compiled = _compiled(main, loss, STRATEGIES[0], overlap=True)
+    with pytest.raises(InvalidArgument, match=f"FLEET_DP_SPIN_US.*{value!r}"):
+        exe.data_parallel_runner(compiled, scope)
