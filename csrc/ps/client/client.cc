@@ -79,7 +79,12 @@ namespace {
 using PullSparseCall = detail::Call<
     proto::PullSparseRequest,
     detail::SliceFieldReply<proto::PullSparseReply, proto::PullSparseReply::kValuesFieldNumber>>;
-using PushSparseCall = detail::Call<proto::PushSparseRequest, proto::PushReply>;
+// A sparse push's gradients are written once, straight into the slice that is sent (a few
+// hundred KB a step), not into the request's string and again by protobuf into gRPC's slices.
+using PushSparseCall =
+    detail::Call<detail::SliceFieldRequest<proto::PushSparseRequest,
+                                           proto::PushSparseRequest::kGradsFieldNumber>,
+                 proto::PushReply>;
 using BarrierCall = detail::Call<proto::BarrierRequest, proto::BarrierReply>;
 // The calls that carry a whole dense table: its floats go through dense_wire.h, one copy at each
 // end of the call instead of protobuf's two.
@@ -557,21 +562,24 @@ Future PsClient::PushSparse(uint32_t table_id, absl::Span<const int64_t> keys,
       num_servers(), max_keys,
       [&] {
         PendingPush p{new PushSparseCall};
-        p.call->request.set_table_id(table_id);
-        p.call->request.set_is_delta(is_delta);
-        p.call->request.set_accumulate(kind == PushKind::kAccumulate);
-        p.call->request.mutable_keys()->resize(max_keys * sizeof(int64_t));
-        p.call->request.mutable_grads()->resize(max_keys * row_bytes);
-        p.keys = p.call->request.mutable_keys()->data();
-        p.grads = p.call->request.mutable_grads()->data();
+        proto::PushSparseRequest& header = p.call->request.header;
+        header.set_table_id(table_id);
+        header.set_is_delta(is_delta);
+        header.set_accumulate(kind == PushKind::kAccumulate);
+        header.mutable_keys()->resize(max_keys * sizeof(int64_t));
+        p.keys = header.mutable_keys()->data();
+        p.grads = p.call->request.AllocatePayload(max_keys * row_bytes);
         return p;
       },
       [&](uint32_t s, PendingPush& p, size_t count, std::vector<uint32_t>) {
-        p.call->request.mutable_keys()->resize(count * sizeof(int64_t));
-        p.call->request.mutable_grads()->resize(count * row_bytes);
+        p.call->request.header.mutable_keys()->resize(count * sizeof(int64_t));
+        // The rows written so far (a slice of the same bytes: nothing is copied).
+        p.call->request.payload = p.call->request.payload.sub(0, count * row_bytes);
         state->AddPending(1);
-        Launch(s, what, options_.rpc_timeout, p.call, FLEET_PS_STARTER(PushSparse), state,
-               [](const proto::PushReply&) { return absl::OkStatus(); });
+        Launch(s, what, options_.rpc_timeout, p.call,
+               WireStarter<PushSparseCall>{transport_->channels[s].get(),
+                                           detail::PsMethod("PushSparse")},
+               state, [](const proto::PushReply&) { return absl::OkStatus(); });
         p.call = nullptr;
       });
   for (uint32_t i = 0; i < keys.size(); ++i) {
