@@ -67,8 +67,10 @@ Figures (the last line of output is one JSON object), per model:
                           replicas wait (for each other, or for a core); where the bound itself is
                           low, they do more work than one thread does
   polls_given_up_per_step per data-parallel run: the replicas' waits whose poll gave up (each
-                          a likely sleep and wake-up), per step, median of each run: a count
-                          of waits, not a time
+                          a likely sleep and wake-up), per step, median of each run, by what
+                          they waited for (for_work: replica 1 for the next step or phase;
+                          for_workers: replica 0 for the others to finish one; for_compute: a
+                          replica for the others to finish the backward pass): counts, not times
   voluntary_switches_per_step  every run: the process's voluntary context switches (every
                           thread, reader included) in train_from_dataset per step of 2B samples
   auc                     test AUC after the pass, for each run (one_thread and data_parallel
@@ -284,7 +286,8 @@ def one_run(kind: str, net: dict, ds: object, test: object, spin_us: int | None)
         cpu_start = time.process_time()
         result = exe.train_from_dataset(program, ds, scope=scope, print_period=0)
         cpu_seconds = time.process_time() - cpu_start
-        polls_given_up = runner.polls_given_up - given_up_start
+        given_up = runner.polls_given_up
+        polls_given_up = {k: given_up[k] - given_up_start[k] for k in given_up}
     else:
         threads = 1 if kind == "one_thread" else REPLICAS
         switches_start = voluntary_switches()
@@ -304,7 +307,7 @@ def one_run(kind: str, net: dict, ds: object, test: object, spin_us: int | None)
         "auc": auc,
     }
     if polls_given_up is not None:
-        out["polls_given_up_per_step"] = polls_given_up / steps
+        out["polls_given_up_per_step"] = {k: n / steps for k, n in polls_given_up.items()}
     return out
 
 
@@ -351,7 +354,10 @@ def measure(
             k: statistics.median(x["voluntary_switches_per_step"] for x in runs[k]) for k in kinds
         },
         "polls_given_up_per_step": {
-            k: statistics.median(x["polls_given_up_per_step"] for x in runs[k])
+            k: {
+                site: statistics.median(x["polls_given_up_per_step"][site] for x in runs[k])
+                for site in runs[k][0]["polls_given_up_per_step"]
+            }
             for k in kinds
             if k in DATA_PARALLEL_KINDS
         },

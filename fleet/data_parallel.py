@@ -11,7 +11,7 @@ FLEET_DP_SPIN_US (read when a runner is made; default 50): how many microseconds
 waiting for another polls before it sleeps, 0 to sleep at once. A poll also stops as soon as the
 replica finds it lost its core (a machine with fewer free cores than replicas), so a longer one
 costs CPU only where a core is free. `DataParallelRunner.polls_given_up` counts the waits that
-slept.
+slept, by what they waited for.
 """
 
 from __future__ import annotations
@@ -94,11 +94,12 @@ class DataParallelRunner:
         return self._engine.overlapped_steps()
 
     @property
-    def polls_given_up(self) -> int:
+    def polls_given_up(self) -> dict[str, int]:
         """Replica waits whose poll (FLEET_DP_SPIN_US) gave up, each a likely sleep and wake-up,
-        since the runner was made: the replica threads' hand-offs and the wait for every replica
-        to finish the compute program."""
-        return self._engine.polls_given_up()
+        since the runner was made, by what they waited for: `for_work` (replicas 1.. waiting for
+        the next step or phase), `for_workers` (replica 0 waiting for the others to finish one),
+        `for_compute` (a replica done with an overlapped compute program, for the others)."""
+        return dict(self._engine.polls_given_up())
 
     def run(
         self,

@@ -97,7 +97,14 @@ class PyDataParallel {
 
   int replicas() const { return engine_->replicas(); }
   int64_t overlapped_steps() const { return engine_->overlapped_steps(); }
-  int64_t polls_given_up() const { return engine_->polls_given_up(); }
+  py::dict polls_given_up() const {
+    const trainer::DataParallelWaits waits = engine_->polls_given_up();
+    py::dict out;
+    out["for_work"] = waits.for_work;
+    out["for_workers"] = waits.for_workers;
+    out["for_compute"] = waits.for_compute;
+    return out;
+  }
 
  private:
   PyExecutor* executor_;
@@ -157,7 +164,8 @@ void BindDataParallel(py::module_& m) {
       .def("overlapped_steps", &PyDataParallel::overlapped_steps,
            "Steps whose gradient reduction overlapped the compute program.")
       .def("polls_given_up", &PyDataParallel::polls_given_up,
-           "Replica waits whose poll gave up and slept since the engine was made.")
+           "Replica waits whose poll gave up (likely sleeps) since the engine was made, by what "
+           "they waited for: for_work, for_workers, for_compute.")
       .def("run_dataset", &PyDataParallel::RunDataset, py::arg("dataset"), py::arg("options"),
            py::arg("log"),
            "One pass of the dataset, one batch a replica per step (train_from_dataset).")

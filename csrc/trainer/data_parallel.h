@@ -48,6 +48,14 @@
 
 namespace fleet::trainer {
 
+// Waits of the replicas whose poll gave up (DataParallelOptions::spin_before_sleep_us), each a
+// likely sleep and wake-up, by what they waited for.
+struct DataParallelWaits {
+  int64_t for_work = 0;     // replicas 1.. waiting for the next step or phase
+  int64_t for_workers = 0;  // replica 0 waiting for the others to finish a step or phase
+  int64_t for_compute = 0;  // a replica done with an overlapped compute program, for the others
+};
+
 struct DataParallelOptions {
   int replicas = 1;
   bool all_reduce = true;  // false: ReduceStrategy.Reduce
@@ -92,11 +100,10 @@ class DataParallelEngine {
   int replicas() const { return options_.replicas; }
   // Steps whose reduction overlapped the compute program (see step 2 above).
   int64_t overlapped_steps() const { return overlapped_steps_; }
-  // Waits of the replicas whose poll gave up (see spin_before_sleep_us) since the engine was
-  // made, each a likely sleep and wake-up: the pool's hand-offs and the wait for every replica
-  // to finish the compute program. Read between steps.
-  int64_t polls_given_up() const {
-    return pool_.polls_given_up() + compute_polls_given_up_.load(std::memory_order_relaxed);
+  // The replicas' waits whose poll gave up since the engine was made. Read between steps.
+  DataParallelWaits polls_given_up() const {
+    return {pool_.polls_given_up_for_work(), pool_.polls_given_up_for_workers(),
+            compute_polls_given_up_.load(std::memory_order_relaxed)};
   }
 
   // Runs one step. feeds[r][i] is the value of input_names[i] for replica r (its memory is

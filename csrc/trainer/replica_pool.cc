@@ -40,7 +40,7 @@ void ReplicaPool::Run(const std::function<void(int)>& fn) {
   }
   std::exception_ptr error;
   if (!SpinWait([&] { return pending_.load(std::memory_order_acquire) == 0; }, spin_)) {
-    polls_given_up_.fetch_add(1, std::memory_order_relaxed);
+    polls_given_up_for_workers_.fetch_add(1, std::memory_order_relaxed);
   }
   {
     absl::MutexLock lock(&mu_);
@@ -57,7 +57,7 @@ void ReplicaPool::WorkerLoop(int replica) {
   while (true) {
     const std::function<void(int)>* work = nullptr;
     auto ready = [&] { return closing_.load() || generation_.load() != seen; };
-    if (!SpinWait(ready, spin_)) polls_given_up_.fetch_add(1, std::memory_order_relaxed);
+    if (!SpinWait(ready, spin_)) polls_given_up_for_work_.fetch_add(1, std::memory_order_relaxed);
     {
       absl::MutexLock lock(&mu_);
       mu_.Await(absl::Condition(&ready));

@@ -35,9 +35,14 @@ class ReplicaPool {
   // Calls fn(r) for every replica r in parallel and waits for all of them.
   void Run(const std::function<void(int replica)>& fn);
   // Waits whose poll gave up since the pool was made (the waiter then blocked on the condition,
-  // asleep unless its partner came meanwhile): workers waiting for a Run, and Run waiting for
-  // the workers. A count of the hand-offs that cost a wake-up.
-  int64_t polls_given_up() const { return polls_given_up_.load(std::memory_order_relaxed); }
+  // asleep unless its partner came meanwhile), each a hand-off that likely cost a wake-up: of
+  // the workers waiting for a Run, and of Run waiting for the workers to finish.
+  int64_t polls_given_up_for_work() const {
+    return polls_given_up_for_work_.load(std::memory_order_relaxed);
+  }
+  int64_t polls_given_up_for_workers() const {
+    return polls_given_up_for_workers_.load(std::memory_order_relaxed);
+  }
 
  private:
   void WorkerLoop(int replica);
@@ -52,7 +57,8 @@ class ReplicaPool {
   std::atomic<uint64_t> generation_{0};  // bumped by every Run
   std::atomic<int> pending_{0};          // worker threads still inside this Run
   std::atomic<bool> closing_{false};
-  std::atomic<int64_t> polls_given_up_{0};
+  std::atomic<int64_t> polls_given_up_for_work_{0};
+  std::atomic<int64_t> polls_given_up_for_workers_{0};
   std::exception_ptr error_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -698,7 +698,7 @@ def test_the_replicas_poll_as_fleet_dp_spin_us_says_with_the_same_parameters(mon
         assert runners[spin].overlapped_steps == steps - 1
     # With no poll, the worker's wait for each next step (it checks right after its own part,
     # long before Python sends the next step) sleeps.
-    assert runners["0"].polls_given_up >= 1
+    assert runners["0"].polls_given_up["for_work"] >= 1
     for spin in ("0", "5000"):
         for name, value in _params(scopes[None], main).items():
             np.testing.assert_array_equal(_params(scopes[spin], main)[name], value, err_msg=name)
