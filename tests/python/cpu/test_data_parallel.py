@@ -201,11 +201,12 @@ def test_parallel_executor_runs_the_same_steps():
         )
 
 
-def test_a_test_program_sharing_the_training_programs_vars_evaluates_the_trained_parameters():
-    """Paddle's evaluation pattern: the test program compiled with share_vars_from=<the training
-    CompiledProgram> runs on its replicas with the parameters training left, and changes none."""
+def _classifier_and_its_test_program(seed: int):
+    """A small classifier trained by SGD, its for_test clone (taken before minimize, as Paddle's
+    evaluation pattern does), an Executor and two scopes started alike: (main, loss,
+    test_program, exe, one, many)."""
     main, startup = fleet.Program(), fleet.Program()
-    startup.random_seed = 5
+    startup.random_seed = seed
     with fleet.program_guard(main, startup):
         x = layers.data("x", [4])
         label = layers.data("label", [1], dtype="int64")
@@ -217,6 +218,13 @@ def test_a_test_program_sharing_the_training_programs_vars_evaluates_the_trained
     one, many = fleet._core.Scope(), fleet._core.Scope()
     exe.run(startup, scope=one)
     exe.run(startup, scope=many)
+    return main, loss, test_program, exe, one, many
+
+
+def test_a_test_program_sharing_the_training_programs_vars_evaluates_the_trained_parameters():
+    """Paddle's evaluation pattern: the test program compiled with share_vars_from=<the training
+    CompiledProgram> runs on its replicas with the parameters training left, and changes none."""
+    main, loss, test_program, exe, one, many = _classifier_and_its_test_program(5)
     train = CompiledProgram(main).with_data_parallel(loss_name=loss.name, places=2)
     test = CompiledProgram(test_program).with_data_parallel(
         loss_name=loss.name, share_vars_from=train, places=2
@@ -248,19 +256,7 @@ def test_a_parallel_executor_sharing_vars_runs_in_the_scope_of_the_one_it_shares
     """fluid's pattern: train_exe in a scope of its own, test_exe = ParallelExecutor(...,
     share_vars_from=train_exe) with no scope: the test executor evaluates the parameters
     train_exe trained (not the global scope's), as Paddle's shares train_exe's variables."""
-    main, startup = fleet.Program(), fleet.Program()
-    startup.random_seed = 6
-    with fleet.program_guard(main, startup):
-        x = layers.data("x", [4])
-        label = layers.data("label", [1], dtype="int64")
-        prob = layers.fc(layers.fc(x, 8, act="relu"), 2, act="softmax")
-        loss = layers.mean(layers.cross_entropy(prob, label))
-        test_program = main.clone(for_test=True)
-        fleet.optimizer.SGD(0.5).minimize(loss)
-    exe = fleet.Executor()
-    one, many = fleet._core.Scope(), fleet._core.Scope()
-    exe.run(startup, scope=one)
-    exe.run(startup, scope=many)
+    main, loss, test_program, exe, one, many = _classifier_and_its_test_program(6)
     train_exe = fleet.ParallelExecutor(
         use_cuda=False, loss_name=loss.name, main_program=main, scope=many
     )
