@@ -86,10 +86,14 @@ class ReceivedSliceFieldMessage {
   // A reply's status (only for messages that have one).
   const proto::RpcStatus& status() const { return header_.status(); }
   const FieldBytes& values() const { return values_; }
-  size_t ByteSizeLong() const { return header_.ByteSizeLong() + values_.size(); }
+  // The message's size on the wire, as a parsed message's ByteSizeLong() gives it (the values
+  // field's tag and length prefix included), so that the RPC meters of a client and its server
+  // count the same bytes.
+  size_t ByteSizeLong() const { return wire_size_; }
 
   // What SerializationTraits::Deserialize does (INTERNAL for a message that does not parse).
   grpc::Status Parse(const grpc::ByteBuffer& buffer) {
+    wire_size_ = buffer.Length();
     std::string others;
     grpc::Status split = values_.Split(buffer, kField, &others);
     if (!split.ok()) return split;
@@ -104,6 +108,7 @@ class ReceivedSliceFieldMessage {
  private:
   Proto header_;
   FieldBytes values_;
+  size_t wire_size_ = 0;
 };
 
 }  // namespace fleet::ps::detail
