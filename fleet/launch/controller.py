@@ -33,6 +33,10 @@ from fleet.launch.host_watch import WorkerBeacon, WorkerHostWatch, beacon_answer
 from fleet.launch.plan import JobPlan, ProcSpec
 
 _POLL_S = 0.05
+# How long a failure waits for other processes already on their way out before the job is
+# stopped: one failure often takes others with it (a rendezvous store's host exits and its
+# clients' connections drop), and the exit a poll sees first need not be the first cause.
+_FAILURE_SETTLE_S = 0.5
 _PR_SET_PDEATHSIG = 1
 
 
@@ -40,6 +44,11 @@ def _die_with_parent() -> None:
     """Runs in the child between fork and exec: ask for SIGKILL when fleetrun dies."""
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def _how(code: int) -> str:
+    """How a process ended, for fleetrun's report: "exited with 3", "was killed by SIGKILL"."""
+    return f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with {code}"
 
 
 class Proc:
@@ -296,23 +305,37 @@ class JobController:
         )
 
     def _fail(self, failed: Proc, code: int) -> int:
-        how = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with {code}"
+        also = self._others_failing(failed)
         others = [p for p in self.procs if p is not failed and p.popen.poll() is None]
-        self.failure = f"{failed.spec.name} {how}"
+        self.failure = f"{failed.spec.name} {_how(code)}"
         self._say(
-            f"{failed.spec.name} (pid {failed.pid}) {how}; stopping the other "
+            f"{failed.spec.name} (pid {failed.pid}) {_how(code)}; stopping the other "
             f"{len(others)} running processes"
         )
+        for proc in also:
+            self._say(f"{proc.spec.name} (pid {proc.pid}) also {_how(proc.popen.returncode)}")
         self._stop(self.procs)
-        where = f" (full log: {failed.log_path})" if failed.log_path else ""
-        self._say(f"last {self.tail_lines} lines of {failed.spec.name}{where}:")
-        with self._out_lock:
-            text = failed.tail_text(self.tail_lines)
-            self.err.write(
-                "".join(f"  {failed.spec.name} | {line}\n" for line in text.splitlines())
-            )
-            self.err.flush()
+        for proc in (failed, *also):
+            where = f" (full log: {proc.log_path})" if proc.log_path else ""
+            self._say(f"last {self.tail_lines} lines of {proc.spec.name}{where}:")
+            with self._out_lock:
+                text = proc.tail_text(self.tail_lines)
+                self.err.write(
+                    "".join(f"  {proc.spec.name} | {line}\n" for line in text.splitlines())
+                )
+                self.err.flush()
         return code if 0 < code < 256 else 1
+
+    def _others_failing(self, failed: Proc) -> list[Proc]:
+        """The other processes that fail on their own within _FAILURE_SETTLE_S of `failed`
+        (before the job stops them), so that each one's cause is reported."""
+        deadline = time.monotonic() + _FAILURE_SETTLE_S
+        while True:
+            running = [p for p in self.procs if p is not failed and p.popen.poll() is None]
+            if not running or time.monotonic() >= deadline:
+                break
+            time.sleep(_POLL_S)
+        return [p for p in self.procs if p is not failed and p.popen.poll() not in (None, 0)]
 
     def _fail_for_workers(self, why: str) -> int:
         """The job's workers on other machines are gone (or never came): stop the servers."""
