@@ -88,6 +88,9 @@ OPTIMIZER: dict[str, KeySpec] = {
     # For a model's create_optimizer that builds a decaying learning rate (PaddleRec's word2vec).
     "decay_steps": KeySpec("int"),
     "decay_rate": KeySpec("number"),
+    # The linear scaling rule (fleet/rec/rate_scaling.py), for a model whose create_optimizer
+    # reads it (word2vec): learning_rate is one trainer's, times the trainers the mode averages.
+    "scale_rate_by_trainers": KeySpec("bool"),
 }
 
 TOP_LEVEL: dict[str, KeySpec] = {

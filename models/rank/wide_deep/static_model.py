@@ -5,6 +5,7 @@ from net import WideDeepLayer
 
 import fleet
 import fleet as paddle
+from fleet.rec import rate_scaling
 
 
 class StaticModel:
@@ -18,7 +19,6 @@ class StaticModel:
         self.sparse_feature_dim = self.config.get("hyper_parameters.sparse_feature_dim")
         self.sparse_inputs_slot = self.config.get("hyper_parameters.sparse_inputs_slots")
         self.dense_input_dim = self.config.get("hyper_parameters.dense_input_dim")
-        self.learning_rate = self.config.get("hyper_parameters.optimizer.learning_rate")
         self.fc_sizes = self.config.get("hyper_parameters.fc_sizes")
 
     def create_feeds(self, is_infer=False):
@@ -59,7 +59,11 @@ class StaticModel:
         return {"cost": avg_cost, "auc": auc}
 
     def create_optimizer(self, strategy=None):
-        optimizer = paddle.optimizer.Adam(learning_rate=self.learning_rate, lazy_mode=True)
+        # hyper_parameters.optimizer.scale_rate_by_trainers: as many Adam steps per sample in
+        # every mode (fleet/rec/rate_scaling.py; async with every worker reading every row: half
+        # the rate with 2 workers).
+        rate = rate_scaling.learning_rate(self.config, strategy)
+        optimizer = paddle.optimizer.Adam(learning_rate=rate, lazy_mode=True)
         if strategy is not None:
             optimizer = fleet.distributed_optimizer(optimizer, strategy)
         optimizer.minimize(self._cost)

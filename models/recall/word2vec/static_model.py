@@ -9,6 +9,7 @@ from net import Word2VecLayer
 import fleet
 import fleet as paddle
 import fleet.nn.functional as F
+from fleet.rec import rate_scaling
 
 
 class StaticModel:
@@ -21,7 +22,6 @@ class StaticModel:
         self.sparse_feature_number = self.config.get("hyper_parameters.sparse_feature_number")
         self.sparse_feature_dim = self.config.get("hyper_parameters.sparse_feature_dim")
         self.neg_num = self.config.get("hyper_parameters.neg_num")
-        self.learning_rate = self.config.get("hyper_parameters.optimizer.learning_rate")
 
     def create_feeds(self, is_infer=False):
         input_word = paddle.static.data(name="input_word", shape=[None, 1], dtype="int64")
@@ -58,7 +58,10 @@ class StaticModel:
         return {"cost": avg_cost, "auc": auc}
 
     def create_optimizer(self, strategy=None):
-        optimizer = paddle.optimizer.SGD(learning_rate=self.learning_rate)
+        # hyper_parameters.optimizer.scale_rate_by_trainers: the same rate per sample in every
+        # mode (fleet/rec/rate_scaling.py).
+        rate = rate_scaling.learning_rate(self.config, strategy)
+        optimizer = paddle.optimizer.SGD(learning_rate=rate)
         if strategy is not None:
             optimizer = fleet.distributed_optimizer(optimizer, strategy)
         optimizer.minimize(self._cost)
