@@ -285,27 +285,40 @@ void BindClientAdmin(PyClientClass& c) {
 
 void BindClient(py::module_& m) {
   PyClientClass c(m, "Client", "A worker's connection to every parameter server.");
-  c.def(
-       py::init([](const std::vector<std::string>& endpoints, double connect_timeout_s,
-                   double rpc_timeout_s, double admin_timeout_s, int64_t max_keys_per_request,
-                   const std::string& job_id, bool server_restarts, const std::string& local_host) {
-         ps::ClientOptions options;
-         options.local_host = local_host;
-         options.job_id = job_id;
-         options.server_restarts = server_restarts;
-         options.endpoints = endpoints;
-         options.connect_timeout = Seconds(connect_timeout_s, "connect_timeout");
-         options.rpc_timeout = Seconds(rpc_timeout_s, "rpc_timeout");
-         options.admin_timeout = Seconds(admin_timeout_s, "admin_timeout");
-         options.max_keys_per_request = Count(max_keys_per_request, "max_keys_per_request");
-         py::gil_scoped_release release;
-         return std::shared_ptr<ps::PsClient>(
-             ValueOrThrow(ps::PsClient::Connect(std::move(options))));
-       }),
-       py::arg("endpoints"), py::arg("connect_timeout_s") = 10.0, py::arg("rpc_timeout_s") = 30.0,
-       py::arg("admin_timeout_s") = 600.0, py::arg("max_keys_per_request") = 32768,
-       py::arg("job_id") = "", py::arg("server_restarts") = false, py::arg("local_host") = "")
+  c.def(py::init([](const std::vector<std::string>& endpoints, double connect_timeout_s,
+                    double rpc_timeout_s, double admin_timeout_s, int64_t max_keys_per_request,
+                    const std::string& job_id, bool server_restarts, const std::string& local_host,
+                    bool local_socket, bool local_shared_memory) {
+          ps::ClientOptions options;
+          options.local_host = local_host;
+          options.local_socket = local_socket;
+          options.local_shared_memory = local_shared_memory;
+          options.job_id = job_id;
+          options.server_restarts = server_restarts;
+          options.endpoints = endpoints;
+          options.connect_timeout = Seconds(connect_timeout_s, "connect_timeout");
+          options.rpc_timeout = Seconds(rpc_timeout_s, "rpc_timeout");
+          options.admin_timeout = Seconds(admin_timeout_s, "admin_timeout");
+          options.max_keys_per_request = Count(max_keys_per_request, "max_keys_per_request");
+          py::gil_scoped_release release;
+          return std::shared_ptr<ps::PsClient>(
+              ValueOrThrow(ps::PsClient::Connect(std::move(options))));
+        }),
+        py::arg("endpoints"), py::arg("connect_timeout_s") = 10.0, py::arg("rpc_timeout_s") = 30.0,
+        py::arg("admin_timeout_s") = 600.0, py::arg("max_keys_per_request") = 32768,
+        py::arg("job_id") = "", py::arg("server_restarts") = false, py::arg("local_host") = "",
+        py::arg("local_socket") = true, py::arg("local_shared_memory") = false)
       .def_property_readonly("endpoints", &ps::PsClient::endpoints)
+      .def(
+          "shared_memory",
+          [](const ps::PsClient& client, int64_t server) {
+            FLEET_ENFORCE(server >= 0 && static_cast<size_t>(server) < client.endpoints().size(),
+                          InvalidArgument, "server ", server, " is not below the ",
+                          client.endpoints().size(), " servers of this client");
+            return client.shared_memory(static_cast<size_t>(server));
+          },
+          py::arg("server"),
+          "Whether the dense floats to `server` go through memory shared with it.")
       .def(
           "target",
           [](const ps::PsClient& client, int64_t server) {

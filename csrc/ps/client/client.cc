@@ -1,5 +1,7 @@
 #include "ps/client/client.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
@@ -10,6 +12,7 @@
 #include "ps/client/detail/client_call.h"
 #include "ps/client/detail/dense_wire.h"
 #include "ps/client/detail/key_dedup.h"
+#include "ps/client/detail/shm_slots.h"
 #include "ps/detail/endpoint.h"
 #include "ps/detail/transport.h"
 
@@ -121,6 +124,12 @@ struct WireStarter {
   }
 };
 using HeartbeatCall = detail::Call<proto::HeartbeatRequest, proto::HeartbeatReply>;
+using AttachSegmentCall = detail::Call<proto::AttachSegmentRequest, proto::AttachSegmentReply>;
+
+void SetRange(proto::ShmRange* range, uint64_t offset, uint64_t length) {
+  range->set_offset(offset);
+  range->set_length(length);
+}
 
 // How many keys ahead the dedup table is prefetched.
 constexpr uint32_t kDedupAhead = 64;
@@ -290,6 +299,7 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(ClientOptions option
 }
 
 PsClient::~PsClient() {
+  if (state_.exchange(kClosed) == kOpen) DetachSharedMemory();
   EndPresence();
   WaitForInflight();
 }
@@ -302,12 +312,71 @@ void PsClient::WaitForInflight() {
 }
 
 void PsClient::Close() {
-  state_.store(kClosed);
+  if (state_.exchange(kClosed) == kOpen) DetachSharedMemory();
   EndPresence();
   WaitForInflight();
 }
 
 const std::string& PsClient::target(size_t server) const { return transport_->targets.at(server); }
+
+bool PsClient::shared_memory(size_t server) const {
+  return server < shm_.size() && shm_[server] != nullptr;
+}
+
+void PsClient::AttachSharedMemory() {
+  shm_.resize(num_servers());
+  if (!options_.local_shared_memory || options_.local_host.empty() || options_.server_restarts) {
+    return;
+  }
+  for (size_t s = 0; s < num_servers(); ++s) {
+    const std::string& endpoint = options_.endpoints[s];
+    if (detail::EndpointHost(endpoint) != options_.local_host) continue;
+    uint64_t floats = 0;  // the server's largest share of a dense table
+    for (const auto& [id, route] : dense_) floats = std::max<uint64_t>(floats, route.local_size[s]);
+    if (floats == 0) continue;
+    const uint64_t half = (floats * sizeof(float) + 63) / 64 * 64;  // slots on cache lines
+    auto segment = detail::ShmSegment::Create(detail::ShmSlots::SegmentBytes(half));
+    absl::Status status = segment.status();
+    uint64_t segment_id = 0;
+    if (status.ok()) {
+      const detail::ShmSegment& created = **segment;
+      status = CallServers<AttachSegmentCall>(
+          "AttachSegment", options_.rpc_timeout, {s}, FLEET_PS_STARTER(AttachSegment),
+          [&created](AttachSegmentCall* call) {
+            call->request.set_pid(static_cast<uint64_t>(getpid()));
+            call->request.set_fd(static_cast<uint64_t>(created.fd()));
+            call->request.set_token(created.token());
+            call->request.set_size(created.size());
+          },
+          [&segment_id](size_t, const proto::AttachSegmentReply& reply) {
+            segment_id = reply.segment_id();
+            return absl::OkStatus();
+          });
+    }
+    if (!status.ok()) {
+      std::fprintf(stderr,
+                   "fleet: parameter server %zu at %s is on this host but shares no memory with "
+                   "this worker (%s): its dense floats go over the wire\n",
+                   s, endpoint.c_str(), std::string(status.message()).c_str());
+      continue;
+    }
+    shm_[s] = std::make_shared<detail::ShmSlots>(*std::move(segment), segment_id, half);
+  }
+}
+
+void PsClient::DetachSharedMemory() {
+  const absl::Duration timeout = std::min(options_.rpc_timeout, absl::Seconds(2));
+  for (size_t s = 0; s < shm_.size(); ++s) {
+    if (shm_[s] == nullptr) continue;
+    const uint64_t id = shm_[s]->segment_id();
+    // Best effort: a server that is gone has dropped the mapping with its process.
+    CallServers<AttachSegmentCall>(
+        "AttachSegment (detach)", timeout, {s}, FLEET_PS_STARTER(AttachSegment),
+        [id](AttachSegmentCall* call) { call->request.set_detach(id); },
+        [](size_t, const proto::AttachSegmentReply&) { return absl::OkStatus(); })
+        .IgnoreError();
+  }
+}
 
 absl::Status PsClient::CheckUsable(const char* what) const {
   switch (state_.load()) {
@@ -340,7 +409,7 @@ absl::Status PsClient::Handshake() {
     // succeeds or is refused at once (bounded anyway).
     const std::string& endpoint = options_.endpoints[s];
     const std::string local = detail::LocalTransportAddress(endpoint);
-    if (options_.local_host.empty() || local.empty() ||
+    if (!options_.local_socket || options_.local_host.empty() || local.empty() ||
         detail::EndpointHost(endpoint) != options_.local_host) {
       continue;
     }
@@ -368,7 +437,10 @@ absl::Status PsClient::Handshake() {
         return absl::OkStatus();
       });
   if (!status.ok()) return status;
-  return AdoptConfigs(configs);
+  status = AdoptConfigs(configs);
+  if (!status.ok()) return status;
+  AttachSharedMemory();
+  return absl::OkStatus();
 }
 
 absl::Status PsClient::AdoptConfigs(const std::vector<proto::ServerConfig>& configs) {
@@ -616,10 +688,19 @@ Future PsClient::PullDense(uint32_t table_id, absl::Span<float> out) {
   for (size_t s : servers) {
     auto* call = new PullDenseCall;
     call->request.set_table_id(table_id);
+    auto lease = shm_[s] != nullptr ? detail::ShmSlots::Acquire(shm_[s]) : nullptr;
+    if (lease != nullptr) {
+      call->request.set_shm_segment(lease->segment_id());
+      SetRange(call->request.mutable_shm_values(), lease->values_offset(),
+               route->local_size[s] * sizeof(float));
+    }
     Launch(s, what, options_.rpc_timeout, call,
            WireStarter<PullDenseCall>{transport_->channels[s].get(), detail::PsMethod("PullDense")},
-           state, [out, route, s](const auto& reply) {
-             return CopyDenseBlocks(reply.values(), *route, s, out);
+           state, [out, route, s, lease](const auto& reply) {
+             if (lease == nullptr) return CopyDenseBlocks(reply.values(), *route, s, out);
+             CopyDenseBlocks(lease->values(), *route, s, out);
+             lease->Release();
+             return absl::OkStatus();
            });
   }
   return Future(state);
@@ -638,6 +719,15 @@ absl::Status PsClient::CopyDenseBlocks(const detail::FieldBytes& values, const D
     offset += bytes;
   }
   return absl::OkStatus();
+}
+
+void PsClient::CopyDenseBlocks(const char* values, const DenseRoute& route, size_t server,
+                               absl::Span<float> out) {
+  for (uint64_t b : route.blocks[server]) {
+    const size_t bytes = route.layout.BlockLength(b) * sizeof(float);
+    std::memcpy(out.data() + route.layout.BlockBegin(b), values, bytes);
+    values += bytes;
+  }
 }
 
 Future PsClient::PushDense(uint32_t table_id, absl::Span<const float> grads, PushKind kind) {
@@ -677,8 +767,16 @@ Future PsClient::PushDenseAndMaybePull(uint32_t table_id, absl::Span<const float
     header.set_accumulate(kind == PushKind::kAccumulate);
     header.set_initialize(kind == PushKind::kInitialize);
     header.set_return_values(pull);
-    // The one copy of the gradients on this side: straight into the slice that is sent.
-    char* bytes = call->request.AllocatePayload(route->local_size[s] * sizeof(float));
+    // The one copy of the gradients on this side: into the memory shared with a server on this
+    // host (its values come back there too), else straight into the slice that is sent.
+    const size_t local_bytes = route->local_size[s] * sizeof(float);
+    auto lease = shm_[s] != nullptr ? detail::ShmSlots::Acquire(shm_[s]) : nullptr;
+    char* bytes = lease != nullptr ? lease->grads() : call->request.AllocatePayload(local_bytes);
+    if (lease != nullptr) {
+      header.set_shm_segment(lease->segment_id());
+      SetRange(header.mutable_shm_grads(), lease->grads_offset(), local_bytes);
+      if (pull) SetRange(header.mutable_shm_values(), lease->values_offset(), local_bytes);
+    }
     for (uint64_t b : route->blocks[s]) {
       const size_t length = route->layout.BlockLength(b) * sizeof(float);
       std::memcpy(bytes, grads.data() + route->layout.BlockBegin(b), length);
@@ -686,8 +784,13 @@ Future PsClient::PushDenseAndMaybePull(uint32_t table_id, absl::Span<const float
     }
     Launch(s, what, options_.rpc_timeout, call,
            WireStarter<PushDenseCall>{transport_->channels[s].get(), detail::PsMethod("PushDense")},
-           state, [pull, out, route, s](const auto& reply) {
-             return pull ? CopyDenseBlocks(reply.values(), *route, s, out) : absl::OkStatus();
+           state, [pull, out, route, s, lease](const auto& reply) {
+             if (lease == nullptr) {
+               return pull ? CopyDenseBlocks(reply.values(), *route, s, out) : absl::OkStatus();
+             }
+             if (pull) CopyDenseBlocks(lease->values(), *route, s, out);
+             lease->Release();
+             return absl::OkStatus();
            });
   }
   return Future(state);

@@ -37,6 +37,7 @@ struct Presence;
 struct Transport;
 class FieldBytes;
 class KeyDedupPool;
+class ShmSlots;
 }  // namespace detail
 
 // What a push does on the servers (see ps.proto's push requests).
@@ -75,6 +76,15 @@ struct ClientOptions {
   // Empty: TCP to every server. Hosts are compared as written, so "hosts" on different
   // 127.0.0.x addresses of one machine talk TCP.
   std::string local_host;
+  // Try the Unix-domain socket of a server on local_host (above).
+  bool local_socket = true;
+  // The floats of dense pushes, push-pulls and pulls to a server on local_host go through a
+  // memory segment this client shares with it (ps/detail/shm_segment.h: why, the protocol, the
+  // lifetime and the checks); the calls themselves stay on their channel, with the same
+  // deadlines, job checks and errors. When the segment cannot be made or the server cannot map
+  // it (another container or host of the same name), one line on stderr says so and the floats
+  // go on the wire. Not with server_restarts (a restarted server has lost the mapping).
+  bool local_shared_memory = false;
 };
 
 class PsClient {
@@ -100,6 +110,8 @@ class PsClient {
   // The gRPC target the calls to `server` go to: its endpoint, or its local transport address
   // (ClientOptions.local_host). `server` < endpoints().size().
   const std::string& target(size_t server) const;
+  // Whether dense floats to `server` go through shared memory (ClientOptions.local_shared_memory).
+  bool shared_memory(size_t server) const;
   // What this client's RPCs did so far (rpc_meter.h), for live metrics; each attempt of a call
   // counts once.
   const RpcMeter& rpc_meter() const { return *meter_; }
@@ -222,6 +234,14 @@ class PsClient {
   // sync-step reply) into `out`.
   static absl::Status CopyDenseBlocks(const detail::FieldBytes& values, const DenseRoute& route,
                                       size_t server, absl::Span<float> out);
+  // The same from server `server`'s values as they lie in shared memory.
+  static void CopyDenseBlocks(const char* values, const DenseRoute& route, size_t server,
+                              absl::Span<float> out);
+  // Shares a memory segment with each server on this host (ClientOptions.local_shared_memory),
+  // after the handshake; a server that cannot take one is said on stderr and keeps the wire.
+  void AttachSharedMemory();
+  // Tells the servers to drop this client's segments (bounded by rpc_timeout, at most 2 s).
+  void DetachSharedMemory();
   // Starts one RPC to `server` with a deadline of `timeout`; when it completes, on_reply(reply)
   // runs if it succeeded and the outcome goes to `state`. Takes ownership of `call`.
   template <class Call, class Start, class OnReply>
@@ -261,6 +281,8 @@ class PsClient {
   std::shared_ptr<detail::Incarnations> incarnations_;
   std::unique_ptr<detail::Presence> presence_;
   std::unique_ptr<detail::KeyDedupPool> dedup_pool_;
+  // Per server, the slots of the memory shared with it; null for a server reached on the wire.
+  std::vector<std::shared_ptr<detail::ShmSlots>> shm_;
   std::atomic<State> state_{kOpen};
 };
 

@@ -11,6 +11,7 @@
 #include "ps/detail/call_metadata.h"
 #include "ps/detail/slice_field.h"
 #include "ps/server/detail/payload.h"
+#include "ps/server/detail/shm_segments.h"
 
 namespace fleet::ps::detail {
 namespace {
@@ -63,6 +64,18 @@ void ClearValues(Reply* reply) {
 template <class Proto, int kField>
 void ClearValues(SliceFieldMessage<Proto, kField>* reply) {
   reply->payload = grpc::Slice();
+}
+
+// Range `range` of a worker's shared-memory segment as `floats` floats (a dense call of a worker
+// on this host); InvalidArgument naming `what`, the range and the segment otherwise.
+absl::StatusOr<absl::Span<float>> SegmentFloats(const ShmSegment& segment,
+                                                const proto::ShmRange& range, size_t floats,
+                                                const char* what) {
+  auto span = segment.Floats(range.offset(), range.length(), what);
+  if (!span.ok() || span->size() == floats) return span;
+  return absl::InvalidArgumentError(absl::StrCat(
+      what, ": bytes [", range.offset(), ", +", range.length(), ") of ", segment.Describe(),
+      " hold ", span->size(), " floats, the table ", floats, " on this server"));
 }
 
 // Runs a handler's body. A table that grows past the memory the process may have throws
@@ -229,7 +242,14 @@ void PsServiceImpl::ServePullDense(grpc::ServerContext* context,
   absl::Status status = Guarded("PullDense", [&]() -> absl::Status {
     auto table = tables_->Dense(request.table_id());
     if (!table.ok()) return table.status();
-    return (*table)->Pull(ValuesOf(reply, (*table)->local_size()));
+    if (request.shm_segment() == 0) return (*table)->Pull(ValuesOf(reply, (*table)->local_size()));
+    // A worker on this host: the values go into its shared-memory segment, not the reply.
+    auto segment = shm_segments_.Get(request.shm_segment(), "PullDense");
+    if (!segment.ok()) return segment.status();
+    auto out = SegmentFloats(**segment, request.shm_values(), (*table)->local_size(),
+                             "PullDense shm_values");
+    if (!out.ok()) return out.status();
+    return (*table)->Pull(*out);
   });
   if (!status.ok()) ClearValues(reply);
   SetStatus(header->mutable_status(), status);
@@ -254,7 +274,19 @@ void PsServiceImpl::ServePushDense(grpc::ServerContext* context,
   absl::Status status = Guarded("PushDense", [&]() -> absl::Status {
     auto table = tables_->Dense(request.table_id());
     if (!table.ok()) return table.status();
-    auto grads = BytesAs<float>(request.grads(), "grads");
+    // A worker on this host sends its gradients in its shared-memory segment (held for the call)
+    // and takes the values there too; otherwise both are on the wire.
+    std::shared_ptr<const ShmSegment> segment;
+    absl::StatusOr<absl::Span<const float>> grads;
+    if (request.shm_segment() == 0) {
+      grads = BytesAs<float>(request.grads(), "grads");
+    } else {
+      auto held = shm_segments_.Get(request.shm_segment(), "PushDense");
+      if (!held.ok()) return held.status();
+      segment = *std::move(held);
+      grads = SegmentFloats(*segment, request.shm_grads(), (*table)->local_size(),
+                            "PushDense shm_grads");
+    }
     if (!grads.ok()) return grads.status();
     const bool plain = !request.initialize() && !request.accumulate() && !request.is_delta();
     if (request.return_values() && !plain) {
@@ -265,7 +297,13 @@ void PsServiceImpl::ServePushDense(grpc::ServerContext* context,
     if (request.accumulate()) return accumulator_.AddDense(request.table_id(), *grads);
     if (!request.return_values()) return (*table)->Push(*grads, request.is_delta());
     // One pass over the table: each block's values go into the reply right after its update.
-    return (*table)->PushAndPull(*grads, ValuesOf(reply, (*table)->local_size()));
+    if (segment == nullptr) {
+      return (*table)->PushAndPull(*grads, ValuesOf(reply, (*table)->local_size()));
+    }
+    auto out = SegmentFloats(*segment, request.shm_values(), (*table)->local_size(),
+                             "PushDense shm_values");
+    if (!out.ok()) return out.status();
+    return (*table)->PushAndPull(*grads, *out);
   });
   if (!status.ok()) ClearValues(reply);
   SetStatus(header->mutable_status(), status);
@@ -384,6 +422,20 @@ grpc::Status PsServiceImpl::Heartbeat(grpc::ServerContext* context, const proto:
   *reply->mutable_config() = tables_->config();
   reply->set_uptime_ms(absl::ToInt64Milliseconds(absl::Now() - started_));
   SetStatus(reply->mutable_status(), absl::OkStatus());
+  return grpc::Status::OK;
+}
+
+grpc::Status PsServiceImpl::AttachSegment(grpc::ServerContext* context,
+                                          const proto::AttachSegmentRequest* request,
+                                          proto::AttachSegmentReply* reply) {
+  if (!Admit(context, reply->mutable_status())) return grpc::Status::OK;
+  if (request->detach() != 0) {
+    SetStatus(reply->mutable_status(), shm_segments_.Detach(request->detach()));
+    return grpc::Status::OK;
+  }
+  auto id = shm_segments_.Attach(*request);
+  if (id.ok()) reply->set_segment_id(*id);
+  SetStatus(reply->mutable_status(), id.status());
   return grpc::Status::OK;
 }
 

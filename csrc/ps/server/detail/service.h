@@ -9,6 +9,7 @@
 #include "ps/rpc_meter.h"
 #include "ps/server/detail/barrier.h"
 #include "ps/server/detail/grad_accumulator.h"
+#include "ps/server/detail/shm_segments.h"
 #include "ps/server/detail/table_set.h"
 
 namespace fleet::ps::detail {
@@ -48,6 +49,9 @@ class PsServiceImpl final : public proto::PsService::Service {
                          proto::HeartbeatReply* reply) override;
   grpc::Status Stop(grpc::ServerContext*, const proto::StopRequest* request,
                     proto::StopReply* reply) override;
+  // Maps (or with `detach`, drops) a shared-memory segment of a worker on this host.
+  grpc::Status AttachSegment(grpc::ServerContext*, const proto::AttachSegmentRequest* request,
+                             proto::AttachSegmentReply* reply) override;
 
   // The data path's RPCs served so far (pulls and pushes), for live metrics.
   const RpcMeter& meter() const { return meter_; }
@@ -88,6 +92,7 @@ class PsServiceImpl final : public proto::PsService::Service {
   std::string loaded_from_;
   absl::Time started_;
   RpcMeter meter_;
+  ShmSegments shm_segments_;  // of workers on this host (AttachSegment)
 };
 
 }  // namespace fleet::ps::detail
