@@ -2,7 +2,7 @@
 memory copies that moving the same bytes takes at least.
 
     .venv/bin/python benchmarks/ps_dense_cpu.py [--dim N] [--calls N] [--rounds N] [--quick]
-        [--call push_then_pull|push_pull|push] [--server_tree DIR]
+        [--call push_then_pull|push_pull|push] [--server_tree DIR] [--transport tcp|shm|both]
 
 A PS job moves its whole dense table twice a step (the gradients up, the values back:
 CTR-DNN's 425,984 floats, 1.7 MB each way), and on a machine whose cores all train, what that
@@ -18,6 +18,11 @@ transport that copies at each end takes.
 step), or a push alone. With a small --dim, a push alone measures what a request costs apart
 from the table's work. --server_tree runs the server from another source tree and its build
 (for example a clone at an older commit), so that the same client compares two servers.
+--transport picks how the floats travel: over loopback TCP (the default), through memory
+shared with the server (PsClient(local_shared_memory=True), a_sync_configs["local_transport"]
+= "shm"), or both, alternating a TCP round and a shared-memory round against the same server
+(then the JSON holds each transport's figures under "tcp" and "shm", and "shm_vs_tcp_cpu",
+the shared-memory rounds' client_us + server_us over the TCP rounds').
 
 The last line is one JSON object: per round and as medians, client_us and server_us (CPU
 microseconds per call), client_waits (voluntary context switches per call) and
@@ -123,6 +128,12 @@ def main() -> None:
         help="what one call is",
     )
     parser.add_argument(
+        "--transport",
+        choices=("tcp", "shm", "both"),
+        default="tcp",
+        help="how the floats travel (both: alternating rounds)",
+    )
+    parser.add_argument(
         "--server_tree",
         type=Path,
         default=REPO_ROOT,
@@ -131,29 +142,48 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.calls, args.rounds = 50, 1
-    rounds = []
+    transports = ["tcp", "shm"] if args.transport == "both" else [args.transport]
+    rounds: dict[str, list] = {t: [] for t in transports}
     load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="ps_dense_cpu_") as work:
         cluster = start_servers(Path(work), [table(args.dim)], 1, root=args.server_tree.resolve())
         try:
-            client = cluster.client()
-            for _ in range(args.rounds):
-                rounds.append(
-                    one_round(client, cluster.procs[0].pid, args.dim, args.calls, args.call)
+            host = cluster.endpoints[0].rsplit(":", 1)[0]
+            clients = {
+                t: cluster.client(
+                    local_host=host, local_socket=False, local_shared_memory=t == "shm"
                 )
-            client.close()
+                for t in transports
+            }
+            if "shm" in clients and not clients["shm"].shared_memory(0):
+                raise SystemExit("ps_dense_cpu: the server did not map the shared memory")
+            for _ in range(args.rounds):
+                for t in transports:
+                    rounds[t].append(
+                        one_round(clients[t], cluster.procs[0].pid, args.dim, args.calls, args.call)
+                    )
+            for client in clients.values():
+                client.close()
         finally:
             cluster.stop()
     result = {
         "dim": args.dim,
         "calls": args.calls,
         "call": args.call,
+        "transport": args.transport,
         "server_tree": str(args.server_tree.resolve()),
-        "rounds": rounds,
     }
-    for key in ("client_us", "server_us", "client_waits", "memcpy_us"):
-        result[key] = statistics.median(r[key] for r in rounds)
-    result["client_vs_memcpy"] = round(result["client_us"] / result["memcpy_us"], 2)
+    for t in transports:
+        figures = result if len(transports) == 1 else result.setdefault(t, {})
+        figures["rounds"] = rounds[t]
+        for key in ("client_us", "server_us", "client_waits", "memcpy_us"):
+            figures[key] = statistics.median(r[key] for r in rounds[t])
+        figures["client_vs_memcpy"] = round(figures["client_us"] / figures["memcpy_us"], 2)
+    if len(transports) == 2:
+        tcp, shm = result["tcp"], result["shm"]
+        result["shm_vs_tcp_cpu"] = round(
+            (shm["client_us"] + shm["server_us"]) / (tcp["client_us"] + tcp["server_us"]), 3
+        )
     result["loadavg_1min_before"] = round(load_before, 2)
     result["loadavg_1min_after"] = round(os.getloadavg()[0], 2)
     print(json.dumps(result), flush=True)

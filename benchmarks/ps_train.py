@@ -189,6 +189,7 @@ def fleet_command(
             command += ["--pipe_command", "cat"]
     else:
         command += ["--train", data["train"]]
+    command += ["--local_transport", args.local_transport]
     return command + ["--test", data["test"], *extra]
 
 
@@ -404,6 +405,7 @@ def build_result(
         "optimizer": "adam lr 1e-3",
         "geo_k_steps": GEO_K,
         "fleet_driver": args.driver,
+        "local_transport": args.local_transport,
         "reader": args.reader,
         "oracle_auc": data["oracle_auc"],
         "loadavg_1min": os.getloadavg()[0],
@@ -572,6 +574,12 @@ def main() -> int:
         default="multislot",
         help="train_from_dataset input on both sides: MultiSlot files through cat (default), "
         "or the raw Criteo parts through examples/ctr_dnn/criteo_reader.py (Python parsing)",
+    )
+    parser.add_argument(
+        "--local_transport",
+        choices=("off", "unix", "shm"),
+        default="off",
+        help="Fleet's workers to their servers: loopback TCP, Unix sockets or shared memory",
     )
     parser.add_argument("--skip_peer", action="store_true", help="do not run Paddle")
     parser.add_argument(

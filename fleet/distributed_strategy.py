@@ -88,15 +88,17 @@ class AsyncConfig:
         a worker that dies within a step may count that step's gradients twice; one that dies
         between steps does not. A worker's reported failure (its script raised) still fails
         the job. Default False.
-    local_transport: a server also listens on a Unix-domain socket named after its endpoint,
-        and a worker calls a server whose endpoint has its own host (the role maker's hostname)
-        over it, with the same protocol and checks; a Unix socket skips loopback TCP's protocol
-        work, so each byte of the per-step dense messages costs less CPU. A worker that finds no
-        socket there (the server runs in another network namespace, or without the option) says
-        so on stderr and uses TCP. Servers on port 0 have no socket. Default False: per 1.7 MB
-        dense push + pull the socket took 9% less CPU of both processes than loopback TCP, but in
-        the CTR-DNN jobs (1 server + 2 workers on 2 loaded cores) CPU per sample was the same
-        within the noise, the workers' threads slightly above; to be decided on a quiet machine.
+    local_transport: how a worker talks to a server whose endpoint has its own host (the role
+        maker's hostname): "off" (or False), loopback TCP; "shm", the floats of the dense
+        pushes, push-pulls and pulls go through a memory segment the worker shares with the
+        server (csrc/ps/detail/shm_segment.h), the calls themselves over TCP as before, and a
+        worker whose server cannot map it (another container) says so on stderr and keeps the
+        floats on the wire; "unix" (or True), a server also listens on a Unix-domain socket
+        named after its endpoint, and the worker calls it over it, with the same protocol and
+        checks (a worker that finds no socket there says so on stderr and uses TCP; servers on
+        port 0 have no socket). Default "off". Measured per 1.7 MB dense push + pull: the Unix
+        socket took 9% less CPU of both processes than loopback TCP, and the CTR-DNN jobs' CPU
+        per sample did not change within the noise; shared memory: see docs/benchmarks.md.
 
     Keys Paddle 2.6.2 prints in a_sync_configs that Fleet does not act on (PADDLE_ONLY_KEYS) are
     accepted, kept in `paddle_only` (so that a printed config assigned back round-trips) and
@@ -116,7 +118,7 @@ class AsyncConfig:
     rpc_timeout_s: float = 30.0
     server_restarts: bool = False
     worker_restarts: bool = False
-    local_transport: bool = False
+    local_transport: str = "off"
     paddle_only: dict = dataclasses.field(default_factory=dict)
 
     # Key -> (type, why Fleet does not act on it).
@@ -160,10 +162,11 @@ class AsyncConfig:
                 "prefetch_sparse",
                 "server_restarts",
                 "worker_restarts",
-                "local_transport",
             ):
                 if not isinstance(value, bool):
                     raise InvalidArgument(f"{where}[{key!r}] must be a bool, got {value!r}")
+            elif key == "local_transport":
+                value = _local_transport(value, f"{where}[{key!r}]")
             elif key == "rpc_timeout_s":
                 value = _seconds(value, f"{where}[{key!r}]")
             else:
@@ -194,6 +197,16 @@ _GRADIENT_MERGE_KEYS = {"k_steps": int, "avg": bool}
 # The longest RPC timeout taken: a day. Anything longer is a typo (milliseconds for seconds?)
 # and would hide a frozen server for as long.
 _MAX_RPC_TIMEOUT_S = 86400.0
+
+
+def _local_transport(value: Any, where: str) -> str:
+    """a_sync_configs["local_transport"]: "off", "shm" or "unix"; a bool means "off" or "unix"
+    (its meaning before "shm"). InvalidArgument naming `where` else."""
+    if isinstance(value, bool):
+        return "unix" if value else "off"
+    if value not in ("off", "shm", "unix"):
+        raise InvalidArgument(f'{where} must be "off", "shm", "unix" or a bool, got {value!r}')
+    return value
 
 
 def _seconds(value: Any, where: str) -> float:

@@ -56,8 +56,8 @@ def strategy_for(args: argparse.Namespace) -> fleet.DistributedStrategy:
         configs["max_dense_staleness"] = args.max_dense_staleness
     if args.no_prefetch:
         configs["prefetch_sparse"] = False
-    if args.local_transport:
-        configs["local_transport"] = True
+    if args.local_transport != "off":
+        configs["local_transport"] = args.local_transport
     strategy = fleet.DistributedStrategyFactory.create(args.mode, args.update_frequency, **configs)
     if args.ssd_path:
         strategy.sparse_table_configs = {
@@ -312,9 +312,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--local_transport",
-        action="store_true",
-        help="workers call the servers of their own host over the servers' Unix-domain sockets "
-        "instead of loopback TCP (a_sync_configs['local_transport'] = True)",
+        nargs="?",
+        const="unix",
+        default="off",
+        choices=("off", "unix", "shm"),
+        help="how workers reach the servers of their own host (a_sync_configs['local_transport']):"
+        " 'unix' (the flag alone), the servers' Unix-domain sockets; 'shm', the dense floats "
+        "through shared memory; 'off' (default), loopback TCP",
     )
     parser.add_argument(
         "--ssd_path",

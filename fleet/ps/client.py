@@ -57,6 +57,12 @@ class PsClient:
             A server whose endpoint has this host is called over its Unix-domain socket when it
             listens on one (``start_server(local_transport=True)``), else over TCP after one
             line on stderr; ``target(i)`` says which. "" (default): TCP to every server.
+        local_socket: try the Unix-domain socket of a server on ``local_host`` (default True).
+        local_shared_memory: the floats of dense pushes, push-pulls and pulls to a server on
+            ``local_host`` go through a memory segment shared with it, the calls themselves over
+            their channel as before (csrc/ps/detail/shm_segment.h); when the server cannot map
+            it, one line on stderr says so and the floats go on the wire. ``shared_memory(i)``
+            says which. Not with ``server_restarts``.
 
     Timeouts must be finite and positive, ``max_keys_per_request`` at least 1 (InvalidArgument
     otherwise). After ``close()``, or after ``stop_servers()``, every call raises Unavailable.
@@ -73,6 +79,8 @@ class PsClient:
         job_id: str = "",
         server_restarts: bool = False,
         local_host: str = "",
+        local_socket: bool = True,
+        local_shared_memory: bool = False,
     ) -> None:
         if isinstance(endpoints, str):
             raise InvalidArgument(
@@ -87,6 +95,8 @@ class PsClient:
             str(job_id),
             bool(server_restarts),
             str(local_host),
+            bool(local_socket),
+            bool(local_shared_memory),
         )
         self._endpoints = list(endpoints)
         self._tables: Dict[int, ps_pb2.TableConfig] = {}
@@ -111,6 +121,11 @@ class PsClient:
         """Where the calls to ``server`` go: its endpoint, or its Unix-domain socket
         ("unix-abstract:fleet-ps/<endpoint>") when it is on this host (``local_host``)."""
         return self._core.target(server)
+
+    def shared_memory(self, server: int) -> bool:
+        """Whether the dense floats to ``server`` go through memory shared with it
+        (``local_shared_memory``)."""
+        return bool(self._core.shared_memory(server))
 
     def table_config(self, table_id: int) -> ps_pb2.TableConfig:
         """The config of a table, as the servers reported it (NotFound when absent)."""

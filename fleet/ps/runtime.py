@@ -169,7 +169,7 @@ class PsRuntime:
             load_dirname=model_dir,
             job_id=role.job_id,
             worker_restarts=plan.strategy.async_config.worker_restarts,
-            local_transport=plan.strategy.async_config.local_transport,
+            local_transport=plan.strategy.async_config.local_transport == "unix",
         )
         if model_dir is not None:
             logger.info("server %d: tables restored from %s", index, model_dir)
@@ -211,7 +211,9 @@ class PsRuntime:
             rpc_timeout=cfg.rpc_timeout_s,
             job_id=role.job_id,
             server_restarts=cfg.server_restarts,
-            local_host=role.gloo.hostname if cfg.local_transport else "",
+            local_host=role.gloo.hostname if cfg.local_transport != "off" else "",
+            local_socket=cfg.local_transport == "unix",
+            local_shared_memory=cfg.local_transport == "shm",
         )
         _check_update_rules(plan, self.client)
         dense_id = plan.dense_config.table_id if plan.dense_config is not None else None

@@ -78,7 +78,6 @@ def test_a_bad_rpc_timeout_s_names_the_key_the_value_and_the_range(value):
         ("prefetch_sparse", True, 0),
         ("server_restarts", False, 1),
         ("worker_restarts", False, "yes"),
-        ("local_transport", False, "on"),
     ],
 )
 def test_a_switch_has_its_default_and_takes_only_a_bool(key, default, bad):
@@ -88,6 +87,17 @@ def test_a_switch_has_its_default_and_takes_only_a_bool(key, default, bad):
     assert getattr(strategy.async_config, key) is (not default)
     with pytest.raises(InvalidArgument, match=rf"{key}.*must be a bool"):
         strategy.a_sync_configs = {key: bad}
+
+
+def test_local_transport_is_off_by_default_and_takes_a_name_or_a_bool():
+    strategy = fleet.DistributedStrategy()
+    assert strategy.a_sync_configs["local_transport"] == "off"
+    for value, stored in [("shm", "shm"), ("unix", "unix"), (True, "unix"), (False, "off")]:
+        strategy.a_sync_configs = {"local_transport": value}
+        assert strategy.async_config.local_transport == stored
+    for bad in ("on", 1, None):
+        with pytest.raises(InvalidArgument, match=r"local_transport.*must be \"off\", \"shm\""):
+            strategy.a_sync_configs = {"local_transport": bad}
 
 
 def test_max_sparse_staleness_is_unbounded_by_default_and_takes_minus_one_or_a_count():
