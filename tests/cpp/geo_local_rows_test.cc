@@ -3,7 +3,8 @@
 // rule state (seen through later updates) and deltas must match bit for bit, through pushes with
 // repeated ids, pulls of absent ids, exchanges (TakeDeltas + Reset) and several threads pushing;
 // and the rebase of an exchange's fresh values (TakeDeltas + Rebase), which keeps what changed
-// while the deltas travelled.
+// while the deltas travelled; and the Lookups that let a push and a rebase skip the id lookups,
+// which must change nothing.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -292,6 +293,87 @@ TEST(GeoLocalRows, ExchangesRebasedWhileThreadsPushLoseNoUpdate) {
     ASSERT_EQ(server[ids[i]], -0.25f * static_cast<float>(pushes.load())) << "id " << ids[i];
     ASSERT_EQ(out[i], server[ids[i]]) << "id " << ids[i];
   }
+}
+
+// Reads, pushes and exchanges through two copies, one of them with the Lookups GEO passes (the
+// step's Read for its Update, the exchange's TakeDeltas for its Rebase), some of them stale:
+// every value, delta and missing position must be the same bit for bit.
+TEST(GeoLocalRows, LookupsOfReadsAndExchangesChangeNothingBitForBit) {
+  LocalRows plain(kDim, Adam()), looked(kDim, Adam());
+  LocalRows::Lookup step_lookup, exchange_lookup;
+  std::mt19937 random(23);
+  std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+  auto draw_keys = [&](size_t n) {
+    // From 300 ids, so that most repeat within a batch and new ones keep coming.
+    std::vector<int64_t> keys(n);
+    for (int64_t& key : keys) key = static_cast<int64_t>(random() % 300) * 104729 - 3000000;
+    return keys;
+  };
+  std::vector<int64_t> taken_keys;
+  std::vector<float> taken_fresh;
+  for (int step = 1; step <= 60; ++step) {
+    const std::vector<int64_t> keys = draw_keys(400);
+    std::vector<float> a(keys.size() * kDim, -7.0f), b(keys.size() * kDim, -7.0f);
+    const std::vector<size_t> missing = plain.Read(keys, absl::MakeSpan(a));
+    ASSERT_EQ(looked.Read(keys, absl::MakeSpan(b), &step_lookup), missing) << "step " << step;
+    ASSERT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << "step " << step;
+    if (!missing.empty()) {  // the rows the Lookup lacks come after it
+      std::vector<int64_t> absent;
+      std::vector<float> values;
+      for (size_t m : missing) {
+        absent.push_back(keys[m]);
+        for (size_t j = 0; j < kDim; ++j) values.push_back(value(random));
+      }
+      plain.Reset(absent, values);
+      looked.Reset(absent, values);
+    }
+    if (step % 5 == 0) {
+      // A Read of other ids in between: the Lookup then holds those and must be ignored.
+      const std::vector<int64_t> other = draw_keys(keys.size());
+      std::vector<float> unused(other.size() * kDim);
+      looked.Read(other, absl::MakeSpan(unused), &step_lookup);
+    }
+    std::vector<float> grads(keys.size() * kDim);
+    for (float& g : grads) g = value(random);
+    plain.Update(keys, grads);
+    looked.Update(keys, grads, &step_lookup);
+    if (!taken_keys.empty()) {  // the last exchange's fresh values arrive after a push
+      plain.Rebase(taken_keys, taken_fresh);
+      looked.Rebase(taken_keys, taken_fresh, &exchange_lookup);
+      taken_keys.clear();
+    }
+    if (step % 6 == 0) {
+      std::vector<float> plain_deltas, looked_deltas;
+      plain.TakeDeltas(0.5f, &taken_keys, &plain_deltas);
+      std::vector<int64_t> looked_keys;
+      looked.TakeDeltas(0.5f, &looked_keys, &looked_deltas, &exchange_lookup);
+      ASSERT_EQ(looked_keys, taken_keys) << "step " << step;
+      ASSERT_EQ(0, std::memcmp(plain_deltas.data(), looked_deltas.data(),
+                               plain_deltas.size() * sizeof(float)))
+          << "step " << step;
+      taken_fresh.resize(plain_deltas.size());
+      for (size_t i = 0; i < taken_fresh.size(); ++i) {
+        taken_fresh[i] = 2.0f * plain_deltas[i] + value(random);
+      }
+    }
+  }
+  const std::vector<int64_t> every = draw_keys(2000);
+  std::vector<float> a(every.size() * kDim), b(every.size() * kDim);
+  ASSERT_EQ(plain.Read(every, absl::MakeSpan(a)), looked.Read(every, absl::MakeSpan(b)));
+  EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)));
+}
+
+TEST(GeoLocalRows, APushOfAnIdItsReadMissedIsAnErrorUntilTheIdIsPulled) {
+  LocalRows rows(1, QuarterSgd());
+  rows.Reset({1}, {0.0f});
+  LocalRows::Lookup lookup;
+  std::vector<float> out(2);
+  ASSERT_EQ(rows.Read({1, 2}, absl::MakeSpan(out), &lookup), (std::vector<size_t>{1}));
+  EXPECT_THROW(rows.Update({1, 2}, {1.0f, 1.0f}, &lookup), Internal);
+  rows.Reset({2}, {4.0f});  // as the worker's pull does with the rows it fetched
+  rows.Update({1, 2}, {1.0f, 1.0f}, &lookup);
+  ASSERT_TRUE(rows.Read({1, 2}, absl::MakeSpan(out)).empty());
+  EXPECT_EQ(out[1], 3.75f);  // the pulled value, one push on (the refused one never reached it)
 }
 
 }  // namespace

@@ -30,6 +30,13 @@ LocalRows& GeoCommunicator::Local(uint32_t table_id) {
   return *it->second;
 }
 
+GeoCommunicator::LastPull& GeoCommunicator::LastPullOf(int thread, uint32_t table_id) {
+  std::lock_guard<std::mutex> lock(last_pulls_mu_);
+  std::unique_ptr<LastPull>& last = last_pulls_[{thread, table_id}];
+  if (last == nullptr) last = std::make_unique<LastPull>();
+  return *last;
+}
+
 void GeoCommunicator::StartThreads() {
   // Start() pulled the dense values into the root scope: they are the first synced values.
   dense_synced_.resize(dense_size());
@@ -43,7 +50,12 @@ void GeoCommunicator::PullSparse(int thread, uint32_t table_id, absl::Span<const
     return;
   }
   LocalRows& local = Local(table_id);
-  std::vector<size_t> missing = local.Read(keys, out);
+  std::vector<size_t> missing;
+  {
+    LastPull& last = LastPullOf(thread, table_id);
+    std::lock_guard<std::mutex> lock(last.mu);
+    missing = local.Read(keys, out, &last.lookup);
+  }
   if (missing.empty()) return;
   const size_t dim = Sparse(table_id).dim;
   std::vector<int64_t> absent(missing.size());
@@ -59,7 +71,9 @@ void GeoCommunicator::PullSparse(int thread, uint32_t table_id, absl::Span<const
 void GeoCommunicator::PushSparse(int thread, uint32_t table_id, absl::Span<const int64_t> keys,
                                  absl::Span<const float> grads) {
   CheckPushSize(table_id, keys, grads);
-  Local(table_id).Update(keys, grads);
+  LastPull& last = LastPullOf(thread, table_id);
+  std::lock_guard<std::mutex> lock(last.mu);
+  Local(table_id).Update(keys, grads, &last.lookup);
 }
 
 void GeoCommunicator::SendDense(int thread, const std::vector<const LoDTensor*>& grads) {
@@ -75,8 +89,10 @@ GeoCommunicator::Deltas GeoCommunicator::TakeDeltas() {
   Deltas deltas;
   deltas.keys.resize(config_.sparse.size());
   deltas.rows.resize(config_.sparse.size());
+  deltas.places.resize(config_.sparse.size());
   for (size_t t = 0; t < config_.sparse.size(); ++t) {
-    Local(config_.sparse[t].table_id).TakeDeltas(scale, &deltas.keys[t], &deltas.rows[t]);
+    Local(config_.sparse[t].table_id)
+        .TakeDeltas(scale, &deltas.keys[t], &deltas.rows[t], &deltas.places[t]);
   }
   if (dense_size() > 0) {
     // The current values become the synced ones; SendAndRebase keeps what changes meanwhile.
@@ -113,7 +129,7 @@ void GeoCommunicator::SendAndRebase(const Deltas& deltas) {
     const SparseVar& var = config_.sparse[t];
     std::vector<float> fresh(deltas.keys[t].size() * var.dim);
     PullFromServers(var.table_id, deltas.keys[t], absl::MakeSpan(fresh));
-    Local(var.table_id).Rebase(deltas.keys[t], fresh);
+    Local(var.table_id).Rebase(deltas.keys[t], fresh, &deltas.places[t]);
   }
   if (dense_size() > 0) {
     std::vector<float> fresh(dense_size());

@@ -26,6 +26,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -59,9 +60,18 @@ class GeoCommunicator : public CommunicatorBase {
   struct Deltas {
     std::vector<std::vector<int64_t>> keys;  // per config_.sparse entry
     std::vector<std::vector<float>> rows;
+    std::vector<LocalRows::Lookup> places;  // where the keys' rows are, for their rebase
     std::vector<float> dense;
   };
+  // Where a trainer thread's last pull of a table found its rows, for the push of the same ids
+  // that follows in the step. The mutex is for callers that share a thread number (Executor.run
+  // from several Python threads): a Lookup of other keys is ignored, never misused.
+  struct LastPull {
+    std::mutex mu;
+    LocalRows::Lookup lookup;
+  };
   LocalRows& Local(uint32_t table_id);
+  LastPull& LastPullOf(int thread, uint32_t table_id);
   // Takes the deltas and hands them to the exchange thread (started on first use).
   void StartExchange();
   // A whole exchange before it returns.
@@ -78,6 +88,8 @@ class GeoCommunicator : public CommunicatorBase {
   void StopExchangeThread();
 
   absl::flat_hash_map<uint32_t, std::unique_ptr<LocalRows>> local_;
+  std::mutex last_pulls_mu_;
+  absl::flat_hash_map<std::pair<int, uint32_t>, std::unique_ptr<LastPull>> last_pulls_;
   std::vector<float> dense_synced_;  // only the exchange in flight or, with none, its taker
   std::mutex exchange_mu_;           // one exchange taken at a time
   std::atomic<int64_t> steps_{0};

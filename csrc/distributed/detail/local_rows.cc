@@ -4,9 +4,18 @@
 #include <cstring>
 
 #include "absl/hash/hash.h"
+#include "absl/strings/str_cat.h"
 #include "core/status.h"
 
 namespace fleet::distributed::detail {
+namespace {
+
+// sum += g, element by element (a batch's repeated ids; CTR-DNN repeats most of its ids).
+void AddTo(float* __restrict sum, const float* __restrict g, size_t n) {
+  for (size_t k = 0; k < n; ++k) sum[k] += g[k];
+}
+
+}  // namespace
 
 LocalRows::LocalRows(size_t dim, std::unique_ptr<ps::UpdateRule> rule)
     : dim_(dim),
@@ -16,165 +25,254 @@ LocalRows::LocalRows(size_t dim, std::unique_ptr<ps::UpdateRule> rule)
 
 size_t LocalRows::ShardIndex(int64_t key) { return absl::HashOf(key) % kShards; }
 
-int64_t LocalRows::IndexOf(const Shard& shard, int64_t key) {
-  auto it = shard.row_of.find(key);
-  return it == shard.row_of.end() ? -1 : static_cast<int64_t>(it->second);
-}
-
-std::vector<uint32_t> LocalRows::ByShard(absl::Span<const int64_t> keys,
-                                         std::array<uint32_t, kShards + 1>* begin) const {
-  std::vector<uint8_t> shard_of(keys.size());
-  begin->fill(0);
+void LocalRows::Group(absl::Span<const int64_t> keys, Lookup* lookup) const {
+  lookup->keys_.assign(keys.begin(), keys.end());
+  std::vector<uint32_t>& index = lookup->index_;  // the shard of each position, for now
+  index.resize(keys.size());
+  std::array<uint32_t, kShards + 1>& begin = lookup->begin_;
+  begin.fill(0);
   for (size_t i = 0; i < keys.size(); ++i) {
-    shard_of[i] = static_cast<uint8_t>(ShardIndex(keys[i]));
-    ++(*begin)[shard_of[i] + 1];
+    index[i] = static_cast<uint32_t>(ShardIndex(keys[i]));
+    ++begin[index[i] + 1];
   }
-  for (size_t s = 0; s < kShards; ++s) (*begin)[s + 1] += (*begin)[s];
+  for (size_t s = 0; s < kShards; ++s) begin[s + 1] += begin[s];
   std::array<uint32_t, kShards> next;
-  std::copy(begin->begin(), begin->end() - 1, next.begin());
-  std::vector<uint32_t> order(keys.size());
-  for (size_t i = 0; i < keys.size(); ++i) order[next[shard_of[i]]++] = static_cast<uint32_t>(i);
-  return order;
+  std::copy(begin.begin(), begin.end() - 1, next.begin());
+  lookup->order_.resize(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    lookup->order_[next[index[i]]++] = static_cast<uint32_t>(i);
+  }
+  std::fill(index.begin(), index.end(), kAbsent);
 }
 
-template <class Visit, class AfterShard>
-void LocalRows::ForEachByShard(absl::Span<const int64_t> keys, Visit&& visit,
-                               AfterShard&& after_shard) const {
-  std::array<uint32_t, kShards + 1> begin;
-  const std::vector<uint32_t> order = ByShard(keys, &begin);
+bool LocalRows::Holds(const Lookup& lookup, absl::Span<const int64_t> keys) {
+  return lookup.keys_.size() == keys.size() &&
+         std::equal(keys.begin(), keys.end(), lookup.keys_.begin());
+}
+
+size_t LocalRows::Find(const Shard& shard, absl::Span<const int64_t> keys,
+                       const uint32_t* positions, size_t n, uint32_t* index) {
+  size_t absent = 0;
+  for (size_t j = 0; j < n; ++j) {
+    if (j + kPrefetchAhead < n) shard.row_of.prefetch(keys[positions[j + kPrefetchAhead]]);
+    const uint32_t i = positions[j];
+    auto it = shard.row_of.find(keys[i]);
+    if (it != shard.row_of.end()) {
+      index[i] = it->second;
+    } else {
+      index[i] = kAbsent;
+      ++absent;
+    }
+  }
+  return absent;
+}
+
+template <class Visit>
+void LocalRows::ForEachShard(absl::Span<const int64_t> keys, const Lookup* lookup,
+                             Visit&& visit) const {
+  Lookup local;
+  const bool known = lookup != nullptr && Holds(*lookup, keys);
+  if (!known) Group(keys, &local);
+  const Lookup& where = known ? *lookup : local;
+  const uint32_t* order = where.order_.data();
+  // Known rows as the Lookup found them; the rest are looked up here.
+  std::vector<uint32_t> index = where.index_;
+  size_t next_absent = 0;  // into where.absent_, which lists its positions shard by shard
   for (size_t s = 0; s < kShards; ++s) {
-    if (begin[s] == begin[s + 1]) continue;
+    const uint32_t from = where.begin_[s], to = where.begin_[s + 1];
+    if (from == to) continue;
     Shard& shard = shards_[s];
     std::lock_guard<std::mutex> lock(shard.mu);
-    for (uint32_t j = begin[s]; j < begin[s + 1]; ++j) {
-      if (j + kPrefetchAhead < begin[s + 1]) {
-        shard.row_of.prefetch(keys[order[j + kPrefetchAhead]]);
-      }
-      visit(shard, order[j]);
+    size_t absent;
+    if (known) {
+      size_t end = next_absent;
+      while (end < where.absent_.size() && ShardIndex(keys[where.absent_[end]]) == s) ++end;
+      absent =
+          Find(shard, keys, where.absent_.data() + next_absent, end - next_absent, index.data());
+      next_absent = end;
+    } else {
+      absent = Find(shard, keys, order + from, to - from, index.data());
     }
-    after_shard(shard);
+    visit(shard, order + from, static_cast<size_t>(to - from), index.data(), absent);
   }
 }
 
-std::vector<size_t> LocalRows::Read(absl::Span<const int64_t> keys, absl::Span<float> out) const {
-  std::vector<size_t> missing;
-  ForEachByShard(
-      keys,
-      [&](Shard& shard, size_t i) {
-        const int64_t index = IndexOf(shard, keys[i]);
-        if (index < 0) {
-          missing.push_back(i);
-        } else {
-          std::memcpy(out.data() + i * dim_, RowAt(shard, index), dim_ * sizeof(float));
-        }
-      },
-      [](Shard&) {});
+std::vector<size_t> LocalRows::Read(absl::Span<const int64_t> keys, absl::Span<float> out,
+                                    Lookup* lookup) const {
+  Lookup local;
+  Lookup& where = lookup != nullptr ? *lookup : local;
+  Group(keys, &where);
+  where.absent_.clear();
+  const uint32_t* order = where.order_.data();
+  uint32_t* index = where.index_.data();
+  for (size_t s = 0; s < kShards; ++s) {
+    const uint32_t from = where.begin_[s], to = where.begin_[s + 1];
+    if (from == to) continue;
+    const Shard& shard = shards_[s];
+    std::lock_guard<std::mutex> lock(shard.mu);
+    Find(shard, keys, order + from, to - from, index);
+    for (uint32_t j = from; j < to; ++j) {
+      if (j + kPrefetchAhead < to && index[order[j + kPrefetchAhead]] != kAbsent) {
+        __builtin_prefetch(shard.rows.data() + index[order[j + kPrefetchAhead]] * width_);
+      }
+      const uint32_t i = order[j];
+      if (index[i] == kAbsent) {
+        where.absent_.push_back(i);
+      } else {
+        std::memcpy(out.data() + i * dim_, shard.rows.data() + index[i] * width_,
+                    dim_ * sizeof(float));
+      }
+    }
+  }
+  std::vector<size_t> missing(where.absent_.begin(), where.absent_.end());
   std::sort(missing.begin(), missing.end());  // in the keys' order, as before the grouping
   return missing;
 }
 
 void LocalRows::Reset(absl::Span<const int64_t> keys, absl::Span<const float> values) {
-  ForEachByShard(
-      keys,
-      [&](Shard& shard, size_t i) {
-        int64_t index = IndexOf(shard, keys[i]);
-        if (index < 0) {
-          index = static_cast<int64_t>(shard.push_stamp.size());
-          shard.row_of.emplace(keys[i], static_cast<uint32_t>(index));
-          shard.rows.resize(shard.rows.size() + width_);
-          shard.push_stamp.push_back(0);
-          shard.sum_slot.push_back(0);
-          shard.touched.push_back(0);
-          rule_->InitState(dim_, RowAt(shard, index) + 2 * dim_);
-        }
-        float* row = RowAt(shard, index);
-        std::memcpy(row, values.data() + i * dim_, dim_ * sizeof(float));
-        std::memcpy(row + dim_, values.data() + i * dim_, dim_ * sizeof(float));
-      },
-      [](Shard&) {});
+  Lookup where;
+  Group(keys, &where);
+  for (size_t s = 0; s < kShards; ++s) {
+    const uint32_t from = where.begin_[s], to = where.begin_[s + 1];
+    if (from == to) continue;
+    Shard& shard = shards_[s];
+    std::lock_guard<std::mutex> lock(shard.mu);
+    for (uint32_t j = from; j < to; ++j) {
+      const uint32_t i = where.order_[j];
+      // A key repeated among the absent ones is inserted once (its later copies find it).
+      auto [it, inserted] =
+          shard.row_of.try_emplace(keys[i], static_cast<uint32_t>(shard.marks.size()));
+      const uint32_t index = it->second;
+      if (inserted) {
+        shard.rows.resize(shard.rows.size() + width_);
+        shard.marks.emplace_back();
+        rule_->InitState(dim_, RowAt(shard, index) + 2 * dim_);
+      }
+      float* row = RowAt(shard, index);
+      std::memcpy(row, values.data() + i * dim_, dim_ * sizeof(float));
+      std::memcpy(row + dim_, values.data() + i * dim_, dim_ * sizeof(float));
+    }
+  }
 }
 
-void LocalRows::Update(absl::Span<const int64_t> keys, absl::Span<const float> grads) {
+void LocalRows::Update(absl::Span<const int64_t> keys, absl::Span<const float> grads,
+                       const Lookup* lookup) {
   // Per shard: the gradients summed per row (sums, one slot per distinct row, in the order of
   // their first key), then one rule update per row.
   std::vector<float> sums;
   std::vector<uint32_t> slot_rows;  // the row of each slot
-  bool first_of_shard = true;
-  uint32_t stamp = 0;
-  ForEachByShard(
-      keys,
-      [&](Shard& shard, size_t i) {
-        if (first_of_shard) {
-          first_of_shard = false;
-          // Stamps of earlier pushes never equal this one's (0 is no push; after 2^32 - 1
-          // pushes the stamps are cleared).
-          if (++shard.pushes == 0) {
-            std::fill(shard.push_stamp.begin(), shard.push_stamp.end(), 0);
-            shard.pushes = 1;
-          }
-          stamp = shard.pushes;
-          sums.clear();
-          slot_rows.clear();
+  ForEachShard(
+      keys, lookup,
+      [&](Shard& shard, const uint32_t* positions, size_t n, const uint32_t* index, size_t absent) {
+        if (absent > 0) {
+          const uint32_t* i = std::find_if(positions, positions + n,
+                                           [&](uint32_t i) { return index[i] == kAbsent; });
+          throw Internal(
+              absl::StrCat("GEO push of id ", keys[*i], " that was never pulled on this worker"));
         }
-        const int64_t index = IndexOf(shard, keys[i]);
-        FLEET_ENFORCE(index >= 0, Internal, "GEO push of id ", keys[i],
-                      " that was never pulled on this worker");
-        const float* g = grads.data() + i * dim_;
-        if (shard.push_stamp[index] != stamp) {
-          shard.push_stamp[index] = stamp;
-          shard.sum_slot[index] = static_cast<uint32_t>(slot_rows.size());
-          slot_rows.push_back(static_cast<uint32_t>(index));
-          sums.insert(sums.end(), g, g + dim_);
-          if (!shard.touched[index]) {
-            shard.touched[index] = 1;
-            shard.touched_rows.emplace_back(keys[i], static_cast<uint32_t>(index));
-          }
-        } else {
-          float* sum = sums.data() + static_cast<size_t>(shard.sum_slot[index]) * dim_;
-          for (size_t j = 0; j < dim_; ++j) sum[j] += g[j];
+        // Stamps of earlier pushes never equal this one's (0 is no push; after 2^32 - 1 pushes the
+        // stamps are cleared).
+        if (++shard.pushes == 0) {
+          for (RowMarks& marks : shard.marks) marks.push_stamp = 0;
+          shard.pushes = 1;
         }
-      },
-      [&](Shard& shard) {
+        const uint32_t stamp = shard.pushes;
+        sums.clear();
+        slot_rows.clear();
+        for (size_t j = 0; j < n; ++j) {
+          if (j + kPrefetchAhead < n)
+            __builtin_prefetch(&shard.marks[index[positions[j + kPrefetchAhead]]]);
+          const uint32_t i = positions[j];
+          RowMarks& marks = shard.marks[index[i]];
+          const float* g = grads.data() + i * dim_;
+          if (marks.push_stamp != stamp) {
+            marks.push_stamp = stamp;
+            marks.sum_slot = static_cast<uint32_t>(slot_rows.size());
+            slot_rows.push_back(index[i]);
+            sums.insert(sums.end(), g, g + dim_);
+            if (!marks.touched) {
+              marks.touched = 1;
+              shard.touched_rows.emplace_back(keys[i], index[i]);
+            }
+          } else {
+            AddTo(sums.data() + static_cast<size_t>(marks.sum_slot) * dim_, g, dim_);
+          }
+        }
         for (size_t slot = 0; slot < slot_rows.size(); ++slot) {
+          if (slot + kPrefetchAhead < slot_rows.size()) {
+            PrefetchRow(shard, slot_rows[slot + kPrefetchAhead]);
+          }
           float* row = RowAt(shard, slot_rows[slot]);
           rule_->Update(dim_, row, row + 2 * dim_, sums.data() + slot * dim_);
         }
-        first_of_shard = true;
       });
 }
 
-void LocalRows::TakeDeltas(float scale, std::vector<int64_t>* keys, std::vector<float>* deltas) {
+void LocalRows::TakeDeltas(float scale, std::vector<int64_t>* keys, std::vector<float>* deltas,
+                           Lookup* lookup) {
   keys->clear();
   deltas->clear();
+  Lookup unused;
+  Lookup& where = lookup != nullptr ? *lookup : unused;
+  where.order_.clear();
+  where.index_.clear();
+  where.absent_.clear();
+  where.begin_[0] = 0;
   for (size_t s = 0; s < kShards; ++s) {
     Shard& shard = shards_[s];
     std::lock_guard<std::mutex> lock(shard.mu);
-    for (const auto& [key, index] : shard.touched_rows) {
+    const auto& touched = shard.touched_rows;
+    const size_t first = keys->size();
+    keys->resize(first + touched.size());
+    deltas->resize(keys->size() * dim_);
+    where.order_.resize(keys->size());
+    where.index_.resize(keys->size());
+    for (size_t k = 0; k < touched.size(); ++k) {
+      if (k + kPrefetchAhead < touched.size()) {
+        __builtin_prefetch(shard.rows.data() + touched[k + kPrefetchAhead].second * width_);
+      }
+      const auto [key, index] = touched[k];
       float* row = RowAt(shard, index);
-      keys->push_back(key);
-      for (size_t j = 0; j < dim_; ++j) deltas->push_back(scale * (row[j] - row[dim_ + j]));
+      float* delta = deltas->data() + (first + k) * dim_;
+      for (size_t j = 0; j < dim_; ++j) delta[j] = scale * (row[j] - row[dim_ + j]);
       std::memcpy(row + dim_, row, dim_ * sizeof(float));
-      shard.touched[index] = 0;
+      shard.marks[index].touched = 0;
+      (*keys)[first + k] = key;
+      where.order_[first + k] = static_cast<uint32_t>(first + k);
+      where.index_[first + k] = index;
     }
     shard.touched_rows.clear();
+    where.begin_[s + 1] = static_cast<uint32_t>(keys->size());
   }
+  where.keys_ = *keys;
 }
 
-void LocalRows::Rebase(absl::Span<const int64_t> keys, absl::Span<const float> fresh) {
-  ForEachByShard(
-      keys,
-      [&](Shard& shard, size_t i) {
-        const int64_t index = IndexOf(shard, keys[i]);
-        FLEET_ENFORCE(index >= 0, Internal, "GEO fresh values of id ", keys[i],
-                      " that this worker does not hold");
-        float* row = RowAt(shard, index);
-        const float* f = fresh.data() + i * dim_;
-        for (size_t j = 0; j < dim_; ++j) {
-          row[j] = f[j] + (row[j] - row[dim_ + j]);
-          row[dim_ + j] = f[j];
+void LocalRows::Rebase(absl::Span<const int64_t> keys, absl::Span<const float> fresh,
+                       const Lookup* lookup) {
+  ForEachShard(
+      keys, lookup,
+      [&](Shard& shard, const uint32_t* positions, size_t n, const uint32_t* index, size_t absent) {
+        if (absent > 0) {
+          const uint32_t* i = std::find_if(positions, positions + n,
+                                           [&](uint32_t i) { return index[i] == kAbsent; });
+          throw Internal(
+              absl::StrCat("GEO fresh values of id ", keys[*i], " that this worker does not hold"));
         }
-      },
-      [](Shard&) {});
+        for (size_t j = 0; j < n; ++j) {
+          if (j + kPrefetchAhead < n) {
+            const float* ahead = RowAt(shard, index[positions[j + kPrefetchAhead]]);
+            __builtin_prefetch(ahead);  // value and synced
+            __builtin_prefetch(ahead + 2 * dim_ - 1);
+          }
+          const uint32_t i = positions[j];
+          float* row = RowAt(shard, index[i]);
+          const float* f = fresh.data() + i * dim_;
+          for (size_t k = 0; k < dim_; ++k) {
+            row[k] = f[k] + (row[k] - row[dim_ + k]);
+            row[dim_ + k] = f[k];
+          }
+        }
+      });
 }
 
 }  // namespace fleet::distributed::detail

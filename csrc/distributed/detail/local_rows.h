@@ -3,14 +3,18 @@
 // at the last exchange ("synced") and the update rule's state, updated by the user's optimizer
 // on every push_sparse and exchanged with the servers every k steps.
 //
-// A push touches every id of a batch (CTR-DNN: 13k ids of 26 slots a step), on the trainer
-// thread, so the per-id work is what GEO adds to a step over one process. Each id costs one hash
-// lookup here: the row index it finds also serves to sum a batch's repeated ids (a per-row stamp
-// of the push, instead of a map of the batch's ids) and to remember the row for the next exchange
-// (a per-row flag and a list, instead of a set of ids).
+// A pull and a push touch every id of a batch (CTR-DNN: 13k ids of 26 slots a step), on the
+// trainer thread, so the per-id work is what GEO adds to a step over one process, and on tables
+// larger than the caches it is mostly waiting for memory. So a step looks each id up once: the
+// row indices a Read found (a Lookup) serve the push of the same ids, and an exchange's Lookup
+// serves the rebase of its rows. The row index also sums a batch's repeated ids (a per-row stamp
+// of the push, instead of a map of the batch's ids) and remembers the row for the next exchange
+// (a per-row flag and a list, instead of a set of ids); a row's stamp, sum slot and flag sit
+// together, and the rows a loop will reach a few ids later are prefetched.
 //
 // Thread-safe: rows are split into shards, each under its own mutex, and a batch visits each
-// shard's ids together under one lock of it.
+// shard's ids together under one lock of it. A row keeps its index for the table's lifetime (rows
+// are never removed), which is what lets a Lookup outlive the locks it was taken under.
 
 #include <array>
 #include <cstdint>
@@ -26,64 +30,101 @@
 namespace fleet::distributed::detail {
 
 class LocalRows {
+  static constexpr size_t kShards = 16;
+
  public:
+  // Where the rows of a list of keys are: the keys grouped by shard and each one's row index.
+  // Filled by Read or TakeDeltas, used by an Update or Rebase of the same keys (compared in
+  // full, so a Lookup of other keys is ignored, never misused). Not thread-safe: one per caller.
+  class Lookup {
+   public:
+    Lookup() { begin_.fill(0); }
+
+   private:
+    friend class LocalRows;
+    std::vector<int64_t> keys_;
+    std::vector<uint32_t> order_;  // shard s's positions: order_[begin_[s], begin_[s + 1])
+    std::array<uint32_t, kShards + 1> begin_;
+    std::vector<uint32_t> index_;  // per position; kAbsent where the row did not exist
+    // The positions whose index_ is kAbsent, shard by shard (and in order_'s order within one).
+    std::vector<uint32_t> absent_;
+  };
+
   LocalRows(size_t dim, std::unique_ptr<ps::UpdateRule> rule);
 
   // Copies the values of present keys into out; returns the positions of absent keys, in
-  // increasing order.
-  std::vector<size_t> Read(absl::Span<const int64_t> keys, absl::Span<float> out) const;
+  // increasing order. With `lookup`, records where the keys are for an Update of them.
+  std::vector<size_t> Read(absl::Span<const int64_t> keys, absl::Span<float> out,
+                           Lookup* lookup = nullptr) const;
   // Inserts (or overwrites) rows with `values` as both value and synced value.
   void Reset(absl::Span<const int64_t> keys, absl::Span<const float> values);
   // Applies gradients through the update rule (repeated keys summed first, in their order, so
   // that a stateful rule sees one gradient per row and push) and remembers the ids. Absent keys
-  // are an error (pull_sparse always runs before push_sparse).
-  void Update(absl::Span<const int64_t> keys, absl::Span<const float> grads);
+  // are an error (pull_sparse always runs before push_sparse). A `lookup` of the same keys (the
+  // step's Read) saves looking them up again; rows it lacks (Reset since) are looked up.
+  void Update(absl::Span<const int64_t> keys, absl::Span<const float> grads,
+              const Lookup* lookup = nullptr);
   // One training step of the rule's learning-rate schedule (nothing without one): the worker
   // calls it once per step, so that its k-th step updates rows at the schedule's rate of step k,
   // the rate the program's own lr variable has then (the servers only add GEO deltas).
   void StepSchedule() { rule_->BeginUpdate(); }
   // The ids updated since the last call, with their deltas scale * (value - synced); their
   // synced values become their values, so that updates made while the deltas travel are the
-  // next exchange's (Rebase keeps them).
-  void TakeDeltas(float scale, std::vector<int64_t>* keys, std::vector<float>* deltas);
+  // next exchange's (Rebase keeps them). With `lookup`, records where they are for the Rebase.
+  void TakeDeltas(float scale, std::vector<int64_t>* keys, std::vector<float>* deltas,
+                  Lookup* lookup = nullptr);
   // The servers' fresh values of rows whose deltas were taken: value = fresh + (value - synced),
   // synced = fresh. A row updated since its deltas were taken keeps that update on top of the
   // fresh value; one not updated gets the fresh value exactly (value - synced is 0), as Reset
   // would give it. Absent keys are an error.
-  void Rebase(absl::Span<const int64_t> keys, absl::Span<const float> fresh);
+  void Rebase(absl::Span<const int64_t> keys, absl::Span<const float> fresh,
+              const Lookup* lookup = nullptr);
 
  private:
-  static constexpr size_t kShards = 16;
-  // A batch's lookups are mostly cache misses on large tables: the hash slot of the key this
-  // many places ahead is prefetched.
+  static constexpr uint32_t kAbsent = UINT32_MAX;
+  // A batch's lookups and rows are mostly cache misses on large tables: the hash slot, the row
+  // state and the row of the key this many places ahead are prefetched.
   static constexpr uint32_t kPrefetchAhead = 8;
+  // What Update and TakeDeltas keep per row, together so that an id costs one miss for them.
+  struct RowMarks {
+    uint32_t push_stamp = 0;  // the last push that summed a gradient into the row
+    uint32_t sum_slot = 0;    // and where
+    uint32_t touched = 0;     // updated since the last TakeDeltas
+  };
   struct Shard {
     mutable std::mutex mu;
     absl::flat_hash_map<int64_t, uint32_t> row_of;
     std::vector<float> rows;  // per row: value[dim] synced[dim] state[state_dim]
-    // Per row, the last push that summed a gradient into it and where (Update).
-    std::vector<uint32_t> push_stamp;
-    std::vector<uint32_t> sum_slot;
+    std::vector<RowMarks> marks;
     uint32_t pushes = 0;  // pushes that visited this shard
-    // Rows updated since the last TakeDeltas: a flag per row, and their ids and indices.
-    std::vector<uint8_t> touched;
+    // Rows updated since the last TakeDeltas: their ids and indices.
     std::vector<std::pair<int64_t, uint32_t>> touched_rows;
   };
   static size_t ShardIndex(int64_t key);
-  // The positions of `keys` grouped by shard: shard s's are order[begin[s], begin[s + 1]), in
-  // their order within keys.
-  std::vector<uint32_t> ByShard(absl::Span<const int64_t> keys,
-                                std::array<uint32_t, kShards + 1>* begin) const;
-  // visit(shard, i) for every position i of `keys`, a shard's keys together under one lock of
-  // the shard instead of a lock per key; after_shard(shard) once a shard's keys were visited,
-  // still under its lock.
-  template <class Visit, class AfterShard>
-  void ForEachByShard(absl::Span<const int64_t> keys, Visit&& visit,
-                      AfterShard&& after_shard) const;
-  // The row index of `key` in `shard`, or -1.
-  static int64_t IndexOf(const Shard& shard, int64_t key);
-  float* RowAt(Shard& shard, int64_t index) const {
+  // Groups the positions of `keys` by shard into lookup->order_ and begin_, and sets every
+  // index_ to kAbsent; keeps the keys.
+  void Group(absl::Span<const int64_t> keys, Lookup* lookup) const;
+  // Whether `lookup` holds the places of exactly `keys`.
+  static bool Holds(const Lookup& lookup, absl::Span<const int64_t> keys);
+  // The row index of keys[i] for each position i of `positions` (all in `shard`, whose lock the
+  // caller holds), or kAbsent. Returns how many were absent.
+  static size_t Find(const Shard& shard, absl::Span<const int64_t> keys, const uint32_t* positions,
+                     size_t n, uint32_t* index);
+  // Visits the shards that hold some of `keys`, each under one lock of it, once every row index
+  // is filled in: from `lookup` when it holds exactly these keys (only the rows it lacks are
+  // looked up), else all of them. visit(shard, positions, n, index, absent) gets the shard's
+  // positions in order, the row index of every position and how many of its keys it lacks.
+  template <class Visit>
+  void ForEachShard(absl::Span<const int64_t> keys, const Lookup* lookup, Visit&& visit) const;
+  float* RowAt(Shard& shard, uint32_t index) const {
     return shard.rows.data() + static_cast<size_t>(index) * width_;
+  }
+  // Every cache line of the row (Update reads and writes value, rule state and its scalars).
+  void PrefetchRow(const Shard& shard, uint32_t index) const {
+    const char* row = reinterpret_cast<const char*>(shard.rows.data() + index * width_);
+    for (size_t byte = 0; byte < width_ * sizeof(float); byte += 64) {
+      __builtin_prefetch(row + byte);
+    }
   }
 
   size_t dim_;
