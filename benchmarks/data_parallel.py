@@ -4,6 +4,7 @@ against one trainer thread on the same data, and against Hogwild train_from_data
     .venv/bin/python benchmarks/data_parallel.py [--quick] [--rounds N] [--plain_reduction]
                                                  [--whole_sparse_updates] [--whole_dense_updates]
                                                  [--reader_threads N] [--spin_us N]
+                                                 [--uneven_barrier_work]
 
 Two models, each trained for one pass over the same in-memory dataset by three runs that start
 from the same parameters:
@@ -27,6 +28,12 @@ from the same parameters:
                instead of its first layer's split by rows, which balances them and moves the
                reduction into the backward pass (the same parameters, bit for bit; the MLP's are
                balanced, so it has no split)
+  data_parallel_uneven  (with --uneven_barrier_work) data_parallel with
+               BuildStrategy.even_barrier_work = False: every gradient reduced as soon as both
+               replicas are past it, instead of the replica with less work after the barrier
+               that ends the backward pass keeping its last reductions for after it (the MLP:
+               the owner of fc_0.w_0 reduces it there alone; the same parameters, bit for bit;
+               CTR-DNN's work after the barrier is already even, so there it is a noise control)
   data_parallel_spin  (with --spin_us N) data_parallel with FLEET_DP_SPIN_US=N: each replica
                waiting for another polls N us before it sleeps, instead of the default 50 (or
                the FLEET_DP_SPIN_US the benchmark was started with; the same parameters, bit for
@@ -55,6 +62,11 @@ Figures (the last line of output is one JSON object), per model:
                           data_parallel_whole_sparse samples/s
   dense_split_gain        (with --whole_dense_updates) data_parallel samples/s /
                           data_parallel_whole_dense samples/s (the MLP's: a noise control)
+  barrier_evening_gain    (with --uneven_barrier_work) data_parallel samples/s /
+                          data_parallel_uneven samples/s
+  deferred_reductions     per data-parallel run: the gradients whose reduction a replica
+                          keeps until after the barrier, every step
+                          (BuildStrategy.even_barrier_work)
   spin_gain               (with --spin_us) data_parallel_spin samples/s / data_parallel
                           samples/s (above 1: the --spin_us poll beats the default)
   cpu_us_per_sample       the process's CPU time (every thread: trainers, replicas, reader) in
@@ -112,8 +124,9 @@ RUNS = ("one_thread", "data_parallel", "hogwild")
 PLAIN = "data_parallel_plain"
 WHOLE_SPARSE = "data_parallel_whole_sparse"
 WHOLE_DENSE = "data_parallel_whole_dense"
+UNEVEN = "data_parallel_uneven"
 SPIN = "data_parallel_spin"
-DATA_PARALLEL_KINDS = ("data_parallel", PLAIN, WHOLE_SPARSE, WHOLE_DENSE, SPIN)
+DATA_PARALLEL_KINDS = ("data_parallel", PLAIN, WHOLE_SPARSE, WHOLE_DENSE, UNEVEN, SPIN)
 SPIN_ENV = "FLEET_DP_SPIN_US"
 
 
@@ -269,11 +282,13 @@ def one_run(kind: str, net: dict, ds: object, test: object, spin_us: int | None)
     scope = fleet._core.Scope()
     exe.run(net["startup"], scope=scope)
     polls_given_up = None
+    deferred = None
     if kind in DATA_PARALLEL_KINDS:
         build = fleet.BuildStrategy()
         build.overlap_reduction = kind != PLAIN
         build.split_sparse_updates = kind != WHOLE_SPARSE
         build.split_dense_updates = kind != WHOLE_DENSE
+        build.even_barrier_work = kind != UNEVEN
         program = fleet.CompiledProgram(net["main"]).with_data_parallel(
             loss_name=net["loss"].name, build_strategy=build, places=REPLICAS
         )
@@ -288,6 +303,7 @@ def one_run(kind: str, net: dict, ds: object, test: object, spin_us: int | None)
         cpu_seconds = time.process_time() - cpu_start
         given_up = runner.polls_given_up
         polls_given_up = {k: given_up[k] - given_up_start[k] for k in given_up}
+        deferred = runner.deferred_reductions
     else:
         threads = 1 if kind == "one_thread" else REPLICAS
         switches_start = voluntary_switches()
@@ -306,6 +322,8 @@ def one_run(kind: str, net: dict, ds: object, test: object, spin_us: int | None)
         "voluntary_switches_per_step": switches / steps,
         "auc": auc,
     }
+    if deferred is not None:
+        out["deferred_reductions"] = deferred
     if polls_given_up is not None:
         out["polls_given_up_per_step"] = {k: n / steps for k, n in polls_given_up.items()}
     return out
@@ -361,6 +379,9 @@ def measure(
             for k in kinds
             if k in DATA_PARALLEL_KINDS
         },
+        "deferred_reductions": {
+            k: runs[k][0]["deferred_reductions"] for k in kinds if k in DATA_PARALLEL_KINDS
+        },
         "auc": {k: statistics.median(x["auc"] for x in runs[k]) for k in kinds},
         "samples_per_update": {
             "one_thread": REPLICAS * net["batch"],
@@ -373,6 +394,7 @@ def measure(
         (PLAIN, "overlap_gain"),
         (WHOLE_SPARSE, "split_gain"),
         (WHOLE_DENSE, "dense_split_gain"),
+        (UNEVEN, "barrier_evening_gain"),
     ):
         if kind in kinds:
             out[key] = median["data_parallel"] / median[kind]
@@ -403,6 +425,12 @@ def main() -> None:
         help="also run data_parallel with unbalanced dense gradients kept whole (dense_split_gain)",
     )
     parser.add_argument(
+        "--uneven_barrier_work",
+        action="store_true",
+        help="also run data_parallel with BuildStrategy.even_barrier_work = False "
+        "(barrier_evening_gain)",
+    )
+    parser.add_argument(
         "--reader_threads",
         type=int,
         default=1,
@@ -422,6 +450,7 @@ def main() -> None:
     kinds = RUNS + ((PLAIN,) if args.plain_reduction else ())
     kinds += (WHOLE_SPARSE,) if args.whole_sparse_updates else ()
     kinds += (WHOLE_DENSE,) if args.whole_dense_updates else ()
+    kinds += (UNEVEN,) if args.uneven_barrier_work else ()
     kinds += (SPIN,) if args.spin_us is not None else ()
     fleet._core.set_blas_threads(1)
     started = time.perf_counter()

@@ -76,7 +76,12 @@ class BuildStrategy(_NoticeFields):
     the replicas' shares of the dense gradients, each given whole to one replica, are
     unbalanced, True splits as few large dense ones as balance them by rows (a block of rows a
     replica, reduced and updated there), so that each replica reduces its own gradients during
-    the backward pass; False keeps them whole. Both give the same parameters, bit for bit."""
+    the backward pass; False keeps them whole. Both give the same parameters, bit for bit.
+    `even_barrier_work`, also Fleet's own: with the reduction overlapped, True lets a replica
+    with less work after the barrier that ends the backward pass (where the owner of the first
+    layer's gradients reduces them) keep its last reductions until after it, so that the work on
+    both sides of the barrier is even; False reduces each gradient as soon as every replica is
+    past it. Both give the same parameters, bit for bit."""
 
     class ReduceStrategy(enum.IntEnum):
         AllReduce = 0  # every replica gets the reduced gradients
@@ -94,6 +99,7 @@ class BuildStrategy(_NoticeFields):
             "overlap_reduction",
             "split_sparse_updates",
             "split_dense_updates",
+            "even_barrier_work",
         }
     )
 
@@ -102,6 +108,7 @@ class BuildStrategy(_NoticeFields):
     overlap_reduction = True
     split_sparse_updates = True
     split_dense_updates = True
+    even_barrier_work = True
     fuse_all_reduce_ops = False
     fuse_all_optimizer_ops = False
     fuse_elewise_add_act_ops = False
@@ -252,6 +259,7 @@ class DataParallelPlan:
     param_owner: dict[str, int]
     prelude_phases: int = 0
     overlap_reduction: bool = True  # BuildStrategy.overlap_reduction
+    even_barrier_work: bool = True  # BuildStrategy.even_barrier_work
     row_parts: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
@@ -334,6 +342,7 @@ def plan_data_parallel(
         param_owner=param_owner,
         prelude_phases=1 if prelude else 0,
         overlap_reduction=bool(strategy.overlap_reduction),
+        even_barrier_work=bool(strategy.even_barrier_work),
         row_parts=row_parts,
     )
 

@@ -74,6 +74,7 @@ class DataParallelRunner:
         options.overlap_reduction = (
             plan.overlap_reduction if overlap_reduction is None else overlap_reduction
         )
+        options.even_barrier_work = plan.even_barrier_work
         options.spin_before_sleep_us = spin_before_sleep_us()
 
         def prepare(desc: Any) -> Any:
@@ -92,6 +93,14 @@ class DataParallelRunner:
     def overlapped_steps(self) -> int:
         """Steps whose gradient reduction overlapped the replicas' backward pass."""
         return self._engine.overlapped_steps()
+
+    @property
+    def deferred_reductions(self) -> int:
+        """Gradients whose reduction a replica keeps, every overlapped step, until every
+        replica has finished the backward pass, although they are final earlier: the replica
+        with less work after that barrier takes on some, so that the replicas' work on both
+        sides of it is even (0 when it already is, and before the first overlapped step)."""
+        return self._engine.deferred_reductions()
 
     @property
     def polls_given_up(self) -> dict[str, int]:

@@ -97,6 +97,7 @@ class PyDataParallel {
 
   int replicas() const { return engine_->replicas(); }
   int64_t overlapped_steps() const { return engine_->overlapped_steps(); }
+  int64_t deferred_reductions() const { return engine_->deferred_reductions(); }
   py::dict polls_given_up() const {
     const trainer::DataParallelWaits waits = engine_->polls_given_up();
     py::dict out;
@@ -128,6 +129,7 @@ void BindDataParallel(py::module_& m) {
       .def_readwrite("seed", &trainer::DataParallelOptions::seed)
       .def_readwrite("prelude_phases", &trainer::DataParallelOptions::prelude_phases)
       .def_readwrite("overlap_reduction", &trainer::DataParallelOptions::overlap_reduction)
+      .def_readwrite("even_barrier_work", &trainer::DataParallelOptions::even_barrier_work)
       .def_readwrite("spin_before_sleep_us", &trainer::DataParallelOptions::spin_before_sleep_us);
 
   py::class_<trainer::DataParallelPassOptions>(m, "DataParallelPassOptions")
@@ -163,6 +165,9 @@ void BindDataParallel(py::module_& m) {
       .def("replicas", &PyDataParallel::replicas)
       .def("overlapped_steps", &PyDataParallel::overlapped_steps,
            "Steps whose gradient reduction overlapped the compute program.")
+      .def("deferred_reductions", &PyDataParallel::deferred_reductions,
+           "Reductions of the backward pass kept until after the barrier that ends it, every "
+           "overlapped step, to even out the replicas' work after it.")
       .def("polls_given_up", &PyDataParallel::polls_given_up,
            "Replica waits whose poll gave up (likely sleeps) since the engine was made, by what "
            "they waited for: for_work, for_workers, for_compute.")

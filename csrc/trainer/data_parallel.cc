@@ -142,13 +142,71 @@ size_t DataParallelEngine::SegmentsEveryReplicaRan() const {
   return least;
 }
 
-size_t DataParallelEngine::ReduceFinished(int r, size_t next, size_t segments, float scale) {
+size_t DataParallelEngine::ReduceFinished(int r, size_t next, size_t limit, size_t segments,
+                                          float scale) {
   const auto& mine = owned_[static_cast<size_t>(r)];
-  for (; next < mine.size() && segments_.final_after[mine[next]] < segments; ++next) {
+  for (; next < limit && segments_.final_after[mine[next]] < segments; ++next) {
     ReduceGradient(gradients_[mine[next]], all_replicas_, options_.replicas, scale,
                    options_.all_reduce, r);
   }
   return next;
+}
+
+int64_t DataParallelEngine::ShareElements(size_t i) const {
+  const GradientSlot& g = gradients_[i];
+  const Variable* v = g.replica[static_cast<size_t>(g.owner)];
+  if (v->IsType<LoDTensor>()) {
+    const int64_t n = v->Get<LoDTensor>().numel();
+    return g.row_part.empty() ? n : n / options_.replicas;
+  }
+  // A sparse gradient split by rows gives every replica a share of its rows, alike as far as
+  // the plan can tell; one kept whole costs its owner the rows of this step.
+  if (!g.row_part.empty() || !v->IsType<SelectedRows>()) return 0;
+  return v->Get<SelectedRows>().value().numel();
+}
+
+// After the barrier that ends the compute program every replica reduces the gradients the last
+// segment finishes (the first layer's) and updates its parameters; before it, the others,
+// interleaved with its backward pass. Where the replicas' work after the barrier is unequal
+// (the MLP: the owner of the first layer's weights reduces them there while the other replica
+// waits at the join), a replica with less of it there keeps its last reductions of the
+// backward pass until after the barrier, as far as that fills its share up to the largest: its
+// backward pass ends sooner, the work after the barrier is even, and the step does the same
+// work, in the same sums. Counted in elements (a reduction and an update each read every
+// element of the gradient once).
+void DataParallelEngine::PlanDeferredReductions() {
+  const size_t last = segments_.segments.size() - 1;
+  std::vector<int64_t> after(owned_.size(), 0);  // per replica: its work after the barrier
+  for (size_t r = 0; r < owned_.size(); ++r) {
+    for (size_t i : owned_[r]) {
+      const int64_t n = ShareElements(i);
+      after[r] += segments_.final_after[i] == last ? 2 * n : n;  // reduce and update, or update
+    }
+  }
+  const int64_t most = *std::max_element(after.begin(), after.end());
+  defer_from_.assign(owned_.size(), 0);
+  for (size_t r = 0; r < owned_.size(); ++r) {
+    const auto& mine = owned_[r];
+    size_t from = mine.size();
+    while (from > 0 && segments_.final_after[mine[from - 1]] == last) --from;  // there anyway
+    while (options_.even_barrier_work && from > 0 &&
+           after[r] + ShareElements(mine[from - 1]) <= most) {
+      after[r] += ShareElements(mine[from - 1]);
+      --from;
+    }
+    defer_from_[r] = from;
+  }
+}
+
+int64_t DataParallelEngine::deferred_reductions() const {
+  int64_t n = 0;
+  const size_t last = segments_.segments.size() - 1;
+  for (size_t r = 0; r < defer_from_.size(); ++r) {
+    for (size_t k = defer_from_[r]; k < owned_[r].size(); ++k) {
+      n += segments_.final_after[owned_[r][k]] != last;
+    }
+  }
+  return n;
 }
 
 bool DataParallelEngine::AwaitCompute() {
@@ -169,20 +227,21 @@ bool DataParallelEngine::ComputeAndReduce(int r, const std::vector<std::string>&
     SetFeed(replica->scope, input_names, feed);
     const size_t all = replica->segments.size();
     size_t next = 0;  // the first of this replica's gradients not reduced yet
+    const size_t before_barrier = defer_from_[static_cast<size_t>(r)];
     for (size_t s = 0; s < all; ++s) {
       if (failed_.load(std::memory_order_relaxed)) return false;
       executor_->Run(replica->segments[s], &replica->run_state,
                      profile_ ? &replica->stats : nullptr);
       if (s + 1 < all) {
         replica->progress.store(s + 1, std::memory_order_release);
-        next = ReduceFinished(r, next, SegmentsEveryReplicaRan(), scale);
+        next = ReduceFinished(r, next, before_barrier, SegmentsEveryReplicaRan(), scale);
       } else {
         absl::MutexLock lock(&progress_mu_);  // AwaitCompute may sleep on it
         replica->progress.store(all, std::memory_order_release);
       }
     }
     if (!AwaitCompute()) return false;
-    ReduceFinished(r, next, all, scale);
+    ReduceFinished(r, next, owned_[static_cast<size_t>(r)].size(), all, scale);
     return true;
   } catch (...) {
     absl::MutexLock lock(&progress_mu_);
@@ -244,6 +303,7 @@ std::vector<std::vector<LoDTensor>> DataParallelEngine::Step(
     const float scale = options_.gradient_scale > 0 ? options_.gradient_scale : 1.0f / active;
     size_t next_phase = prelude;
     if (overlap_next_ && active == options_.replicas) {
+      if (defer_from_.empty()) PlanDeferredReductions();
       for (auto& replica : replicas_) replica->progress.store(0);
       failed_.store(false);
       const bool update = next_phase < update_.size();

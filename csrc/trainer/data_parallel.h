@@ -21,6 +21,9 @@
 //      the first layers still runs, while they are still in cache. Compute, reduction and the
 //      first update phase are then one fork-join: a replica starts its updates once every
 //      replica has finished the compute program (no op reads a parameter while it changes).
+//      A replica with less work after that barrier than another keeps its last reductions
+//      until after it, so that the work on both sides of the barrier is even
+//      (PlanDeferredReductions).
 //      The sums are those of the plain path, term for term: the parameters are bit for bit the
 //      same;
 //   3. the update phases run: in each phase every replica runs its own part (the update ops of
@@ -76,6 +79,10 @@ struct DataParallelOptions {
   int prelude_phases = 0;
   // Reduce gradients while the compute program runs (step 2 above); false: always after it.
   bool overlap_reduction = true;
+  // In an overlapped step, let a replica with less work after the barrier that ends the compute
+  // program keep its last reductions until after it (PlanDeferredReductions); false: every
+  // reduction runs as soon as every replica is past its gradient.
+  bool even_barrier_work = true;
   // How long a replica waiting for another (for work, for the others to finish the compute
   // program or a phase) polls before it sleeps; it stops polling at once when it finds it was
   // preempted (spin_wait.h). 0: sleep at once. fleet.data_parallel sets it from the environment
@@ -100,6 +107,9 @@ class DataParallelEngine {
   int replicas() const { return options_.replicas; }
   // Steps whose reduction overlapped the compute program (see step 2 above).
   int64_t overlapped_steps() const { return overlapped_steps_; }
+  // Reductions of the backward pass a replica keeps until after its barrier, every overlapped
+  // step, to even out the work after it (PlanDeferredReductions); 0 before the first one.
+  int64_t deferred_reductions() const;
   // The replicas' waits whose poll gave up since the engine was made. Read between steps.
   DataParallelWaits polls_given_up() const {
     return {pool_.polls_given_up_for_work(), pool_.polls_given_up_for_workers(),
@@ -129,9 +139,13 @@ class DataParallelEngine {
   // when another replica failed (its error is the step's).
   bool ComputeAndReduce(int r, const std::vector<std::string>& input_names,
                         const std::vector<LoDTensor>& feed, float scale);
-  // Reduces replica r's gradients from owned_[r][next] on that every replica is done with
-  // after `segments` segments; returns the index of the first one left.
-  size_t ReduceFinished(int r, size_t next, size_t segments, float scale);
+  // Reduces replica r's gradients owned_[r][next, limit) that every replica is done with after
+  // `segments` segments; returns the index of the first one left.
+  size_t ReduceFinished(int r, size_t next, size_t limit, size_t segments, float scale);
+  // Elements of gradient i one replica reduces and updates (see PlanDeferredReductions).
+  int64_t ShareElements(size_t i) const;
+  // Sets defer_from_ from the gradients' sizes (known after the first, plain, step).
+  void PlanDeferredReductions();
   size_t SegmentsEveryReplicaRan() const;
   // Blocks until every replica has run every segment (true) or one failed (false).
   bool AwaitCompute();
@@ -145,8 +159,12 @@ class DataParallelEngine {
   std::vector<GradientSlot> gradients_;
   ComputeSegments segments_;
   std::vector<std::vector<size_t>> owned_;  // per replica: its gradients by final segment
-  std::vector<int> all_replicas_;           // the sources of an overlapped step
-  bool overlap_next_ = false;  // the last plain step was owner_local with every replica active
+  // Per replica: owned_[r][defer_from_[r]..] wait for the barrier after the compute program
+  // even when every replica is past them earlier (see PlanDeferredReductions); empty: not
+  // planned yet.
+  std::vector<size_t> defer_from_;
+  std::vector<int> all_replicas_;  // the sources of an overlapped step
+  bool overlap_next_ = false;      // the last plain step was owner_local with every replica active
   int64_t overlapped_steps_ = 0;
   // Published segment counts: stores of the last segment and of a failure are made under the
   // mutex, so that AwaitCompute may sleep on them; the others are read lock-free.

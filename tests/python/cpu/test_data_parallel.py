@@ -438,6 +438,65 @@ def test_overlapped_reduction_gives_the_same_parameters_bit_for_bit(strategy, is
         np.testing.assert_allclose(value, _params(one, main)[name], rtol=1e-5, atol=1e-5)
 
 
+def _mlp(width=24, layers_=4):
+    """The benchmark's MLP, small: equal fc layers on a dense input, so that the first layer's
+    weight gradient, which the backward pass finishes last, is reduced after the barrier that
+    ends it by its owner alone."""
+    main, startup = fleet.Program(), fleet.Program()
+    startup.random_seed = 7
+    with fleet.program_guard(main, startup):
+        x = layers.data("x", [width])
+        label = layers.data("label", [1])
+        h = x
+        for _ in range(layers_):
+            h = layers.fc(h, width, act="relu")
+        logit = layers.fc(h, 1)
+        loss = layers.mean(layers.sigmoid_cross_entropy_with_logits(logit, label))
+        fleet.optimizer.SGD(0.05).minimize(loss)
+    return main, startup, loss
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES, ids=["allreduce", "reduce"])
+def test_a_replica_with_less_work_after_the_barrier_keeps_a_reduction_for_it(strategy):
+    """The MLP's replicas own two of its four weights each, and the owner of the first layer's
+    reduces it after the backward pass while the other would wait: the other keeps its last
+    reduction of the backward pass until then (not with BuildStrategy.even_barrier_work off).
+    The sums are the same: the parameters and losses are bit for bit those of the reduction
+    after the backward pass, and one process's to 1e-5."""
+    main, startup, loss = _mlp()
+    exe = fleet.Executor()
+    compiled, scopes = {}, {}
+    for kind in (True, False, "uneven"):  # overlapped, not, overlapped without the evening
+        compiled[kind] = _compiled(main, loss, strategy, overlap=kind is not False)
+        compiled[kind].build_strategy.even_barrier_work = kind != "uneven"
+        scopes[kind] = fleet._core.Scope()
+        exe.run(startup, scope=scopes[kind])
+    one = fleet._core.Scope()
+    exe.run(startup, scope=one)
+    rng = np.random.default_rng(11)
+    steps = 5
+    for _ in range(steps):
+        feed = {
+            "x": rng.standard_normal((16, 24)).astype(np.float32),
+            "label": (rng.random((16, 1)) < 0.5).astype(np.float32),
+        }
+        (a,) = exe.run(compiled[True], feed=feed, fetch_list=[loss], scope=scopes[True])
+        (b,) = exe.run(compiled[False], feed=feed, fetch_list=[loss], scope=scopes[False])
+        (c,) = exe.run(compiled["uneven"], feed=feed, fetch_list=[loss], scope=scopes["uneven"])
+        np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(c, b)
+        exe.run(main, feed=feed, fetch_list=[loss], scope=one)
+    runners = {k: exe.data_parallel_runner(compiled[k], scopes[k]) for k in compiled}
+    assert runners[True].overlapped_steps == runners["uneven"].overlapped_steps == steps - 1
+    assert runners[True].deferred_reductions == 1  # the other replica's last weight gradient
+    assert runners["uneven"].deferred_reductions == 0
+    assert runners[False].deferred_reductions == 0
+    for name, value in _params(scopes[False], main).items():
+        for kind in (True, "uneven"):
+            np.testing.assert_array_equal(_params(scopes[kind], main)[name], value, err_msg=name)
+        np.testing.assert_allclose(value, _params(one, main)[name], rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("strategy", STRATEGIES, ids=["allreduce", "reduce"])
 def test_an_error_in_one_replica_ends_an_overlapped_step_before_any_update(strategy):
     """Replica 1 fails in its forward pass while replica 0 finishes the compute program and
