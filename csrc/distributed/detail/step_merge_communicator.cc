@@ -59,23 +59,27 @@ void StepMergeCommunicator::FlushStepLocked() {
   sparse_.clear();
   dense_parts_ = 0;
   contributors_ = 0;
-  for (size_t i = 0; i < pushes.size(); ++i) WaitOk(pushes[i], what[i]);
   if (!sync) {
+    for (size_t i = 0; i < pushes.size(); ++i) WaitOk(pushes[i], what[i]);
     PullDenseIntoRoot();
     return;
   }
-  const std::string step = absl::StrCat("sync step of worker ", config_.worker_id);
+  // The step's barrier goes out beside its pushes, not after their replies: it announces them
+  // (the client counts them per server) and each server arrives once they are in, so a step
+  // waits once. A failed push's error comes back instead of the step's (it is the cause).
+  const std::string step = absl::StrCat("sync step of worker ", config_.worker_id, " (with its ",
+                                        pushes.size(), " gradient pushes)");
   if (!config_.dense_table_id) {
     auto done = client_->SyncStep(config_.num_workers, config_.worker_id, /*done=*/false,
-                                  config_.step_timeout);
+                                  config_.step_timeout, pushes);
     ThrowIfError(done.status(), step);
     return;
   }
-  // The step's replies carry the dense values after its update: one round trip fewer a step.
+  // The step's replies carry the dense values after its update: no pull of its own.
   pulled_dense_.resize(dense_size());
   auto done =
       client_->SyncStepAndPullDense(config_.num_workers, config_.worker_id, config_.step_timeout,
-                                    *config_.dense_table_id, absl::MakeSpan(pulled_dense_));
+                                    *config_.dense_table_id, absl::MakeSpan(pulled_dense_), pushes);
   ThrowIfError(done.status(), step);
   WriteDenseParams(pulled_dense_.data());
 }

@@ -6,10 +6,11 @@
 //
 //   half-async: the push goes through the servers' update rule at once.
 //   sync:       the push goes to the servers' accumulators, and a sync-step barrier on every
-//               server applies the average over all workers once, its replies carrying the
-//               dense values after the update (no separate pull); a worker whose pass ended
-//               keeps arriving (with nothing) until every worker's has, so that workers with a
-//               batch more are not left waiting.
+//               server (sent beside the push, not after its replies: it announces the push, and
+//               the server arrives once the push is in) applies the average over all workers
+//               once, its replies carrying the dense values after the update (no separate
+//               pull); a worker whose pass ended keeps arriving (with nothing) until every
+//               worker's has, so that workers with a batch more are not left waiting.
 //
 // A thread that runs out of batches leaves the meeting (OnThreadEnd), so the others do not wait
 // for it. Executor.run is one thread: every run is one step.

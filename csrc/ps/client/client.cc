@@ -259,7 +259,9 @@ struct PendingPush {
 }  // namespace
 
 PsClient::PsClient(ClientOptions options)
-    : options_(std::move(options)), transport_(std::make_unique<detail::Transport>()) {}
+    : options_(std::move(options)),
+      transport_(std::make_unique<detail::Transport>()),
+      accumulate_sent_(new std::atomic<uint32_t>[options_.endpoints.size()]()) {}
 
 absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(ClientOptions options) {
   if (options.endpoints.empty()) return absl::InvalidArgumentError("PsClient: no endpoints");
@@ -647,6 +649,7 @@ Future PsClient::PushSparse(uint32_t table_id, absl::Span<const int64_t> keys,
         p.call->request.header.mutable_keys()->resize(count * sizeof(int64_t));
         // The rows written so far (a slice of the same bytes: nothing is copied).
         p.call->request.payload = p.call->request.payload.sub(0, count * row_bytes);
+        if (kind == PushKind::kAccumulate) accumulate_sent_[s].fetch_add(1);
         state->AddPending(1);
         Launch(s, what, options_.rpc_timeout, p.call,
                WireStarter<PushSparseCall>{transport_->channels[s].get(),
@@ -782,6 +785,7 @@ Future PsClient::PushDenseAndMaybePull(uint32_t table_id, absl::Span<const float
       std::memcpy(bytes, grads.data() + route->layout.BlockBegin(b), length);
       bytes += length;
     }
+    if (kind == PushKind::kAccumulate) accumulate_sent_[s].fetch_add(1);
     Launch(s, what, options_.rpc_timeout, call,
            WireStarter<PushDenseCall>{transport_->channels[s].get(), detail::PsMethod("PushDense")},
            state, [pull, out, route, s, lease](const auto& reply) {
@@ -822,20 +826,24 @@ Future PsClient::Barrier(const std::string& name, uint32_t num_workers, uint32_t
 }
 
 absl::StatusOr<uint32_t> PsClient::SyncStep(uint32_t num_workers, uint32_t worker_id, bool done,
-                                            absl::Duration timeout) {
-  return SyncStepAndMaybePull(num_workers, worker_id, done, timeout, std::nullopt, {});
+                                            absl::Duration timeout,
+                                            absl::Span<const Future> pushes) {
+  return SyncStepAndMaybePull(num_workers, worker_id, done, timeout, std::nullopt, {}, pushes);
 }
 
 absl::StatusOr<uint32_t> PsClient::SyncStepAndPullDense(uint32_t num_workers, uint32_t worker_id,
                                                         absl::Duration timeout, uint32_t table_id,
-                                                        absl::Span<float> out) {
-  return SyncStepAndMaybePull(num_workers, worker_id, /*done=*/false, timeout, table_id, out);
+                                                        absl::Span<float> out,
+                                                        absl::Span<const Future> pushes) {
+  return SyncStepAndMaybePull(num_workers, worker_id, /*done=*/false, timeout, table_id, out,
+                              pushes);
 }
 
 absl::StatusOr<uint32_t> PsClient::SyncStepAndMaybePull(uint32_t num_workers, uint32_t worker_id,
                                                         bool done, absl::Duration timeout,
                                                         std::optional<uint32_t> table_id,
-                                                        absl::Span<float> out) {
+                                                        absl::Span<float> out,
+                                                        absl::Span<const Future> pushes) {
   const DenseRoute* route = nullptr;
   if (table_id) {
     auto route_or = Dense(*table_id);
@@ -847,7 +855,8 @@ absl::StatusOr<uint32_t> PsClient::SyncStepAndMaybePull(uint32_t num_workers, ui
                        ": the table has ", route->layout.dim, " floats, the output ", out.size()));
     }
   }
-  auto state = std::make_shared<detail::CallState>(static_cast<int>(num_servers()));
+  auto state = std::make_shared<detail::CallState>(static_cast<int>(num_servers()),
+                                                   /*cancellable=*/!pushes.empty());
   // Every server reports the same count (each saw the same arrivals); keep the smallest.
   auto done_workers = std::make_shared<std::atomic<uint32_t>>(num_workers);
   for (size_t s = 0; s < num_servers(); ++s) {
@@ -858,6 +867,7 @@ absl::StatusOr<uint32_t> PsClient::SyncStepAndMaybePull(uint32_t num_workers, ui
     call->request.set_timeout_ms(static_cast<uint32_t>(absl::ToInt64Milliseconds(timeout)));
     call->request.set_apply_accumulated(true);
     call->request.set_done(done);
+    call->request.set_accumulate_pushes(accumulate_sent_[s].exchange(0));
     if (route != nullptr) {
       call->request.set_pull_dense(true);
       call->request.set_pull_dense_table(*table_id);
@@ -875,7 +885,22 @@ absl::StatusOr<uint32_t> PsClient::SyncStepAndMaybePull(uint32_t num_workers, ui
                                      : absl::OkStatus();
            });
   }
-  absl::Status status = Future(state).Wait();
+  const Future step(state);
+  if (!pushes.empty() && !step.WaitFor(options_.rpc_timeout)) {
+    // Each push ends within its RPC timeout; one that failed leaves the step waiting for pushes
+    // that will not come (or for a server that does not answer).
+    for (const Future& push : pushes) {
+      absl::Status pushed = push.Wait();
+      if (pushed.ok()) continue;
+      state->Cancel();
+      step.Wait().IgnoreError();
+      return pushed;
+    }
+  }
+  absl::Status status = step.Wait();
+  for (const Future& push : pushes) {
+    if (absl::Status pushed = push.Wait(); !pushed.ok()) return pushed;
+  }
   if (!status.ok()) return status;
   return done_workers->load();
 }

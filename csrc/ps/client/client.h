@@ -153,16 +153,25 @@ class PsClient {
   // kAccumulate) averaged over the workers not `done`. A worker whose pass ended arrives with
   // `done` until this returns num_workers (every worker is done). Blocks; DeadlineExceeded
   // naming the count that arrived when `timeout` passes first.
+  //
+  // `pushes`: the step's accumulate pushes, sent just before and not waited for yet. The step
+  // goes out beside them (each server arrives once the pushes this client announced to it are
+  // in), so a step waits once instead of twice. A failed push's error is returned rather than
+  // the step's (it is the cause); the pushes are waited for once the step has waited an RPC
+  // timeout, and a failed one (a frozen server answers neither) cancels the step instead of
+  // leaving it to wait out the step timeout.
   absl::StatusOr<uint32_t> SyncStep(uint32_t num_workers, uint32_t worker_id, bool done,
-                                    absl::Duration timeout);
+                                    absl::Duration timeout, absl::Span<const Future> pushes = {});
   // A SyncStep of a worker still training that also pulls dense table `table_id` into `out`
   // (dim floats): each server's reply carries its blocks as the step's update left them, which
   // no push can change before this worker's next arrival, so no PullDense need follow the step.
   // NotFound for a table that is not dense, InvalidArgument for an output of the wrong size,
   // both before any call.
+  // `pushes` as SyncStep's.
   absl::StatusOr<uint32_t> SyncStepAndPullDense(uint32_t num_workers, uint32_t worker_id,
                                                 absl::Duration timeout, uint32_t table_id,
-                                                absl::Span<float> out);
+                                                absl::Span<float> out,
+                                                absl::Span<const Future> pushes = {});
 
   // Saves one table (or all, when table_id is empty) on every server into the checkpoint
   // directory `dirname` (checkpoint.h) and returns the rows written. Two phases: every server
@@ -229,7 +238,8 @@ class PsClient {
   absl::StatusOr<uint32_t> SyncStepAndMaybePull(uint32_t num_workers, uint32_t worker_id, bool done,
                                                 absl::Duration timeout,
                                                 std::optional<uint32_t> table_id,
-                                                absl::Span<float> out);
+                                                absl::Span<float> out,
+                                                absl::Span<const Future> pushes);
   // Writes server `server`'s blocks in `values` (the values of a PullDense, PushPullDense or
   // sync-step reply) into `out`.
   static absl::Status CopyDenseBlocks(const detail::FieldBytes& values, const DenseRoute& route,
@@ -283,6 +293,9 @@ class PsClient {
   std::unique_ptr<detail::KeyDedupPool> dedup_pool_;
   // Per server, the slots of the memory shared with it; null for a server reached on the wire.
   std::vector<std::shared_ptr<detail::ShmSlots>> shm_;
+  // Per server: accumulate pushes sent since the last sync step, which announces them
+  // (BarrierRequest.accumulate_pushes) so that a worker need not wait for their replies first.
+  std::unique_ptr<std::atomic<uint32_t>[]> accumulate_sent_;
   std::atomic<State> state_{kOpen};
 };
 

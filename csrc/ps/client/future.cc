@@ -46,6 +46,27 @@ bool CallState::Ready() {
   return done_;
 }
 
+void CallState::Track(const void* rpc, std::function<void()> cancel) {
+  absl::MutexLock lock(&cancel_mu_);
+  cancels_.emplace_back(rpc, std::move(cancel));
+}
+
+void CallState::Untrack(const void* rpc) {
+  absl::MutexLock lock(&cancel_mu_);
+  for (size_t i = 0; i < cancels_.size(); ++i) {
+    if (cancels_[i].first != rpc) continue;
+    cancels_[i] = std::move(cancels_.back());
+    cancels_.pop_back();
+    return;
+  }
+}
+
+void CallState::Cancel() {
+  // Under the lock: an RPC cannot be freed (Untrack first) while it is being cancelled.
+  absl::MutexLock lock(&cancel_mu_);
+  for (auto& [rpc, cancel] : cancels_) cancel();
+}
+
 }  // namespace detail
 
 Future Future::Failed(absl::Status status) {

@@ -3,6 +3,8 @@
 
 #include <functional>
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
@@ -14,7 +16,10 @@ namespace detail {
 // Shared by a Future and the RPC callbacks of its call. Thread-safe.
 class CallState {
  public:
-  explicit CallState(int pending) : pending_(pending) {}
+  // `cancellable`: Launch registers each RPC of the call while it is in flight, so that
+  // Cancel can reach it.
+  explicit CallState(int pending, bool cancellable = false)
+      : cancellable_(cancellable), pending_(pending) {}
   // Runs once after every RPC succeeded, before waiters wake (e.g. to copy repeated rows).
   // Must be set while the call cannot complete yet (some pending count is still held).
   void SetFinisher(std::function<void()> finisher);
@@ -28,8 +33,20 @@ class CallState {
   bool WaitFor(absl::Duration timeout);
   bool Ready();
 
+  // A cancellable call's RPCs: Launch tracks each one (`cancel` cancels it) before starting it
+  // and untracks it before freeing it; Cancel cancels those still in flight, which then end
+  // CANCELLED through their callbacks (gRPC does not run a callback inside TryCancel).
+  bool cancellable() const { return cancellable_; }
+  void Track(const void* rpc, std::function<void()> cancel);
+  void Untrack(const void* rpc);
+  void Cancel();
+
  private:
   void Complete() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const bool cancellable_;
+  absl::Mutex cancel_mu_;
+  std::vector<std::pair<const void*, std::function<void()>>> cancels_ ABSL_GUARDED_BY(cancel_mu_);
 
   absl::Mutex mu_;
   int pending_ ABSL_GUARDED_BY(mu_);

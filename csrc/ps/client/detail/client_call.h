@@ -106,6 +106,9 @@ void PsClient::Launch(size_t server, std::string what, absl::Duration timeout, C
   const size_t bytes_sent = call->request.ByteSizeLong();
   const absl::Time begun = absl::Now();
   meter_->Begin();
+  if (state->cancellable()) {
+    state->Track(call, [context = &call->context] { context->TryCancel(); });
+  }
   start(transport_->stubs[server]->async(), &call->context, &call->request, &call->reply,
         [this, call, server, what = std::move(what), deadline, start, where = std::move(where),
          state = std::move(state), inflight = inflight_, incarnations = incarnations_,
@@ -121,6 +124,7 @@ void PsClient::Launch(size_t server, std::string what, absl::Duration timeout, C
             // in-flight count before this one gives it back, so the client outlives both.
             auto* again = new CallT;
             again->request = std::move(call->request);
+            if (state->cancellable()) state->Untrack(call);
             delete call;
             Launch(server, std::move(what), deadline - absl::Now(), again, start, std::move(state),
                    std::move(on_reply));
@@ -150,6 +154,7 @@ void PsClient::Launch(size_t server, std::string what, absl::Duration timeout, C
             if (!status.ok())
               status = absl::Status(status.code(), absl::StrCat(where, ": ", status.message()));
           }
+          if (state->cancellable()) state->Untrack(call);
           delete call;
           state->Done(std::move(status));
           absl::MutexLock lock(&inflight->mu);

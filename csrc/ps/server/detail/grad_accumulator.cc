@@ -98,4 +98,31 @@ absl::Status GradAccumulator::ApplyAll(float scale) {
   return first;
 }
 
+void GradAccumulator::CountPush() {
+  absl::MutexLock lock(&count_mu_);
+  ++pushes_counted_;
+}
+
+absl::Status GradAccumulator::AwaitPushes(uint32_t announced, absl::Time deadline) {
+  absl::MutexLock lock(&count_mu_);
+  pushes_announced_ += announced;
+  auto all_in = [this]() ABSL_SHARED_LOCKS_REQUIRED(count_mu_) {
+    return pushes_counted_ >= pushes_announced_;
+  };
+  if (count_mu_.AwaitWithDeadline(absl::Condition(&all_in), deadline)) return absl::OkStatus();
+  const uint64_t expected = pushes_announced_;
+  const uint64_t counted = pushes_counted_;
+  pushes_announced_ -= announced;
+  return absl::DeadlineExceededError(absl::StrCat(
+      "sync step: the workers arrived so far announced ", expected,
+      " accumulate pushes to this server, ", counted,
+      " reached it before the step's deadline (a push lost on the way, or its worker died)"));
+}
+
+void GradAccumulator::ResetPushCounts() {
+  absl::MutexLock lock(&count_mu_);
+  pushes_counted_ = 0;
+  pushes_announced_ = 0;
+}
+
 }  // namespace fleet::ps::detail

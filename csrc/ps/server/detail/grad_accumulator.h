@@ -16,6 +16,8 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "ps/server/detail/table_set.h"
 
@@ -33,6 +35,24 @@ class GradAccumulator {
   // Applies every pending sum times `scale` through its table's update rule and clears them.
   // Not meant to run beside Add* of the same step (the barrier orders them).
   absl::Status ApplyAll(float scale);
+
+  // A sync worker sends a step's accumulate pushes and its step barrier without waiting for the
+  // pushes' replies, announcing in the barrier how many pushes it sent this server
+  // (BarrierRequest.accumulate_pushes); handlers may run in any order, so the arrival waits
+  // until the pushes are in:
+  //   CountPush:       an accumulate push's handler ended (whatever its outcome: a failed push
+  //                    is counted too, its error goes to the worker in the push's reply).
+  //   AwaitPushes:     adds `announced` to the round's announced pushes and blocks until at
+  //                    least as many have been counted; DeadlineExceeded at `deadline`, naming
+  //                    both counts (the announcement is taken back).
+  //   ResetPushCounts: the round ends (every arrival's pushes were counted, and no worker can
+  //                    have sent the next step's before the round releases it): both start again
+  //                    from zero, so that a push nobody announced (a client that awaited its
+  //                    pushes) cannot carry over.
+  // Thread-safe.
+  void CountPush();
+  absl::Status AwaitPushes(uint32_t announced, absl::Time deadline);
+  void ResetPushCounts();
 
  private:
   struct Sparse {
@@ -54,6 +74,25 @@ class GradAccumulator {
   std::mutex mu_;  // guards the maps (not their entries)
   std::map<uint32_t, std::unique_ptr<Sparse>> sparse_;
   std::map<uint32_t, std::unique_ptr<Dense>> dense_;
+
+  absl::Mutex count_mu_;
+  uint64_t pushes_counted_ ABSL_GUARDED_BY(count_mu_) = 0;
+  uint64_t pushes_announced_ ABSL_GUARDED_BY(count_mu_) = 0;
+};
+
+// Counts an accumulate push when its handler ends (CountPush), whichever way it returns; does
+// nothing for other pushes (a null accumulator).
+class CountedPush {
+ public:
+  explicit CountedPush(GradAccumulator* accumulator) : accumulator_(accumulator) {}
+  ~CountedPush() {
+    if (accumulator_ != nullptr) accumulator_->CountPush();
+  }
+  CountedPush(const CountedPush&) = delete;
+  CountedPush& operator=(const CountedPush&) = delete;
+
+ private:
+  GradAccumulator* accumulator_;
 };
 
 }  // namespace fleet::ps::detail

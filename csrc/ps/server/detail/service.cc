@@ -207,6 +207,7 @@ grpc::Status PsServiceImpl::PushSparse(grpc::ServerContext* context,
                                        const proto::PushSparseRequest* request,
                                        proto::PushReply* reply) {
   ServedRpc metered(&meter_, RpcKind::kPushSparse, *request, *reply, *reply->mutable_status());
+  const CountedPush counted(request->accumulate() ? &accumulator_ : nullptr);
   if (!Admit(context, reply->mutable_status())) return grpc::Status::OK;
   reply->set_table_id(request->table_id());
   absl::Status status = Guarded("PushSparse", [&]() -> absl::Status {
@@ -269,6 +270,7 @@ void PsServiceImpl::ServePushDense(grpc::ServerContext* context,
   ServedRpc metered(
       &meter_, RpcKind::kPushDense, request, [reply] { return reply->ByteSizeLong(); },
       *header->mutable_status());
+  const CountedPush counted(request.accumulate() ? &accumulator_ : nullptr);
   if (!Admit(context, header->mutable_status())) return;
   header->set_table_id(request.table_id());
   absl::Status status = Guarded("PushDense", [&]() -> absl::Status {
@@ -332,11 +334,23 @@ void PsServiceImpl::ServeBarrier(grpc::ServerContext* context, const proto::Barr
                                                           request.worker_id(), timeout));
     return;
   }
+  // The step's pushes may still be on their way (sent beside this request): arrive once they
+  // are in (waiting at most the barrier's timeout for them too; they are normally in within
+  // microseconds, so the barrier keeps its whole timeout and the message that names it).
+  if (request.accumulate_pushes() > 0) {
+    absl::Status landed =
+        accumulator_.AwaitPushes(request.accumulate_pushes(), absl::Now() + timeout);
+    if (!landed.ok()) {
+      SetStatus(header->mutable_status(), landed);
+      return;
+    }
+  }
   const uint32_t num_workers = request.num_workers();
   uint32_t done_workers = 0;
   absl::Status status = barriers_->ArriveAndRun(
       request.name(), num_workers, request.worker_id(), timeout, request.done(),
       [this, num_workers](uint32_t done) {
+        accumulator_.ResetPushCounts();
         // The workers still training contributed this step; finished ones sent nothing.
         const uint32_t contributors = num_workers - done;
         if (contributors == 0) return absl::OkStatus();
