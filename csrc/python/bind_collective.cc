@@ -39,6 +39,7 @@ class StoreServer {
       : server_(std::make_unique<collective::TcpStoreServer>(host, port, job_id)) {}
   int port() const { return Get().port(); }
   std::string endpoint() const { return Get().endpoint(); }
+  std::vector<std::string> serving_errors() const { return Get().ServingErrors(); }
   void Close() { server_.reset(); }
 
  private:
@@ -184,6 +185,10 @@ void BindStores(py::module_& m) {
            py::arg("job_id") = "")
       .def_property_readonly("port", &StoreServer::port)
       .def_property_readonly("endpoint", &StoreServer::endpoint)
+      .def_property_readonly("serving_errors", &StoreServer::serving_errors,
+                             "The last failures of the store while serving a client (out of "
+                             "memory, no thread for a connection), oldest first; each was also "
+                             "written to stderr and sent to that client")
       .def("close", &StoreServer::Close, py::call_guard<py::gil_scoped_release>());
 }
 

@@ -32,9 +32,10 @@ Frame HandleStoreRequest(MemoryStore* data, const Frame& request) {
     }
   } catch (const Error& e) {
     return {kStoreError, {e.what()}};
-  } catch (const std::exception& e) {  // e.g. bad_alloc storing a value: refuse the one request
-    return {kStoreError, {absl::StrCat("request failed: ", e.what())}};
   }
+  // Anything else (std::bad_alloc storing or copying a value) is a failure of the store, not of
+  // the request: it goes to the server, which reports it with the client and closes that
+  // connection (tcp_store.cc).
 }
 
 }  // namespace fleet::collective::detail

@@ -28,7 +28,8 @@ enum StoreOp : uint8_t {
   kStoreError = 102
 };
 
-// Answers one request against `data`. Never throws for any request content.
+// Answers one request against `data`. Never throws for any request content; throws what the
+// store's memory throws (std::bad_alloc) when it runs out.
 Frame HandleStoreRequest(MemoryStore* data, const Frame& request);
 
 }  // namespace fleet::collective::detail
