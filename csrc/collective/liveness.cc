@@ -4,12 +4,15 @@
 #include <netdb.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <system_error>
 
+#include "absl/strings/str_cat.h"
 #include "core/errors.h"
 
 namespace fleet::collective {
@@ -39,7 +42,58 @@ bool Resolve(const std::string& endpoint, sockaddr_storage* address, socklen_t* 
 }  // namespace
 
 LivenessListener::LivenessListener(const std::string& host, int port)
-    : socket_(detail::Listen(host, port, &port_)) {}
+    : socket_(detail::Listen(host, port, &port_)) {
+  // Non-blocking, so that the thread takes every queued probe and then waits in poll.
+  const int flags = fcntl(socket_.fd(), F_GETFL);
+  FLEET_ENFORCE(flags >= 0 && fcntl(socket_.fd(), F_SETFL, flags | O_NONBLOCK) == 0, Unavailable,
+                "liveness listener on ", host, ":", port_,
+                ": cannot make it non-blocking: ", std::strerror(errno));
+  FLEET_ENFORCE(pipe2(wake_, O_CLOEXEC) == 0, Unavailable, "liveness listener on ", host, ":",
+                port_, ": cannot create a wake-up pipe: ", std::strerror(errno));
+  try {
+    answering_ = std::thread([this] { AnswerProbes(); });
+  } catch (const std::system_error& e) {
+    close(wake_[0]);
+    close(wake_[1]);
+    throw Unavailable(absl::StrCat("liveness listener on ", host, ":", port_,
+                                   ": cannot start its thread: ", e.what()));
+  }
+}
+
+LivenessListener::~LivenessListener() {
+  char byte = 0;
+  if (write(wake_[1], &byte, 1) < 0) {
+    // A full pipe already holds a wake-up.
+  }
+  answering_.join();
+  close(wake_[0]);
+  close(wake_[1]);
+}
+
+void LivenessListener::AnswerProbes() {
+  while (true) {
+    pollfd fds[2] = {{socket_.fd(), POLLIN, 0}, {wake_[0], POLLIN, 0}};
+    if (poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
+    if (fds[1].revents != 0) return;
+    // Take every queued probe; closing it unread is the answer (the prober sent nothing).
+    while (true) {
+      const int fd = accept4(socket_.fd(), nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd >= 0) {
+        close(fd);
+        continue;
+      }
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+        // No descriptor to accept with: wait a moment (or for the wake-up) rather than spin.
+        poll(fds + 1, 1, 100);
+      }
+      break;  // EAGAIN: the queue is empty
+    }
+  }
+}
 
 std::vector<int> UnreachableRanks(const std::vector<std::string>& endpoints, int self,
                                   Duration timeout) {

@@ -3,12 +3,15 @@
 // away can name it (a Gloo error only names a socket address).
 //
 // Each rank holds a LivenessListener on its job endpoint (fleetrun's PADDLE_CURRENT_ENDPOINT,
-// which nothing else listens on in a collective job). Nobody ever accepts on it: the kernel
-// completes a probe's TCP handshake while the process lives, and refuses it once the process has
-// exited or been killed, with no thread and no protocol. UnreachableRanks probes the peers after
-// a failure.
+// which nothing else listens on in a collective job) or, in a Gloo group, on an ephemeral port
+// announced at the rendezvous. A probe is a bare TCP connect: the kernel refuses it once the
+// process has exited or been killed. While the process lives, one thread accepts each probe and
+// closes it at once (the answer), so that however many probes come, none waits in a full listen
+// queue (the kernel drops connects beyond it, which would name a live rank as gone), and the
+// listener holds no descriptor per probe. UnreachableRanks probes the peers after a failure.
 
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "collective/detail/socket.h"
@@ -18,13 +21,24 @@ namespace fleet::collective {
 
 class LivenessListener {
  public:
-  // Listens on host:port; Unavailable naming the endpoint when it cannot.
+  // Listens on host:port (0: an ephemeral port, see port()) and answers probes until destroyed;
+  // Unavailable naming the endpoint when it cannot listen.
   LivenessListener(const std::string& host, int port);
+  // Stops answering and closes the listening socket (later probes are refused).
+  ~LivenessListener();
+  LivenessListener(const LivenessListener&) = delete;
+  LivenessListener& operator=(const LivenessListener&) = delete;
+
+  // The port listened on.
   int port() const { return port_; }
 
  private:
+  void AnswerProbes();
+
+  int port_ = 0;  // declared before socket_: Listen writes it while socket_ is built
   detail::Socket socket_;
-  int port_ = 0;
+  int wake_[2] = {-1, -1};  // a pipe that wakes the answering thread on destruction
+  std::thread answering_;
 };
 
 // The indices of `endpoints` ("host:port" each), in increasing order, that refuse a TCP
