@@ -578,8 +578,9 @@ def main() -> int:
     parser.add_argument(
         "--local_transport",
         choices=("off", "unix", "shm"),
-        default="off",
-        help="Fleet's workers to their servers: loopback TCP, Unix sockets or shared memory",
+        default="shm",
+        help="Fleet's workers to their servers: loopback TCP, Unix sockets or shared memory "
+        "(default, as the strategy's)",
     )
     parser.add_argument("--skip_peer", action="store_true", help="do not run Paddle")
     parser.add_argument(

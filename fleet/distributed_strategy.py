@@ -96,9 +96,10 @@ class AsyncConfig:
         floats on the wire; "unix" (or True), a server also listens on a Unix-domain socket
         named after its endpoint, and the worker calls it over it, with the same protocol and
         checks (a worker that finds no socket there says so on stderr and uses TCP; servers on
-        port 0 have no socket). Default "off". Measured per 1.7 MB dense push + pull: the Unix
-        socket took 9% less CPU of both processes than loopback TCP, and the CTR-DNN jobs' CPU
-        per sample did not change within the noise; shared memory: see docs/benchmarks.md.
+        port 0 have no socket). Default "shm". Measured per 1.7 MB dense push + pull (CTR-DNN's
+        Adam table, both processes' CPU, quiet machine): shared memory 0.28 of loopback TCP's,
+        and an async CTR-DNN job 12-18% faster; the Unix socket 9% less than TCP, and no change
+        in the jobs (docs/benchmarks.md).
 
     Keys Paddle 2.6.2 prints in a_sync_configs that Fleet does not act on (PADDLE_ONLY_KEYS) are
     accepted, kept in `paddle_only` (so that a printed config assigned back round-trips) and
@@ -118,7 +119,7 @@ class AsyncConfig:
     rpc_timeout_s: float = 30.0
     server_restarts: bool = False
     worker_restarts: bool = False
-    local_transport: str = "off"
+    local_transport: str = "shm"
     paddle_only: dict = dataclasses.field(default_factory=dict)
 
     # Key -> (type, why Fleet does not act on it).

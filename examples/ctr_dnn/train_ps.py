@@ -56,7 +56,7 @@ def strategy_for(args: argparse.Namespace) -> fleet.DistributedStrategy:
         configs["max_dense_staleness"] = args.max_dense_staleness
     if args.no_prefetch:
         configs["prefetch_sparse"] = False
-    if args.local_transport != "off":
+    if args.local_transport is not None:
         configs["local_transport"] = args.local_transport
     strategy = fleet.DistributedStrategyFactory.create(args.mode, args.update_frequency, **configs)
     if args.ssd_path:
@@ -314,11 +314,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--local_transport",
         nargs="?",
         const="unix",
-        default="off",
+        default=None,
         choices=("off", "unix", "shm"),
         help="how workers reach the servers of their own host (a_sync_configs['local_transport']):"
-        " 'unix' (the flag alone), the servers' Unix-domain sockets; 'shm', the dense floats "
-        "through shared memory; 'off' (default), loopback TCP",
+        " 'unix' (the flag alone), the servers' Unix-domain sockets; 'shm' (the strategy's "
+        "default), the dense floats through shared memory; 'off', loopback TCP",
     )
     parser.add_argument(
         "--ssd_path",
