@@ -92,7 +92,13 @@ def test_a_switch_has_its_default_and_takes_only_a_bool(key, default, bad):
 def test_local_transport_is_shared_memory_by_default_and_takes_a_name_or_a_bool():
     strategy = fleet.DistributedStrategy()
     assert strategy.a_sync_configs["local_transport"] == "shm"
-    for value, stored in [("off", "off"), ("shm", "shm"), ("unix", "unix"), (True, "unix"), (False, "off")]:
+    for value, stored in [
+        ("off", "off"),
+        ("shm", "shm"),
+        ("unix", "unix"),
+        (True, "unix"),
+        (False, "off"),
+    ]:
         strategy.a_sync_configs = {"local_transport": value}
         assert strategy.async_config.local_transport == stored
     for bad in ("on", 1, None):
