@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import os
 import socket
-import subprocess
-import sys
 import threading
 
 import numpy as np
@@ -21,6 +19,7 @@ import pytest
 
 from fleet import _core
 from fleet.errors import Timeout
+from tests.python.e2e.serving_child import serving_child
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -39,23 +38,8 @@ HANG_GUARD_S = 20.0
 
 @pytest.fixture
 def listener_process():
-    proc = subprocess.Popen(
-        [sys.executable, "-c", LISTENER],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        port = int(proc.stdout.readline())
-        yield proc, port
-    finally:
-        proc.stdin.close()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+    with serving_child(LISTENER) as served:
+        yield served
 
 
 def open_fds(pid: int) -> int:

@@ -9,13 +9,13 @@ import os
 import socket
 import struct
 import subprocess
-import sys
 import time
 
 import pytest
 
 from fleet import _core
 from fleet.errors import InvalidArgument
+from tests.python.e2e.serving_child import serving_child
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -31,23 +31,8 @@ server.close()
 
 @pytest.fixture
 def store_process():
-    proc = subprocess.Popen(
-        [sys.executable, "-c", SERVER],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        port = int(proc.stdout.readline())
-        yield proc, port
-    finally:
-        proc.stdin.close()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+    with serving_child(SERVER) as served:
+        yield served
 
 
 def rss_kib(pid: int) -> int:
