@@ -15,6 +15,14 @@ void AddTo(float* __restrict sum, const float* __restrict g, size_t n) {
   for (size_t k = 0; k < n; ++k) sum[k] += g[k];
 }
 
+// The key at the first of a shard's `positions` whose row index is `absent`, for the error that
+// names it.
+int64_t FirstAbsentKey(absl::Span<const int64_t> keys, const uint32_t* positions, size_t n,
+                       const uint32_t* index, uint32_t absent) {
+  return keys[*std::find_if(positions, positions + n,
+                            [&](uint32_t i) { return index[i] == absent; })];
+}
+
 }  // namespace
 
 LocalRows::LocalRows(size_t dim, std::unique_ptr<ps::UpdateRule> rule)
@@ -165,10 +173,9 @@ void LocalRows::Update(absl::Span<const int64_t> keys, absl::Span<const float> g
       keys, lookup,
       [&](Shard& shard, const uint32_t* positions, size_t n, const uint32_t* index, size_t absent) {
         if (absent > 0) {
-          const uint32_t* i = std::find_if(positions, positions + n,
-                                           [&](uint32_t i) { return index[i] == kAbsent; });
-          throw Internal(
-              absl::StrCat("GEO push of id ", keys[*i], " that was never pulled on this worker"));
+          throw Internal(absl::StrCat("GEO push of id ",
+                                      FirstAbsentKey(keys, positions, n, index, kAbsent),
+                                      " that was never pulled on this worker"));
         }
         // Stamps of earlier pushes never equal this one's (0 is no push; after 2^32 - 1 pushes the
         // stamps are cleared).
@@ -253,10 +260,9 @@ void LocalRows::Rebase(absl::Span<const int64_t> keys, absl::Span<const float> f
       keys, lookup,
       [&](Shard& shard, const uint32_t* positions, size_t n, const uint32_t* index, size_t absent) {
         if (absent > 0) {
-          const uint32_t* i = std::find_if(positions, positions + n,
-                                           [&](uint32_t i) { return index[i] == kAbsent; });
-          throw Internal(
-              absl::StrCat("GEO fresh values of id ", keys[*i], " that this worker does not hold"));
+          throw Internal(absl::StrCat("GEO fresh values of id ",
+                                      FirstAbsentKey(keys, positions, n, index, kAbsent),
+                                      " that this worker does not hold"));
         }
         for (size_t j = 0; j < n; ++j) {
           if (j + kPrefetchAhead < n) {
