@@ -104,6 +104,7 @@ def test_sync_is_compared_with_paddle_single_process_while_paddle_sync_fails():
         thread=1,
         servers=1,
         workers=2,
+        local_transport="shm",
     )
     data = {"oracle_auc": 0.8}
     fleet = {
@@ -127,6 +128,7 @@ def test_sync_is_compared_with_paddle_single_process_while_paddle_sync_fails():
     assert result["geo_ratio_vs_paddle"] == 2.0
     assert result["sync_ratio_vs_paddle"] == pytest.approx(7000 / 3000, abs=1e-3)
     assert result["sync_ratio_vs"] == "paddle_single"
+    assert result["local_transport"] == "shm"
     assert result["paddle_sync_failed"] == "SIGSEGV in SendBarrierOp"
     assert any("sync mode failed" in note for note in result["notes"])
     assert result["async_vs_single"] == 1.8 and result["geo_vs_single"] == 1.6
