@@ -270,10 +270,13 @@ def test_a_collective_host_that_dies_ends_the_job(tmp_path):
     # own message names only a socket address, on loopback 127.0.0.1: the group probes each
     # rank's liveness listener, see csrc/collective/gloo_backend.h). The other rank of the
     # surviving host may be named too: it fails on the same broken connections and may exit
-    # before this one probes.
+    # before this one probes. And one of the dead host's two ranks may still answer: the two are
+    # killed one after the other, and a killed process's listening socket takes connections
+    # until its descriptors close, after its memory is torn down (seen once in CI, where only
+    # rank 2 was named; the message still names rank 3's broken connection).
     assert "fleet.errors.Unavailable" in err and "group 'worker'" in err, err[-3000:]
     assert re.search(
-        r"rank\(s\) ([01], )?2, 3 of 4 on host\(s\) (127.0.0.2, )?127.0.0.3 are gone", err
+        r"rank\(s\) ([01], )?(2, 3|2|3) of 4 on host\(s\) (127.0.0.2, )?127.0.0.3 are gone", err
     ), err[-3000:]
     assert lh.running(list(lh.pids(tmp_path).values())) == []
 
