@@ -1,7 +1,5 @@
 #include "ps/client/client.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
@@ -97,34 +95,8 @@ using PullDenseCall = detail::Call<
 using PushDenseCall = detail::Call<
     detail::SliceFieldRequest<proto::PushDenseRequest, proto::PushDenseRequest::kGradsFieldNumber>,
     detail::SliceFieldReply<proto::PushReply, proto::PushReply::kValuesFieldNumber>>;
-using SyncStepCall = detail::Call<
-    proto::BarrierRequest,
-    detail::SliceFieldReply<proto::BarrierReply, proto::BarrierReply::kValuesFieldNumber>>;
 
-// Starts a call of PsService's `method` on `channel` for the request and reply types of
-// dense_wire.h, through a generic stub: the same channel, deadline and metadata as the
-// generated stub's calls (Launch passes that stub, which is not needed here).
-//
-// The starter travels in the call's callback (Launch sends a call again with it), so it must not
-// own the channel: a callback that dropped the last reference would destroy the channel on the
-// channel's own callback thread, which gRPC refuses by aborting (grpc_cq_internal_unref). The
-// client's transport owns the channels and outlives every call (~PsClient waits for them).
-template <class CallT>
-struct WireStarter {
-  grpc::Channel* channel;
-  std::string method;
-
-  template <class Stub, class Request, class Reply, class Done>
-  void operator()(Stub*, grpc::ClientContext* context, const Request* request, Reply* reply,
-                  Done done) const {
-    // A shared_ptr that shares no ownership (aliasing an empty one): the stub only borrows it.
-    std::shared_ptr<grpc::ChannelInterface> borrowed(std::shared_ptr<void>(), channel);
-    grpc::TemplatedGenericStub<decltype(CallT::request), decltype(CallT::reply)>(borrowed)
-        .UnaryCall(context, method, grpc::StubOptions(), request, reply, std::move(done));
-  }
-};
 using HeartbeatCall = detail::Call<proto::HeartbeatRequest, proto::HeartbeatReply>;
-using AttachSegmentCall = detail::Call<proto::AttachSegmentRequest, proto::AttachSegmentReply>;
 
 void SetRange(proto::ShmRange* range, uint64_t offset, uint64_t length) {
   range->set_offset(offset);
@@ -321,65 +293,6 @@ void PsClient::Close() {
 
 const std::string& PsClient::target(size_t server) const { return transport_->targets.at(server); }
 
-bool PsClient::shared_memory(size_t server) const {
-  return server < shm_.size() && shm_[server] != nullptr;
-}
-
-void PsClient::AttachSharedMemory() {
-  shm_.resize(num_servers());
-  if (!options_.local_shared_memory || options_.local_host.empty() || options_.server_restarts) {
-    return;
-  }
-  for (size_t s = 0; s < num_servers(); ++s) {
-    const std::string& endpoint = options_.endpoints[s];
-    if (detail::EndpointHost(endpoint) != options_.local_host) continue;
-    uint64_t floats = 0;  // the server's largest share of a dense table
-    for (const auto& [id, route] : dense_) floats = std::max<uint64_t>(floats, route.local_size[s]);
-    if (floats == 0) continue;
-    const uint64_t half = (floats * sizeof(float) + 63) / 64 * 64;  // slots on cache lines
-    auto segment = detail::ShmSegment::Create(detail::ShmSlots::SegmentBytes(half));
-    absl::Status status = segment.status();
-    uint64_t segment_id = 0;
-    if (status.ok()) {
-      const detail::ShmSegment& created = **segment;
-      status = CallServers<AttachSegmentCall>(
-          "AttachSegment", options_.rpc_timeout, {s}, FLEET_PS_STARTER(AttachSegment),
-          [&created](AttachSegmentCall* call) {
-            call->request.set_pid(static_cast<uint64_t>(getpid()));
-            call->request.set_fd(static_cast<uint64_t>(created.fd()));
-            call->request.set_token(created.token());
-            call->request.set_size(created.size());
-          },
-          [&segment_id](size_t, const proto::AttachSegmentReply& reply) {
-            segment_id = reply.segment_id();
-            return absl::OkStatus();
-          });
-    }
-    if (!status.ok()) {
-      std::fprintf(stderr,
-                   "fleet: parameter server %zu at %s is on this host but shares no memory with "
-                   "this worker (%s): its dense floats go over the wire\n",
-                   s, endpoint.c_str(), std::string(status.message()).c_str());
-      continue;
-    }
-    shm_[s] = std::make_shared<detail::ShmSlots>(*std::move(segment), segment_id, half);
-  }
-}
-
-void PsClient::DetachSharedMemory() {
-  const absl::Duration timeout = std::min(options_.rpc_timeout, absl::Seconds(2));
-  for (size_t s = 0; s < shm_.size(); ++s) {
-    if (shm_[s] == nullptr) continue;
-    const uint64_t id = shm_[s]->segment_id();
-    // Best effort: a server that is gone has dropped the mapping with its process.
-    CallServers<AttachSegmentCall>(
-        "AttachSegment (detach)", timeout, {s}, FLEET_PS_STARTER(AttachSegment),
-        [id](AttachSegmentCall* call) { call->request.set_detach(id); },
-        [](size_t, const proto::AttachSegmentReply&) { return absl::OkStatus(); })
-        .IgnoreError();
-  }
-}
-
 absl::Status PsClient::CheckUsable(const char* what) const {
   switch (state_.load()) {
     case kOpen:
@@ -551,8 +464,8 @@ Future PsClient::PullSparse(uint32_t table_id, absl::Span<const int64_t> keys,
         p.call->request.mutable_keys()->resize(count * sizeof(int64_t));
         state->AddPending(1);
         Launch(s, what, options_.rpc_timeout, p.call,
-               WireStarter<PullSparseCall>{transport_->channels[s].get(),
-                                           detail::PsMethod("PullSparse")},
+               detail::WireStarter<PullSparseCall>{transport_->channels[s].get(),
+                                                   detail::PsMethod("PullSparse")},
                state, [out, dim, positions = std::move(positions)](const auto& reply) {
                  return ScatterRows(reply.values(), positions, dim, out);
                });
@@ -652,8 +565,8 @@ Future PsClient::PushSparse(uint32_t table_id, absl::Span<const int64_t> keys,
         if (kind == PushKind::kAccumulate) accumulate_sent_[s].fetch_add(1);
         state->AddPending(1);
         Launch(s, what, options_.rpc_timeout, p.call,
-               WireStarter<PushSparseCall>{transport_->channels[s].get(),
-                                           detail::PsMethod("PushSparse")},
+               detail::WireStarter<PushSparseCall>{transport_->channels[s].get(),
+                                                   detail::PsMethod("PushSparse")},
                state, [](const proto::PushReply&) { return absl::OkStatus(); });
         p.call = nullptr;
       });
@@ -698,7 +611,8 @@ Future PsClient::PullDense(uint32_t table_id, absl::Span<float> out) {
                route->local_size[s] * sizeof(float));
     }
     Launch(s, what, options_.rpc_timeout, call,
-           WireStarter<PullDenseCall>{transport_->channels[s].get(), detail::PsMethod("PullDense")},
+           detail::WireStarter<PullDenseCall>{transport_->channels[s].get(),
+                                              detail::PsMethod("PullDense")},
            state, [out, route, s, lease](const auto& reply) {
              if (lease == nullptr) return CopyDenseBlocks(reply.values(), *route, s, out);
              CopyDenseBlocks(lease->values(), *route, s, out);
@@ -787,7 +701,8 @@ Future PsClient::PushDenseAndMaybePull(uint32_t table_id, absl::Span<const float
     }
     if (kind == PushKind::kAccumulate) accumulate_sent_[s].fetch_add(1);
     Launch(s, what, options_.rpc_timeout, call,
-           WireStarter<PushDenseCall>{transport_->channels[s].get(), detail::PsMethod("PushDense")},
+           detail::WireStarter<PushDenseCall>{transport_->channels[s].get(),
+                                              detail::PsMethod("PushDense")},
            state, [pull, out, route, s, lease](const auto& reply) {
              if (lease == nullptr) {
                return pull ? CopyDenseBlocks(reply.values(), *route, s, out) : absl::OkStatus();
@@ -823,86 +738,6 @@ Future PsClient::Barrier(const std::string& name, uint32_t num_workers, uint32_t
          timeout + options_.rpc_timeout, call, FLEET_PS_STARTER(Barrier), state,
          [](const proto::BarrierReply&) { return absl::OkStatus(); });
   return Future(state);
-}
-
-absl::StatusOr<uint32_t> PsClient::SyncStep(uint32_t num_workers, uint32_t worker_id, bool done,
-                                            absl::Duration timeout,
-                                            absl::Span<const Future> pushes) {
-  return SyncStepAndMaybePull(num_workers, worker_id, done, timeout, std::nullopt, {}, pushes);
-}
-
-absl::StatusOr<uint32_t> PsClient::SyncStepAndPullDense(uint32_t num_workers, uint32_t worker_id,
-                                                        absl::Duration timeout, uint32_t table_id,
-                                                        absl::Span<float> out,
-                                                        absl::Span<const Future> pushes) {
-  return SyncStepAndMaybePull(num_workers, worker_id, /*done=*/false, timeout, table_id, out,
-                              pushes);
-}
-
-absl::StatusOr<uint32_t> PsClient::SyncStepAndMaybePull(uint32_t num_workers, uint32_t worker_id,
-                                                        bool done, absl::Duration timeout,
-                                                        std::optional<uint32_t> table_id,
-                                                        absl::Span<float> out,
-                                                        absl::Span<const Future> pushes) {
-  const DenseRoute* route = nullptr;
-  if (table_id) {
-    auto route_or = Dense(*table_id);
-    if (!route_or.ok()) return route_or.status();
-    route = *route_or;
-    if (out.size() != route->layout.dim) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("sync step (worker ", worker_id, ") pulling dense table ", *table_id,
-                       ": the table has ", route->layout.dim, " floats, the output ", out.size()));
-    }
-  }
-  auto state = std::make_shared<detail::CallState>(static_cast<int>(num_servers()),
-                                                   /*cancellable=*/!pushes.empty());
-  // Every server reports the same count (each saw the same arrivals); keep the smallest.
-  auto done_workers = std::make_shared<std::atomic<uint32_t>>(num_workers);
-  for (size_t s = 0; s < num_servers(); ++s) {
-    auto* call = new SyncStepCall;
-    call->request.set_name("__sync_step__");
-    call->request.set_num_workers(num_workers);
-    call->request.set_worker_id(worker_id);
-    call->request.set_timeout_ms(static_cast<uint32_t>(absl::ToInt64Milliseconds(timeout)));
-    call->request.set_apply_accumulated(true);
-    call->request.set_done(done);
-    call->request.set_accumulate_pushes(accumulate_sent_[s].exchange(0));
-    if (route != nullptr) {
-      call->request.set_pull_dense(true);
-      call->request.set_pull_dense_table(*table_id);
-    }
-    Launch(s, absl::StrCat("sync step (worker ", worker_id, ")"), timeout + options_.rpc_timeout,
-           call,
-           WireStarter<SyncStepCall>{transport_->channels[s].get(), detail::PsMethod("Barrier")},
-           state, [done_workers, route, s, out](const auto& reply) {
-             const uint32_t done_here = reply.header().done_workers();
-             uint32_t seen = done_workers->load();
-             while (done_here < seen && !done_workers->compare_exchange_weak(seen, done_here)) {
-             }
-             // A server holding no block of the table sends no values.
-             return route != nullptr ? CopyDenseBlocks(reply.values(), *route, s, out)
-                                     : absl::OkStatus();
-           });
-  }
-  const Future step(state);
-  if (!pushes.empty() && !step.WaitFor(options_.rpc_timeout)) {
-    // Each push ends within its RPC timeout; one that failed leaves the step waiting for pushes
-    // that will not come (or for a server that does not answer).
-    for (const Future& push : pushes) {
-      absl::Status pushed = push.Wait();
-      if (pushed.ok()) continue;
-      state->Cancel();
-      step.Wait().IgnoreError();
-      return pushed;
-    }
-  }
-  absl::Status status = step.Wait();
-  for (const Future& push : pushes) {
-    if (absl::Status pushed = push.Wait(); !pushed.ok()) return pushed;
-  }
-  if (!status.ok()) return status;
-  return done_workers->load();
 }
 
 }  // namespace fleet::ps

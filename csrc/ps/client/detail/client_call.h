@@ -1,8 +1,9 @@
 #pragma once
-// Internals of PsClient shared by client.cc and client_admin.cc: the state of one RPC, the RPCs
-// in flight, the conversion of RPC outcomes to absl::Status, and the Launch / CallAll member
-// templates that every call goes through.
+// Internals of PsClient shared by its .cc files (client, admin, shared memory, sync step): the
+// state of one RPC, the RPCs in flight, the conversion of RPC outcomes to absl::Status, and the
+// Launch / CallAll member templates that every call goes through.
 
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
 #include <functional>
@@ -75,6 +76,29 @@ struct Presence {
   int open ABSL_GUARDED_BY(mu) = 0;  // calls whose callback has not run
   uint32_t worker_id ABSL_GUARDED_BY(mu) = 0;
   bool ending ABSL_GUARDED_BY(mu) = false;  // EndPresence ran: no call is opened again
+};
+
+// Starts a call of PsService's `method` on `channel` for the request and reply types of
+// dense_wire.h, through a generic stub: the same channel, deadline and metadata as the
+// generated stub's calls (Launch passes that stub, which is not needed here).
+//
+// The starter travels in the call's callback (Launch sends a call again with it), so it must not
+// own the channel: a callback that dropped the last reference would destroy the channel on the
+// channel's own callback thread, which gRPC refuses by aborting (grpc_cq_internal_unref). The
+// client's transport owns the channels and outlives every call (~PsClient waits for them).
+template <class CallT>
+struct WireStarter {
+  grpc::Channel* channel;
+  std::string method;
+
+  template <class Stub, class Request, class Reply, class Done>
+  void operator()(Stub*, grpc::ClientContext* context, const Request* request, Reply* reply,
+                  Done done) const {
+    // A shared_ptr that shares no ownership (aliasing an empty one): the stub only borrows it.
+    std::shared_ptr<grpc::ChannelInterface> borrowed(std::shared_ptr<void>(), channel);
+    grpc::TemplatedGenericStub<decltype(CallT::request), decltype(CallT::reply)>(borrowed)
+        .UnaryCall(context, method, grpc::StubOptions(), request, reply, std::move(done));
+  }
 };
 
 }  // namespace fleet::ps::detail
