@@ -56,6 +56,11 @@ Figures (the last line of output is one JSON object), per model:
   scaling_vs_one_thread   data_parallel samples/s / one_thread samples/s (physical limit: the
                           number of replicas, 2; target >= 1.8 on 2 idle cores)
   hogwild_vs_one_thread   hogwild samples/s / one_thread samples/s, the peer
+  data_parallel_vs_hogwild  data_parallel samples/s / hogwild samples/s: Hogwild's threads
+                          never wait for each other, and run the replicas' half batches (so
+                          OpenBLAS packs each weight as often), so this is about the share of
+                          the scaling two unsynchronised threads reach on this machine that
+                          the replicas keep
   overlap_gain            (with --plain_reduction) data_parallel samples/s /
                           data_parallel_plain samples/s
   split_gain              (with --whole_sparse_updates) data_parallel samples/s /
@@ -85,6 +90,18 @@ Figures (the last line of output is one JSON object), per model:
                           replica for the others to finish the backward pass): counts, not times
   voluntary_switches_per_step  every run: the process's voluntary context switches (every
                           thread, reader included) in train_from_dataset per step of 2B samples
+  replica_time_us_per_step per data-parallel run (Linux): where the wall time in
+                          train_from_dataset of replica 1 (the runner's thread) went, per step,
+                          median of each run: `on_core` (running: its ops, its reductions, its
+                          polls), `preempted` (runnable but waiting for a core another thread,
+                          such as the reader, or another process had) and `asleep` (blocked
+                          after its poll gave up: waiting for replica 0 to finish the compute
+                          program, a phase, or the bookkeeping between steps); and
+                          `other_threads_cpu`, every other thread's CPU (replica 0, which runs
+                          on a thread the pass starts and ends, and the reader). From
+                          /proc/self/task/*/schedstat. On a quiet machine `asleep` plus
+                          `preempted` over the step's wall time is about the share of a core
+                          that scaling_vs_one_thread loses against cpu_scaling_bound
   auc                     test AUC after the pass, for each run (one_thread and data_parallel
                           take the same steps on the same batches, so theirs agree closely;
                           hogwild takes twice as many steps of half the batch)
@@ -101,6 +118,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
@@ -272,6 +290,52 @@ def spin_env(spin_us: int | None):
             os.environ[SPIN_ENV] = saved
 
 
+def thread_times() -> dict[int, tuple[int, int]]:
+    """Per thread of this process: (ns on a core, ns runnable but waiting for one) so far, from
+    /proc/self/task/<tid>/schedstat (Linux; empty where it cannot be read)."""
+    times = {}
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return times
+    for tid in tids:
+        try:
+            with open(f"/proc/self/task/{tid}/schedstat") as f:
+                on_core, waiting = f.read().split()[:2]
+        except (OSError, ValueError):
+            continue  # the thread ended meanwhile
+        times[int(tid)] = (int(on_core), int(waiting))
+    return times
+
+
+def replica_times(
+    before: dict[int, tuple[int, int]],
+    after: dict[int, tuple[int, int]],
+    wall_s: float,
+    cpu_s: float,
+    steps: float,
+) -> dict | None:
+    """Replicas 1.. (the runner's threads, made before the pass; replica 0 runs on a thread the
+    pass starts and ends, as the reader does, so its own times are gone when the pass returns):
+    each one's wall time in the pass, per step, split into on a core, preempted and asleep; and
+    the CPU of every other thread (replica 0, the reader). None without schedstat."""
+    me = threading.get_native_id()  # waits for the pass, waking every 100 ms
+    ran = {
+        t: (after[t][0] - before[t][0], after[t][1] - before[t][1]) for t in before if t in after
+    }
+    workers = sorted((t for t in ran if t != me), key=lambda t: -ran[t][0])[: REPLICAS - 1]
+    if len(workers) < REPLICAS - 1:
+        return None
+    wall_ns = wall_s * 1e9
+    per_step = 1e-3 / steps  # ns in the pass to us a step
+    return {
+        "on_core": [ran[t][0] * per_step for t in workers],
+        "preempted": [ran[t][1] * per_step for t in workers],
+        "asleep": [max(wall_ns - ran[t][0] - ran[t][1], 0) * per_step for t in workers],
+        "other_threads_cpu": max(cpu_s * 1e9 - sum(ran[t][0] for t in workers), 0) * per_step,
+    }
+
+
 def voluntary_switches() -> int:
     """The process's voluntary context switches so far, every thread (ended ones included)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw
@@ -298,9 +362,13 @@ def one_run(kind: str, net: dict, ds: object, test: object, spin_us: int | None)
             runner = exe.data_parallel_runner(program, scope)
         given_up_start = runner.polls_given_up
         switches_start = voluntary_switches()
+        threads_start = thread_times()
+        wall_start = time.perf_counter()
         cpu_start = time.process_time()
         result = exe.train_from_dataset(program, ds, scope=scope, print_period=0)
         cpu_seconds = time.process_time() - cpu_start
+        wall_seconds = time.perf_counter() - wall_start
+        threads_end = thread_times()
         given_up = runner.polls_given_up
         polls_given_up = {k: given_up[k] - given_up_start[k] for k in given_up}
         deferred = runner.deferred_reductions
@@ -326,6 +394,9 @@ def one_run(kind: str, net: dict, ds: object, test: object, spin_us: int | None)
         out["deferred_reductions"] = deferred
     if polls_given_up is not None:
         out["polls_given_up_per_step"] = {k: n / steps for k, n in polls_given_up.items()}
+        times = replica_times(threads_start, threads_end, wall_seconds, cpu_seconds, steps)
+        if times is not None:
+            out["replica_time_us_per_step"] = times
     return out
 
 
@@ -368,6 +439,7 @@ def measure(
         "cpu_us_per_sample": cpu,
         "cpu_scaling_bound": REPLICAS * cpu["one_thread"] / cpu["data_parallel"],
         "hogwild_vs_one_thread": median["hogwild"] / median["one_thread"],
+        "data_parallel_vs_hogwild": median["data_parallel"] / median["hogwild"],
         "voluntary_switches_per_step": {
             k: statistics.median(x["voluntary_switches_per_step"] for x in runs[k]) for k in kinds
         },
@@ -378,6 +450,11 @@ def measure(
             }
             for k in kinds
             if k in DATA_PARALLEL_KINDS
+        },
+        "replica_time_us_per_step": {
+            k: _median_times([x["replica_time_us_per_step"] for x in runs[k]])
+            for k in kinds
+            if k in DATA_PARALLEL_KINDS and "replica_time_us_per_step" in runs[k][0]
         },
         "deferred_reductions": {
             k: runs[k][0]["deferred_reductions"] for k in kinds if k in DATA_PARALLEL_KINDS
@@ -402,6 +479,17 @@ def measure(
     if SPIN in kinds:
         out["spin_gain"] = median[SPIN] / median["data_parallel"]
         out["samples_per_update"][SPIN] = REPLICAS * net["batch"]
+    return out
+
+
+def _median_times(runs: list[dict]) -> dict:
+    """The element-wise median of replica_times() results."""
+    out: dict = {}
+    for key, first in runs[0].items():
+        if isinstance(first, list):
+            out[key] = [statistics.median(r[key][i] for r in runs) for i in range(len(first))]
+        else:
+            out[key] = statistics.median(r[key] for r in runs)
     return out
 
 
