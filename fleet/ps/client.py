@@ -123,7 +123,7 @@ class PsClient:
         return self._core.target(server)
 
     def shared_memory(self, server: int) -> bool:
-        """Whether the dense floats to ``server`` go through memory shared with it
+        """Whether the dense floats and sparse rows to ``server`` go through memory shared with it
         (``local_shared_memory``)."""
         return bool(self._core.shared_memory(server))
 

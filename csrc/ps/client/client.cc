@@ -108,25 +108,30 @@ constexpr uint32_t kDedupAhead = 64;
 
 // Requests to each server, filled key by key in the caller's order and sent as soon as one
 // holds max_keys keys, so that routing the remaining keys overlaps with the servers' work.
-// `Pending` holds `call` and raw pointers into its payload, sized by `open` for max_keys keys;
-// `send(server, pending, count, positions)` trims the payload to `count` keys and launches it.
+// `Pending` holds `call` and raw pointers into its payload, sized by `open(server)` for max_keys
+// keys; `send(server, pending, count, positions)` trims the payload to `count` keys and launches
+// it.
 template <class Pending>
 class RequestStream {
  public:
-  using OpenFn = std::function<Pending()>;
+  using OpenFn = std::function<Pending(uint32_t)>;
   using SendFn = std::function<void(uint32_t, Pending&, size_t, std::vector<uint32_t>)>;
 
   RequestStream(size_t num_servers, size_t max_keys, OpenFn open, SendFn send)
       : max_keys_(max_keys), open_(std::move(open)), send_(std::move(send)), slots_(num_servers) {}
   ~RequestStream() {
-    for (auto& slot : slots_) delete slot.pending.call;  // unsent after an error
+    // Unsent after an error: the server never saw them, so their shared memory is free again.
+    for (auto& slot : slots_) {
+      delete slot.pending.call;
+      if (slot.pending.lease != nullptr) slot.pending.lease->Release();
+    }
   }
 
   // The request of `server` with room for one more key, and that key's index in it.
   Pending& Next(uint32_t server, size_t* index) {
     Slot& slot = slots_[server];
     if (slot.pending.call == nullptr) {
-      slot.pending = open_();
+      slot.pending = open_(server);
       slot.positions.reserve(max_keys_);
     }
     *index = slot.positions.size();
@@ -175,6 +180,16 @@ absl::Status ScatterRows(const detail::FieldBytes& values, absl::Span<const uint
   return absl::OkStatus();
 }
 
+// The same from the rows as they lie in shared memory, in request order.
+void ScatterRows(const char* rows, absl::Span<const uint32_t> positions, size_t dim,
+                 absl::Span<float> out) {
+  const size_t row_bytes = dim * sizeof(float);
+  for (uint32_t position : positions) {
+    std::memcpy(out.data() + size_t{position} * dim, rows, row_bytes);
+    rows += row_bytes;
+  }
+}
+
 // The gradients of keys that occur more than once in a push, summed under the first occurrence.
 class MergedRepeats {
  public:
@@ -218,14 +233,33 @@ class MergedRepeats {
   std::vector<float> sums_;
 };
 
+// A slot of the memory shared with a server on this host (`slots`, null for a server on the
+// wire) for one sparse request of up to `max_keys` keys: the keys at the start of the slot's
+// grads half, a push's gradients (`floats_bytes`) right after them; a pull's rows go into the
+// values half. Null, and the request goes on the wire, when no slot is free or it does not fit.
+std::shared_ptr<detail::ShmSlots::Lease> SparseLease(const std::shared_ptr<detail::ShmSlots>& slots,
+                                                     size_t max_keys, size_t push_bytes,
+                                                     size_t pull_bytes) {
+  if (slots == nullptr || max_keys * sizeof(int64_t) + push_bytes > slots->half() ||
+      pull_bytes > slots->half()) {
+    return nullptr;
+  }
+  return detail::ShmSlots::Acquire(slots);
+}
+
+// A sparse request being filled. With `lease` (a server on this host), keys and rows are
+// written into a slot of the memory shared with the server (client_sparse_shm.h), else into the
+// request.
 struct PendingPull {
   PullSparseCall* call = nullptr;
   char* keys = nullptr;
+  std::shared_ptr<detail::ShmSlots::Lease> lease;
 };
 struct PendingPush {
   PushSparseCall* call = nullptr;
   char* keys = nullptr;
   char* grads = nullptr;
+  std::shared_ptr<detail::ShmSlots::Lease> lease;
 };
 
 }  // namespace
@@ -453,21 +487,42 @@ Future PsClient::PullSparse(uint32_t table_id, absl::Span<const int64_t> keys,
   const size_t max_keys = std::min(options_.max_keys_per_request, keys.size());
   RequestStream<PendingPull> stream(
       num_servers(), max_keys,
-      [&] {
-        PendingPull p{new PullSparseCall};
+      [&](uint32_t s) {
+        PendingPull p;
+        p.call = new PullSparseCall;
         p.call->request.set_table_id(table_id);
-        p.call->request.mutable_keys()->resize(max_keys * sizeof(int64_t));
-        p.keys = p.call->request.mutable_keys()->data();
+        p.lease = SparseLease(shm_[s], max_keys, 0, max_keys * dim * sizeof(float));
+        if (p.lease != nullptr) {
+          p.keys = p.lease->grads();
+        } else {
+          p.call->request.mutable_keys()->resize(max_keys * sizeof(int64_t));
+          p.keys = p.call->request.mutable_keys()->data();
+        }
         return p;
       },
       [&](uint32_t s, PendingPull& p, size_t count, std::vector<uint32_t> positions) {
-        p.call->request.mutable_keys()->resize(count * sizeof(int64_t));
+        proto::PullSparseRequest& request = p.call->request;
+        if (p.lease == nullptr) {
+          request.mutable_keys()->resize(count * sizeof(int64_t));
+        } else {
+          // The keys are in the slot and the server writes the rows into it; the request holds
+          // only where.
+          request.set_shm_segment(p.lease->segment_id());
+          SetRange(request.mutable_shm_keys(), p.lease->grads_offset(), count * sizeof(int64_t));
+          SetRange(request.mutable_shm_values(), p.lease->values_offset(),
+                   count * dim * sizeof(float));
+        }
         state->AddPending(1);
         Launch(s, what, options_.rpc_timeout, p.call,
                detail::WireStarter<PullSparseCall>{transport_->channels[s].get(),
                                                    detail::PsMethod("PullSparse")},
-               state, [out, dim, positions = std::move(positions)](const auto& reply) {
-                 return ScatterRows(reply.values(), positions, dim, out);
+               state,
+               [out, dim, positions = std::move(positions),
+                lease = std::move(p.lease)](const auto& reply) {
+                 if (lease == nullptr) return ScatterRows(reply.values(), positions, dim, out);
+                 ScatterRows(lease->values(), positions, dim, out);
+                 lease->Release();
+                 return absl::OkStatus();
                });
         p.call = nullptr;
       });
@@ -547,27 +602,45 @@ Future PsClient::PushSparse(uint32_t table_id, absl::Span<const int64_t> keys,
   const size_t max_keys = std::min(options_.max_keys_per_request, keys.size());
   RequestStream<PendingPush> stream(
       num_servers(), max_keys,
-      [&] {
-        PendingPush p{new PushSparseCall};
+      [&](uint32_t s) {
+        PendingPush p;
+        p.call = new PushSparseCall;
         proto::PushSparseRequest& header = p.call->request.header;
         header.set_table_id(table_id);
         header.set_is_delta(is_delta);
         header.set_accumulate(kind == PushKind::kAccumulate);
-        header.mutable_keys()->resize(max_keys * sizeof(int64_t));
-        p.keys = header.mutable_keys()->data();
-        p.grads = p.call->request.AllocatePayload(max_keys * row_bytes);
+        p.lease = SparseLease(shm_[s], max_keys, max_keys * row_bytes, 0);
+        if (p.lease != nullptr) {
+          p.keys = p.lease->grads();
+          p.grads = p.keys + max_keys * sizeof(int64_t);
+        } else {
+          header.mutable_keys()->resize(max_keys * sizeof(int64_t));
+          p.keys = header.mutable_keys()->data();
+          p.grads = p.call->request.AllocatePayload(max_keys * row_bytes);
+        }
         return p;
       },
       [&](uint32_t s, PendingPush& p, size_t count, std::vector<uint32_t>) {
-        p.call->request.header.mutable_keys()->resize(count * sizeof(int64_t));
-        // The rows written so far (a slice of the same bytes: nothing is copied).
-        p.call->request.payload = p.call->request.payload.sub(0, count * row_bytes);
+        proto::PushSparseRequest& header = p.call->request.header;
+        if (p.lease == nullptr) {
+          header.mutable_keys()->resize(count * sizeof(int64_t));
+          // The rows written so far (a slice of the same bytes: nothing is copied).
+          p.call->request.payload = p.call->request.payload.sub(0, count * row_bytes);
+        } else {
+          header.set_shm_segment(p.lease->segment_id());
+          SetRange(header.mutable_shm_keys(), p.lease->grads_offset(), count * sizeof(int64_t));
+          SetRange(header.mutable_shm_grads(), p.lease->grads_offset() + max_keys * sizeof(int64_t),
+                   count * row_bytes);
+        }
         if (kind == PushKind::kAccumulate) accumulate_sent_[s].fetch_add(1);
         state->AddPending(1);
         Launch(s, what, options_.rpc_timeout, p.call,
                detail::WireStarter<PushSparseCall>{transport_->channels[s].get(),
                                                    detail::PsMethod("PushSparse")},
-               state, [](const proto::PushReply&) { return absl::OkStatus(); });
+               state, [lease = std::move(p.lease)](const proto::PushReply&) {
+                 if (lease != nullptr) lease->Release();
+                 return absl::OkStatus();
+               });
         p.call = nullptr;
       });
   for (uint32_t i = 0; i < keys.size(); ++i) {

@@ -78,8 +78,9 @@ struct ClientOptions {
   std::string local_host;
   // Try the Unix-domain socket of a server on local_host (above).
   bool local_socket = true;
-  // The floats of dense pushes, push-pulls and pulls to a server on local_host go through a
-  // memory segment this client shares with it (ps/detail/shm_segment.h: why, the protocol, the
+  // The floats of dense pushes, push-pulls and pulls, and the keys, rows and gradients of sparse
+  // pulls and pushes, to a server on local_host go through a memory segment this client shares
+  // with it (ps/detail/shm_segment.h: why, the protocol, the
   // lifetime and the checks); the calls themselves stay on their channel, with the same
   // deadlines, job checks and errors. When the segment cannot be made or the server cannot map
   // it (another container or host of the same name), one line on stderr says so and the floats
@@ -110,7 +111,8 @@ class PsClient {
   // The gRPC target the calls to `server` go to: its endpoint, or its local transport address
   // (ClientOptions.local_host). `server` < endpoints().size().
   const std::string& target(size_t server) const;
-  // Whether dense floats to `server` go through shared memory (ClientOptions.local_shared_memory).
+  // Whether dense and sparse values to `server` go through shared memory
+  // (ClientOptions.local_shared_memory).
   bool shared_memory(size_t server) const;
   // What this client's RPCs did so far (rpc_meter.h), for live metrics; each attempt of a call
   // counts once.

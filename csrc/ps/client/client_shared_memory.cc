@@ -16,6 +16,10 @@ namespace {
 
 using AttachSegmentCall = detail::Call<proto::AttachSegmentRequest, proto::AttachSegmentReply>;
 
+// The most a slot's half grows for sparse requests: a larger request (more keys than fit)
+// goes on the wire, so a job with wide rows or huge requests does not map tens of MB per server.
+constexpr uint64_t kSparseSlotBytes = uint64_t{4} << 20;
+
 }  // namespace
 
 bool PsClient::shared_memory(size_t server) const {
@@ -30,10 +34,20 @@ void PsClient::AttachSharedMemory() {
   for (size_t s = 0; s < num_servers(); ++s) {
     const std::string& endpoint = options_.endpoints[s];
     if (detail::EndpointHost(endpoint) != options_.local_host) continue;
-    uint64_t floats = 0;  // the server's largest share of a dense table
-    for (const auto& [id, route] : dense_) floats = std::max<uint64_t>(floats, route.local_size[s]);
-    if (floats == 0) continue;
-    const uint64_t half = (floats * sizeof(float) + 63) / 64 * 64;  // slots on cache lines
+    // A slot's half holds the server's largest share of a dense table, or a sparse request's
+    // keys and gradients (PushSparse's max_keys_per_request, up to kSparseSlotBytes).
+    uint64_t bytes = 0;
+    for (const auto& [id, route] : dense_) {
+      bytes = std::max<uint64_t>(bytes, route.local_size[s] * sizeof(float));
+    }
+    for (const auto& [id, table] : tables_) {
+      if (table.type() != proto::SPARSE) continue;
+      const uint64_t key_bytes = sizeof(int64_t) + uint64_t{table.dim()} * sizeof(float);
+      bytes = std::max<uint64_t>(
+          bytes, std::min<uint64_t>(options_.max_keys_per_request * key_bytes, kSparseSlotBytes));
+    }
+    if (bytes == 0) continue;
+    const uint64_t half = (bytes + 63) / 64 * 64;  // slots on cache lines
     auto segment = detail::ShmSegment::Create(detail::ShmSlots::SegmentBytes(half));
     absl::Status status = segment.status();
     uint64_t segment_id = 0;
@@ -55,7 +69,7 @@ void PsClient::AttachSharedMemory() {
     if (!status.ok()) {
       std::fprintf(stderr,
                    "fleet: parameter server %zu at %s is on this host but shares no memory with "
-                   "this worker (%s): its dense floats go over the wire\n",
+                   "this worker (%s): its dense and sparse values go over the wire\n",
                    s, endpoint.c_str(), std::string(status.message()).c_str());
       continue;
     }

@@ -1,7 +1,8 @@
-"""Dense floats through memory shared by a worker and a server on one host
-(a_sync_configs["local_transport"] = "shm", csrc/ps/detail/shm_segment.h), against server
+"""Dense floats, and sparse keys and rows, through memory shared by a worker and a server on one
+host (a_sync_configs["local_transport"] = "shm", csrc/ps/detail/shm_segment.h), against server
 processes (python -m fleet.ps.server): two workers' pushes, push-pulls and pulls give the values
-of the same calls over TCP bit for bit, with 1 and 2 servers; a server in another pid namespace
+of the same calls over TCP bit for bit, with 1 and 2 servers, and so do their sparse pulls after
+sparse pushes (gradients and GEO deltas); a server in another pid namespace
 (as in another container) cannot map the segment, and the worker says so once and keeps the
 wire; a closed worker's segment is dropped by the server, a killed worker's goes with the
 server, and nothing is ever left in /dev/shm. And a fleetrun job with the option: both workers
@@ -20,6 +21,7 @@ import time
 import numpy as np
 import pytest
 
+from fleet import _core
 from fleet.launch.plan import free_ports
 from fleet.ps import PsClient, server_config, write_server_config
 from fleet.testing.ps_cluster import start_servers
@@ -109,6 +111,71 @@ def test_two_workers_through_shared_memory_get_the_values_of_tcp_bit_for_bit(tmp
         assert np.array_equal(e.view(np.uint32), g.view(np.uint32)), f"value {i} differs"
     assert not np.array_equal(expected[0], expected[-1])  # the steps moved the values
     assert _dev_shm() == before
+
+
+SPARSE = {
+    "table_id": 2,
+    "name": "embedding",
+    "type": "SPARSE",
+    "dim": 10,
+    "optimizer": {"learning_rate": 1e-2, "adam": {}},
+    "initializer": {"seed": 5, "uniform": {"low": -0.1, "high": 0.1}},
+}
+
+
+def _sparse_steps(workers) -> list:
+    """Six steps of two workers in turn (a pull of a batch's rows, then a push of their
+    gradients and a GEO delta), every pulled array: keys repeat within and across steps."""
+    seen = []
+    for step in range(6):
+        for w, client in enumerate(workers):
+            rng = np.random.default_rng(step * 2 + w)
+            keys = (rng.zipf(1.3, 2000) - 1) % 100_000 - 50  # some negative
+            seen.append(client.pull_sparse(2, keys))
+            grads = rng.standard_normal((keys.size, 10)).astype(np.float32)
+            client.push_sparse(2, keys, grads)
+            client.push_sparse(2, keys[::3], grads[::3] * 0.01, delta=True)
+    return seen
+
+
+@pytest.mark.parametrize("num_servers", [1, 2])
+def test_two_workers_sparse_rows_through_shared_memory_are_those_of_tcp_bit_for_bit(
+    tmp_path, num_servers
+):
+    before = _dev_shm()
+    (tmp_path / "tcp").mkdir()
+    (tmp_path / "shm").mkdir()
+    tables = [DENSE, SPARSE]
+    with (
+        start_servers(tmp_path / "tcp", tables, num_servers) as tcp,
+        start_servers(tmp_path / "shm", tables, num_servers) as shm,
+    ):
+        tcp_workers = [tcp.client() for _ in range(2)]
+        shm_workers = [_shm_client(shm.endpoints) for _ in range(2)]
+        for client in shm_workers:
+            assert all(client.shared_memory(s) for s in range(num_servers))
+        expected, got = _sparse_steps(tcp_workers), _sparse_steps(shm_workers)
+        # The keys and rows went through the segments: the shm workers' sparse calls carried
+        # only ranges and statuses on the wire.
+        tcp_bytes = sum(_sparse_wire_bytes(c) for c in tcp_workers)
+        shm_bytes = sum(_sparse_wire_bytes(c) for c in shm_workers)
+        for client in tcp_workers + shm_workers:
+            client.close()
+        for proc in shm.procs:
+            assert _segments_mapped(proc.pid) == 0
+    assert shm_bytes * 50 < tcp_bytes, (shm_bytes, tcp_bytes)
+    assert len(got) == len(expected) == 12
+    for i, (e, g) in enumerate(zip(expected, got)):
+        assert np.array_equal(e.view(np.uint32), g.view(np.uint32)), f"pull {i} differs"
+    assert _dev_shm() == before
+
+
+def _sparse_wire_bytes(client: PsClient) -> int:
+    """The bytes the client's sparse pulls and pushes sent and received (its RPC meter)."""
+    kinds = _core.monitoring.client_rpcs(client.core_client).kinds
+    return sum(
+        k.bytes_sent + k.bytes_received for k in kinds if k.kind in ("pull_sparse", "push_sparse")
+    )
 
 
 def test_a_server_that_cannot_map_the_segment_leaves_the_floats_on_the_wire(tmp_path, capfd):

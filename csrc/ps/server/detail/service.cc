@@ -78,6 +78,23 @@ absl::StatusOr<absl::Span<float>> SegmentFloats(const ShmSegment& segment,
       " hold ", span->size(), " floats, the table ", floats, " on this server"));
 }
 
+// Range `range` of a worker's shared-memory segment as keys (a sparse call of a worker on this
+// host); InvalidArgument naming `what`, the range and the segment when it is not inside the
+// segment or not aligned to whole keys.
+absl::StatusOr<absl::Span<const int64_t>> SegmentKeys(const ShmSegment& segment,
+                                                      const proto::ShmRange& range,
+                                                      const char* what) {
+  auto span = segment.Floats(range.offset(), range.length(), what);
+  if (!span.ok()) return span.status();
+  if (range.offset() % alignof(int64_t) != 0 || range.length() % sizeof(int64_t) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": bytes [", range.offset(), ", +",
+                                                   range.length(), ") of ", segment.Describe(),
+                                                   " are not whole, aligned int64 keys"));
+  }
+  return absl::Span<const int64_t>(reinterpret_cast<const int64_t*>(span->data()),
+                                   range.length() / sizeof(int64_t));
+}
+
 // Runs a handler's body. A table that grows past the memory the process may have throws
 // std::bad_alloc (rows, index or slab); here that becomes this call's RESOURCE_EXHAUSTED
 // instead of an exception that would end the server. The table is left consistent (a store
@@ -195,9 +212,21 @@ void PsServiceImpl::ServePullSparse(grpc::ServerContext* context,
   absl::Status status = Guarded("PullSparse", [&]() -> absl::Status {
     auto table = tables_->Sparse(request.table_id());
     if (!table.ok()) return table.status();
-    auto keys = BytesAs<int64_t>(request.keys(), "keys");
+    if (request.shm_segment() == 0) {
+      auto keys = BytesAs<int64_t>(request.keys(), "keys");
+      if (!keys.ok()) return keys.status();
+      return (*table)->Pull(*keys, ValuesOf(reply, keys->size() * (*table)->dim()));
+    }
+    // A worker on this host: the keys are in its shared-memory segment (held for the call) and
+    // the rows go there too, not into the reply.
+    auto segment = shm_segments_.Get(request.shm_segment(), "PullSparse");
+    if (!segment.ok()) return segment.status();
+    auto keys = SegmentKeys(**segment, request.shm_keys(), "PullSparse shm_keys");
     if (!keys.ok()) return keys.status();
-    return (*table)->Pull(*keys, ValuesOf(reply, keys->size() * (*table)->dim()));
+    auto out = SegmentFloats(**segment, request.shm_values(), keys->size() * (*table)->dim(),
+                             "PullSparse shm_values");
+    if (!out.ok()) return out.status();
+    return (*table)->Pull(*keys, *out);
   });
   if (!status.ok()) ClearValues(reply);
   SetStatus(header->mutable_status(), status);
@@ -213,9 +242,24 @@ grpc::Status PsServiceImpl::PushSparse(grpc::ServerContext* context,
   absl::Status status = Guarded("PushSparse", [&]() -> absl::Status {
     auto table = tables_->Sparse(request->table_id());
     if (!table.ok()) return table.status();
-    auto keys = BytesAs<int64_t>(request->keys(), "keys");
-    if (!keys.ok()) return keys.status();
-    auto grads = BytesAs<float>(request->grads(), "grads");
+    // A worker on this host sends its keys and gradients in its shared-memory segment (held for
+    // the call); otherwise both are on the wire.
+    std::shared_ptr<const ShmSegment> segment;
+    absl::StatusOr<absl::Span<const int64_t>> keys;
+    absl::StatusOr<absl::Span<const float>> grads;
+    if (request->shm_segment() == 0) {
+      keys = BytesAs<int64_t>(request->keys(), "keys");
+      if (!keys.ok()) return keys.status();
+      grads = BytesAs<float>(request->grads(), "grads");
+    } else {
+      auto held = shm_segments_.Get(request->shm_segment(), "PushSparse");
+      if (!held.ok()) return held.status();
+      segment = *std::move(held);
+      keys = SegmentKeys(*segment, request->shm_keys(), "PushSparse shm_keys");
+      if (!keys.ok()) return keys.status();
+      grads = SegmentFloats(*segment, request->shm_grads(), keys->size() * (*table)->dim(),
+                            "PushSparse shm_grads");
+    }
     if (!grads.ok()) return grads.status();
     if (request->accumulate()) return accumulator_.AddSparse(request->table_id(), *keys, *grads);
     return (*table)->Push(*keys, *grads, request->is_delta());
