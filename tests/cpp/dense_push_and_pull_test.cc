@@ -1,8 +1,8 @@
 // DenseTable::PushAndPull, which copies each block's values out right after the block's update,
 // against the two passes it replaces (Push, then Pull) on a twin table: the same values bit for
 // bit, step after step (so the optimizer state is the same too), for every rule, with weight
-// decay and per-parameter rates, on a server that holds every other block; the same errors, and
-// the same table, when a push is refused.
+// decay and per-parameter rates, and for GEO's deltas, on a server that holds every other block;
+// the same errors, and the same table, when a push is refused.
 
 #include <gtest/gtest.h>
 
@@ -58,9 +58,9 @@ bool BitEqual(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-// Pushes the same random gradients to a table through Push + Pull and to its twin through
-// PushAndPull, `steps` times, and expects the same values back each time.
-void ExpectTwinsAgree(const proto::TableConfig& config, int steps) {
+// Pushes the same random gradients (or GEO's deltas) to a table through Push + Pull and to its
+// twin through PushAndPull, `steps` times, and expects the same values back each time.
+void ExpectTwinsAgree(const proto::TableConfig& config, int steps, bool is_delta = false) {
   auto two_passes = Make(config);
   auto one_pass = Make(config);
   ASSERT_TRUE(two_passes && one_pass);
@@ -71,10 +71,10 @@ void ExpectTwinsAgree(const proto::TableConfig& config, int steps) {
   std::vector<float> grads(n);
   for (int s = 0; s < steps; ++s) {
     for (float& g : grads) g = normal(gen);
-    ASSERT_TRUE(two_passes->Push(grads, false).ok());
+    ASSERT_TRUE(two_passes->Push(grads, is_delta).ok());
     const std::vector<float> pulled = Values(*two_passes);
     std::vector<float> returned(n, -7.0f);
-    ASSERT_TRUE(one_pass->PushAndPull(grads, absl::MakeSpan(returned)).ok());
+    ASSERT_TRUE(one_pass->PushAndPull(grads, absl::MakeSpan(returned), is_delta).ok());
     ASSERT_TRUE(BitEqual(returned, pulled)) << "step " << s;
     ASSERT_TRUE(BitEqual(Values(*one_pass), pulled)) << "step " << s;
   }
@@ -99,7 +99,43 @@ TEST_P(PushAndPullRules, WithWeightDecayAndPerParameterRates) {
   ExpectTwinsAgree(c, 4);
 }
 
+TEST_P(PushAndPullRules, DeltasReturnBitForBitWhatPushThenPullReturns) {
+  // GEO's exchange: deltas are added as they are, whatever the rule (the per-parameter rates
+  // apply to gradients only), and the values after them come back.
+  proto::TableConfig c = Config(GetParam());
+  auto* r = c.add_rate_scales();
+  r->set_offset(150);
+  r->set_size(100);
+  r->set_scale(0.25f);
+  ExpectTwinsAgree(c, 5, /*is_delta=*/true);
+}
+
 INSTANTIATE_TEST_SUITE_P(Rules, PushAndPullRules, ::testing::Values("sgd", "adagrad", "adam"));
+
+TEST(PushAndPull, ADeltaPastTheOverflowBoundIsRefusedAndItsBlockComesBackUnchanged) {
+  proto::TableConfig c = Config("adam");
+  c.mutable_overflow()->set_max_abs(4.0f);
+  c.mutable_overflow()->set_action(proto::OverflowConfig::REFUSE);
+  auto two_passes = Make(c);
+  auto one_pass = Make(c);
+  ASSERT_TRUE(two_passes && one_pass);
+  const std::vector<float> before = Values(*one_pass);
+  std::vector<float> deltas(one_pass->local_size(), 0.125f);
+  for (size_t i = kBlock; i < 2 * kBlock; ++i) deltas[i] = 10.0f;  // second local block
+  const absl::Status pushed = two_passes->Push(deltas, true);
+  std::vector<float> returned(one_pass->local_size(), -7.0f);
+  const absl::Status fused = one_pass->PushAndPull(deltas, absl::MakeSpan(returned), true);
+  EXPECT_EQ(pushed.code(), absl::StatusCode::kOutOfRange) << pushed;
+  EXPECT_EQ(fused, pushed);
+  EXPECT_NE(fused.message().find("block 3"), std::string::npos) << fused;  // global index
+  EXPECT_NE(fused.message().find("finite deltas"), std::string::npos) << fused;
+  // The refused block as it was, the others moved by their delta, in the table and in `out`.
+  const std::vector<float> after = Values(*one_pass);
+  EXPECT_TRUE(BitEqual(after, Values(*two_passes)));
+  EXPECT_TRUE(BitEqual(returned, after));
+  for (size_t i = kBlock; i < 2 * kBlock; ++i) ASSERT_EQ(after[i], before[i]) << i;
+  EXPECT_EQ(after[0], before[0] + 0.125f);
+}
 
 TEST(PushAndPull, ARefusedBlockIsReportedAndLeftAsPushThenPullLeaveIt) {
   proto::TableConfig c = Config("sgd");

@@ -110,6 +110,9 @@ GeoCommunicator::Deltas GeoCommunicator::TakeDeltas() {
 void GeoCommunicator::SendAndRebase(const Deltas& deltas) {
   std::vector<ps::Future> pushes;
   std::vector<std::string> what;
+  // The dense deltas' push brings back the values after it (other workers' pushes included):
+  // one round trip per server instead of a push and then a pull.
+  std::vector<float> dense_fresh(dense_size());
   for (size_t t = 0; t < config_.sparse.size(); ++t) {
     if (deltas.keys[t].empty()) continue;
     const SparseVar& var = config_.sparse[t];
@@ -118,11 +121,14 @@ void GeoCommunicator::SendAndRebase(const Deltas& deltas) {
     what.push_back(absl::StrCat("GEO push of '", var.name, "' deltas"));
   }
   if (dense_size() > 0) {
-    pushes.push_back(
-        client_->PushDense(*config_.dense_table_id, deltas.dense, ps::PushKind::kDelta));
-    what.push_back("GEO push of the dense deltas");
+    pushes.push_back(client_->PushPullDense(*config_.dense_table_id, deltas.dense,
+                                            absl::MakeSpan(dense_fresh), ps::PushKind::kDelta));
+    what.push_back("GEO push of the dense deltas and pull of the values after it");
   }
+  // Every call ends before an error is raised: the dense reply is written into dense_fresh.
+  for (const ps::Future& push : pushes) push.Wait().IgnoreError();
   for (size_t i = 0; i < pushes.size(); ++i) WaitOk(pushes[i], what[i]);
+  if (dense_size() > 0) RebaseDenseParams(dense_fresh.data(), dense_synced_.data());
   // Fresh values: everything the other workers pushed meanwhile, on the rows this one touched.
   for (size_t t = 0; t < config_.sparse.size(); ++t) {
     if (deltas.keys[t].empty()) continue;
@@ -130,12 +136,6 @@ void GeoCommunicator::SendAndRebase(const Deltas& deltas) {
     std::vector<float> fresh(deltas.keys[t].size() * var.dim);
     PullFromServers(var.table_id, deltas.keys[t], absl::MakeSpan(fresh));
     Local(var.table_id).Rebase(deltas.keys[t], fresh, &deltas.places[t]);
-  }
-  if (dense_size() > 0) {
-    std::vector<float> fresh(dense_size());
-    WaitOk(client_->PullDense(*config_.dense_table_id, absl::MakeSpan(fresh)),
-           "GEO pull of the dense parameters");
-    RebaseDenseParams(fresh.data(), dense_synced_.data());
   }
 }
 

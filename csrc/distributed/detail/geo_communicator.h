@@ -4,8 +4,9 @@
 //
 //   dense:  the program keeps its optimizer ops, so the root scope's parameters are the local
 //           copy; the delta is (current - last synced) / num_workers (the servers average the
-//           workers' changes), pushed with PushKind::kDelta, then the
-//           fresh values are pulled and become both current and last synced.
+//           workers' changes), pushed with PushKind::kDelta in a push-pull whose reply
+//           carries the fresh values (one round trip), which become both current and last
+//           synced.
 //   sparse: rows live here (LocalRows, local_rows.h): pulled from the servers on first use,
 //           updated by the user's optimizer (ps::UpdateRule) on push_sparse, their ids
 //           remembered; at an exchange the touched rows' deltas are pushed and their fresh

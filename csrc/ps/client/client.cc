@@ -725,8 +725,13 @@ Future PsClient::PushDense(uint32_t table_id, absl::Span<const float> grads, Pus
 }
 
 Future PsClient::PushPullDense(uint32_t table_id, absl::Span<const float> grads,
-                               absl::Span<float> out) {
-  return PushDenseAndMaybePull(table_id, grads, PushKind::kGradient, out);
+                               absl::Span<float> out, PushKind kind) {
+  if (kind != PushKind::kGradient && kind != PushKind::kDelta) {
+    return Future::Failed(absl::InvalidArgumentError(
+        absl::StrCat("PushPullDense of table ", table_id, " as ", PushName(kind, "PushDense"),
+                     ": only a push of gradients or deltas returns values")));
+  }
+  return PushDenseAndMaybePull(table_id, grads, kind, out);
 }
 
 Future PsClient::PushDenseAndMaybePull(uint32_t table_id, absl::Span<const float> grads,

@@ -141,11 +141,13 @@ class PsClient {
     return PushDense(table_id, grads, is_delta ? PushKind::kDelta : PushKind::kGradient);
   }
   Future PushDense(uint32_t table_id, absl::Span<const float> grads, PushKind kind);
-  // A plain push of gradients for the whole dense table (copied before this returns) whose
-  // replies carry each server's values after its update, written into `out` (dim floats, valid
-  // until the future completes): PushDense and PullDense in one round trip per server. As with
-  // a pull, `out` may include other workers' pushes applied meanwhile.
-  Future PushPullDense(uint32_t table_id, absl::Span<const float> grads, absl::Span<float> out);
+  // A push of gradients (kGradient) or deltas (kDelta, GEO) for the whole dense table (copied
+  // before this returns) whose replies carry each server's values after its update, written into
+  // `out` (dim floats, valid until the future completes): PushDense and PullDense in one round
+  // trip per server. As with a pull, `out` may include other workers' pushes applied meanwhile.
+  // InvalidArgument for another kind (an accumulated or initial push leaves no values to return).
+  Future PushPullDense(uint32_t table_id, absl::Span<const float> grads, absl::Span<float> out,
+                       PushKind kind = PushKind::kGradient);
   // Waits with `num_workers` workers at barrier `name` (served by server 0). The future fails
   // with DeadlineExceeded when not all arrive within `timeout`.
   Future Barrier(const std::string& name, uint32_t num_workers, uint32_t worker_id,

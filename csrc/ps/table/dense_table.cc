@@ -118,13 +118,14 @@ absl::Status DenseTable::Push(absl::Span<const float> grads, bool is_delta) {
   return PushBlocks(grads, is_delta, {});
 }
 
-absl::Status DenseTable::PushAndPull(absl::Span<const float> grads, absl::Span<float> out) {
+absl::Status DenseTable::PushAndPull(absl::Span<const float> grads, absl::Span<float> out,
+                                     bool is_delta) {
   if (out.size() != local_size_) {
     return absl::InvalidArgumentError(absl::StrCat(Name(), ": this server holds ", local_size_,
                                                    " floats, the push-pull asked for ", out.size(),
                                                    " back"));
   }
-  return PushBlocks(grads, /*is_delta=*/false, out);
+  return PushBlocks(grads, is_delta, out);
 }
 
 absl::Status DenseTable::PushBlocks(absl::Span<const float> grads, bool is_delta,
@@ -161,7 +162,9 @@ absl::Status DenseTable::PushBlocks(absl::Span<const float> grads, bool is_delta
     const bool scaled = !is_delta && !block->rate_spans.empty();
     // The values go out from the rule's own loop unless something changes them after it.
     float* out_now = !out.empty() && in_range && !scaled ? out.data() + block->offset : nullptr;
-    if (is_delta) {
+    if (is_delta && out_now != nullptr) {
+      for (size_t i = 0; i < block->length; ++i) out_now[i] = w[i] += g[i];
+    } else if (is_delta) {
       for (size_t i = 0; i < block->length; ++i) w[i] += g[i];
     } else {
       // The rule at its own rate, then each span keeps `scale` times the change it made.

@@ -49,15 +49,16 @@ class DenseTable {
   // Applies gradients (or adds deltas) given in local order. Thread-safe. InvalidArgument, with
   // the table unchanged, for a size mismatch or a NaN or infinite value.
   absl::Status Push(absl::Span<const float> grads, bool is_delta);
-  // Push of gradients, and the values it leaves in each block written to `out` (local order,
-  // local_size floats) under that block's lock by the update rule's own loop (a block whose
-  // values change after it, by a per-parameter rate or the overflow guard, is copied after):
-  // one pass over the table where Push then Pull make two. The values are those a Pull
-  // right after the push returns when no other push comes between; with concurrent pushes each
-  // block holds this push's update and those before it on that block. Thread-safe. Errors as
-  // Push's (and InvalidArgument for an `out` of the wrong size, before anything changes); after
-  // an error `out` holds nothing to use.
-  absl::Status PushAndPull(absl::Span<const float> grads, absl::Span<float> out);
+  // Push of gradients (or, with is_delta, deltas added as they are: GEO's exchange), and the
+  // values it leaves in each block written to `out` (local order, local_size floats) under that
+  // block's lock by the update's own loop (a block whose values change after it, by a
+  // per-parameter rate or the overflow guard, is copied after): one pass over the table where
+  // Push then Pull make two. The values are those a Pull right after the push returns when no
+  // other push comes between; with concurrent pushes each block holds this push's update and
+  // those before it on that block. Thread-safe. Errors as Push's (and InvalidArgument for an
+  // `out` of the wrong size, before anything changes); after an error `out` holds nothing to use.
+  absl::Status PushAndPull(absl::Span<const float> grads, absl::Span<float> out,
+                           bool is_delta = false);
   // Sets the values (local order) while the table still holds its initial ones (never pushed to,
   // initialised or loaded); afterwards does nothing. Returns whether it set them. Thread-safe.
   absl::StatusOr<bool> Initialize(absl::Span<const float> values);

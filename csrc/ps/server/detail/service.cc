@@ -334,22 +334,23 @@ void PsServiceImpl::ServePushDense(grpc::ServerContext* context,
                             "PushDense shm_grads");
     }
     if (!grads.ok()) return grads.status();
-    const bool plain = !request.initialize() && !request.accumulate() && !request.is_delta();
-    if (request.return_values() && !plain) {
+    // Values come back after an update or after GEO's deltas, never with a set or a sum.
+    if (request.return_values() && (request.initialize() || request.accumulate())) {
       return absl::InvalidArgumentError(
-          "return_values is for a plain push, not with initialize, accumulate or is_delta");
+          "return_values is for a push of gradients or deltas, not with initialize or accumulate");
     }
     if (request.initialize()) return (*table)->Initialize(*grads).status();
     if (request.accumulate()) return accumulator_.AddDense(request.table_id(), *grads);
     if (!request.return_values()) return (*table)->Push(*grads, request.is_delta());
     // One pass over the table: each block's values go into the reply right after its update.
     if (segment == nullptr) {
-      return (*table)->PushAndPull(*grads, ValuesOf(reply, (*table)->local_size()));
+      return (*table)->PushAndPull(*grads, ValuesOf(reply, (*table)->local_size()),
+                                   request.is_delta());
     }
     auto out = SegmentFloats(*segment, request.shm_values(), (*table)->local_size(),
                              "PushDense shm_values");
     if (!out.ok()) return out.status();
-    return (*table)->PushAndPull(*grads, *out);
+    return (*table)->PushAndPull(*grads, *out, request.is_delta());
   });
   if (!status.ok()) ClearValues(reply);
   SetStatus(header->mutable_status(), status);
