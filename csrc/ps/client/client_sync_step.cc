@@ -1,5 +1,6 @@
 // PsClient's sync step: one barrier request to every server that applies the step's accumulated
-// gradients and may carry back the dense table's values.
+// gradients and may carry back the dense table's values (in the reply, or in the memory shared
+// with a server on this host).
 
 #include <atomic>
 #include <optional>
@@ -8,6 +9,7 @@
 #include "ps/client/client.h"
 #include "ps/client/detail/client_call.h"
 #include "ps/client/detail/dense_wire.h"
+#include "ps/client/detail/shm_slots.h"
 
 namespace fleet::ps {
 namespace {
@@ -62,22 +64,38 @@ absl::StatusOr<uint32_t> PsClient::SyncStepAndMaybePull(uint32_t num_workers, ui
     call->request.set_apply_accumulated(true);
     call->request.set_done(done);
     call->request.set_accumulate_pushes(accumulate_sent_[s].exchange(0));
+    // A server on this host writes the values after the round's update into a slot of the
+    // memory it shares with this worker; the reply then carries only the status.
+    std::shared_ptr<detail::ShmSlots::Lease> lease;
     if (route != nullptr) {
       call->request.set_pull_dense(true);
       call->request.set_pull_dense_table(*table_id);
+      const uint64_t local_bytes = route->local_size[s] * sizeof(float);
+      if (shm_[s] != nullptr && local_bytes > 0) lease = detail::ShmSlots::Acquire(shm_[s]);
+      if (lease != nullptr) {
+        call->request.set_shm_segment(lease->segment_id());
+        proto::ShmRange* range = call->request.mutable_shm_values();
+        range->set_offset(lease->values_offset());
+        range->set_length(local_bytes);
+      }
     }
     Launch(s, absl::StrCat("sync step (worker ", worker_id, ")"), timeout + options_.rpc_timeout,
            call,
            detail::WireStarter<SyncStepCall>{transport_->channels[s].get(),
                                              detail::PsMethod("Barrier")},
-           state, [done_workers, route, s, out](const auto& reply) {
+           state, [done_workers, route, s, out, lease](const auto& reply) {
              const uint32_t done_here = reply.header().done_workers();
              uint32_t seen = done_workers->load();
              while (done_here < seen && !done_workers->compare_exchange_weak(seen, done_here)) {
              }
-             // A server holding no block of the table sends no values.
-             return route != nullptr ? CopyDenseBlocks(reply.values(), *route, s, out)
-                                     : absl::OkStatus();
+             if (route == nullptr) return absl::OkStatus();
+             if (lease == nullptr) {
+               // A server holding no block of the table sends no values.
+               return CopyDenseBlocks(reply.values(), *route, s, out);
+             }
+             CopyDenseBlocks(lease->values(), *route, s, out);
+             lease->Release();
+             return absl::OkStatus();
            });
   }
   const Future step(state);

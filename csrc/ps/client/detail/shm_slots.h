@@ -20,7 +20,10 @@ namespace fleet::ps::detail {
 
 class ShmSlots {
  public:
-  static constexpr uint32_t kSlots = 4;
+  // A sync step holds one for its values while its pushes (a dense one, sparse ones per
+  // max_keys_per_request piece) hold others; unused slots cost address space, not memory (a
+  // memfd's pages exist once written).
+  static constexpr uint32_t kSlots = 8;
 
   // One call's slot. Release() (after the call's reply was read) gives it back; destroyed
   // without Release, it stays out of use.

@@ -394,12 +394,15 @@ void PsServiceImpl::ServeBarrier(grpc::ServerContext* context, const proto::Barr
   uint32_t done_workers = 0;
   absl::Status status = barriers_->ArriveAndRun(
       request.name(), num_workers, request.worker_id(), timeout, request.done(),
-      [this, num_workers](uint32_t done) {
+      [this, num_workers](uint32_t /*done*/) {
         accumulator_.ResetPushCounts();
-        // The workers still training contributed this step; finished ones sent nothing.
-        const uint32_t contributors = num_workers - done;
-        if (contributors == 0) return absl::OkStatus();
-        return accumulator_.ApplyAll(1.0f / static_cast<float>(contributors));
+        // A finished worker counts as a zero gradient: the step averages over every worker, so
+        // a worker still training after the others ended its data moves the parameters as far
+        // per sample as before, as Paddle's pserver does (it scales by 1 / trainers). Averaging
+        // over the workers still training made those last steps twice as large per sample in a
+        // 2-worker job: word2vec's held-out AUC fell by 0.002-0.014 with the length of that
+        // tail (models/README.md, "word2vec's sync").
+        return accumulator_.ApplyAll(1.0f / static_cast<float>(num_workers));
       },
       &done_workers);
   header->set_done_workers(done_workers);
@@ -409,7 +412,16 @@ void PsServiceImpl::ServeBarrier(grpc::ServerContext* context, const proto::Barr
     status = Guarded("Barrier", [&]() -> absl::Status {
       auto table = tables_->Dense(request.pull_dense_table());
       if (!table.ok()) return table.status();
-      return (*table)->Pull(ValuesOf(reply, (*table)->local_size()));
+      if (request.shm_segment() == 0) {
+        return (*table)->Pull(ValuesOf(reply, (*table)->local_size()));
+      }
+      // A worker on this host: the values go into its shared-memory segment, not the reply.
+      auto segment = shm_segments_.Get(request.shm_segment(), "Barrier");
+      if (!segment.ok()) return segment.status();
+      auto out = SegmentFloats(**segment, request.shm_values(), (*table)->local_size(),
+                               "Barrier shm_values");
+      if (!out.ok()) return out.status();
+      return (*table)->Pull(*out);
     });
     if (!status.ok()) ClearValues(reply);
   }
