@@ -109,9 +109,21 @@ class Communicator {
   // programs) reads the servers' values even in GEO mode. Blocks until the rows are there.
   virtual void PullSparse(int thread, uint32_t table_id, absl::Span<const int64_t> keys,
                           absl::Span<float> out, bool from_servers) = 0;
+  // The rows of `keys`, dim floats a key, as PullSparse gives them, in a buffer that becomes the
+  // caller's: the pull_sparse op makes its outputs views of it, so that rows a mode prefetched
+  // for the batch reach the op's tensors without a copy, and other rows land there without a
+  // zeroed staging vector. The buffer holds at least keys.size() * dim floats; nothing else
+  // writes it once it is returned.
+  virtual std::shared_ptr<Buffer> PullSparseRows(int thread, uint32_t table_id,
+                                                 absl::Span<const int64_t> keys, size_t dim,
+                                                 bool from_servers) = 0;
   // Hands over the gradient rows of `keys` (one row per key, keys may repeat). Copies them.
   virtual void PushSparse(int thread, uint32_t table_id, absl::Span<const int64_t> keys,
                           absl::Span<const float> grads) = 0;
+  // PushSparse of vectors the caller gives up: a mode that queues the rows keeps them as they
+  // are instead of copying (the op gathers a table's slots into new vectors anyway).
+  virtual void PushSparseOwned(int thread, uint32_t table_id, std::vector<int64_t> keys,
+                               std::vector<float> grads) = 0;
   // Hands over the dense gradients, one tensor per DenseVar in config order. Copies them.
   virtual void SendDense(int thread, const std::vector<const LoDTensor*>& grads) = 0;
 

@@ -129,8 +129,13 @@ int64_t AsyncCommunicator::Enqueue(size_t q, Item item) {
 
 void AsyncCommunicator::PushSparse(int thread, uint32_t table_id, absl::Span<const int64_t> keys,
                                    absl::Span<const float> grads) {
+  PushSparseOwned(thread, table_id, {keys.begin(), keys.end()}, {grads.begin(), grads.end()});
+}
+
+void AsyncCommunicator::PushSparseOwned(int thread, uint32_t table_id, std::vector<int64_t> keys,
+                                        std::vector<float> grads) {
   CheckPushSize(table_id, keys, grads);
-  Enqueue(SparseQueue(table_id), Item{{keys.begin(), keys.end()}, {grads.begin(), grads.end()}});
+  Enqueue(SparseQueue(table_id), Item{std::move(keys), std::move(grads)});
   // The next batch's rows may now be pulled.
   if (prefetcher_) prefetcher_->Release(thread, table_id);
 }
@@ -142,6 +147,25 @@ void AsyncCommunicator::PullSparse(int thread, uint32_t table_id, absl::Span<con
       prefetcher_->Take(thread, table_id, keys, out, Sparse(table_id).name)) {
     return;
   }
+  PullAtStep(table_id, keys, out, from_servers);
+}
+
+std::shared_ptr<Buffer> AsyncCommunicator::PullSparseRows(int thread, uint32_t table_id,
+                                                          absl::Span<const int64_t> keys,
+                                                          size_t dim, bool from_servers) {
+  if (!from_servers && prefetcher_) {
+    std::shared_ptr<Buffer> rows =
+        prefetcher_->TakeRows(thread, table_id, keys, keys.size() * dim, Sparse(table_id).name);
+    if (rows != nullptr) return rows;
+  }
+  absl::Span<float> out;
+  std::shared_ptr<Buffer> rows = RowsBuffer(keys.size() * dim, &out);
+  PullAtStep(table_id, keys, out, from_servers);
+  return rows;
+}
+
+void AsyncCommunicator::PullAtStep(uint32_t table_id, absl::Span<const int64_t> keys,
+                                   absl::Span<float> out, bool from_servers) {
   if (!from_servers && config_.max_sparse_staleness >= 0) AwaitSparsePushes(SparseQueue(table_id));
   step_pulls_.fetch_add(1, std::memory_order_relaxed);
   PullFromServers(table_id, keys, out);

@@ -69,10 +69,17 @@ class AsyncCommunicator : public CommunicatorBase {
 
   void PushSparse(int thread, uint32_t table_id, absl::Span<const int64_t> keys,
                   absl::Span<const float> grads) override;
+  // Queues the vectors themselves: no copy.
+  void PushSparseOwned(int thread, uint32_t table_id, std::vector<int64_t> keys,
+                       std::vector<float> grads) override;
   void SendDense(int thread, const std::vector<const LoDTensor*>& grads) override;
   // Served from the rows prefetched for the thread's batch when there are (sparse_prefetch.h).
   void PullSparse(int thread, uint32_t table_id, absl::Span<const int64_t> keys,
                   absl::Span<float> out, bool from_servers) override;
+  // Gives the prefetched rows' buffer itself away when there are.
+  std::shared_ptr<Buffer> PullSparseRows(int thread, uint32_t table_id,
+                                         absl::Span<const int64_t> keys, size_t dim,
+                                         bool from_servers) override;
   // The mode's hook, then the prefetcher's (none without prefetch_sparse).
   std::vector<std::shared_ptr<framework::StepHook>> hooks() override;
   // Pulls served from prefetched rows so far.
@@ -118,6 +125,9 @@ class AsyncCommunicator : public CommunicatorBase {
   size_t SparseQueue(uint32_t table_id) const;
   // Waits until queue q's pushes but the last max_sparse_staleness are acknowledged.
   void AwaitSparsePushes(size_t q);
+  // A pull that no prefetch served: at the step, after the sparse bound's wait.
+  void PullAtStep(uint32_t table_id, absl::Span<const int64_t> keys, absl::Span<float> out,
+                  bool from_servers);
   void RecvLoop();
   // Pulls the dense table into the staging buffer and records which of this worker's dense
   // pushes the values include; the trainer installs them at its next step boundary.

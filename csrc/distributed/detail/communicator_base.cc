@@ -143,6 +143,26 @@ void CommunicatorBase::PullSparse(int thread, uint32_t table_id, absl::Span<cons
   PullFromServers(table_id, keys, out);
 }
 
+std::shared_ptr<Buffer> CommunicatorBase::RowsBuffer(size_t floats, absl::Span<float>* span) {
+  auto rows = std::make_shared<Buffer>(floats * sizeof(float));
+  *span = absl::MakeSpan(static_cast<float*>(rows->data()), floats);
+  return rows;
+}
+
+std::shared_ptr<Buffer> CommunicatorBase::PullSparseRows(int thread, uint32_t table_id,
+                                                         absl::Span<const int64_t> keys, size_t dim,
+                                                         bool from_servers) {
+  absl::Span<float> out;
+  std::shared_ptr<Buffer> rows = RowsBuffer(keys.size() * dim, &out);
+  PullSparse(thread, table_id, keys, out, from_servers);
+  return rows;
+}
+
+void CommunicatorBase::PushSparseOwned(int thread, uint32_t table_id, std::vector<int64_t> keys,
+                                       std::vector<float> grads) {
+  PushSparse(thread, table_id, keys, grads);
+}
+
 void CommunicatorBase::PullFromServers(uint32_t table_id, absl::Span<const int64_t> keys,
                                        absl::Span<float> out) {
   WaitOk(client_->PullSparse(table_id, keys, out),

@@ -23,6 +23,13 @@ class CommunicatorBase : public Communicator {
 
   void PullSparse(int thread, uint32_t table_id, absl::Span<const int64_t> keys,
                   absl::Span<float> out, bool from_servers) override;
+  // A new buffer (not zeroed: the pull writes every row) filled by the mode's PullSparse.
+  std::shared_ptr<Buffer> PullSparseRows(int thread, uint32_t table_id,
+                                         absl::Span<const int64_t> keys, size_t dim,
+                                         bool from_servers) override;
+  // The mode's PushSparse of the vectors (which copies them).
+  void PushSparseOwned(int thread, uint32_t table_id, std::vector<int64_t> keys,
+                       std::vector<float> grads) override;
   void Start() override;
   std::vector<std::shared_ptr<framework::StepHook>> hooks() override { return {hook_}; }
   const CommunicatorConfig& config() const override { return config_; }
@@ -50,6 +57,8 @@ class CommunicatorBase : public Communicator {
   const SparseVar& Sparse(uint32_t table_id) const;
   // Pulls the rows of `keys` from the servers and waits for them.
   void PullFromServers(uint32_t table_id, absl::Span<const int64_t> keys, absl::Span<float> out);
+  // A buffer of `floats` floats, not zeroed, and the span over them.
+  static std::shared_ptr<Buffer> RowsBuffer(size_t floats, absl::Span<float>* span);
   // The table's dim, after checking that `grads` holds one row per key (InvalidArgument).
   size_t CheckPushSize(uint32_t table_id, absl::Span<const int64_t> keys,
                        absl::Span<const float> grads) const;

@@ -77,7 +77,9 @@ void SparsePrefetcher::OnBatchAhead(const framework::StepInfo& next) {
                            ids.data<int64_t>() + ids.numel());
     }
     if (!usable) continue;
-    pending->rows.resize(pending->keys.size() * inputs.dim);
+    const size_t floats = pending->keys.size() * inputs.dim;
+    pending->rows = std::make_shared<Buffer>(floats * sizeof(float));
+    pending->row_span = absl::MakeSpan(static_cast<float*>(pending->rows->data()), floats);
     queue.push_back(std::move(pending));
     while (queue.size() > kMaxPendingPerThread) queue.pop_front();
   }
@@ -85,7 +87,7 @@ void SparsePrefetcher::OnBatchAhead(const framework::StepInfo& next) {
 
 void SparsePrefetcher::StartPull(Pending& pending) {
   pending.future = std::make_unique<ps::Future>(
-      client_->PullSparse(pending.table_id, pending.keys, absl::MakeSpan(pending.rows)));
+      client_->PullSparse(pending.table_id, pending.keys, pending.row_span));
 }
 
 void SparsePrefetcher::Release(int thread, uint32_t table_id) {
@@ -95,16 +97,18 @@ void SparsePrefetcher::Release(int thread, uint32_t table_id) {
   }
 }
 
-bool SparsePrefetcher::Take(int thread, uint32_t table_id, absl::Span<const int64_t> keys,
-                            absl::Span<float> out, const std::string& table_name) {
-  if (thread < 0 || static_cast<size_t>(thread) >= pending_.size()) return false;
+std::unique_ptr<SparsePrefetcher::Pending> SparsePrefetcher::Serve(int thread, uint32_t table_id,
+                                                                   absl::Span<const int64_t> keys,
+                                                                   size_t floats,
+                                                                   const std::string& table_name) {
+  if (thread < 0 || static_cast<size_t>(thread) >= pending_.size()) return nullptr;
   auto& queue = pending_[thread];
   bool prefetched = false;  // some prefetch of this table, whatever its keys
   for (auto it = queue.begin(); it != queue.end(); ++it) {
     Pending& p = **it;
     prefetched = prefetched || p.table_id == table_id;
     if (p.table_id != table_id || p.keys.size() != keys.size() ||
-        !std::equal(keys.begin(), keys.end(), p.keys.begin()) || p.rows.size() != out.size()) {
+        !std::equal(keys.begin(), keys.end(), p.keys.begin()) || p.row_span.size() != floats) {
       continue;
     }
     // Older prefetches of this table will not be asked for any more (steps run in order).
@@ -118,17 +122,32 @@ bool SparsePrefetcher::Take(int thread, uint32_t table_id, absl::Span<const int6
     if (absl::Status s = hit->future->Wait(); !s.ok()) {
       ThrowIfError(s, absl::StrCat("pull_sparse of '", table_name, "'"));
     }
-    std::memcpy(out.data(), hit->rows.data(), out.size() * sizeof(float));
     absl::MutexLock lock(&mu_);
     ++served_;
     if (!arrived) ++waited_;
-    return true;
+    return hit;
   }
   if (prefetched) {
     absl::MutexLock lock(&mu_);
     ++missed_;
   }
-  return false;
+  return nullptr;
+}
+
+bool SparsePrefetcher::Take(int thread, uint32_t table_id, absl::Span<const int64_t> keys,
+                            absl::Span<float> out, const std::string& table_name) {
+  std::unique_ptr<Pending> hit = Serve(thread, table_id, keys, out.size(), table_name);
+  if (hit == nullptr) return false;
+  std::memcpy(out.data(), hit->row_span.data(), out.size() * sizeof(float));
+  return true;
+}
+
+std::shared_ptr<Buffer> SparsePrefetcher::TakeRows(int thread, uint32_t table_id,
+                                                   absl::Span<const int64_t> keys, size_t floats,
+                                                   const std::string& table_name) {
+  std::unique_ptr<Pending> hit = Serve(thread, table_id, keys, floats, table_name);
+  // The pull has ended (Serve waited for it), so nothing writes the rows any more.
+  return hit == nullptr ? nullptr : std::move(hit->rows);
 }
 
 int64_t SparsePrefetcher::served() const {

@@ -67,6 +67,10 @@ class SparsePrefetcher : public framework::StepHook {
   // table (`table_name`, the parameter).
   bool Take(int thread, uint32_t table_id, absl::Span<const int64_t> keys, absl::Span<float> out,
             const std::string& table_name);
+  // As Take, but gives the prefetch's own buffer away (`floats` floats of rows) instead of
+  // copying it: the pull_sparse op's outputs become views of it. Null when nothing matches.
+  std::shared_ptr<Buffer> TakeRows(int thread, uint32_t table_id, absl::Span<const int64_t> keys,
+                                   size_t floats, const std::string& table_name);
   // Prefetches served and missed since construction (tests, benchmarks).
   int64_t served() const;
   int64_t missed() const;
@@ -78,7 +82,9 @@ class SparsePrefetcher : public framework::StepHook {
   struct Pending {
     uint32_t table_id = 0;
     std::vector<int64_t> keys;
-    std::vector<float> rows;
+    // Not zeroed (the pull writes every row); handed to the op by TakeRows.
+    std::shared_ptr<Buffer> rows;
+    absl::Span<float> row_span;          // rows' floats
     std::unique_ptr<ps::Future> future;  // null until the pull starts
     ~Pending();
   };
@@ -89,6 +95,11 @@ class SparsePrefetcher : public framework::StepHook {
   };
   static std::vector<Inputs> InputsOf(const std::vector<SparseVar>& tables);
   void StartPull(Pending& pending);
+  // The prefetch of `keys` with `floats` floats of rows, its pull waited for (and started if
+  // the step pushed nothing of the table), out of the thread's queue; null when none matches.
+  // Throws the pull's error, naming the table.
+  std::unique_ptr<Pending> Serve(int thread, uint32_t table_id, absl::Span<const int64_t> keys,
+                                 size_t floats, const std::string& table_name);
 
   std::shared_ptr<ps::PsClient> client_;  // the registered hook may outlive the communicator
   const std::vector<Inputs> inputs_;
