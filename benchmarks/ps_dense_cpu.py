@@ -2,7 +2,8 @@
 memory copies that moving the same bytes takes at least.
 
     .venv/bin/python benchmarks/ps_dense_cpu.py [--dim N] [--calls N] [--rounds N] [--quick]
-        [--call push_then_pull|push_pull|push] [--server_tree DIR] [--transport tcp|shm|both]
+        [--call push_then_pull|push_pull|push|sync_step] [--server_tree DIR]
+        [--transport tcp|shm|both]
 
 A PS job moves its whole dense table twice a step (the gradients up, the values back:
 CTR-DNN's 425,984 floats, 1.7 MB each way), and on a machine whose cores all train, what that
@@ -15,9 +16,12 @@ transport that copies at each end takes.
 
 --call picks what one call is: a push then a pull (two round trips, the default), a push-pull
 (one round trip whose reply carries the values after the push, as an async worker's dense
-step), or a push alone. With a small --dim, a push alone measures what a request costs apart
-from the table's work. --server_tree runs the server from another source tree and its build
-(for example a clone at an older commit), so that the same client compares two servers.
+step), or a push alone, or a sync step (a one-worker job's step: the gradients as an accumulate push
+and the step barrier sent together, the barrier's reply (or, with shared memory, the worker's
+segment) bringing back the values after the step's update). With a small --dim, a push alone
+measures what a request costs apart from the table's work. --server_tree runs the server from
+another source tree and its build (for example a clone at an older commit), so that the same
+client compares two servers.
 --transport picks how the floats travel: over loopback TCP (the default), through memory
 shared with the server (PsClient(local_shared_memory=True), a_sync_configs["local_transport"]
 = "shm"), or both, alternating a TCP round and a shared-memory round against the same server
@@ -89,6 +93,9 @@ def one_round(client, server_pid: int, dim: int, calls: int, kind: str) -> dict:
     values = np.empty(dim, dtype=np.float32)
 
     def call() -> None:
+        if kind == "sync_step":
+            client.core_client.sync_step_and_pull_dense(TABLE_ID, grads, values, 1, 0, 60.0)
+            return
         if kind == "push_pull":
             client.push_pull_dense(TABLE_ID, grads, values)
             return
@@ -123,7 +130,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="1 round of 50 calls")
     parser.add_argument(
         "--call",
-        choices=("push_then_pull", "push_pull", "push"),
+        choices=("push_then_pull", "push_pull", "push", "sync_step"),
         default="push_then_pull",
         help="what one call is",
     )

@@ -216,7 +216,33 @@ void BindClientCalls(PyClientClass& c) {
             }();
             return MakeFuture(std::move(f), py::none(), py::none());
           },
-          py::arg("name"), py::arg("num_workers"), py::arg("worker_id"), py::arg("timeout_s"));
+          py::arg("name"), py::arg("num_workers"), py::arg("worker_id"), py::arg("timeout_s"))
+      .def(
+          "sync_step_and_pull_dense",
+          [](ps::PsClient& client, int64_t table_id, const py::array& grads, const py::array& out,
+             int64_t num_workers, int64_t worker_id, double timeout_s) {
+            const uint32_t table = U32(table_id, "table_id");
+            const uint32_t workers = U32(num_workers, "num_workers");
+            const uint32_t worker = U32(worker_id, "worker_id");
+            const absl::Duration timeout = Seconds(timeout_s, "timeout_s");
+            auto g = ArraySpan<const float>(grads, "grads", false);
+            auto o = ArraySpan<float>(out, "out", true);
+            absl::StatusOr<uint32_t> done;
+            {
+              py::gil_scoped_release release;
+              // As a sync worker's communicator: the accumulate push and the step in flight
+              // together; the step returns once the push has ended too.
+              const ps::Future push = client.PushDense(table, g, ps::PushKind::kAccumulate);
+              done = client.SyncStepAndPullDense(workers, worker, timeout, table, o, {&push, 1});
+            }
+            ThrowIfError(done.status());
+            return *done;
+          },
+          py::arg("table_id"), py::arg("grads"), py::arg("out"), py::arg("num_workers"),
+          py::arg("worker_id"), py::arg("timeout_s"),
+          "A sync worker's dense step: `grads` as an accumulate push and the step barrier, sent "
+          "together; `out` gets the table after the step's update. Returns how many workers "
+          "have finished (none here: this call never says done).");
 }
 
 void BindClientAdmin(PyClientClass& c) {

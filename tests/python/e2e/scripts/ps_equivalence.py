@@ -103,6 +103,11 @@ def main() -> int:
         action="store_true",
         help="PS: wait for every push after each step (async then equals sync)",
     )
+    parser.add_argument(
+        "--local_transport",
+        default=None,
+        help="PS: a_sync_configs['local_transport'] (off, unix, shm); unset: the default",
+    )
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     main_prog, startup, loss, opt, table_optimizers = build(args.optimizer)
@@ -128,6 +133,8 @@ def main() -> int:
         "geo": fleet.DistributedStrategyFactory.create_geo_strategy(args.geo_steps),
     }[args.mode]
     strategy.table_optimizers = table_optimizers
+    if args.local_transport is not None:
+        strategy.a_sync_configs = {"local_transport": args.local_transport}
     with fleet.program_guard(main_prog, startup):
         fleet.distributed_optimizer(opt, strategy).minimize(loss)
     if fleet.is_server():
