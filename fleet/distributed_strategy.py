@@ -122,6 +122,12 @@ class AsyncConfig:
     local_transport: str = "shm"
     paddle_only: dict = dataclasses.field(default_factory=dict)
 
+    # The keys the runtime reads in every mode (the others tune the async and half-async
+    # communicators).
+    ANY_MODE_KEYS: ClassVar[frozenset[str]] = frozenset(
+        {"rpc_timeout_s", "server_restarts", "worker_restarts", "local_transport"}
+    )
+
     # Key -> (type, why Fleet does not act on it).
     PADDLE_ONLY_KEYS: ClassVar[dict[str, tuple[type, str]]] = {
         "min_send_grad_num_before_recv": (int, "the dense refresh follows max_dense_staleness"),
@@ -535,8 +541,10 @@ class DistributedStrategyFactory:
         mode: str | PsMode, update_frequency: int = 100, **a_sync_configs: Any
     ) -> DistributedStrategy:
         """The strategy of a mode named as a launch flag names it ("sync", "async",
-        "half_async" or "geo"; GEO with `update_frequency`), with `a_sync_configs` keys (e.g.
-        send_queue_size=1) applied in async and half-async and ignored in sync and GEO, whose
+        "half_async" or "geo"; GEO with `update_frequency`), with `a_sync_configs` keys: those
+        every mode reads (AsyncConfig.ANY_MODE_KEYS: rpc_timeout_s, server_restarts,
+        worker_restarts, local_transport) applied in every mode, the communicator's tuning keys
+        (e.g. send_queue_size=1) in async and half-async only, and ignored in sync and GEO, whose
         communicators do not read them. InvalidArgument lists the modes for another name."""
         name = mode.value if isinstance(mode, PsMode) else mode
         makers = {
@@ -553,7 +561,13 @@ class DistributedStrategyFactory:
                 f"{', '.join(makers)}"
             )
         strategy = makers[name]()
-        if name in (PsMode.ASYNC.value, PsMode.HALF_ASYNC.value) and a_sync_configs:
+        if name not in (PsMode.ASYNC.value, PsMode.HALF_ASYNC.value):
+            a_sync_configs = {
+                key: value
+                for key, value in a_sync_configs.items()
+                if key in AsyncConfig.ANY_MODE_KEYS
+            }
+        if a_sync_configs:
             strategy.a_sync_configs = a_sync_configs
         return strategy
 

@@ -59,9 +59,6 @@ def strategy_for(args: argparse.Namespace) -> fleet.DistributedStrategy:
     if args.local_transport is not None:
         configs["local_transport"] = args.local_transport
     strategy = fleet.DistributedStrategyFactory.create(args.mode, args.update_frequency, **configs)
-    if args.local_transport is not None:
-        # create() applies its keys in async and half-async only; every mode reads this one.
-        strategy.a_sync_configs = {"local_transport": args.local_transport}
     if args.ssd_path:
         strategy.sparse_table_configs = {
             "storage": "ssd",

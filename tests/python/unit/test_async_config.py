@@ -45,6 +45,29 @@ def test_create_by_name_gives_the_mode_and_applies_async_keys_where_they_count(m
     assert (strategy.a_sync_configs["send_queue_size"] == 1) == applied
 
 
+@pytest.mark.parametrize("mode", ["sync", "async", "half_async", "geo"])
+def test_create_applies_the_keys_every_mode_reads_in_every_mode(mode):
+    # A sync or GEO job launched with local_transport="off" once silently kept the default.
+    strategy = fleet.DistributedStrategyFactory.create(
+        mode,
+        local_transport="off",
+        rpc_timeout_s=7,
+        server_restarts=True,
+        worker_restarts=True,
+        send_queue_size=1,
+    )
+    configs = strategy.a_sync_configs
+    assert configs["local_transport"] == "off"
+    assert configs["rpc_timeout_s"] == 7.0
+    assert configs["server_restarts"] is True and configs["worker_restarts"] is True
+    assert (configs["send_queue_size"] == 1) == (mode in ("async", "half_async"))
+
+
+def test_create_still_checks_a_key_every_mode_reads_in_sync():
+    with pytest.raises(InvalidArgument, match="local_transport"):
+        fleet.DistributedStrategyFactory.create("sync", local_transport="pipe")
+
+
 def test_create_geo_takes_the_update_frequency():
     strategy = fleet.DistributedStrategyFactory.create("geo", 25, send_queue_size=1)
     assert strategy.mode.name == "GEO" and strategy.a_sync_configs["k_steps"] == 25
