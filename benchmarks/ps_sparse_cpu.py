@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import statistics
 import sys
 import tempfile
@@ -40,6 +39,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from cpu_clock import own_cpu, process_cpu_s  # noqa: E402
 
 from fleet.testing.ps_cluster import start_servers  # noqa: E402
 
@@ -59,17 +60,6 @@ def table(dim: int) -> dict:
         "optimizer": {"learning_rate": 1e-3, "adam": {}},
         "initializer": {"seed": 3, "uniform": {"low": -0.01, "high": 0.01}},
     }
-
-
-def process_cpu_s(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def own_cpu() -> tuple[float, int]:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime, usage.ru_nvcsw
 
 
 def batches(count: int, keys: int, dim: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:

@@ -13,34 +13,8 @@ import pytest
 import fleet
 from fleet import _core
 from fleet.errors import InvalidArgument, Unavailable
-from fleet.ps import PsClient, server_config, start_server
 
-DIM = 3
-
-
-@pytest.fixture
-def cluster():
-    tables = [
-        {
-            "table_id": 1,
-            "type": "SPARSE",
-            "dim": DIM,
-            "optimizer": {"learning_rate": 1.0, "sgd": {}},
-            "initializer": {"seed": 5, "uniform": {"low": -1, "high": 1}},
-        },
-        {
-            "table_id": 0,
-            "type": "DENSE",
-            "dim": 4,
-            "optimizer": {"learning_rate": 0.5, "sgd": {}},
-            "initializer": {"zero": {}},
-        },
-    ]
-    server = start_server(server_config(0, 1, tables))
-    client = PsClient([server.endpoint])
-    yield server, client
-    client.close()
-    server.shutdown(1.0)
+DIM = 3  # the row width of the sparse table of conftest.py's cluster fixture
 
 
 def _program(padding_idx: int = -1):

@@ -13,35 +13,9 @@ import pytest
 
 import fleet
 from fleet import _core
-from fleet.ps import PsClient, server_config, start_server
 
-DIM = 3
+DIM = 3  # the row width of the sparse table of conftest.py's cluster fixture
 SLOTS = ("ids_a", "ids_b", "ids_c")
-
-
-@pytest.fixture
-def cluster():
-    tables = [
-        {
-            "table_id": 1,
-            "type": "SPARSE",
-            "dim": DIM,
-            "optimizer": {"learning_rate": 1.0, "sgd": {}},
-            "initializer": {"seed": 11, "uniform": {"low": -1, "high": 1}},
-        },
-        {
-            "table_id": 0,
-            "type": "DENSE",
-            "dim": 4,
-            "optimizer": {"learning_rate": 0.5, "sgd": {}},
-            "initializer": {"zero": {}},
-        },
-    ]
-    server = start_server(server_config(0, 1, tables))
-    client = PsClient([server.endpoint])
-    yield server, client
-    client.close()
-    server.shutdown(1.0)
 
 
 def _communicator(client, scope, mode: str, prefetch_sparse: bool = True):
