@@ -68,6 +68,28 @@ absl::Status CheckIncarnation(Incarnations* incarnations, size_t server,
                               const grpc::Status& transport, const grpc::ClientContext& context,
                               const std::string& where);
 
+// A request's byte range of the memory shared with a server on this host.
+inline void SetShmRange(proto::ShmRange* range, uint64_t offset, uint64_t length) {
+  range->set_offset(offset);
+  range->set_length(length);
+}
+
+// The name a push call's errors give it: `base` ("PushSparse" or "PushDense") and its kind.
+inline const char* PushCallName(PushKind kind, const char* base) {
+  const bool sparse = base[4] == 'S';
+  switch (kind) {
+    case PushKind::kDelta:
+      return sparse ? "PushSparse (delta)" : "PushDense (delta)";
+    case PushKind::kAccumulate:
+      return sparse ? "PushSparse (accumulate)" : "PushDense (accumulate)";
+    case PushKind::kInitialize:
+      return sparse ? "PushSparse (initialize)" : "PushDense (initialize)";
+    case PushKind::kGradient:
+      break;
+  }
+  return base;
+}
+
 // Open presence calls (PsClient::Attend), one per server, and those that ended.
 struct Presence {
   absl::Mutex mu;
