@@ -26,6 +26,19 @@ inline void AddSgdDenseTable(proto::ServerConfig* config, uint32_t id, const cha
   table->mutable_initializer()->mutable_constant()->set_value(start);
 }
 
+// Adds a sparse table of rows of `dim` floats, zero at first, updated by SGD at `rate`.
+inline void AddSgdSparseTable(proto::ServerConfig* config, uint32_t id, const char* name,
+                              uint64_t dim, float rate) {
+  proto::TableConfig* table = config->add_tables();
+  table->set_table_id(id);
+  table->set_name(name);
+  table->set_type(proto::SPARSE);
+  table->set_dim(dim);
+  table->mutable_optimizer()->set_learning_rate(rate);
+  table->mutable_optimizer()->mutable_sgd();
+  table->mutable_initializer()->mutable_zero();
+}
+
 // Starts a server for each config; fails the calling test (ASSERT) if one does not start.
 inline void StartServers(const std::vector<proto::ServerConfig>& configs,
                          std::vector<std::unique_ptr<PsServer>>* servers, ClientOptions* options) {

@@ -18,6 +18,7 @@
 #include "ps/detail/shm_segment.h"
 #include "ps/server/server.h"
 #include "ps_loopback_servers.h"
+#include "ps_shm_testing.h"
 
 namespace fleet::ps {
 namespace {
@@ -172,16 +173,8 @@ TEST(ShmDense, TheServerRefusesARangeOutsideTheSegmentNamingRangeAndSegment) {
       grpc::CreateChannel(options.endpoints[0], grpc::InsecureChannelCredentials()));
   auto segment = ShmSegment::Create(2 * kDim * sizeof(float));
   ASSERT_TRUE(segment.ok()) << segment.status();
-  proto::AttachSegmentRequest attach;
-  attach.set_pid(getpid());
-  attach.set_fd((*segment)->fd());
-  attach.set_token((*segment)->token());
-  attach.set_size((*segment)->size());
   proto::AttachSegmentReply attached;
-  {
-    grpc::ClientContext context;
-    ASSERT_TRUE(stub->AttachSegment(&context, attach, &attached).ok());
-  }
+  ASSERT_TRUE(testing_shm::AttachRaw(stub.get(), **segment, &attached).ok());
   ASSERT_EQ(attached.status().code(), 0) << attached.status().message();
   proto::PushDenseRequest push;
   push.set_table_id(kTable);

@@ -3,7 +3,6 @@
 // refuses.
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cstdint>
 #include <cstring>
@@ -16,6 +15,7 @@
 #include "ps/detail/shm_segment.h"
 #include "ps/server/server.h"
 #include "ps_loopback_servers.h"
+#include "ps_shm_testing.h"
 
 namespace fleet::ps {
 namespace {
@@ -166,14 +166,8 @@ class ShmSparseRefusalTest : public testing::Test {
     auto segment = ShmSegment::Create(4096);
     ASSERT_TRUE(segment.ok()) << segment.status();
     segment_ = std::move(*segment);
-    proto::AttachSegmentRequest attach;
-    attach.set_pid(getpid());
-    attach.set_fd(segment_->fd());
-    attach.set_token(segment_->token());
-    attach.set_size(segment_->size());
     proto::AttachSegmentReply attached;
-    grpc::ClientContext context;
-    ASSERT_TRUE(stub_->AttachSegment(&context, attach, &attached).ok());
+    ASSERT_TRUE(testing_shm::AttachRaw(stub_.get(), *segment_, &attached).ok());
     ASSERT_EQ(attached.status().code(), 0) << attached.status().message();
     segment_id_ = attached.segment_id();
   }

@@ -4,7 +4,6 @@
 // a range outside the segment or a segment it never attached, naming them.
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cstdint>
 #include <cstring>
@@ -20,6 +19,7 @@
 #include "ps/rpc_meter.h"
 #include "ps/server/server.h"
 #include "ps_loopback_servers.h"
+#include "ps_shm_testing.h"
 
 namespace fleet::ps {
 namespace {
@@ -175,16 +175,8 @@ TEST(ShmSyncStep, TheServerRefusesARangeOutsideTheSegmentOrAnUnknownSegmentNamin
   const uint64_t bytes = kDim * sizeof(float);
   auto segment = detail::ShmSegment::Create(2 * bytes);
   ASSERT_TRUE(segment.ok()) << segment.status();
-  proto::AttachSegmentRequest attach;
-  attach.set_pid(getpid());
-  attach.set_fd((*segment)->fd());
-  attach.set_token((*segment)->token());
-  attach.set_size((*segment)->size());
   proto::AttachSegmentReply attached;
-  {
-    grpc::ClientContext context;
-    ASSERT_TRUE(stub->AttachSegment(&context, attach, &attached).ok());
-  }
+  ASSERT_TRUE(testing_shm::AttachRaw(stub.get(), **segment, &attached).ok());
   ASSERT_EQ(attached.status().code(), 0) << attached.status().message();
 
   // Runs 4 bytes past the end.

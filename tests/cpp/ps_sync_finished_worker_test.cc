@@ -35,14 +35,7 @@ proto::ServerConfig Config() {
   config.set_server_index(0);
   config.set_num_servers(1);
   testing_servers::AddSgdDenseTable(&config, kDense, "dense", kDenseDim, kRate, kStart);
-  proto::TableConfig* table = config.add_tables();
-  table->set_table_id(kSparse);
-  table->set_name("rows");
-  table->set_type(proto::SPARSE);
-  table->set_dim(kRowDim);
-  table->mutable_optimizer()->set_learning_rate(kRate);
-  table->mutable_optimizer()->mutable_sgd();
-  table->mutable_initializer()->mutable_zero();
+  testing_servers::AddSgdSparseTable(&config, kSparse, "rows", kRowDim, kRate);
   return config;
 }
 

@@ -37,14 +37,7 @@ proto::ServerConfig ConfigOf(uint32_t index) {
   config.set_server_index(index);
   config.set_num_servers(2);
   testing_servers::AddSgdDenseTable(&config, kDense, "dense", kDenseDim, kRate, kStart);
-  proto::TableConfig* table = config.add_tables();
-  table->set_table_id(kSparse);
-  table->set_name("rows");
-  table->set_type(proto::SPARSE);
-  table->set_dim(kRowDim);
-  table->mutable_optimizer()->set_learning_rate(kRate);
-  table->mutable_optimizer()->mutable_sgd();
-  table->mutable_initializer()->mutable_zero();
+  testing_servers::AddSgdSparseTable(&config, kSparse, "rows", kRowDim, kRate);
   return config;
 }
 

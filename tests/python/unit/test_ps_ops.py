@@ -13,6 +13,7 @@ import pytest
 import fleet
 from fleet import _core
 from fleet.errors import InvalidArgument, Unavailable
+from tests.python.unit.ps_ops_config import communicator_config
 
 DIM = 3  # the row width of the sparse table of conftest.py's cluster fixture
 
@@ -49,23 +50,16 @@ def _config(
     send_wait_times,
     ids=("ids",),
 ):
-    config = _core.distributed.CommunicatorConfig()
-    config.mode = getattr(_core.distributed.PsMode, mode.upper())
-    config.worker_id = 0
-    config.num_workers = 1
-    config.dense_table_id = 0
-    config.dense = [_core.distributed.DenseVar("w", "w@GRAD", 0, 4)]
-    config.sparse = [_core.distributed.SparseVar(1, DIM, "emb", list(ids))]
-    config.send_queue_size = send_queue_size
-    config.max_merge_var_num = max_merge_var_num
-    config.send_wait_times = send_wait_times
-    config.thread_pool_size = 1
-    config.independent_recv = False
-    config.max_dense_staleness = max_dense_staleness
-    config.prefetch_sparse = prefetch_sparse
-    config.geo_steps = 1
-    config.step_timeout_s = 10.0
-    return config
+    return communicator_config(
+        mode,
+        ids,
+        DIM,
+        max_dense_staleness=max_dense_staleness,
+        prefetch_sparse=prefetch_sparse,
+        send_queue_size=send_queue_size,
+        max_merge_var_num=max_merge_var_num,
+        send_wait_times=send_wait_times,
+    )
 
 
 def _executor(

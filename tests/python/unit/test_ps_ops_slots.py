@@ -13,28 +13,14 @@ import pytest
 
 import fleet
 from fleet import _core
+from tests.python.unit.ps_ops_config import communicator_config
 
 DIM = 3  # the row width of the sparse table of conftest.py's cluster fixture
 SLOTS = ("ids_a", "ids_b", "ids_c")
 
 
 def _communicator(client, scope, mode: str, prefetch_sparse: bool = True):
-    config = _core.distributed.CommunicatorConfig()
-    config.mode = getattr(_core.distributed.PsMode, mode.upper())
-    config.worker_id = 0
-    config.num_workers = 1
-    config.dense_table_id = 0
-    config.dense = [_core.distributed.DenseVar("w", "w@GRAD", 0, 4)]
-    config.sparse = [_core.distributed.SparseVar(1, DIM, "emb", list(SLOTS))]
-    config.send_queue_size = 4
-    config.max_merge_var_num = 1
-    config.send_wait_times = 0
-    config.thread_pool_size = 1
-    config.independent_recv = False
-    config.max_dense_staleness = 0
-    config.prefetch_sparse = prefetch_sparse
-    config.geo_steps = 1
-    config.step_timeout_s = 10.0
+    config = communicator_config(mode, SLOTS, DIM, prefetch_sparse=prefetch_sparse)
     resources = _core.RuntimeResources()
     comm = _core.distributed.Communicator(config, client._core, scope)
     comm.attach(resources)
