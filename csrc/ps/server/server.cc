@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "ps/detail/endpoint.h"
 #include "ps/server/detail/barrier.h"
+#include "ps/server/detail/round_pool.h"
 #include "ps/server/detail/service.h"
 #include "ps/server/detail/table_set.h"
 
@@ -52,7 +53,8 @@ absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Start(const ServerOptions& o
   PsServer* self = server.get();
   server->service_ = std::make_unique<detail::PsServiceImpl>(
       server->tables_.get(), server->barriers_.get(), [self] { self->RequestStop(); },
-      options.job_id, server->incarnation_, options.load_dirname);
+      options.job_id, server->incarnation_, options.load_dirname,
+      detail::RoundPool::ThreadsFor(options.round_threads));
 
   grpc::ServerBuilder builder;
   int port = 0;

@@ -58,6 +58,10 @@ struct ServerOptions {
   // presence call dropped is waited for, not failed, and rejoins when it attends again
   // (detail/barrier.h).
   bool worker_restarts = false;
+  // Threads that apply a sync round's summed gradients while the workers wait at the step
+  // barrier (detail/round_pool.h): the handler's own thread and round_threads - 1 helpers.
+  // 0: the host's core count, at most 4. The result is the same bit for bit for any count.
+  int round_threads = 0;
   // Progress lines of long barrier waits ("waiting for worker(s) 1 at barrier ..."); stderr
   // when unset.
   std::function<void(const std::string&)> log;

@@ -1,5 +1,6 @@
 #include "ps/table/dense_table.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -19,6 +20,11 @@ bool DeltaStaysWithin(const float* data, size_t floats, const float* g, size_t l
                       float bound) {
   const uint32_t h = detail::MagnitudeBits(static_cast<float>(bound / 2.02));
   return !detail::ScanMagnitudeAbove(data, floats, h) && !detail::ScanMagnitudeAbove(g, length, h);
+}
+
+// Push's blocks one after the other, on the calling thread.
+void ForEachInOrder(size_t n, const std::function<void(size_t)>& task) {
+  for (size_t i = 0; i < n; ++i) task(i);
 }
 
 }  // namespace
@@ -115,7 +121,11 @@ absl::Status DenseTable::Pull(absl::Span<float> out) const {
 }
 
 absl::Status DenseTable::Push(absl::Span<const float> grads, bool is_delta) {
-  return PushBlocks(grads, is_delta, {});
+  return PushBlocks(grads, is_delta, {}, ForEachInOrder);
+}
+
+absl::Status DenseTable::Push(absl::Span<const float> grads, const ForEach& for_each) {
+  return PushBlocks(grads, false, {}, for_each);
 }
 
 absl::Status DenseTable::PushAndPull(absl::Span<const float> grads, absl::Span<float> out,
@@ -125,70 +135,85 @@ absl::Status DenseTable::PushAndPull(absl::Span<const float> grads, absl::Span<f
                                                    " floats, the push-pull asked for ", out.size(),
                                                    " back"));
   }
-  return PushBlocks(grads, is_delta, out);
+  return PushBlocks(grads, is_delta, out, ForEachInOrder);
+}
+
+bool DenseTable::UpdateBlock(Block& block, const float* g, bool is_delta, float* out) const {
+  detail::OverflowGuard guard(config_.overflow());
+  detail::SpanScaler scaler;
+  std::lock_guard<std::mutex> lock(block.mu);
+  float* w = block.data.data();
+  // Copying a block with its optimizer state before each update, to put it back should the
+  // update overflow, cost more CPU than the update itself; a block whose magnitudes prove the
+  // update stays in range (the usual case) needs neither the copy nor the check after.
+  const bool in_range =
+      is_delta ? DeltaStaysWithin(w, block.data.size(), g, block.length, guard.bound())
+               : !block.rate_above_1 && rule_->UpdateStaysWithin(block.length, w, w + block.length,
+                                                                 g, guard.bound(), block.bound);
+  if (!in_range) guard.Keep(w, block.data.size());
+  const bool scaled = !is_delta && !block.rate_spans.empty();
+  // The values go out from the rule's own loop unless something changes them after it.
+  float* out_now = out != nullptr && in_range && !scaled ? out : nullptr;
+  if (is_delta && out_now != nullptr) {
+    for (size_t i = 0; i < block.length; ++i) out_now[i] = w[i] += g[i];
+  } else if (is_delta) {
+    for (size_t i = 0; i < block.length; ++i) w[i] += g[i];
+  } else {
+    // The rule at its own rate, then each span keeps `scale` times the change it made.
+    if (scaled) scaler.Keep(block.rate_spans, w);
+    const uint32_t bound = rule_->UpdateMeasured(block.length, w, w + block.length, g, out_now);
+    if (scaled) scaler.Apply(block.rate_spans, w);
+    // Only the rule's loop measured the block: scaled, clipped or put back, it is unknown.
+    block.bound = in_range && !scaled ? bound : UpdateRule::kUnknownBound;
+  }
+  if (is_delta) block.bound = UpdateRule::kUnknownBound;
+  const bool kept = in_range || guard.Check(w, block.data.size());
+  // The block's values as they are now (scaled, clipped or put back by the guard).
+  if (out != nullptr && out_now == nullptr) {
+    std::memcpy(out, w, block.length * sizeof(float));
+  }
+  return kept;
 }
 
 absl::Status DenseTable::PushBlocks(absl::Span<const float> grads, bool is_delta,
-                                    absl::Span<float> out) {
+                                    absl::Span<float> out, const ForEach& for_each) {
   const char* what = is_delta ? "deltas" : "gradients";
   if (grads.size() != local_size_) {
     return absl::InvalidArgumentError(absl::StrCat(Name(), ": this server holds ", local_size_,
                                                    " floats, the push sent ", grads.size(), " ",
                                                    what));
   }
-  if (!AllFinite(grads)) {
+  // Checked block by block (the blocks cover the push), before any block changes.
+  std::vector<char> finite(blocks_.size());
+  for_each(blocks_.size(), [&](size_t b) {
+    finite[b] = AllFinite(grads.subspan(blocks_[b]->offset, blocks_[b]->length));
+  });
+  if (std::find(finite.begin(), finite.end(), 0) != finite.end()) {
     return absl::InvalidArgumentError(
         absl::StrCat(Name(), ": ", what, " contain NaN or infinity; push rejected"));
   }
   pristine_.store(false);
   if (!is_delta) rule_->BeginUpdate();  // one step of a learning-rate schedule per push
-  detail::OverflowGuard guard(config_.overflow());
-  detail::SpanScaler scaler;
+  std::vector<char> kept(blocks_.size());
+  for_each(blocks_.size(), [&](size_t b) {
+    Block& block = *blocks_[b];
+    kept[b] = UpdateBlock(block, grads.data() + block.offset, is_delta,
+                          out.empty() ? nullptr : out.data() + block.offset);
+  });
   uint64_t refused = 0;
   uint64_t first_block = 0;
-  for (auto& block : blocks_) {
-    std::lock_guard<std::mutex> lock(block->mu);
-    float* w = block->data.data();
-    const float* g = grads.data() + block->offset;
-    // Copying a block with its optimizer state before each update, to put it back should the
-    // update overflow, cost more CPU than the update itself; a block whose magnitudes prove the
-    // update stays in range (the usual case) needs neither the copy nor the check after.
-    const bool in_range =
-        is_delta
-            ? DeltaStaysWithin(w, block->data.size(), g, block->length, guard.bound())
-            : !block->rate_above_1 &&
-                  rule_->UpdateStaysWithin(block->length, w, w + block->length, g, guard.bound());
-    if (!in_range) guard.Keep(w, block->data.size());
-    const bool scaled = !is_delta && !block->rate_spans.empty();
-    // The values go out from the rule's own loop unless something changes them after it.
-    float* out_now = !out.empty() && in_range && !scaled ? out.data() + block->offset : nullptr;
-    if (is_delta && out_now != nullptr) {
-      for (size_t i = 0; i < block->length; ++i) out_now[i] = w[i] += g[i];
-    } else if (is_delta) {
-      for (size_t i = 0; i < block->length; ++i) w[i] += g[i];
-    } else {
-      // The rule at its own rate, then each span keeps `scale` times the change it made.
-      if (scaled) scaler.Keep(block->rate_spans, w);
-      rule_->Update(block->length, w, w + block->length, g, out_now);
-      if (scaled) scaler.Apply(block->rate_spans, w);
-    }
-    if (!in_range && !guard.Check(w, block->data.size()) && refused++ == 0) {
-      first_block = block->index;
-    }
-    // The block's values as they are now (scaled, clipped or put back by the guard).
-    if (!out.empty() && out_now == nullptr) {
-      std::memcpy(out.data() + block->offset, w, block->length * sizeof(float));
-    }
+  for (size_t b = 0; b < blocks_.size(); ++b) {
+    if (!kept[b] && refused++ == 0) first_block = blocks_[b]->index;
   }
   if (refused == 0) return absl::OkStatus();
-  return absl::OutOfRangeError(
-      absl::StrCat(Name(), ": the update of block ", first_block, " (elements from ",
-                   layout_.BlockBegin(first_block), ")",
-                   refused > 1 ? absl::StrCat(" and ", refused - 1, " other blocks") : "",
-                   " would take a weight or optimizer state past ", guard.bound(),
-                   " (float overflow from finite ", what,
-                   "); those blocks were left as they were, the rest "
-                   "of the push was applied"));
+  const float bound = detail::OverflowGuard(config_.overflow()).bound();
+  return absl::OutOfRangeError(absl::StrCat(
+      Name(), ": the update of block ", first_block, " (elements from ",
+      layout_.BlockBegin(first_block), ")",
+      refused > 1 ? absl::StrCat(" and ", refused - 1, " other blocks") : "",
+      " would take a weight or optimizer state past ", bound, " (float overflow from finite ", what,
+      "); those blocks were left as they were, the rest "
+      "of the push was applied"));
 }
 
 absl::StatusOr<bool> DenseTable::Initialize(absl::Span<const float> values) {
@@ -205,6 +230,7 @@ absl::StatusOr<bool> DenseTable::Initialize(absl::Span<const float> values) {
   for (auto& block : blocks_) {
     std::lock_guard<std::mutex> lock(block->mu);
     std::memcpy(block->data.data(), values.data() + block->offset, block->length * sizeof(float));
+    block->bound = UpdateRule::kUnknownBound;
   }
   return true;
 }
@@ -251,6 +277,7 @@ absl::Status DenseTable::ReadPart(TableFileReader* part, std::vector<bool>* seen
     }
     Block& block = *blocks_[local];
     std::lock_guard<std::mutex> lock(block.mu);
+    block.bound = UpdateRule::kUnknownBound;  // before the read, which may fail half way
     if (auto s = part->Read(block.data.data(), floats * sizeof(float)); !s.ok()) return s;
     (*seen)[local] = true;
     ++*loaded;

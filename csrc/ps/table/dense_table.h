@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -59,6 +60,15 @@ class DenseTable {
   // `out` of the wrong size, before anything changes); after an error `out` holds nothing to use.
   absl::Status PushAndPull(absl::Span<const float> grads, absl::Span<float> out,
                            bool is_delta = false);
+  // Calls task(i) for every i in [0, n), each exactly once, from any threads, and returns once
+  // every call has (the server's detail::RoundPool::ParallelFor, for one).
+  using ForEach = std::function<void(size_t n, const std::function<void(size_t)>& task)>;
+  // Push(grads, false) with the blocks' checks and updates run as one task per block through
+  // `for_each`, for a caller with idle cores (sync training's round, applied while every worker
+  // waits). The values and state are those of Push bit for bit: each block is updated once, by
+  // one task, with its own overflow guard, and the rule's schedule steps once. Thread-safe;
+  // errors as Push's.
+  absl::Status Push(absl::Span<const float> grads, const ForEach& for_each);
   // Sets the values (local order) while the table still holds its initial ones (never pushed to,
   // initialised or loaded); afterwards does nothing. Returns whether it set them. Thread-safe.
   absl::StatusOr<bool> Initialize(absl::Span<const float> values);
@@ -83,12 +93,21 @@ class DenseTable {
     // The block's elements with their own learning rate (TableConfig.rate_scales); empty for most.
     std::vector<detail::RateSpan> rate_spans;
     bool rate_above_1 = false;  // a span scales the rule's change up
+    // The bound UpdateRule::UpdateMeasured returned for the block's last update when nothing has
+    // changed it since, so that the next push's proof of range need not scan it; kUnknownBound
+    // otherwise (a new, loaded or initialised block, deltas, a rate span or the guard's work).
+    uint32_t bound = UpdateRule::kUnknownBound;
   };
 
   DenseTable(const proto::TableConfig& config, std::unique_ptr<UpdateRule> rule);
   std::string Name() const;
-  // Push, copying each block's values to `out` after its update when `out` is not empty.
-  absl::Status PushBlocks(absl::Span<const float> grads, bool is_delta, absl::Span<float> out);
+  // Push, copying each block's values to `out` after its update when `out` is not empty, with
+  // the blocks' checks and updates run through `for_each` (one task per block).
+  absl::Status PushBlocks(absl::Span<const float> grads, bool is_delta, absl::Span<float> out,
+                          const ForEach& for_each);
+  // One block's part of PushBlocks (`g` and `out` start at the block's offset; `out` may be
+  // null). False when the update would take the block out of range and the guard put it back.
+  bool UpdateBlock(Block& block, const float* g, bool is_delta, float* out) const;
   absl::Status ReadPart(TableFileReader* part, std::vector<bool>* seen, uint64_t* loaded);
 
   proto::TableConfig config_;

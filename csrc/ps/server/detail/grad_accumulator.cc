@@ -1,5 +1,8 @@
 #include "ps/server/detail/grad_accumulator.h"
 
+#include <algorithm>
+#include <functional>
+
 #include "absl/strings/str_cat.h"
 
 namespace fleet::ps::detail {
@@ -74,28 +77,52 @@ absl::Status GradAccumulator::AddDense(uint32_t table_id, absl::Span<const float
 
 absl::Status GradAccumulator::ApplyAll(float scale) {
   std::lock_guard<std::mutex> lock(mu_);
-  absl::Status first;
+  // One task per table, with its own status slot, so that the result does not depend on which
+  // thread ran what; a dense table's task spreads its blocks over the pool in turn.
+  std::vector<std::function<absl::Status()>> tasks;
   for (auto& [table_id, acc] : sparse_) {
-    std::lock_guard<std::mutex> entry_lock(acc->mu);
-    if (acc->keys.empty()) continue;
-    for (float& g : acc->sums) g *= scale;
-    auto table = tables_->Sparse(table_id);
-    absl::Status s = table.ok() ? (*table)->Push(acc->keys, acc->sums, false) : table.status();
-    if (first.ok() && !s.ok()) first = s;
-    acc->keys.clear();
-    acc->sums.clear();
-    acc->row_of.clear();
+    tasks.push_back(
+        [this, id = table_id, acc = acc.get(), scale] { return ApplySparse(id, *acc, scale); });
   }
   for (auto& [table_id, acc] : dense_) {
-    std::lock_guard<std::mutex> entry_lock(acc->mu);
-    if (!acc->any) continue;
-    for (float& g : acc->sums) g *= scale;
-    auto table = tables_->Dense(table_id);
-    absl::Status s = table.ok() ? (*table)->Push(acc->sums, false) : table.status();
-    if (first.ok() && !s.ok()) first = s;
-    acc->any = false;
+    tasks.push_back(
+        [this, id = table_id, acc = acc.get(), scale] { return ApplyDense(id, *acc, scale); });
   }
-  return first;
+  std::vector<absl::Status> results(tasks.size());
+  pool_.ParallelFor(tasks.size(), [&](size_t i) { results[i] = tasks[i](); });
+  for (const absl::Status& result : results) {
+    if (!result.ok()) return result;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GradAccumulator::ApplySparse(uint32_t table_id, Sparse& acc, float scale) {
+  std::lock_guard<std::mutex> entry_lock(acc.mu);
+  if (acc.keys.empty()) return absl::OkStatus();
+  for (float& g : acc.sums) g *= scale;
+  auto table = tables_->Sparse(table_id);
+  absl::Status status = table.ok() ? (*table)->Push(acc.keys, acc.sums, false) : table.status();
+  acc.keys.clear();
+  acc.sums.clear();
+  acc.row_of.clear();
+  return status;
+}
+
+absl::Status GradAccumulator::ApplyDense(uint32_t table_id, Dense& acc, float scale) {
+  std::lock_guard<std::mutex> entry_lock(acc.mu);
+  if (!acc.any) return absl::OkStatus();
+  acc.any = false;
+  float* sums = acc.sums.data();
+  const size_t size = acc.sums.size();
+  pool_.ParallelFor((size + kScaleChunk - 1) / kScaleChunk, [&](size_t chunk) {
+    const size_t end = std::min(size, (chunk + 1) * kScaleChunk);
+    for (size_t i = chunk * kScaleChunk; i < end; ++i) sums[i] *= scale;
+  });
+  auto table = tables_->Dense(table_id);
+  if (!table.ok()) return table.status();
+  return (*table)->Push(acc.sums, [this](size_t n, const std::function<void(size_t)>& task) {
+    pool_.ParallelFor(n, task);
+  });
 }
 
 void GradAccumulator::CountPush() {

@@ -19,13 +19,16 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "ps/server/detail/round_pool.h"
 #include "ps/server/detail/table_set.h"
 
 namespace fleet::ps::detail {
 
 class GradAccumulator {
  public:
-  explicit GradAccumulator(TableSet* tables) : tables_(tables) {}
+  // `round_threads`: the threads ApplyAll spreads a round over (the caller and helpers).
+  explicit GradAccumulator(TableSet* tables, size_t round_threads = 1)
+      : tables_(tables), pool_(round_threads) {}
 
   // Adds a sparse push's gradients to the pending sums of `table_id`. Thread-safe.
   absl::Status AddSparse(uint32_t table_id, absl::Span<const int64_t> keys,
@@ -33,7 +36,10 @@ class GradAccumulator {
   // Adds a dense push's gradients (this server's part, local order). Thread-safe.
   absl::Status AddDense(uint32_t table_id, absl::Span<const float> grads);
   // Applies every pending sum times `scale` through its table's update rule and clears them.
-  // Not meant to run beside Add* of the same step (the barrier orders them).
+  // Not meant to run beside Add* of the same step (the barrier orders them). The work is spread
+  // over the round's threads: each sparse table's push is one task, each dense table's blocks
+  // one task each; tasks touch disjoint rows, so the tables end the same bit for bit whatever
+  // the thread count. The first error in table order (sparse tables, then dense) is returned.
   absl::Status ApplyAll(float scale);
 
   // A sync worker sends a step's accumulate pushes and its step barrier without waiting for the
@@ -69,11 +75,17 @@ class GradAccumulator {
   };
   Sparse& SparseOf(uint32_t table_id);
   Dense& DenseOf(uint32_t table_id);
+  // ApplyAll's task for one table: its pending sums times `scale` through the table's rule.
+  absl::Status ApplySparse(uint32_t table_id, Sparse& acc, float scale);
+  absl::Status ApplyDense(uint32_t table_id, Dense& acc, float scale);
+  // Floats a task of the dense sums' scaling covers (64 KiB: a pool hand-off costs far less).
+  static constexpr size_t kScaleChunk = 16384;
 
   TableSet* tables_;
   std::mutex mu_;  // guards the maps (not their entries)
   std::map<uint32_t, std::unique_ptr<Sparse>> sparse_;
   std::map<uint32_t, std::unique_ptr<Dense>> dense_;
+  RoundPool pool_;  // ApplyAll's threads
 
   absl::Mutex count_mu_;
   uint64_t pushes_counted_ ABSL_GUARDED_BY(count_mu_) = 0;

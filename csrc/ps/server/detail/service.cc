@@ -115,10 +115,11 @@ auto Guarded(const char* rpc, Fn&& body) -> decltype(body()) {
 }  // namespace
 
 PsServiceImpl::PsServiceImpl(TableSet* tables, BarrierSet* barriers, std::function<void()> on_stop,
-                             std::string job_id, std::string incarnation, std::string loaded_from)
+                             std::string job_id, std::string incarnation, std::string loaded_from,
+                             size_t round_threads)
     : tables_(tables),
       barriers_(barriers),
-      accumulator_(tables),
+      accumulator_(tables, round_threads),
       on_stop_(std::move(on_stop)),
       job_id_(std::move(job_id)),
       incarnation_(std::move(incarnation)),

@@ -19,11 +19,12 @@ class PsServiceImpl final : public proto::PsService::Service {
   // `on_stop` runs on a Stop RPC (it must not block on the RPCs in flight). `job_id`: the job
   // whose calls are served (empty: any); `incarnation`: this server's start, sent with every
   // reply, and `loaded_from`, the checkpoint it loaded at start (empty: none), with every reply
-  // when set (call_metadata.h). Handlers may be called without a gRPC context (nullptr: tests and
+  // when set (call_metadata.h). `round_threads`: the threads applying a sync round
+  // (GradAccumulator). Handlers may be called without a gRPC context (nullptr: tests and
   // fuzzers call them directly): such a call has no metadata and no connection to watch.
   PsServiceImpl(TableSet* tables, BarrierSet* barriers, std::function<void()> on_stop,
-                std::string job_id = "", std::string incarnation = "",
-                std::string loaded_from = "");
+                std::string job_id = "", std::string incarnation = "", std::string loaded_from = "",
+                size_t round_threads = 1);
 
   grpc::Status PullSparse(grpc::ServerContext*, const proto::PullSparseRequest* request,
                           proto::PullSparseReply* reply) override;
