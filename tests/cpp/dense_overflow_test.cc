@@ -156,9 +156,11 @@ struct Counts {
 };
 
 // Pushes `pushes` random gradients (or deltas), each block at a scale of its own drawn from
-// [scale_low, scale_high] (log-uniform), and compares table and reference after each.
+// [scale_low, scale_high] (log-uniform), and compares table and reference after each. With
+// `delta_every` k > 0, every k-th push of gradients is a push of deltas instead (GEO's deltas
+// change a block without the rule, so the bound its last update left must not be trusted).
 void PushAndCompare(const proto::TableConfig& config, int pushes, float scale_low, float scale_high,
-                    bool is_delta, Counts* counts) {
+                    bool is_delta, Counts* counts, int delta_every = 0) {
   auto table = DenseTable::Create(config, 0, 1, RoundRobinBlockShard);
   ASSERT_TRUE(table.ok()) << table.status();
   Reference reference(config, SavedBlocks(**table));
@@ -172,8 +174,9 @@ void PushAndCompare(const proto::TableConfig& config, int pushes, float scale_lo
       const float scale = std::exp(log_scale(gen));
       for (size_t i = 0; i < kBlock; ++i) grads[b * kBlock + i] = scale * normal(gen);
     }
-    const std::vector<uint64_t> refused = reference.Push(grads, is_delta);
-    const absl::Status status = (*table)->Push(grads, is_delta);
+    const bool deltas = is_delta || (delta_every > 0 && p % delta_every == delta_every - 1);
+    const std::vector<uint64_t> refused = reference.Push(grads, deltas);
+    const absl::Status status = (*table)->Push(grads, deltas);
     if (refused.empty()) {
       EXPECT_TRUE(status.ok()) << "push " << p << ": " << status;
     } else {
@@ -275,6 +278,55 @@ TEST(DenseOverflow, AdamOnTheWorstStateForTheProofMatchesTheCopyingGuard) {
   // proof's bound h + lr_t * h / eps_t.
   CompareOnCraftedState(NearBoundAdam(false), 2,
                         [](size_t k, float s) { return k == 0 ? -s : 0.0f; });
+}
+
+// A block's update leaves a bound that proves its next push (UpdateRule::UpdateMeasured). A
+// value that a load or a push of deltas then puts near the bound must not go unchecked: the
+// next small gradient takes it past the bound, and the block is refused as the reference does.
+void ExpectNoStaleBound(bool by_load) {
+  const proto::TableConfig config = NearBoundAdam(false);
+  auto table = DenseTable::Create(config, 0, 1, RoundRobinBlockShard);
+  ASSERT_TRUE(table.ok()) << table.status();
+  const size_t n = (*table)->local_size();
+  // Small gradients: every block's update leaves a bound of about 0.2, its initial values.
+  ASSERT_TRUE((*table)->Push(std::vector<float>(n, 1e-3f), false).ok());
+  const size_t at = kBlock + 5;  // element 5 of block 1
+  if (by_load) {
+    std::vector<std::vector<float>> blocks = SavedBlocks(**table);
+    blocks[1][5] = 2.99f;
+    LoadBlocks(table->get(), blocks);
+  } else {
+    std::vector<float> deltas(n, 0.0f);
+    deltas[at] = 2.99f - SavedBlocks(**table)[1][5];
+    ASSERT_TRUE((*table)->Push(deltas, true).ok());
+  }
+  Reference reference(config, SavedBlocks(**table));
+  ASSERT_GT(reference.blocks()[1][5], 2.9f);
+  // Within the gradient's limit; Adam's step then moves the weight by about 0.1, past 3.
+  std::vector<float> grads(n, 1e-3f);
+  grads[at] = -0.3f;
+  EXPECT_EQ(reference.Push(grads, false), std::vector<uint64_t>{1});
+  const absl::Status status = (*table)->Push(grads, false);
+  EXPECT_EQ(status.code(), absl::StatusCode::kOutOfRange) << status;
+  const auto got = SavedBlocks(**table);
+  for (size_t b = 0; b < got.size(); ++b) {
+    ASSERT_EQ(
+        std::memcmp(got[b].data(), reference.blocks()[b].data(), got[b].size() * sizeof(float)), 0)
+        << "block " << b;
+  }
+}
+
+TEST(DenseOverflow, ABlockLoadedNearTheBoundAfterPushesIsCheckedAgain) { ExpectNoStaleBound(true); }
+
+TEST(DenseOverflow, ABlockMovedNearTheBoundByDeltasIsCheckedAgain) { ExpectNoStaleBound(false); }
+
+TEST(DenseOverflow, AdamWithDeltasBetweenItsPushesRefusesAsTheCopyingGuard) {
+  // Gradients (proven from the bounds their updates left, or by scanning) and a push of deltas
+  // every third push, near and past the bound.
+  Counts counts;
+  PushAndCompare(NearBoundAdam(false), 45, 1e-4f, 3.0f, false, &counts, 3);
+  EXPECT_GT(counts.refused, 0);
+  EXPECT_GT(counts.proven, 0);
 }
 
 TEST(DenseOverflow, AdagradOnTheWorstStateForTheProofMatchesTheCopyingGuard) {

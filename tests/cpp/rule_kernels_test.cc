@@ -63,6 +63,59 @@ TEST(RuleKernels, AdamMatchesTheScalarLoopBitForBit) {
   }
 }
 
+// The bound AdamKernelMeasured should return for the updated arrays: MagnitudeBits of w and m,
+// the raw bits of v (a sign bit above every magnitude).
+uint32_t ExpectedBound(const std::vector<float>& w, const std::vector<float>& m,
+                       const std::vector<float>& v) {
+  uint32_t largest = 0;
+  for (size_t i = 0; i < w.size(); ++i) {
+    uint32_t v_bits;
+    std::memcpy(&v_bits, &v[i], sizeof(v_bits));
+    largest = std::max({largest, MagnitudeBits(w[i]), MagnitudeBits(m[i]), v_bits});
+  }
+  return largest;
+}
+
+TEST(RuleKernels, MeasuredAdamUpdatesAsAdamAndReturnsTheLargestMagnitudeOfTheRow) {
+  for (size_t n : kLengths) {
+    for (bool with_out : {false, true}) {
+      auto w = Random(n, -1.0f, 1.0f, 1), m = Random(n, -0.1f, 0.1f, 2);
+      auto v = Random(n, 0.0f, 0.01f, 3), g = Random(n, -0.5f, 0.5f, 4);
+      if (n > 2) w[n / 2] = 37.5f;  // the largest magnitude somewhere inside, not at an end
+      auto w_ref = w, m_ref = m, v_ref = v;
+      std::vector<float> out(n, -1.0f);
+      for (int step = 0; step < 3; ++step) {
+        const float lr_t = 1e-3f * (step + 1), eps_t = 1e-8f;
+        const uint32_t bound =
+            AdamKernelMeasured(n, 0.9f, 0.999f, lr_t, eps_t, w.data(), m.data(), v.data(), g.data(),
+                               with_out ? out.data() : nullptr);
+        AdamKernel(n, 0.9f, 0.999f, lr_t, eps_t, w_ref.data(), m_ref.data(), v_ref.data(),
+                   g.data());
+        EXPECT_EQ(bound, ExpectedBound(w, m, v)) << "length " << n << ", step " << step;
+      }
+      ExpectSameBits(w, w_ref, "w", n);
+      ExpectSameBits(m, m_ref, "m", n);
+      ExpectSameBits(v, v_ref, "v", n);
+      if (with_out) ExpectSameBits(out, w, "out", n);
+    }
+  }
+}
+
+TEST(RuleKernels, MeasuredAdamCountsASignedSecondMomentAboveEveryMagnitude) {
+  for (size_t n : {size_t{1}, size_t{17}, size_t{8192}}) {
+    for (size_t at : {size_t{0}, n / 2, n - 1}) {
+      auto w = Random(n, -1.0f, 1.0f, 5), m = Random(n, -0.1f, 0.1f, 6);
+      auto v = Random(n, 0.0f, 0.01f, 7), g = Random(n, -0.5f, 0.5f, 8);
+      v[at] = -1.0f;  // beta2 * v + (1 - beta2) g^2 stays negative: |g| <= 0.5
+      const uint32_t bound =
+          AdamKernelMeasured(n, 0.9f, 0.999f, 1e-3f, 1e-8f, w.data(), m.data(), v.data(), g.data());
+      // sqrt(v) makes that w a NaN, above every bound too; the sign bit of v itself puts the
+      // bound at or above 2^31, where no magnitude (NaNs included) lies.
+      EXPECT_GE(bound, 0x80000000u) << "length " << n << ", negative v at " << at;
+    }
+  }
+}
+
 TEST(RuleKernels, AdagradAndSgdMatchTheScalarLoopsBitForBit) {
   for (size_t n : kLengths) {
     auto w = Random(n, -1.0f, 1.0f, 5), acc = Random(n, 0.0f, 0.1f, 6);

@@ -148,8 +148,8 @@ bool DenseTable::UpdateBlock(Block& block, const float* g, bool is_delta, float*
   // update stays in range (the usual case) needs neither the copy nor the check after.
   const bool in_range =
       is_delta ? DeltaStaysWithin(w, block.data.size(), g, block.length, guard.bound())
-               : !block.rate_above_1 &&
-                     rule_->UpdateStaysWithin(block.length, w, w + block.length, g, guard.bound());
+               : !block.rate_above_1 && rule_->UpdateStaysWithin(block.length, w, w + block.length,
+                                                                 g, guard.bound(), block.bound);
   if (!in_range) guard.Keep(w, block.data.size());
   const bool scaled = !is_delta && !block.rate_spans.empty();
   // The values go out from the rule's own loop unless something changes them after it.
@@ -161,9 +161,12 @@ bool DenseTable::UpdateBlock(Block& block, const float* g, bool is_delta, float*
   } else {
     // The rule at its own rate, then each span keeps `scale` times the change it made.
     if (scaled) scaler.Keep(block.rate_spans, w);
-    rule_->Update(block.length, w, w + block.length, g, out_now);
+    const uint32_t bound = rule_->UpdateMeasured(block.length, w, w + block.length, g, out_now);
     if (scaled) scaler.Apply(block.rate_spans, w);
+    // Only the rule's loop measured the block: scaled, clipped or put back, it is unknown.
+    block.bound = in_range && !scaled ? bound : UpdateRule::kUnknownBound;
   }
+  if (is_delta) block.bound = UpdateRule::kUnknownBound;
   const bool kept = in_range || guard.Check(w, block.data.size());
   // The block's values as they are now (scaled, clipped or put back by the guard).
   if (out != nullptr && out_now == nullptr) {
@@ -227,6 +230,7 @@ absl::StatusOr<bool> DenseTable::Initialize(absl::Span<const float> values) {
   for (auto& block : blocks_) {
     std::lock_guard<std::mutex> lock(block->mu);
     std::memcpy(block->data.data(), values.data() + block->offset, block->length * sizeof(float));
+    block->bound = UpdateRule::kUnknownBound;
   }
   return true;
 }
@@ -273,6 +277,7 @@ absl::Status DenseTable::ReadPart(TableFileReader* part, std::vector<bool>* seen
     }
     Block& block = *blocks_[local];
     std::lock_guard<std::mutex> lock(block.mu);
+    block.bound = UpdateRule::kUnknownBound;  // before the read, which may fail half way
     if (auto s = part->Read(block.data.data(), floats * sizeof(float)); !s.ok()) return s;
     (*seen)[local] = true;
     ++*loaded;

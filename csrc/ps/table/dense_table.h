@@ -93,6 +93,10 @@ class DenseTable {
     // The block's elements with their own learning rate (TableConfig.rate_scales); empty for most.
     std::vector<detail::RateSpan> rate_spans;
     bool rate_above_1 = false;  // a span scales the rule's change up
+    // The bound UpdateRule::UpdateMeasured returned for the block's last update when nothing has
+    // changed it since, so that the next push's proof of range need not scan it; kUnknownBound
+    // otherwise (a new, loaded or initialised block, deltas, a rate span or the guard's work).
+    uint32_t bound = UpdateRule::kUnknownBound;
   };
 
   DenseTable(const proto::TableConfig& config, std::unique_ptr<UpdateRule> rule);

@@ -40,11 +40,12 @@ class AdagradRule : public UpdateRule {
   }
   // With |w|, G, |g| <= h and G >= 0 (the denominator at least epsilon > 0): G' <= h + h^2 and
   // |w'| <= h + lr * h / epsilon; the 1% covers rounding.
-  double SafeInputMagnitude(size_t dim, const float* acc, double bound) const override {
-    if (!(eps_ > 0.0f) || detail::ScanSignBit(acc, dim)) return 0.0;
+  double SafeInputMagnitude(size_t, const float*, double bound) const override {
+    if (!(eps_ > 0.0f)) return 0.0;
     const double step_per_h = static_cast<double>(learning_rate()) / eps_;
     return std::min({bound / (1.01 * (1.0 + step_per_h)), bound / 2.02, std::sqrt(bound / 2.02)});
   }
+  StateRange NonNegativeState(size_t dim) const override { return {0, dim}; }  // G
 
  private:
   float eps_, init_;
@@ -64,16 +65,11 @@ class AdamRule : public UpdateRule {
     state[2 * dim + 1] = beta2_;
   }
   void Apply(size_t dim, float* w, float* state, const float* g, float* out) const override {
-    float* m = state;
-    float* v = state + dim;
-    float& beta1_pow = state[2 * dim];
-    float& beta2_pow = state[2 * dim + 1];
-    const float correction = std::sqrt(1.0f - beta2_pow);
-    const float lr_t = learning_rate() * correction / (1.0f - beta1_pow);
-    const float eps_t = eps_ * correction;
-    detail::AdamKernel(dim, beta1_, beta2_, lr_t, eps_t, w, m, v, g, out);
-    beta1_pow *= beta1_;
-    beta2_pow *= beta2_;
+    Step(dim, w, state, g, out, /*measured=*/false);
+  }
+  uint32_t ApplyMeasured(size_t dim, float* w, float* state, const float* g,
+                         float* out) const override {
+    return Step(dim, w, state, g, out, /*measured=*/true);
   }
   size_t RowScalars() const override { return 2; }
   // With |w|, |m|, v, |g| <= h (and v >= 0, so that the denominator is at least eps_t > 0):
@@ -92,12 +88,35 @@ class AdamRule : public UpdateRule {
     const float lr_t = learning_rate() * correction / (1.0f - beta1_pow);
     const float eps_t = eps_ * correction;
     if (!(eps_t > 0.0f) || !std::isfinite(lr_t)) return 0.0;
-    if (detail::ScanSignBit(state + dim, dim)) return 0.0;  // a negative v: sqrt gives NaN
     const double step_per_h = static_cast<double>(lr_t) / eps_t;
     return std::min({bound / (1.01 * (1.0 + step_per_h)), bound / 2.02, std::sqrt(bound / 2.02)});
   }
+  StateRange NonNegativeState(size_t dim) const override {
+    return {dim, dim};  // v: a negative one makes sqrt NaN
+  }
 
  private:
+  // Apply, measuring the row it leaves (ApplyMeasured) when `measured`; kUnknownBound otherwise.
+  uint32_t Step(size_t dim, float* w, float* state, const float* g, float* out,
+                bool measured) const {
+    float* m = state;
+    float* v = state + dim;
+    float& beta1_pow = state[2 * dim];
+    float& beta2_pow = state[2 * dim + 1];
+    const float correction = std::sqrt(1.0f - beta2_pow);
+    const float lr_t = learning_rate() * correction / (1.0f - beta1_pow);
+    const float eps_t = eps_ * correction;
+    uint32_t row_bound = kUnknownBound;
+    if (measured) {
+      row_bound = detail::AdamKernelMeasured(dim, beta1_, beta2_, lr_t, eps_t, w, m, v, g, out);
+    } else {
+      detail::AdamKernel(dim, beta1_, beta2_, lr_t, eps_t, w, m, v, g, out);
+    }
+    beta1_pow *= beta1_;
+    beta2_pow *= beta2_;
+    return row_bound;
+  }
+
   float beta1_, beta2_, eps_;
 };
 
@@ -176,16 +195,29 @@ void UpdateRule::Update(size_t dim, float* w, float* state, const float* grad, f
     return;
   }
   thread_local std::vector<float> decayed;
-  decayed.resize(dim);
-  for (size_t i = 0; i < dim; ++i) {
-    const float sign = static_cast<float>((w[i] > 0.0f) - (w[i] < 0.0f));
-    decayed[i] = grad[i] + l2_decay_ * w[i] + l1_decay_ * sign;
-  }
+  DecayInto(dim, w, grad, &decayed);
   Apply(dim, w, state, decayed.data(), out);
 }
 
-bool UpdateRule::UpdateStaysWithin(size_t dim, const float* w, const float* state,
-                                   const float* grad, float bound) const {
+uint32_t UpdateRule::UpdateMeasured(size_t dim, float* w, float* state, const float* grad,
+                                    float* out) const {
+  if (l2_decay_ == 0.0f && l1_decay_ == 0.0f) return ApplyMeasured(dim, w, state, grad, out);
+  thread_local std::vector<float> decayed;
+  DecayInto(dim, w, grad, &decayed);
+  return ApplyMeasured(dim, w, state, decayed.data(), out);
+}
+
+void UpdateRule::DecayInto(size_t dim, const float* w, const float* grad,
+                           std::vector<float>* decayed) const {
+  decayed->resize(dim);
+  for (size_t i = 0; i < dim; ++i) {
+    const float sign = static_cast<float>((w[i] > 0.0f) - (w[i] < 0.0f));
+    (*decayed)[i] = grad[i] + l2_decay_ * w[i] + l1_decay_ * sign;
+  }
+}
+
+bool UpdateRule::InputLimits(size_t dim, const float* state, float bound, uint32_t* value_bits,
+                             uint32_t* grad_bits) const {
   // A schedule's rate may change between this check and Update (another push's BeginUpdate).
   if (schedule_.has_value()) return false;
   const double h = SafeInputMagnitude(dim, state, bound);
@@ -193,11 +225,32 @@ bool UpdateRule::UpdateStaysWithin(size_t dim, const float* w, const float* stat
   // left of h, less 1% for the rounding of the sum.
   const double grad_limit = (h * (1.0 - l2_decay_) - l1_decay_) * 0.99;
   if (!(h > 0.0) || !(grad_limit > 0.0)) return false;
-  const uint32_t value_bits = detail::MagnitudeBits(static_cast<float>(h));
-  return !detail::ScanMagnitudeAbove(w, dim, value_bits) &&
+  *value_bits = detail::MagnitudeBits(static_cast<float>(h));
+  *grad_bits = detail::MagnitudeBits(static_cast<float>(grad_limit));
+  return true;
+}
+
+bool UpdateRule::UpdateStaysWithin(size_t dim, const float* w, const float* state,
+                                   const float* grad, float bound) const {
+  uint32_t value_bits, grad_bits;
+  if (!InputLimits(dim, state, bound, &value_bits, &grad_bits)) return false;
+  const StateRange nonnegative = NonNegativeState(dim);
+  return !detail::ScanSignBit(state + nonnegative.first, nonnegative.count) &&
+         !detail::ScanMagnitudeAbove(w, dim, value_bits) &&
          !detail::ScanMagnitudeAbove(state, StateDim(dim) - RowScalars(), value_bits) &&
-         !detail::ScanMagnitudeAbove(grad, dim,
-                                     detail::MagnitudeBits(static_cast<float>(grad_limit)));
+         !detail::ScanMagnitudeAbove(grad, dim, grad_bits);
+}
+
+bool UpdateRule::UpdateStaysWithin(size_t dim, const float* w, const float* state,
+                                   const float* grad, float bound, uint32_t known) const {
+  uint32_t value_bits, grad_bits;
+  if (known == kUnknownBound || !InputLimits(dim, state, bound, &value_bits, &grad_bits) ||
+      known > value_bits) {
+    return UpdateStaysWithin(dim, w, state, grad, bound);
+  }
+  // value_bits < kInfinityBits: a sign bit in the non-negative state would have put `known`
+  // above it, and every value and per-value state float is within h.
+  return !detail::ScanMagnitudeAbove(grad, dim, grad_bits);
 }
 
 absl::StatusOr<std::unique_ptr<UpdateRule>> MakeUpdateRule(const proto::OptimizerConfig& config) {

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "core/lr_schedule.h"
@@ -43,18 +44,48 @@ class UpdateRule {
   bool UpdateStaysWithin(size_t dim, const float* w, const float* state, const float* grad,
                          float bound) const;
 
+  // What UpdateMeasured returns when it knows no bound.
+  static constexpr uint32_t kUnknownBound = UINT32_MAX;
+  // Update, returning a bound on the row it leaves: no value or per-value state float has
+  // detail::MagnitudeBits above it, and the state the rule needs non-negative has no sign bit (a
+  // sign bit counts above every magnitude). kUnknownBound from a rule that does not measure the
+  // rows it updates (SGD and Adagrad; Adam's kernel finds the bound in its own loop).
+  uint32_t UpdateMeasured(size_t dim, float* w, float* state, const float* grad,
+                          float* out = nullptr) const;
+  // UpdateStaysWithin of a row whose values and state nothing has changed since UpdateMeasured
+  // returned `known` for it. When `known` proves them within range it reads only the gradient and
+  // the row's scalars, not the values and state (a dense block's push would otherwise read its
+  // whole block twice); otherwise (kUnknownBound, or a bound above the range) it scans as the
+  // overload without `known`. The answer is that overload's whenever the bound proves the row.
+  bool UpdateStaysWithin(size_t dim, const float* w, const float* state, const float* grad,
+                         float bound, uint32_t known) const;
+
  protected:
   explicit UpdateRule(float learning_rate) : lr_(learning_rate) {}
   // The rule proper: Update with the decayed gradient.
   virtual void Apply(size_t dim, float* w, float* state, const float* grad, float* out) const = 0;
+  // Apply, returning the bound UpdateMeasured describes; a rule that does not measure its rows
+  // keeps this one.
+  virtual uint32_t ApplyMeasured(size_t dim, float* w, float* state, const float* grad,
+                                 float* out) const {
+    Apply(dim, w, state, grad, out);
+    return kUnknownBound;
+  }
   // A magnitude h such that Apply with every value, per-value state float and (decayed)
-  // gradient within [-h, h] leaves them all finite and within `bound`, given the rest of the
-  // state as `state` holds it now (signs; the row's scalars, which the rule checks itself);
-  // 0 when the rule promises nothing for this row.
+  // gradient within [-h, h] leaves them all finite and within `bound`, given the row's scalars
+  // as `state` holds them now (which the rule checks itself) and no sign bit in its
+  // NonNegativeState (which the caller checks); 0 when the rule promises nothing for this row.
   virtual double SafeInputMagnitude(size_t /*dim*/, const float* /*state*/,
                                     double /*bound*/) const {
     return 0.0;
   }
+  // The per-value state floats [first, first + count) of a row's state that SafeInputMagnitude's
+  // h assumes hold no sign bit (Adagrad's accumulator, Adam's v): count 0 for none.
+  struct StateRange {
+    size_t first = 0;
+    size_t count = 0;
+  };
+  virtual StateRange NonNegativeState(size_t /*dim*/) const { return {}; }
   // Floats at the end of a row's state that are the row's own rather than one per value (Adam's
   // beta powers).
   virtual size_t RowScalars() const { return 0; }
@@ -62,6 +93,14 @@ class UpdateRule {
  private:
   friend absl::StatusOr<std::unique_ptr<UpdateRule>> MakeUpdateRule(
       const proto::OptimizerConfig& config);
+
+  // The MagnitudeBits limits of a row's values and per-value state, and of its raw gradient,
+  // within which Update stays in range (SafeInputMagnitude less the weight decay); false when
+  // none hold (a schedule, or a row the rule promises nothing for).
+  bool InputLimits(size_t dim, const float* state, float bound, uint32_t* value_bits,
+                   uint32_t* grad_bits) const;
+  // The gradient plus the config's weight decay of `w`, into `decayed` (dim floats).
+  void DecayInto(size_t dim, const float* w, const float* grad, std::vector<float>* decayed) const;
 
   std::atomic<float> lr_;
   float l2_decay_ = 0.0f;  // OptimizerConfig.l2_decay / l1_decay

@@ -1,6 +1,8 @@
 #include "ps/table/detail/rule_kernels.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 
 // GCC resolves a target_clones function once, at load time, through an ifunc; other compilers
 // and other architectures get the one plain loop, which their optimiser vectorises as it can.
@@ -57,6 +59,41 @@ void AdamKernel(size_t dim, float beta1, float beta2, float lr_t, float eps_t, f
     v[i] = beta2 * v[i] + (1.0f - beta2) * g[i] * g[i];
     out[i] = w[i] -= lr_t * m[i] / (std::sqrt(v[i]) + eps_t);
   }
+}
+
+namespace {
+
+// AdamKernelMeasured's loop, with or without `out` (a constant in each instantiation).
+template <bool kOut>
+inline uint32_t AdamMeasuredLoop(size_t dim, float beta1, float beta2, float lr_t, float eps_t,
+                                 float* __restrict w, float* __restrict m, float* __restrict v,
+                                 const float* __restrict g, float* __restrict out) {
+  uint32_t largest = 0;
+  for (size_t i = 0; i < dim; ++i) {
+    const float m_i = beta1 * m[i] + (1.0f - beta1) * g[i];
+    const float v_i = beta2 * v[i] + (1.0f - beta2) * g[i] * g[i];
+    const float w_i = w[i] - lr_t * m_i / (std::sqrt(v_i) + eps_t);
+    m[i] = m_i;
+    v[i] = v_i;
+    w[i] = w_i;
+    if constexpr (kOut) out[i] = w_i;
+    uint32_t v_bits;
+    std::memcpy(&v_bits, &v_i, sizeof(v_bits));
+    largest = std::max({largest, MagnitudeBits(w_i), MagnitudeBits(m_i), v_bits});
+  }
+  return largest;
+}
+
+}  // namespace
+
+FLEET_WIDE_CLONES
+uint32_t AdamKernelMeasured(size_t dim, float beta1, float beta2, float lr_t, float eps_t,
+                            float* __restrict w, float* __restrict m, float* __restrict v,
+                            const float* __restrict g, float* __restrict out) {
+  if (out == nullptr) {
+    return AdamMeasuredLoop<false>(dim, beta1, beta2, lr_t, eps_t, w, m, v, g, nullptr);
+  }
+  return AdamMeasuredLoop<true>(dim, beta1, beta2, lr_t, eps_t, w, m, v, g, out);
 }
 
 FLEET_WIDE_CLONES

@@ -31,6 +31,14 @@ void AdagradKernel(size_t dim, float lr, float eps, float* w, float* acc, const 
 void AdamKernel(size_t dim, float beta1, float beta2, float lr_t, float eps_t, float* w, float* m,
                 float* v, const float* g, float* out = nullptr);
 
+// AdamKernel that also returns a bound on the row it leaves, found in the same loop: the largest
+// MagnitudeBits of the updated w and m and the largest raw bit pattern of the updated v, so that
+// a v with its sign bit set (negative, -0 or a NaN) counts above every magnitude bound. A dense
+// table keeps it for the block's next push, whose proof of range (UpdateRule::UpdateStaysWithin)
+// then reads only the gradient instead of scanning w, m and v again.
+uint32_t AdamKernelMeasured(size_t dim, float beta1, float beta2, float lr_t, float eps_t, float* w,
+                            float* m, float* v, const float* g, float* out = nullptr);
+
 // magnitude.h's AnyMagnitudeAbove and AnySignBit, the same answers, for long arrays (the clone
 // is reached through an indirect call, which short rows are better off without).
 bool AnyMagnitudeAboveWide(const float* values, size_t n, uint32_t bits);
