@@ -253,6 +253,8 @@ Future PsClient::PullSparse(uint32_t table_id, absl::Span<const int64_t> keys,
       });
   std::unique_ptr<detail::KeyDedup> dedup = dedup_pool_->Acquire();
   dedup->Reset(keys);
+  // One server (a job's usual local set-up) needs no call of the sharding function per key.
+  const bool one_server = num_servers() == 1;
   std::vector<std::pair<uint32_t, uint32_t>> repeats;  // (caller position, first position)
   for (uint32_t i = 0; i < keys.size(); ++i) {
     if (i + kDedupAhead < keys.size()) dedup->Prefetch(i + kDedupAhead);
@@ -261,7 +263,7 @@ Future PsClient::PullSparse(uint32_t table_id, absl::Span<const int64_t> keys,
       repeats.emplace_back(i, head);
       continue;
     }
-    const uint32_t s = ServerOf(keys[i]);
+    const uint32_t s = one_server ? 0 : ServerOf(keys[i]);
     if (s >= num_servers()) return FailSharding(state);
     size_t index;
     PendingPull& p = stream.Next(s, &index);
@@ -353,9 +355,10 @@ Future PsClient::PushSparse(uint32_t table_id, absl::Span<const int64_t> keys,
                });
         p.call = nullptr;
       });
+  const bool one_server = num_servers() == 1;  // as in PullSparse
   for (uint32_t i = 0; i < keys.size(); ++i) {
     if (merged.IsRepeat(i)) continue;
-    const uint32_t s = ServerOf(keys[i]);
+    const uint32_t s = one_server ? 0 : ServerOf(keys[i]);
     if (s >= num_servers()) return FailSharding(state);
     size_t index;
     PendingPush& p = stream.Next(s, &index);

@@ -1,5 +1,7 @@
 #include "ps/client/detail/key_dedup.h"
 
+#include <cstring>
+
 namespace fleet::ps::detail {
 
 void KeyDedup::Reset(absl::Span<const int64_t> keys) {
@@ -7,26 +9,12 @@ void KeyDedup::Reset(absl::Span<const int64_t> keys) {
   size_t capacity = 16;
   while (capacity < 2 * keys.size()) capacity *= 2;  // load at most 1/2: short probe sequences
   mask_ = capacity - 1;
-  slots_.assign(capacity, 0);
+  // A table of the size the last request had keeps its memory: only the memset is paid.
+  slots_.resize(capacity);
+  std::memset(slots_.data(), 0, capacity * sizeof(uint32_t));
   // Positions + 1 take bit_width(n) bits; the rest is tag (none from 2^31 keys on).
   const int position_bits = keys.empty() ? 0 : 64 - __builtin_clzll(keys.size());
   tag_mask_ = position_bits >= 32 ? 0 : ~((uint32_t{1} << position_bits) - 1);
-}
-
-uint32_t KeyDedup::FirstOccurrence(uint32_t position) {
-  const int64_t key = keys_[position];
-  const uint64_t hash = Mix64(static_cast<uint64_t>(key));
-  const uint32_t tag = TagOf(hash);
-  for (size_t i = hash & mask_;; i = (i + 1) & mask_) {
-    const uint32_t slot = slots_[i];
-    if (slot == 0) {
-      slots_[i] = tag | (position + 1);
-      return position;
-    }
-    if ((slot & tag_mask_) != tag) continue;
-    const uint32_t first = (slot & ~tag_mask_) - 1;
-    if (keys_[first] == key) return first;
-  }
 }
 
 std::unique_ptr<KeyDedup> KeyDedupPool::Acquire() {
