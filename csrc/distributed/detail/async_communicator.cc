@@ -2,6 +2,8 @@
 
 #include <pthread.h>
 
+#include <atomic>
+
 #include "absl/strings/str_cat.h"
 
 namespace fleet::distributed::detail {
@@ -9,9 +11,12 @@ namespace {
 
 constexpr absl::Duration kMergeWait = absl::Milliseconds(10);
 constexpr absl::Duration kRecvPeriod = absl::Milliseconds(10);
-// Spare dense buffers kept for reuse: one being filled by a trainer thread, one being pushed and
-// one being pulled into at a time, plus the staged values (which swap with the pulled ones).
+// Spare gradient buffers kept for reuse: one being filled by a trainer thread and one being
+// pushed at a time, plus those in the queue.
 constexpr size_t kMaxSpareDense = 4;
+// Retired pull buffers kept for reuse: the staged values replace one each refresh, and a trainer
+// thread's parameters may still view one or two (the values it installed last).
+constexpr size_t kMaxRetiredPulls = 4;
 
 // Named, so that a profile or benchmarks/cpu_window.py tells the communicator's CPU and waits
 // from the trainers' (at most 15 characters).
@@ -243,6 +248,7 @@ void AsyncCommunicator::OnPassBegin(const framework::PassInfo& pass) {
   }
   // A pass whose threads got no private copies (Executor.run) reads the root scope's values.
   if (!pass.dataset_pass) private_dense_ = false;
+  share_staged_ = pass.dataset_pass && pass.num_threads == 1;
 }
 
 AsyncCommunicator::Installed& AsyncCommunicator::InstalledFor(int thread) {
@@ -255,8 +261,11 @@ void AsyncCommunicator::BeforeStep(const framework::StepInfo& info) {
   absl::MutexLock lock(&mu_);
   // A dataset pass's thread reads its private copy (which info.scope finds), others the root's.
   Installed& installed = InstalledFor(info.thread);
-  const Scope* target = &installed == &root_installed_ ? root_ : info.scope;
-  InstallStagedDense(target, &installed);
+  const bool root = &installed == &root_installed_;
+  const Scope* target = root ? root_ : info.scope;
+  // The private copy of a pass's only thread: nothing else reads it (see the class comment).
+  const bool share = !root && share_staged_;
+  InstallStagedDense(target, &installed, share);
   if (config_.max_dense_staleness < 0) return;
   // The thread may have S gradients of its own not yet in the values it reads.
   const size_t t = static_cast<size_t>(info.thread);
@@ -269,41 +278,46 @@ void AsyncCommunicator::BeforeStep(const framework::StepInfo& info) {
     if (mine.size() <= allowed || error_ || stop_) break;
     waited = true;
     dense_staged_.Wait(&mu_);
-    InstallStagedDense(target, &installed);
+    InstallStagedDense(target, &installed, share);
   }
   if (waited) ++dense_refresh_waits_;
   CheckError();
 }
 
-void AsyncCommunicator::InstallStagedDense(const Scope* scope, Installed* installed) {
+void AsyncCommunicator::InstallStagedDense(const Scope* scope, Installed* installed, bool share) {
   if (staged_count_ == installed->stage) return;
-  WriteDenseParams(staged_dense_.data(), scope);
+  if (share) {
+    ShareDenseParams(staged_dense_, scope);
+  } else {
+    WriteDenseParams(static_cast<const float*>(staged_dense_->data()), scope);
+  }
   installed->stage = staged_count_;
   installed->through = staged_through_;
 }
 
 void AsyncCommunicator::RefreshDense() {
   int64_t through;
-  std::vector<float> values;
+  std::shared_ptr<Buffer> values;
   {
     absl::MutexLock lock(&mu_);
     through = dense_pushed_;
-    values = TakeDenseBuffer();
+    values = TakePullBuffer();
   }
-  WaitOk(client_->PullDense(*config_.dense_table_id, absl::MakeSpan(values)),
+  WaitOk(client_->PullDense(*config_.dense_table_id,
+                            absl::MakeSpan(static_cast<float*>(values->data()), dense_size())),
          "pull of the dense parameters");
   absl::MutexLock lock(&mu_);
   StageDense(std::move(values), through);
 }
 
-void AsyncCommunicator::StageDense(std::vector<float> values, int64_t through) {
+void AsyncCommunicator::StageDense(std::shared_ptr<Buffer> values, int64_t through) {
   if (through >= staged_through_) {
-    // The previous staged values, installed or superseded, become a spare buffer.
+    // The previous staged values, installed or superseded, retire.
     staged_dense_.swap(values);
     staged_through_ = through;
     ++staged_count_;
   }
-  ReturnDenseBuffer(std::move(values));
+  if (values != nullptr) RetirePullBuffer(std::move(values));
   dense_staged_.SignalAll();
 }
 
@@ -334,6 +348,25 @@ void AsyncCommunicator::ReturnDenseBuffer(std::vector<float> buffer) {
   }
 }
 
+std::shared_ptr<Buffer> AsyncCommunicator::TakePullBuffer() {
+  for (size_t i = 0; i < retired_pulls_.size(); ++i) {
+    // Held by this list alone: no parameter views it any more. The acquire pairs with the
+    // release of the last view's reference, so its reads happen before the pull's writes.
+    if (retired_pulls_[i].use_count() != 1) continue;
+    std::atomic_thread_fence(std::memory_order_acquire);
+    std::shared_ptr<Buffer> buffer = std::move(retired_pulls_[i]);
+    retired_pulls_[i] = std::move(retired_pulls_.back());
+    retired_pulls_.pop_back();
+    return buffer;
+  }
+  return std::make_shared<Buffer>(dense_size() * sizeof(float));
+}
+
+void AsyncCommunicator::RetirePullBuffer(std::shared_ptr<Buffer> buffer) {
+  // Beyond the limit it goes with its last view (a long-lived view of a parameter).
+  if (retired_pulls_.size() < kMaxRetiredPulls) retired_pulls_.push_back(std::move(buffer));
+}
+
 std::vector<AsyncCommunicator::Item> AsyncCommunicator::Take(size_t q) {
   Queue& queue = queues_[q];
   // Wait a little for a full merge, as Paddle's send_wait_times does; but never for more than
@@ -358,7 +391,7 @@ std::vector<AsyncCommunicator::Item> AsyncCommunicator::Take(size_t q) {
 }
 
 void AsyncCommunicator::Send(const Queue& queue, std::vector<Item>& items,
-                             std::vector<float>* refreshed) {
+                             std::shared_ptr<Buffer>* refreshed) {
   if (queue.dense) {
     std::vector<float>& sum = items[0].values;
     for (size_t i = 1; i < items.size(); ++i) {
@@ -370,10 +403,12 @@ void AsyncCommunicator::Send(const Queue& queue, std::vector<Item>& items,
     }
     {
       absl::MutexLock lock(&mu_);
-      *refreshed = TakeDenseBuffer();
+      *refreshed = TakePullBuffer();
     }
     // The values after this push in its reply: no PullDense, one round trip a step.
-    WaitOk(client_->PushPullDense(queue.table_id, sum, absl::MakeSpan(*refreshed)),
+    WaitOk(client_->PushPullDense(
+               queue.table_id, sum,
+               absl::MakeSpan(static_cast<float*>((*refreshed)->data()), dense_size())),
            absl::StrCat(queue.what, " and the refresh of the dense values"));
     return;
   }
@@ -401,7 +436,7 @@ void AsyncCommunicator::SendLoop(std::vector<size_t> queues, bool refresh_dense)
         if (items.empty()) continue;
         const int n = static_cast<int>(items.size());
         // The dense queue's own thread refreshes the values with its push (refresh_dense).
-        std::vector<float> refreshed;
+        std::shared_ptr<Buffer> refreshed;
         const bool refresh = queue->dense && refresh_dense;
         Send(*queue, items, refresh ? &refreshed : nullptr);
         sent = true;
@@ -487,6 +522,7 @@ void AsyncCommunicator::OnPassEnd() {
   // The threads' scopes (and private copies) go with the pass.
   absl::MutexLock lock(&mu_);
   private_dense_ = false;
+  share_staged_ = false;
   thread_installed_.clear();
 }
 

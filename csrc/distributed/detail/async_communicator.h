@@ -18,7 +18,13 @@
 // trainer thread waits until the dense values it reads include every dense gradient of its own
 // but the last S. The dense queue has its own send thread, which receives the dense table with
 // each push into a staging buffer; a trainer thread installs the staged values at its step
-// boundary, so a step never reads half-refreshed weights. Without the bound (S < 0) the dense
+// boundary, so a step never reads half-refreshed weights. In a dataset pass of one trainer
+// thread the install copies nothing: that thread's dense parameters become views of the staging
+// buffer itself (CommunicatorBase::ShareDenseParams), which no other copy reads and the
+// communicator never writes again while a tensor holds it; so an op that writes a dense
+// parameter in place writes that thread's values only, as with a copy. With several threads
+// each copy gets the values copied in (one buffer shared by threads would carry one thread's
+// in-place writes into another's step). Without the bound (S < 0) the dense
 // values lag by as many steps as the queue and the round trips hold. Measured on CTR-DNN (200k
 // rows, Adam, 2 workers, 1 server): S < 0 and S = 1 both end 0.01-0.02 test AUC below one
 // process, S = 0 within 0.003, at about 15% fewer samples/s; waiting for the sparse pushes
@@ -138,19 +144,21 @@ class AsyncCommunicator : public CommunicatorBase {
     int64_t through = 0;  // this worker's dense pushes they include
   };
   // Writes the staged values into the dense parameters `scope` sees unless `*installed` has them
-  // already, and records that it does.
-  void InstallStagedDense(const Scope* scope, Installed* installed)
+  // already, and records that it does. With `share`, the parameters become views of the staged
+  // buffer instead of copies (only for a copy that no other reads: see the class comment).
+  void InstallStagedDense(const Scope* scope, Installed* installed, bool share = false)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The copy `thread`'s steps read: its private one in a dataset pass, else the root scope's.
   Installed& InstalledFor(int thread) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Stages pulled values that include this worker's first `through` dense pushes, unless newer
   // ones are staged.
-  void StageDense(std::vector<float> values, int64_t through) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void StageDense(std::shared_ptr<Buffer> values, int64_t through)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Takes up to max_merge_var_num items of queue q (waiting a little for more); empty: none.
   std::vector<Item> Take(size_t q) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Pushes the items (merged); a dense push with `refreshed` also returns the dense values after
-  // it there (PsClient::PushPullDense).
-  void Send(const Queue& queue, std::vector<Item>& items, std::vector<float>* refreshed);
+  // it, in a buffer of TakePullBuffer (PsClient::PushPullDense).
+  void Send(const Queue& queue, std::vector<Item>& items, std::shared_ptr<Buffer>* refreshed);
   void CheckError() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Wakes every waiter of every condition (an error or stop).
   void WakeAll() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -162,6 +170,11 @@ class AsyncCommunicator : public CommunicatorBase {
   // allocated, zeroed and faulted in every step.
   std::vector<float> TakeDenseBuffer() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReturnDenseBuffer(std::vector<float> buffer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A buffer of dense_size() floats to pull the dense values into: a retired one that nothing
+  // holds any more (no trainer's parameters view it), or a new one.
+  std::shared_ptr<Buffer> TakePullBuffer() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Keeps pulled values no longer staged for reuse once their last view is gone.
+  void RetirePullBuffer(std::shared_ptr<Buffer> buffer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   mutable absl::Mutex mu_;
   // An item was taken or pushed, or an error or stop: what a full queue's Enqueue,
@@ -191,8 +204,13 @@ class AsyncCommunicator : public CommunicatorBase {
   // The latest pulled dense values, and the pushes they include; written into the values a
   // trainer thread reads between its steps, never while it computes (a refresh written in the
   // middle of a step tears it: its forward and backward would read different weights).
-  std::vector<float> staged_dense_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::vector<float>> spare_dense_ ABSL_GUARDED_BY(mu_);
+  // Null until values are staged. A trainer thread's parameters may view it (ShareDenseParams):
+  // then it is never written again, and a retired buffer is reused only once no view holds it.
+  std::shared_ptr<Buffer> staged_dense_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::shared_ptr<Buffer>> retired_pulls_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::vector<float>> spare_dense_ ABSL_GUARDED_BY(mu_);  // gradients' buffers
+  // A dataset pass of one trainer thread: it installs the staged values as views (see above).
+  bool share_staged_ ABSL_GUARDED_BY(mu_) = false;
   int64_t staged_through_ ABSL_GUARDED_BY(mu_) = -1;  // -1: nothing staged
   int64_t staged_count_ ABSL_GUARDED_BY(mu_) = 0;     // values staged so far
   // Counts of TrainerWaits: steps that waited for the dense refresh, gradients that waited for

@@ -226,6 +226,23 @@ void CommunicatorBase::WriteDenseParams(const float* values, const Scope* scope)
   }
 }
 
+void CommunicatorBase::ShareDenseParams(const std::shared_ptr<Buffer>& values,
+                                        const Scope* scope) const {
+  FLEET_ENFORCE(values != nullptr && values->size() >= dense_size_ * sizeof(float), InvalidArgument,
+                "communicator: shared dense values hold ", values == nullptr ? 0 : values->size(),
+                " bytes, the dense parameters ", dense_size_ * sizeof(float));
+  Tensor packed;
+  packed.ResetBuffer(values, DType::kFloat32, {static_cast<int64_t>(dense_size_)});
+  auto params = DenseParams(scope);
+  for (size_t i = 0; i < params.size(); ++i) {
+    const DenseVar& var = config_.dense[i];
+    Tensor view = packed.Slice(static_cast<int64_t>(var.offset),
+                               static_cast<int64_t>(var.offset + var.numel));
+    view.Resize(params[i]->shape());
+    params[i]->ShareDataWith(view);  // keeps the parameter's LoD
+  }
+}
+
 void CommunicatorBase::RebaseDenseParams(const float* fresh, float* synced) const {
   auto params = DenseParams(root_);
   for (size_t i = 0; i < params.size(); ++i) {

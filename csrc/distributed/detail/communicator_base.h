@@ -70,6 +70,11 @@ class CommunicatorBase : public Communicator {
   // Writes packed values into the dense parameters `scope` sees (default: the root scope's), in
   // place: same buffers.
   void WriteDenseParams(const float* values, const Scope* scope = nullptr) const;
+  // Makes the dense parameters `scope` sees views of `values` (dense_size() packed floats), each
+  // at its offset and with its shape: an install without a copy. Only for parameters that no
+  // other thread reads meanwhile (a tensor's buffer is swapped, not written); the caller keeps
+  // `values` unwritten while a view may hold it.
+  void ShareDenseParams(const std::shared_ptr<Buffer>& values, const Scope* scope) const;
   // The servers' fresh dense values into the root scope's parameters, keeping what the trainers
   // changed since `synced` was taken: param = fresh + (param - synced), then synced = fresh.
   // Element by element in place (trainer threads may be running), so an update made meanwhile is
