@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
 #include "core/status.h"
 
@@ -31,16 +30,17 @@ LocalRows::LocalRows(size_t dim, std::unique_ptr<ps::UpdateRule> rule)
       rule_(std::move(rule)),
       shards_(new Shard[kShards]) {}
 
-size_t LocalRows::ShardIndex(int64_t key) { return absl::HashOf(key) % kShards; }
-
 void LocalRows::Group(absl::Span<const int64_t> keys, Lookup* lookup) const {
   lookup->keys_.assign(keys.begin(), keys.end());
+  std::vector<uint64_t>& hashes = lookup->hashes_;
+  hashes.resize(keys.size());
   std::vector<uint32_t>& index = lookup->index_;  // the shard of each position, for now
   index.resize(keys.size());
   std::array<uint32_t, kShards + 1>& begin = lookup->begin_;
   begin.fill(0);
   for (size_t i = 0; i < keys.size(); ++i) {
-    index[i] = static_cast<uint32_t>(ShardIndex(keys[i]));
+    hashes[i] = LocalRowsIndex::Hash(keys[i]);
+    index[i] = static_cast<uint32_t>(LocalRowsIndex::ShardOf(hashes[i]));
     ++begin[index[i] + 1];
   }
   for (size_t s = 0; s < kShards; ++s) begin[s + 1] += begin[s];
@@ -58,19 +58,14 @@ bool LocalRows::Holds(const Lookup& lookup, absl::Span<const int64_t> keys) {
          std::equal(keys.begin(), keys.end(), lookup.keys_.begin());
 }
 
-size_t LocalRows::Find(const Shard& shard, absl::Span<const int64_t> keys,
+size_t LocalRows::Find(const Shard& shard, absl::Span<const int64_t> keys, const uint64_t* hashes,
                        const uint32_t* positions, size_t n, uint32_t* index) {
   size_t absent = 0;
   for (size_t j = 0; j < n; ++j) {
-    if (j + kPrefetchAhead < n) shard.row_of.prefetch(keys[positions[j + kPrefetchAhead]]);
+    if (j + kPrefetchAhead < n) shard.row_of.Prefetch(hashes[positions[j + kPrefetchAhead]]);
     const uint32_t i = positions[j];
-    auto it = shard.row_of.find(keys[i]);
-    if (it != shard.row_of.end()) {
-      index[i] = it->second;
-    } else {
-      index[i] = kAbsent;
-      ++absent;
-    }
+    index[i] = shard.row_of.Find(keys[i], hashes[i]);
+    absent += index[i] == kAbsent;
   }
   return absent;
 }
@@ -94,12 +89,15 @@ void LocalRows::ForEachShard(absl::Span<const int64_t> keys, const Lookup* looku
     size_t absent;
     if (known) {
       size_t end = next_absent;
-      while (end < where.absent_.size() && ShardIndex(keys[where.absent_[end]]) == s) ++end;
-      absent =
-          Find(shard, keys, where.absent_.data() + next_absent, end - next_absent, index.data());
+      while (end < where.absent_.size() &&
+             LocalRowsIndex::ShardOf(where.hashes_[where.absent_[end]]) == s) {
+        ++end;
+      }
+      absent = Find(shard, keys, where.hashes_.data(), where.absent_.data() + next_absent,
+                    end - next_absent, index.data());
       next_absent = end;
     } else {
-      absent = Find(shard, keys, order + from, to - from, index.data());
+      absent = Find(shard, keys, where.hashes_.data(), order + from, to - from, index.data());
     }
     visit(shard, order + from, static_cast<size_t>(to - from), index.data(), absent);
   }
@@ -118,7 +116,7 @@ std::vector<size_t> LocalRows::Read(absl::Span<const int64_t> keys, absl::Span<f
     if (from == to) continue;
     const Shard& shard = shards_[s];
     std::lock_guard<std::mutex> lock(shard.mu);
-    Find(shard, keys, order + from, to - from, index);
+    Find(shard, keys, where.hashes_.data(), order + from, to - from, index);
     for (uint32_t j = from; j < to; ++j) {
       if (j + kPrefetchAhead < to && index[order[j + kPrefetchAhead]] != kAbsent) {
         __builtin_prefetch(shard.rows.data() + index[order[j + kPrefetchAhead]] * width_);
@@ -148,9 +146,8 @@ void LocalRows::Reset(absl::Span<const int64_t> keys, absl::Span<const float> va
     for (uint32_t j = from; j < to; ++j) {
       const uint32_t i = where.order_[j];
       // A key repeated among the absent ones is inserted once (its later copies find it).
-      auto [it, inserted] =
-          shard.row_of.try_emplace(keys[i], static_cast<uint32_t>(shard.marks.size()));
-      const uint32_t index = it->second;
+      const auto [index, inserted] =
+          shard.row_of.Insert(keys[i], where.hashes_[i], static_cast<uint32_t>(shard.marks.size()));
       if (inserted) {
         shard.rows.resize(shard.rows.size() + width_);
         shard.marks.emplace_back();
@@ -221,6 +218,7 @@ void LocalRows::TakeDeltas(float scale, std::vector<int64_t>* keys, std::vector<
   deltas->clear();
   Lookup unused;
   Lookup& where = lookup != nullptr ? *lookup : unused;
+  where.hashes_.clear();
   where.order_.clear();
   where.index_.clear();
   where.absent_.clear();
@@ -232,6 +230,7 @@ void LocalRows::TakeDeltas(float scale, std::vector<int64_t>* keys, std::vector<
     const size_t first = keys->size();
     keys->resize(first + touched.size());
     deltas->resize(keys->size() * dim_);
+    where.hashes_.resize(keys->size());
     where.order_.resize(keys->size());
     where.index_.resize(keys->size());
     for (size_t k = 0; k < touched.size(); ++k) {
@@ -245,6 +244,7 @@ void LocalRows::TakeDeltas(float scale, std::vector<int64_t>* keys, std::vector<
       std::memcpy(row + dim_, row, dim_ * sizeof(float));
       shard.marks[index].touched = 0;
       (*keys)[first + k] = key;
+      where.hashes_[first + k] = LocalRowsIndex::Hash(key);
       where.order_[first + k] = static_cast<uint32_t>(first + k);
       where.index_[first + k] = index;
     }

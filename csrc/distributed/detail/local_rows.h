@@ -23,14 +23,14 @@
 #include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/types/span.h"
+#include "distributed/detail/local_rows_index.h"
 #include "ps/table/update_rule.h"
 
 namespace fleet::distributed::detail {
 
 class LocalRows {
-  static constexpr size_t kShards = 16;
+  static constexpr size_t kShards = size_t{1} << LocalRowsIndex::kShardBits;
 
  public:
   // Where the rows of a list of keys are: the keys grouped by shard and each one's row index.
@@ -43,7 +43,8 @@ class LocalRows {
    private:
     friend class LocalRows;
     std::vector<int64_t> keys_;
-    std::vector<uint32_t> order_;  // shard s's positions: order_[begin_[s], begin_[s + 1])
+    std::vector<uint64_t> hashes_;  // per position: LocalRowsIndex::Hash of its key
+    std::vector<uint32_t> order_;   // shard s's positions: order_[begin_[s], begin_[s + 1])
     std::array<uint32_t, kShards + 1> begin_;
     std::vector<uint32_t> index_;  // per position; kAbsent where the row did not exist
     // The positions whose index_ is kAbsent, shard by shard (and in order_'s order within one).
@@ -81,7 +82,7 @@ class LocalRows {
               const Lookup* lookup = nullptr);
 
  private:
-  static constexpr uint32_t kAbsent = UINT32_MAX;
+  static constexpr uint32_t kAbsent = LocalRowsIndex::kAbsent;
   // A batch's lookups and rows are mostly cache misses on large tables: the hash slot, the row
   // state and the row of the key this many places ahead are prefetched.
   static constexpr uint32_t kPrefetchAhead = 8;
@@ -93,23 +94,22 @@ class LocalRows {
   };
   struct Shard {
     mutable std::mutex mu;
-    absl::flat_hash_map<int64_t, uint32_t> row_of;
+    LocalRowsIndex row_of;
     std::vector<float> rows;  // per row: value[dim] synced[dim] state[state_dim]
     std::vector<RowMarks> marks;
     uint32_t pushes = 0;  // pushes that visited this shard
     // Rows updated since the last TakeDeltas: their ids and indices.
     std::vector<std::pair<int64_t, uint32_t>> touched_rows;
   };
-  static size_t ShardIndex(int64_t key);
   // Groups the positions of `keys` by shard into lookup->order_ and begin_, and sets every
-  // index_ to kAbsent; keeps the keys.
+  // index_ to kAbsent; keeps the keys and their hashes.
   void Group(absl::Span<const int64_t> keys, Lookup* lookup) const;
   // Whether `lookup` holds the places of exactly `keys`.
   static bool Holds(const Lookup& lookup, absl::Span<const int64_t> keys);
-  // The row index of keys[i] for each position i of `positions` (all in `shard`, whose lock the
-  // caller holds), or kAbsent. Returns how many were absent.
-  static size_t Find(const Shard& shard, absl::Span<const int64_t> keys, const uint32_t* positions,
-                     size_t n, uint32_t* index);
+  // The row index of keys[i] (whose hash is hashes[i]) for each position i of `positions` (all
+  // in `shard`, whose lock the caller holds), or kAbsent. Returns how many were absent.
+  static size_t Find(const Shard& shard, absl::Span<const int64_t> keys, const uint64_t* hashes,
+                     const uint32_t* positions, size_t n, uint32_t* index);
   // Visits the shards that hold some of `keys`, each under one lock of it, once every row index
   // is filled in: from `lookup` when it holds exactly these keys (only the rows it lacks are
   // looked up), else all of them. visit(shard, positions, n, index, absent) gets the shard's
