@@ -24,6 +24,18 @@ inline void CopyFloats(float* dst, const float* src, size_t n) {
   if (i < n) std::memcpy(dst + i, src + i, (n - i) * sizeof(float));
 }
 
+// Whether some row[i] + delta[i] of i < n would have a MagnitudeBits above `bits` (a NaN is above
+// every bound): AnyMagnitudeAbove of the sums, computed without storing them, so that a GEO delta
+// in range is added in place with no copy of the row kept for the overflow guard.
+inline bool AnySumMagnitudeAbove(const float* row, const float* delta, size_t n, uint32_t bits) {
+  const int32_t limit = static_cast<int32_t>(bits);
+  int32_t signs = 0;
+  for (size_t i = 0; i < n; ++i) {
+    signs |= limit - static_cast<int32_t>(detail::MagnitudeBits(row[i] + delta[i]));
+  }
+  return signs < 0;
+}
+
 }  // namespace
 
 bool AllFinite(absl::Span<const float> values) {
@@ -279,14 +291,23 @@ absl::Status SparseTable::Push(absl::Span<const int64_t> keys, absl::Span<const 
 
 bool SparseTable::ApplyPush(float* row, const float* grad, bool is_delta, uint32_t stamp,
                             detail::OverflowGuard* guard) {
+  // A delta changes the value alone (the rule's state, 22 of CTR-DNN's 32 floats a row under
+  // Adam, is left as it was). In range, the common case, it is added in place; otherwise it
+  // goes through the guard below, which refuses or clips the same sums.
+  if (is_delta && !AnySumMagnitudeAbove(row, grad, dim_, detail::MagnitudeBits(guard->bound()))) {
+    for (size_t k = 0; k < dim_; ++k) row[k] += grad[k];
+    detail::RowStore::SetStamp(row, stamp);
+    return true;
+  }
+  const size_t changed = is_delta ? dim_ : width_;
   // The row is in cache here: keeping a copy costs a few ns, far less than fetching it did.
-  guard->Keep(row, width_);
+  guard->Keep(row, changed);
   if (is_delta) {
     for (size_t k = 0; k < dim_; ++k) row[k] += grad[k];
   } else {
     rule_->Update(dim_, row, row + dim_, grad);
   }
-  if (!guard->Check(row, width_)) return false;
+  if (!guard->Check(row, changed)) return false;
   detail::RowStore::SetStamp(row, stamp);
   return true;
 }
@@ -302,19 +323,22 @@ absl::Status SparseTable::PushGrouped(Groups& g, absl::Span<const float> grads, 
       first_refused = g.order[j];
     }
   };
+  // What a push reads of each row, and so prefetches: a delta (GEO) adds to the value alone, a
+  // gradient's update reads and writes the rule's state too.
+  const size_t floats = is_delta ? dim_ : width_;
   if (auto status = CheckTierRequest(g); !status.ok()) return status;
   for (size_t s = 0; s < shards_.size(); ++s) {
     if (g.begin[s] == g.begin[s + 1]) continue;
     Shard& shard = *shards_[s];
     std::lock_guard<std::mutex> lock(shard.mu);
-    ProbeShard(shard.rows, g, s, width_);
+    ProbeShard(shard.rows, g, s, floats);
     g.missing.clear();
     for (uint32_t j = g.begin[s]; j < g.begin[s + 1]; ++j) {
       // The gradients sit in request order, so reading them in shard order misses too.
       if (j + kRowAhead < g.begin[s + 1]) {
         PrefetchForRead(grads.data() + size_t{g.order[j + kRowAhead]} * dim_);
       }
-      float* row = ConfirmAt(shard.rows, g, j, g.begin[s + 1], width_);
+      float* row = ConfirmAt(shard.rows, g, j, g.begin[s + 1], floats);
       if (row != nullptr) {
         apply(row, j);
       } else if (min_count_ <= 1 || tier_) {  // else not admitted yet: the gradient is dropped

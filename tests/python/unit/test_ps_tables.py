@@ -436,3 +436,43 @@ def test_memory_per_row_stays_within_1_3x_of_key_and_floats():
     stats = table.stats()
     assert stats.rows == n
     assert stats.bytes / n <= 1.3 * (8 + 4 * 8)
+
+
+def overflow_table(action):
+    config = ps_pb2.TableConfig.FromString(sparse_config(optimizer="adam"))
+    config.overflow.action = action
+    config.overflow.max_abs = 10.0
+    return _core.ps.SparseTable(config.SerializeToString())
+
+
+def test_delta_push_changes_the_value_alone_and_is_guarded_on_it():
+    # A GEO delta is added to the value as it is, bit for bit, and leaves the rule's state as it
+    # was: a gradient pushed afterwards moves the row as it moves a twin that saw no delta.
+    keys = np.array([1, 2, 3], np.int64)
+    rng = np.random.default_rng(11)
+    delta = rng.standard_normal((3, 4)).astype(np.float32)
+    grads = rng.standard_normal((3, 4)).astype(np.float32)
+    table, twin = sparse_table(optimizer="adam"), sparse_table(optimizer="adam")
+    before = table.pull(keys)
+    np.testing.assert_array_equal(twin.pull(keys), before)
+    table.push(keys, delta, is_delta=True)
+    np.testing.assert_array_equal(table.pull(keys), before + delta)
+    table.push(keys, grads)
+    twin.push(keys, grads)
+    np.testing.assert_allclose(table.pull(keys) - delta, twin.pull(keys), rtol=0, atol=1e-6)
+    # The guard judges what a delta changes: past max_abs it is refused (that row left as it
+    # was, the others applied) or clipped.
+    refuse = overflow_table(ps_pb2.OverflowConfig.REFUSE)
+    start = refuse.pull(keys)
+    big = np.ones((3, 4), np.float32)
+    big[1, 2] = 20.0
+    with pytest.raises(InvalidArgument, match=r"sparse table 1 'emb': the update of key 2 would"):
+        refuse.push(keys, big, is_delta=True)
+    after = refuse.pull(keys)
+    np.testing.assert_array_equal(after[1], start[1])
+    np.testing.assert_array_equal(after[[0, 2]], start[[0, 2]] + 1)
+    clip = overflow_table(ps_pb2.OverflowConfig.CLIP)
+    start = clip.pull(keys)
+    clip.push(keys, big, is_delta=True)
+    expected = np.minimum(start + big, np.float32(10))
+    np.testing.assert_array_equal(clip.pull(keys), expected)
