@@ -1,7 +1,8 @@
 // Sync training's round applied on several threads (ServerOptions.round_threads,
 // detail/round_pool.h) against one thread: two jobs, each of two real servers on loopback and two
 // workers, take the same sync steps with Adam on a dense table of several blocks per server and
-// on two sparse tables; every step's dense values and the final rows must be equal bit for bit.
+// on two sparse tables (pushed in parts of whole shards); every step's dense values and the final
+// rows must be equal bit for bit.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -24,7 +25,7 @@ constexpr uint64_t kRowDim = 8;
 constexpr uint32_t kServers = 2;
 constexpr uint32_t kWorkers = 2;
 constexpr int kSteps = 6;
-constexpr int kKeysPerStep = 300;
+constexpr int kKeysPerStep = 2000;  // a round: ~1,050 keys a server, pushed in parts
 constexpr absl::Duration kStepTimeout = absl::Seconds(60);
 
 void AddAdamTable(proto::ServerConfig* config, uint32_t id, proto::TableType type, uint64_t dim) {

@@ -101,11 +101,41 @@ absl::Status GradAccumulator::ApplySparse(uint32_t table_id, Sparse& acc, float 
   if (acc.keys.empty()) return absl::OkStatus();
   for (float& g : acc.sums) g *= scale;
   auto table = tables_->Sparse(table_id);
-  absl::Status status = table.ok() ? (*table)->Push(acc.keys, acc.sums, false) : table.status();
+  absl::Status status = table.ok() ? PushSparseInParts(**table, acc) : table.status();
   acc.keys.clear();
   acc.sums.clear();
   acc.row_of.clear();
   return status;
+}
+
+absl::Status GradAccumulator::PushSparseInParts(SparseTable& table, const Sparse& acc) {
+  const size_t shards = table.num_shards();
+  const size_t parts = std::min(shards, kSparsePartsPerThread * pool_.threads());
+  // A learning-rate schedule steps once per push, so a table with one takes the round as one
+  // push; so does a round too small to be worth the copies.
+  if (parts < 2 || acc.keys.size() < kMinKeysToSplit || table.config().optimizer().has_schedule()) {
+    return table.Push(acc.keys, acc.sums, false);
+  }
+  // Whole shards per part, each part's keys in the round's order: the table meets every shard's
+  // keys in the order one push would (rows are created in that order, each from its own key),
+  // and updates each row once with the same gradient, so the rows end the same bit for bit.
+  const size_t dim = acc.dim;
+  std::vector<std::vector<int64_t>> keys(parts);
+  std::vector<std::vector<float>> grads(parts);
+  for (size_t i = 0; i < acc.keys.size(); ++i) {
+    const size_t part = table.ShardOf(SparseTable::KeyHash(acc.keys[i])) * parts / shards;
+    keys[part].push_back(acc.keys[i]);
+    grads[part].insert(grads[part].end(), acc.sums.begin() + i * dim,
+                       acc.sums.begin() + (i + 1) * dim);
+  }
+  std::vector<absl::Status> results(parts);
+  pool_.ParallelFor(parts, [&](size_t part) {
+    if (!keys[part].empty()) results[part] = table.Push(keys[part], grads[part], false);
+  });
+  for (const absl::Status& result : results) {
+    if (!result.ok()) return result;
+  }
+  return absl::OkStatus();
 }
 
 absl::Status GradAccumulator::ApplyDense(uint32_t table_id, Dense& acc, float scale) {

@@ -37,9 +37,10 @@ class GradAccumulator {
   absl::Status AddDense(uint32_t table_id, absl::Span<const float> grads);
   // Applies every pending sum times `scale` through its table's update rule and clears them.
   // Not meant to run beside Add* of the same step (the barrier orders them). The work is spread
-  // over the round's threads: each sparse table's push is one task, each dense table's blocks
-  // one task each; tasks touch disjoint rows, so the tables end the same bit for bit whatever
-  // the thread count. The first error in table order (sparse tables, then dense) is returned.
+  // over the round's threads: a sparse table's push in parts of whole shards, a dense table's
+  // blocks one task each; tasks touch disjoint rows, so the tables end the same bit for bit
+  // whatever the thread count. The first error in table order (sparse tables, then dense) is
+  // returned.
   absl::Status ApplyAll(float scale);
 
   // A sync worker sends a step's accumulate pushes and its step barrier without waiting for the
@@ -80,6 +81,12 @@ class GradAccumulator {
   absl::Status ApplyDense(uint32_t table_id, Dense& acc, float scale);
   // Floats a task of the dense sums' scaling covers (64 KiB: a pool hand-off costs far less).
   static constexpr size_t kScaleChunk = 16384;
+  // A sparse table's round as pushes of whole shards on the pool's threads (one push when the
+  // pool has one thread, the round is small or the rule has a learning-rate schedule). Each
+  // part's error is its own: a failing part does not keep the others from being applied.
+  absl::Status PushSparseInParts(SparseTable& table, const Sparse& acc);
+  static constexpr size_t kSparsePartsPerThread = 4;  // finer parts even out the threads' loads
+  static constexpr size_t kMinKeysToSplit = 512;
 
   TableSet* tables_;
   std::mutex mu_;  // guards the maps (not their entries)
