@@ -182,6 +182,9 @@ TEST(RuleKernels, WideScansFindAValueAtEveryPositionAsTheInlineOnesDo) {
             << "value " << odd << " at " << at << " of " << n;
         EXPECT_EQ(ScanMagnitudeAbove(values.data(), n, bound),
                   !(std::fabs(odd) <= 2.0f));  // NaN compares false
+        EXPECT_EQ(MaxMagnitudeBitsWide(values.data(), n), MaxMagnitudeBits(values.data(), n))
+            << "value " << odd << " at " << at << " of " << n;
+        EXPECT_GE(ScanMaxMagnitude(values.data(), n), MagnitudeBits(odd));
       }
     }
   }

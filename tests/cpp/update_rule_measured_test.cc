@@ -103,8 +103,12 @@ TEST(UpdateMeasured, TheProofFromTheBoundAnswersAsTheScanningProof) {
       const bool scanned =
           rule->UpdateStaysWithin(kDim, row.data(), row.data() + kDim, g.data(), kBound);
       const bool from_bound =
-          rule->UpdateStaysWithin(kDim, row.data(), row.data() + kDim, g.data(), kBound, known);
+          rule->UpdateStaysWithin(kDim, row.data(), row.data() + kDim, g.data(), kBound, {known});
+      const UpdateRule::Known both{known, detail::MaxMagnitudeBits(g.data(), kDim)};
+      const bool from_both =
+          rule->UpdateStaysWithin(kDim, row.data(), row.data() + kDim, g.data(), kBound, both);
       ASSERT_EQ(from_bound, scanned) << "step " << step << ", l2 " << l2;
+      ASSERT_EQ(from_both, scanned) << "step " << step << ", l2 " << l2;
       (scanned ? proven : not_proven)++;
       // A small step keeps the row near the proof's range for the next gradient.
       const std::vector<float> small = Gradient(1e-2f, 60 + step);
@@ -120,17 +124,26 @@ TEST(UpdateMeasured, ABoundThatProvesTheRowIsTrustedWithoutReadingTheRow) {
   std::vector<float> row = NewRow(*rule, 5);
   const std::vector<float> g = Gradient(1e-2f, 6);
   const uint32_t small = detail::MagnitudeBits(1.0f);
-  ASSERT_TRUE(rule->UpdateStaysWithin(kDim, row.data(), row.data() + kDim, g.data(), 50.0f, small));
+  ASSERT_TRUE(
+      rule->UpdateStaysWithin(kDim, row.data(), row.data() + kDim, g.data(), 50.0f, {small}));
   // A value far outside the range that the bound does not know of: the scanning proof refuses
   // the row, the one from the bound does not look at it (the table keeps the bound true).
   row[kDim / 2] = 1e6f;
   EXPECT_FALSE(rule->UpdateStaysWithin(kDim, row.data(), row.data() + kDim, g.data(), 50.0f));
-  EXPECT_TRUE(rule->UpdateStaysWithin(kDim, row.data(), row.data() + kDim, g.data(), 50.0f, small));
+  EXPECT_TRUE(
+      rule->UpdateStaysWithin(kDim, row.data(), row.data() + kDim, g.data(), 50.0f, {small}));
   // A gradient outside the range is refused with any bound.
   std::vector<float> large = g;
   large[7] = 1e6f;
   EXPECT_FALSE(
-      rule->UpdateStaysWithin(kDim, row.data(), row.data() + kDim, large.data(), 50.0f, small));
+      rule->UpdateStaysWithin(kDim, row.data(), row.data() + kDim, large.data(), 50.0f, {small}));
+  // A known largest gradient is trusted in place of the gradient: the same gradient, said to be
+  // small, passes; the small one, said to be large, is refused.
+  const uint32_t large_bits = detail::MaxMagnitudeBits(large.data(), kDim);
+  EXPECT_TRUE(rule->UpdateStaysWithin(kDim, row.data(), row.data() + kDim, large.data(), 50.0f,
+                                      {small, small}));
+  EXPECT_FALSE(rule->UpdateStaysWithin(kDim, row.data(), row.data() + kDim, g.data(), 50.0f,
+                                       {small, large_bits}));
 }
 
 TEST(UpdateMeasured, ABoundAboveTheRangeFallsBackToScanningTheRow) {
@@ -141,14 +154,14 @@ TEST(UpdateMeasured, ABoundAboveTheRangeFallsBackToScanningTheRow) {
   // the row itself is well inside the range, and the scan finds so.
   for (uint32_t known : {detail::MagnitudeBits(1e30f), 0x80000000u, UpdateRule::kUnknownBound}) {
     EXPECT_TRUE(
-        rule->UpdateStaysWithin(kDim, row.data(), row.data() + kDim, g.data(), 50.0f, known))
+        rule->UpdateStaysWithin(kDim, row.data(), row.data() + kDim, g.data(), 50.0f, {known}))
         << known;
   }
   // A negative v, which the proof must see, is found by the scan that such a bound falls back on.
   std::vector<float> negative_v = row;
   negative_v[2 * kDim + 3] = -1e-3f;
   EXPECT_FALSE(rule->UpdateStaysWithin(kDim, negative_v.data(), negative_v.data() + kDim, g.data(),
-                                       50.0f, 0x80000000u));
+                                       50.0f, {0x80000000u}));
 }
 
 }  // namespace

@@ -13,13 +13,12 @@
 namespace fleet::ps {
 namespace {
 
-// Whether adding deltas g[0, length) to a block's values leaves its `floats` floats (values,
-// then state, which a delta leaves alone) within `bound`: |w + g| <= 2h with both at most h,
-// and the 1% covers the rounding of the sum.
-bool DeltaStaysWithin(const float* data, size_t floats, const float* g, size_t length,
-                      float bound) {
+// Whether adding deltas whose largest MagnitudeBits is `g_max` to a block's values leaves its
+// `floats` floats (values, then state, which a delta leaves alone) within `bound`: |w + g| <= 2h
+// with both at most h, and the 1% covers the rounding of the sum.
+bool DeltaStaysWithin(const float* data, size_t floats, uint32_t g_max, float bound) {
   const uint32_t h = detail::MagnitudeBits(static_cast<float>(bound / 2.02));
-  return !detail::ScanMagnitudeAbove(data, floats, h) && !detail::ScanMagnitudeAbove(g, length, h);
+  return g_max <= h && !detail::ScanMagnitudeAbove(data, floats, h);
 }
 
 // Push's blocks one after the other, on the calling thread.
@@ -138,7 +137,8 @@ absl::Status DenseTable::PushAndPull(absl::Span<const float> grads, absl::Span<f
   return PushBlocks(grads, is_delta, out, ForEachInOrder);
 }
 
-bool DenseTable::UpdateBlock(Block& block, const float* g, bool is_delta, float* out) const {
+bool DenseTable::UpdateBlock(Block& block, const float* g, uint32_t g_max, bool is_delta,
+                             float* out) const {
   detail::OverflowGuard guard(config_.overflow());
   detail::SpanScaler scaler;
   std::lock_guard<std::mutex> lock(block.mu);
@@ -146,10 +146,10 @@ bool DenseTable::UpdateBlock(Block& block, const float* g, bool is_delta, float*
   // Copying a block with its optimizer state before each update, to put it back should the
   // update overflow, cost more CPU than the update itself; a block whose magnitudes prove the
   // update stays in range (the usual case) needs neither the copy nor the check after.
-  const bool in_range =
-      is_delta ? DeltaStaysWithin(w, block.data.size(), g, block.length, guard.bound())
-               : !block.rate_above_1 && rule_->UpdateStaysWithin(block.length, w, w + block.length,
-                                                                 g, guard.bound(), block.bound);
+  const bool in_range = is_delta ? DeltaStaysWithin(w, block.data.size(), g_max, guard.bound())
+                                 : !block.rate_above_1 && rule_->UpdateStaysWithin(
+                                                              block.length, w, w + block.length, g,
+                                                              guard.bound(), {block.bound, g_max});
   if (!in_range) guard.Keep(w, block.data.size());
   const bool scaled = !is_delta && !block.rate_spans.empty();
   // The values go out from the rule's own loop unless something changes them after it.
@@ -183,12 +183,14 @@ absl::Status DenseTable::PushBlocks(absl::Span<const float> grads, bool is_delta
                                                    " floats, the push sent ", grads.size(), " ",
                                                    what));
   }
-  // Checked block by block (the blocks cover the push), before any block changes.
-  std::vector<char> finite(blocks_.size());
+  // Checked block by block (the blocks cover the push), before any block changes. Each block's
+  // largest magnitude serves its proof of range too, which so reads the gradient once.
+  std::vector<uint32_t> g_max(blocks_.size());
   for_each(blocks_.size(), [&](size_t b) {
-    finite[b] = AllFinite(grads.subspan(blocks_[b]->offset, blocks_[b]->length));
+    g_max[b] = detail::ScanMaxMagnitude(grads.data() + blocks_[b]->offset, blocks_[b]->length);
   });
-  if (std::find(finite.begin(), finite.end(), 0) != finite.end()) {
+  if (std::any_of(g_max.begin(), g_max.end(),
+                  [](uint32_t bits) { return bits >= detail::kInfinityBits; })) {  // NaN or inf
     return absl::InvalidArgumentError(
         absl::StrCat(Name(), ": ", what, " contain NaN or infinity; push rejected"));
   }
@@ -197,7 +199,7 @@ absl::Status DenseTable::PushBlocks(absl::Span<const float> grads, bool is_delta
   std::vector<char> kept(blocks_.size());
   for_each(blocks_.size(), [&](size_t b) {
     Block& block = *blocks_[b];
-    kept[b] = UpdateBlock(block, grads.data() + block.offset, is_delta,
+    kept[b] = UpdateBlock(block, grads.data() + block.offset, g_max[b], is_delta,
                           out.empty() ? nullptr : out.data() + block.offset);
   });
   uint64_t refused = 0;

@@ -106,8 +106,9 @@ class DenseTable {
   absl::Status PushBlocks(absl::Span<const float> grads, bool is_delta, absl::Span<float> out,
                           const ForEach& for_each);
   // One block's part of PushBlocks (`g` and `out` start at the block's offset; `out` may be
-  // null). False when the update would take the block out of range and the guard put it back.
-  bool UpdateBlock(Block& block, const float* g, bool is_delta, float* out) const;
+  // null; `g_max` is the largest detail::MagnitudeBits of the block's gradients). False when the
+  // update would take the block out of range and the guard put it back.
+  bool UpdateBlock(Block& block, const float* g, uint32_t g_max, bool is_delta, float* out) const;
   absl::Status ReadPart(TableFileReader* part, std::vector<bool>* seen, uint64_t* loaded);
 
   proto::TableConfig config_;

@@ -232,25 +232,24 @@ bool UpdateRule::InputLimits(size_t dim, const float* state, float bound, uint32
 
 bool UpdateRule::UpdateStaysWithin(size_t dim, const float* w, const float* state,
                                    const float* grad, float bound) const {
-  uint32_t value_bits, grad_bits;
-  if (!InputLimits(dim, state, bound, &value_bits, &grad_bits)) return false;
-  const StateRange nonnegative = NonNegativeState(dim);
-  return !detail::ScanSignBit(state + nonnegative.first, nonnegative.count) &&
-         !detail::ScanMagnitudeAbove(w, dim, value_bits) &&
-         !detail::ScanMagnitudeAbove(state, StateDim(dim) - RowScalars(), value_bits) &&
-         !detail::ScanMagnitudeAbove(grad, dim, grad_bits);
+  return UpdateStaysWithin(dim, w, state, grad, bound, Known{});
 }
 
 bool UpdateRule::UpdateStaysWithin(size_t dim, const float* w, const float* state,
-                                   const float* grad, float bound, uint32_t known) const {
+                                   const float* grad, float bound, const Known& known) const {
   uint32_t value_bits, grad_bits;
-  if (known == kUnknownBound || !InputLimits(dim, state, bound, &value_bits, &grad_bits) ||
-      known > value_bits) {
-    return UpdateStaysWithin(dim, w, state, grad, bound);
-  }
-  // value_bits < kInfinityBits: a sign bit in the non-negative state would have put `known`
+  if (!InputLimits(dim, state, bound, &value_bits, &grad_bits)) return false;
+  const bool grad_within = known.grad != kUnknownBound
+                               ? known.grad <= grad_bits
+                               : !detail::ScanMagnitudeAbove(grad, dim, grad_bits);
+  if (!grad_within) return false;
+  // value_bits < kInfinityBits: a sign bit in the non-negative state would have put known.row
   // above it, and every value and per-value state float is within h.
-  return !detail::ScanMagnitudeAbove(grad, dim, grad_bits);
+  if (known.row <= value_bits) return true;
+  const StateRange nonnegative = NonNegativeState(dim);
+  return !detail::ScanSignBit(state + nonnegative.first, nonnegative.count) &&
+         !detail::ScanMagnitudeAbove(w, dim, value_bits) &&
+         !detail::ScanMagnitudeAbove(state, StateDim(dim) - RowScalars(), value_bits);
 }
 
 absl::StatusOr<std::unique_ptr<UpdateRule>> MakeUpdateRule(const proto::OptimizerConfig& config) {

@@ -52,13 +52,19 @@ class UpdateRule {
   // rows it updates (SGD and Adagrad; Adam's kernel finds the bound in its own loop).
   uint32_t UpdateMeasured(size_t dim, float* w, float* state, const float* grad,
                           float* out = nullptr) const;
-  // UpdateStaysWithin of a row whose values and state nothing has changed since UpdateMeasured
-  // returned `known` for it. When `known` proves them within range it reads only the gradient and
-  // the row's scalars, not the values and state (a dense block's push would otherwise read its
-  // whole block twice); otherwise (kUnknownBound, or a bound above the range) it scans as the
-  // overload without `known`. The answer is that overload's whenever the bound proves the row.
+  // What a caller may know of a row and its gradient without reading them.
+  struct Known {
+    // The bound UpdateMeasured returned for the row, nothing having changed the row since.
+    uint32_t row = kUnknownBound;
+    // The gradient's largest detail::MagnitudeBits (detail::MaxMagnitudeBits).
+    uint32_t grad = kUnknownBound;
+  };
+  // UpdateStaysWithin with what the caller knows: a bound that proves the row spares the scans
+  // of its values and state (a dense block's push would otherwise read its whole block twice),
+  // a known gradient maximum the scan of the gradient. What is unknown, or a row bound above the
+  // range, is scanned. The answer is the overload's without `known`.
   bool UpdateStaysWithin(size_t dim, const float* w, const float* state, const float* grad,
-                         float bound, uint32_t known) const;
+                         float bound, const Known& known) const;
 
  protected:
   explicit UpdateRule(float learning_rate) : lr_(learning_rate) {}

@@ -102,6 +102,9 @@ bool AnyMagnitudeAboveWide(const float* values, size_t n, uint32_t bits) {
 }
 
 FLEET_WIDE_CLONES
+uint32_t MaxMagnitudeBitsWide(const float* values, size_t n) { return MaxMagnitudeBits(values, n); }
+
+FLEET_WIDE_CLONES
 bool AnySignBitWide(const float* values, size_t n) { return AnySignBit(values, n); }
 
 }  // namespace fleet::ps::detail

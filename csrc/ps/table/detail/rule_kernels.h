@@ -44,6 +44,10 @@ uint32_t AdamKernelMeasured(size_t dim, float beta1, float beta2, float lr_t, fl
 bool AnyMagnitudeAboveWide(const float* values, size_t n, uint32_t bits);
 bool AnySignBitWide(const float* values, size_t n);
 
+// magnitude.h's MaxMagnitudeBits, the same answer, for long arrays: a dense push finds each
+// block's largest gradient once, for both its check of finiteness and its proof of range.
+uint32_t MaxMagnitudeBitsWide(const float* values, size_t n);
+
 // Arrays at least this long go to the wide scans; shorter ones (sparse rows) stay inline.
 inline constexpr size_t kWideScanMin = 256;
 
@@ -54,6 +58,9 @@ inline bool ScanMagnitudeAbove(const float* values, size_t n, uint32_t bits) {
 }
 inline bool ScanSignBit(const float* values, size_t n) {
   return n < kWideScanMin ? AnySignBit(values, n) : AnySignBitWide(values, n);
+}
+inline uint32_t ScanMaxMagnitude(const float* values, size_t n) {
+  return n < kWideScanMin ? MaxMagnitudeBits(values, n) : MaxMagnitudeBitsWide(values, n);
 }
 
 }  // namespace fleet::ps::detail
