@@ -1,11 +1,13 @@
 // detail::RoundPool, the threads that apply a sync round: every task index runs exactly once,
-// the work really is spread over the helpers, and nested batches finish.
+// the work really is spread over the helpers, nested batches finish, and a task's exception
+// reaches the caller.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <atomic>
 #include <mutex>
 #include <set>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -59,6 +61,26 @@ TEST(RoundPoolTest, NestedBatchesFinishWithEveryIndexOnce) {
       pool.ParallelFor(kInner, [&](size_t inner) { runs[outer * kInner + inner].fetch_add(1); });
     });
     for (size_t i = 0; i < runs.size(); ++i) ASSERT_EQ(runs[i].load(), 1) << "index " << i;
+  }
+}
+
+TEST(RoundPoolTest, ATaskThatThrowsLeavesTheOthersToRunAndIsRethrownToTheCaller) {
+  for (const size_t threads : {1, 2, 3}) {
+    RoundPool pool(threads);
+    constexpr size_t kTasks = 40;
+    std::vector<std::atomic<int>> runs(kTasks);
+    EXPECT_THROW(pool.ParallelFor(kTasks,
+                                  [&](size_t i) {
+                                    runs[i].fetch_add(1);
+                                    if (i % 7 == 3) throw std::runtime_error("task failed");
+                                  }),
+                 std::runtime_error)
+        << threads << " threads";
+    for (size_t i = 0; i < kTasks; ++i) EXPECT_EQ(runs[i].load(), 1) << "index " << i;
+    // The pool still works afterwards.
+    std::atomic<size_t> sum{0};
+    pool.ParallelFor(kTasks, [&](size_t i) { sum.fetch_add(i); });
+    EXPECT_EQ(sum.load(), kTasks * (kTasks - 1) / 2);
   }
 }
 

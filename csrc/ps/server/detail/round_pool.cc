@@ -26,7 +26,12 @@ size_t RoundPool::ThreadsFor(int configured) {
 size_t RoundPool::Drain(Batch& batch) {
   size_t ran = 0;
   for (size_t i = batch.next.fetch_add(1); i < batch.n; i = batch.next.fetch_add(1)) {
-    (*batch.task)(i);
+    try {
+      (*batch.task)(i);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(batch.error_mu);
+      if (!batch.error) batch.error = std::current_exception();
+    }
     ++ran;
   }
   return ran;
@@ -51,11 +56,12 @@ void RoundPool::Help(Batch* batch, std::unique_lock<std::mutex>& lock) {
 
 void RoundPool::ParallelFor(size_t n, const std::function<void(size_t)>& task) {
   if (n == 0) return;
+  Batch batch(n, &task);
   if (helpers_.empty() || n == 1) {
-    for (size_t i = 0; i < n; ++i) task(i);
+    Drain(batch);
+    if (batch.error) std::rethrow_exception(batch.error);
     return;
   }
-  Batch batch(n, &task);
   {
     std::lock_guard<std::mutex> lock(mu_);
     batches_.push_back(&batch);
@@ -75,6 +81,8 @@ void RoundPool::ParallelFor(size_t n, const std::function<void(size_t)>& task) {
       changed_.wait(lock);
     }
   }
+  lock.unlock();
+  if (batch.error) std::rethrow_exception(batch.error);
 }
 
 void RoundPool::HelperLoop() {

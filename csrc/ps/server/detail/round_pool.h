@@ -11,6 +11,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstddef>
+#include <exception>
 #include <functional>
 #include <list>
 #include <mutex>
@@ -37,8 +38,10 @@ class RoundPool {
   size_t threads() const { return helpers_.size() + 1; }
 
   // Calls task(i) for every i in [0, n), each exactly once, on the calling thread and the
-  // helpers, and returns once every call has returned. Tasks must not throw. Thread-safe; a task
-  // may itself call ParallelFor: a thread waiting for its batch's last tasks works on any other
+  // helpers, and returns once every call has returned. A task that throws (std::bad_alloc from
+  // a table, say) ends neither its thread nor the batch: every task still runs, and the first
+  // exception is rethrown here at the end (the others are dropped). Thread-safe; a task may
+  // itself call ParallelFor: a thread waiting for its batch's last tasks works on any other
   // posted batch meanwhile (so a nested batch gets every idle thread, the waiting caller's too).
   void ParallelFor(size_t n, const std::function<void(size_t)>& task);
 
@@ -50,6 +53,8 @@ class RoundPool {
     std::atomic<size_t> next{0};  // the next index to hand out
     size_t finished = 0;          // tasks that returned; guarded by mu_
     size_t users = 0;             // other threads working through it; guarded by mu_
+    std::mutex error_mu;
+    std::exception_ptr error;  // the first task's exception, if any
   };
   // Runs the batch's indices until none is left to hand out; returns how many it ran.
   static size_t Drain(Batch& batch);
