@@ -1,5 +1,6 @@
 #include "distributed/detail/step_merge_communicator.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -85,7 +86,9 @@ void StepMergeCommunicator::FlushStepLocked() {
 }
 
 void StepMergeCommunicator::EndMeetingLocked() {
-  contributors_ = arrived_;
+  // Every thread of the pass, also those that ran out of batches (a zero gradient): dividing by
+  // the threads that arrived made the last steps larger per sample once a thread had ended.
+  contributors_ = threads_;
   arrived_ = 0;
   try {
     FlushStepLocked();
@@ -101,6 +104,7 @@ void StepMergeCommunicator::EndMeetingLocked() {
 
 void StepMergeCommunicator::OnPassBegin(const framework::PassInfo& pass) {
   absl::MutexLock lock(&mu_);
+  threads_ = std::max(pass.num_threads, 1);
   active_ = pass.num_threads;
   arrived_ = 0;
   failed_ = false;

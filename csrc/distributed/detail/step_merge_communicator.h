@@ -1,8 +1,9 @@
 #pragma once
 // Sync and half-async training: the trainer threads of a worker meet after every step; the last
 // to arrive averages their gradients (dense summed, sparse rows summed by key, both divided by
-// the threads that took part) and pushes them, then pulls the dense parameters into the root
-// scope, and only then does any thread start its next step.
+// the pass's trainer threads: one that ran out of batches counts as a zero gradient, as a
+// finished worker does on the servers) and pushes them, then pulls the dense parameters into the
+// root scope, and only then does any thread start its next step.
 //
 //   half-async: the push goes through the servers' update rule at once.
 //   sync:       the push goes to the servers' accumulators, and a sync-step barrier on every
@@ -54,11 +55,12 @@ class StepMergeCommunicator : public CommunicatorBase {
 
   absl::Mutex mu_;
   absl::CondVar cv_;
+  int threads_ ABSL_GUARDED_BY(mu_) = 1;       // trainer threads of the pass
   int active_ ABSL_GUARDED_BY(mu_) = 0;        // threads of the pass still running
   int arrived_ ABSL_GUARDED_BY(mu_) = 0;       // threads waiting at this step's meeting
   int64_t meeting_ ABSL_GUARDED_BY(mu_) = 0;   // meetings held (wakes the waiters)
   int dense_parts_ ABSL_GUARDED_BY(mu_) = 0;   // threads that sent dense gradients this step
-  int contributors_ ABSL_GUARDED_BY(mu_) = 0;  // threads that took part in this step
+  int contributors_ ABSL_GUARDED_BY(mu_) = 0;  // threads this step's sums are divided by
   std::vector<float> dense_sums_ ABSL_GUARDED_BY(mu_);
   // Sync: the dense values a step's barrier replies brought (kept: no allocation per step).
   std::vector<float> pulled_dense_ ABSL_GUARDED_BY(mu_);
