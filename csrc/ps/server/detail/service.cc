@@ -403,7 +403,10 @@ void PsServiceImpl::ServeBarrier(grpc::ServerContext* context, const proto::Barr
         // over the workers still training made those last steps twice as large per sample in a
         // 2-worker job: word2vec's held-out AUC fell by 0.002-0.014 with the length of that
         // tail (models/README.md, "word2vec's sync").
-        return accumulator_.ApplyAll(1.0f / static_cast<float>(num_workers));
+        // A table out of memory fails the round for every arrival instead of ending the server.
+        return Guarded("Barrier", [&] {
+          return accumulator_.ApplyAll(1.0f / static_cast<float>(num_workers));
+        });
       },
       &done_workers);
   header->set_done_workers(done_workers);
