@@ -1,14 +1,21 @@
 """Benchmark: CPU time of a sparse pull and push, on the worker and on the server, over loopback
 TCP and through the memory a worker shares with a server on its host.
 
-    .venv/bin/python benchmarks/ps_sparse_cpu.py [--keys N] [--dim N] [--calls N] [--rounds N]
-        [--servers N] [--quick] [--transport tcp|shm|both]
+    .venv/bin/python benchmarks/ps_sparse_cpu.py [--call step|geo_exchange] [--keys N] [--dim N]
+        [--calls N] [--rounds N] [--servers N] [--quick] [--transport tcp|shm|both]
 
 A CTR-DNN worker pulls and pushes its batch's embedding rows every step: 26 slots x 512 ids
 (13,312 keys, fewer once repeats are merged) of 10 floats, about 0.5 MB of rows each way plus
 the keys. One call here is what a step does: a pull of those rows, then a push of their
 gradients through Adam. The keys of each call are drawn from a power law over 2 million ids,
-as a click log's are, so rows repeat within a call and across calls. --servers server processes
+as a click log's are, so rows repeat within a call and across calls.
+
+--call geo_exchange measures what a GEO worker's exchange asks of the servers instead: every
+geo_steps (10) steps it pushes the deltas of the rows it touched, each key once, and then pulls
+their values. One call is a delta push of the distinct keys of --geo_steps steps' draws, then a
+pull of the same keys (the table's rule, Adam, is not applied to deltas).
+
+--servers server processes
 (python -m fleet.ps.server) hold the table; this process reads its own CPU time (getrusage)
 and the servers' (/proc) over --calls calls a round, figures that hardly move with the
 machine's load, unlike wall time.
@@ -62,22 +69,32 @@ def table(dim: int) -> dict:
     }
 
 
-def batches(count: int, keys: int, dim: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
-    """`count` calls' keys (power law over ID_SPACE) and gradients, drawn before timing."""
+def batches(
+    count: int, keys: int, dim: int, seed: int, distinct: bool = False
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """`count` calls' keys (power law over ID_SPACE; each once with `distinct`) and gradients,
+    drawn before timing."""
     rng = np.random.default_rng(seed)
     out = []
     for _ in range(count):
         ids = (rng.zipf(1.3, keys) - 1) % ID_SPACE
-        grads = (rng.standard_normal(keys * dim) * 0.01).astype(np.float32)
+        if distinct:
+            ids = np.unique(ids)
+        grads = (rng.standard_normal(len(ids) * dim) * 0.01).astype(np.float32)
         out.append((ids.astype(np.int64), grads))
     return out
 
 
-def one_round(client, server_pids: list[int], work: list, dim: int) -> tuple[dict, list]:
-    """Runs the warm-up and timed calls of `work`; returns the figures and every pulled array."""
+def one_round(client, server_pids: list[int], work: list, dim: int, geo: bool) -> tuple[dict, list]:
+    """Runs the warm-up and timed calls of `work` (with `geo`, GEO exchanges: a delta push,
+    then a pull of its keys); returns the figures and every pulled array."""
     pulled = []
 
     def call(keys: np.ndarray, grads: np.ndarray) -> None:
+        if geo:
+            client.push_sparse(TABLE_ID, keys, grads, delta=True)
+            pulled.append(client.pull_sparse(TABLE_ID, keys))
+            return
         rows = client.pull_sparse(TABLE_ID, keys)
         pulled.append(rows)
         client.push_sparse(TABLE_ID, keys, grads)
@@ -103,7 +120,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--keys", type=int, default=CTR_DNN_KEYS, help="keys a call")
+    parser.add_argument(
+        "--call",
+        choices=("step", "geo_exchange"),
+        default="step",
+        help="a step's pull and gradient push, or a GEO exchange's delta push and pull",
+    )
+    parser.add_argument(
+        "--keys", type=int, default=CTR_DNN_KEYS, help="keys drawn a step (repeats included)"
+    )
+    parser.add_argument(
+        "--geo_steps", type=int, default=10, help="steps an exchange gathers (geo_exchange)"
+    )
     parser.add_argument("--dim", type=int, default=CTR_DNN_DIM, help="floats a row")
     parser.add_argument("--calls", type=int, default=300, help="pull + push calls a round")
     parser.add_argument("--rounds", type=int, default=3)
@@ -138,12 +166,16 @@ def main() -> None:
                 clients["shm"].shared_memory(s) for s in range(args.servers)
             ):
                 raise SystemExit("ps_sparse_cpu: a server did not map the shared memory")
+            geo = args.call == "geo_exchange"
+            draws = args.keys * args.geo_steps if geo else args.keys
             for r in range(args.rounds):
-                work_items = batches(WARMUP_CALLS + args.calls, args.keys, args.dim, seed=r)
+                work_items = batches(
+                    WARMUP_CALLS + args.calls, draws, args.dim, seed=r, distinct=geo
+                )
                 pulled = {}
                 for t in transports:
                     pids = [p.pid for p in clusters[t].procs]
-                    figures, pulled[t] = one_round(clients[t], pids, work_items, args.dim)
+                    figures, pulled[t] = one_round(clients[t], pids, work_items, args.dim, geo)
                     rounds[t].append(figures)
                 if len(transports) == 2:
                     rows_equal &= all(
@@ -155,12 +187,15 @@ def main() -> None:
             for cluster in clusters.values():
                 cluster.stop()
     result = {
+        "call": args.call,
         "keys": args.keys,
         "dim": args.dim,
         "calls": args.calls,
         "servers": args.servers,
         "transport": args.transport,
     }
+    if args.call == "geo_exchange":
+        result["geo_steps"] = args.geo_steps
     for t in transports:
         figures = result if len(transports) == 1 else result.setdefault(t, {})
         figures["rounds"] = rounds[t]
