@@ -112,8 +112,9 @@ absl::Status GradAccumulator::PushSparseInParts(SparseTable& table, const Sparse
   const size_t shards = table.num_shards();
   const size_t parts = std::min(shards, kSparsePartsPerThread * pool_.threads());
   // A learning-rate schedule steps once per push, so a table with one takes the round as one
-  // push; so does a round too small to be worth the copies.
-  if (parts < 2 || acc.keys.size() < kMinKeysToSplit || table.config().optimizer().has_schedule()) {
+  // push; so do a pool of one thread and a round too small to be worth the copies.
+  if (pool_.threads() < 2 || parts < 2 || acc.keys.size() < kMinKeysToSplit ||
+      table.config().optimizer().has_schedule()) {
     return table.Push(acc.keys, acc.sums, false);
   }
   // Whole shards per part, each part's keys in the round's order: the table meets every shard's
