@@ -11,7 +11,9 @@
 // embedding lookup). Sparse rows may repeat; they are summed first (MergeDuplicateRows), and a
 // row outside [0, Param rows) is an InvalidArgument naming the row. The ops have no gradient.
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <vector>
 
 #include "operators/op_helpers.h"
@@ -98,11 +100,17 @@ const float* DenseGrad(const ExecutionContext& ctx, const Shape& param_shape) {
 
 // A SelectedRows gradient with its rows checked against Param and duplicates summed.
 struct RowGrad {
+  // The gradient's rows with duplicates summed (MergeDuplicateRows), or, when its rows ascend
+  // strictly (a data-parallel replica's block of a dense gradient split by rows), the op's
+  // input itself: merging would only copy it, in the same order.
+  const SelectedRows* input = nullptr;
   SelectedRows merged;
+  bool merged_used = false;
   int64_t height = 0;  // rows of Param
   int64_t width = 0;   // elements per row
 
-  const float* Row(size_t i) const { return merged.value().data<float>() + i * width; }
+  const SelectedRows& rows() const { return merged_used ? merged : *input; }
+  const float* Row(size_t i) const { return rows().value().data<float>() + i * width; }
 };
 
 RowGrad SparseGrad(const ExecutionContext& ctx, const Shape& param_shape) {
@@ -129,14 +137,16 @@ RowGrad SparseGrad(const ExecutionContext& ctx, const Shape& param_shape) {
                          rows[i], " (entry ", i, ") is outside [0, ", out.height,
                          "), the rows of Param '", ctx.InputName("Param"), "'");
   }
-  out.merged = MergeDuplicateRows(grad);
+  out.input = &grad;
+  out.merged_used = !std::is_sorted(rows.begin(), rows.end(), std::less_equal<int64_t>());
+  if (out.merged_used) out.merged = MergeDuplicateRows(grad);
   return out;
 }
 
 // Calls fn(row, grad_row) for each row the gradient holds.
 template <typename Fn>
 void ForEachGradRow(const RowGrad& grad, Fn fn) {
-  const auto& rows = grad.merged.rows();
+  const auto& rows = grad.rows().rows();
   for (size_t i = 0; i < rows.size(); ++i) fn(rows[i], grad.Row(i));
 }
 
@@ -145,7 +155,7 @@ void ForEachGradRow(const RowGrad& grad, Fn fn) {
 template <typename Fn>
 void ForEachParamRow(const RowGrad& grad, Fn fn) {
   std::vector<int64_t> slot(grad.height, -1);
-  const auto& rows = grad.merged.rows();
+  const auto& rows = grad.rows().rows();
   for (size_t i = 0; i < rows.size(); ++i) slot[rows[i]] = static_cast<int64_t>(i);
   const std::vector<float> zeros(grad.width, 0.f);
   for (int64_t r = 0; r < grad.height; ++r) fn(r, slot[r] < 0 ? zeros.data() : grad.Row(slot[r]));
