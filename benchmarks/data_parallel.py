@@ -5,6 +5,7 @@ against one trainer thread on the same data, and against Hogwild train_from_data
                                                  [--whole_sparse_updates] [--whole_dense_updates]
                                                  [--reader_threads N] [--spin_us N]
                                                  [--uneven_barrier_work]
+                                                 [--weight_products]
 
 Two models, each trained for one pass over the same in-memory dataset by three runs that start
 from the same parameters:
@@ -34,6 +35,12 @@ from the same parameters:
                that ends the backward pass keeping its last reductions for after it (the MLP:
                the owner of fc_0.w_0 reduces it there alone; the same parameters, bit for bit;
                CTR-DNN's work after the barrier is already even, so there it is a noise control)
+  data_parallel_weight_products  (with --weight_products) data_parallel with
+               BuildStrategy.split_weight_gradients = True: instead of each replica computing
+               the fc weights' gradients on its half batch in its backward pass and the two
+               being summed, each replica computes half of every weight gradient's rows over
+               the whole batch after the backward passes (no sum, one zeroing of each, but each
+               replica packs both replicas' output gradients; the parameters agree to rounding)
   data_parallel_spin  (with --spin_us N) data_parallel with FLEET_DP_SPIN_US=N: each replica
                waiting for another polls N us before it sleeps, instead of the default 50 (or
                the FLEET_DP_SPIN_US the benchmark was started with; the same parameters, bit for
@@ -72,6 +79,9 @@ Figures (the last line of output is one JSON object), per model:
   deferred_reductions     per data-parallel run: the gradients whose reduction a replica
                           keeps until after the barrier, every step
                           (BuildStrategy.even_barrier_work)
+  weight_product_gain     (with --weight_products) data_parallel_weight_products samples/s /
+                          data_parallel samples/s (above 1: computing the weight gradients
+                          by rows beats summing them)
   spin_gain               (with --spin_us) data_parallel_spin samples/s / data_parallel
                           samples/s (above 1: the --spin_us poll beats the default)
   cpu_us_per_sample       the process's CPU time (every thread: trainers, replicas, reader) in
@@ -144,7 +154,16 @@ WHOLE_SPARSE = "data_parallel_whole_sparse"
 WHOLE_DENSE = "data_parallel_whole_dense"
 UNEVEN = "data_parallel_uneven"
 SPIN = "data_parallel_spin"
-DATA_PARALLEL_KINDS = ("data_parallel", PLAIN, WHOLE_SPARSE, WHOLE_DENSE, UNEVEN, SPIN)
+WEIGHT_PRODUCTS = "data_parallel_weight_products"
+DATA_PARALLEL_KINDS = (
+    "data_parallel",
+    PLAIN,
+    WHOLE_SPARSE,
+    WHOLE_DENSE,
+    UNEVEN,
+    SPIN,
+    WEIGHT_PRODUCTS,
+)
 SPIN_ENV = "FLEET_DP_SPIN_US"
 
 
@@ -353,6 +372,7 @@ def one_run(kind: str, net: dict, ds: object, test: object, spin_us: int | None)
         build.split_sparse_updates = kind != WHOLE_SPARSE
         build.split_dense_updates = kind != WHOLE_DENSE
         build.even_barrier_work = kind != UNEVEN
+        build.split_weight_gradients = kind == WEIGHT_PRODUCTS
         program = fleet.CompiledProgram(net["main"]).with_data_parallel(
             loss_name=net["loss"].name, build_strategy=build, places=REPLICAS
         )
@@ -479,6 +499,9 @@ def measure(
     if SPIN in kinds:
         out["spin_gain"] = median[SPIN] / median["data_parallel"]
         out["samples_per_update"][SPIN] = REPLICAS * net["batch"]
+    if WEIGHT_PRODUCTS in kinds:
+        out["weight_product_gain"] = median[WEIGHT_PRODUCTS] / median["data_parallel"]
+        out["samples_per_update"][WEIGHT_PRODUCTS] = REPLICAS * net["batch"]
     return out
 
 
@@ -519,6 +542,12 @@ def main() -> None:
         "(barrier_evening_gain)",
     )
     parser.add_argument(
+        "--weight_products",
+        action="store_true",
+        help="also run data_parallel with BuildStrategy.split_weight_gradients = True "
+        "(weight_product_gain)",
+    )
+    parser.add_argument(
         "--reader_threads",
         type=int,
         default=1,
@@ -539,6 +568,7 @@ def main() -> None:
     kinds += (WHOLE_SPARSE,) if args.whole_sparse_updates else ()
     kinds += (WHOLE_DENSE,) if args.whole_dense_updates else ()
     kinds += (UNEVEN,) if args.uneven_barrier_work else ()
+    kinds += (WEIGHT_PRODUCTS,) if args.weight_products else ()
     kinds += (SPIN,) if args.spin_us is not None else ()
     fleet._core.set_blas_threads(1)
     started = time.perf_counter()

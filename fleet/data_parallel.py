@@ -69,6 +69,8 @@ class DataParallelRunner:
         options.gradients = list(plan.gradients)
         options.gradient_owners = list(plan.owners)
         options.gradient_row_parts = [plan.row_parts.get(g, "") for g in plan.gradients]
+        options.gradient_product_x = [plan.products.get(g, ("", ""))[0] for g in plan.gradients]
+        options.gradient_product_dout = [plan.products.get(g, ("", ""))[1] for g in plan.gradients]
         options.seed = seed
         options.prelude_phases = plan.prelude_phases
         options.overlap_reduction = (

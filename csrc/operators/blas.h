@@ -8,9 +8,13 @@
 namespace fleet::operators::blas {
 
 // C[m,n] = alpha * op(A) * op(B) + beta * C, row-major; op(X) is X or X^T per trans_x.
-// lda/ldb/ldc default to the packed leading dimensions.
+// lda/ldb/ldc are the packed leading dimensions.
 void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
           const float* b, float beta, float* c);
+// The same with explicit leading dimensions (elements between rows of the stored matrices), for
+// a block of a larger matrix.
+void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+          int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 
 // One call of Gemm, by its shape.
 struct GemmShape {

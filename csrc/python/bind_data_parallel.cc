@@ -126,6 +126,8 @@ void BindDataParallel(py::module_& m) {
       .def_readwrite("gradients", &trainer::DataParallelOptions::gradients)
       .def_readwrite("gradient_owners", &trainer::DataParallelOptions::gradient_owners)
       .def_readwrite("gradient_row_parts", &trainer::DataParallelOptions::gradient_row_parts)
+      .def_readwrite("gradient_product_x", &trainer::DataParallelOptions::gradient_product_x)
+      .def_readwrite("gradient_product_dout", &trainer::DataParallelOptions::gradient_product_dout)
       .def_readwrite("seed", &trainer::DataParallelOptions::seed)
       .def_readwrite("prelude_phases", &trainer::DataParallelOptions::prelude_phases)
       .def_readwrite("overlap_reduction", &trainer::DataParallelOptions::overlap_reduction)

@@ -48,8 +48,23 @@ DataParallelEngine::DataParallelEngine(const framework::Executor* executor,
                   "data parallelism: an update phase has programs for ", phase.size(),
                   " replicas, expected ", options_.replicas);
   }
+  const bool products = !options_.gradient_product_x.empty();
+  FLEET_ENFORCE(!products || (options_.gradient_product_x.size() == options_.gradients.size() &&
+                              options_.gradient_product_dout.size() == options_.gradients.size() &&
+                              options_.gradient_row_parts.size() == options_.gradients.size()),
+                InvalidArgument, "data parallelism: ", options_.gradients.size(), " gradients but ",
+                options_.gradient_product_x.size(), " product inputs, ",
+                options_.gradient_product_dout.size(), " product output gradients and ",
+                options_.gradient_row_parts.size(), " row parts");
   const auto kFail = framework::Executor::MissingPersistable::kFail;
-  segments_ = CutAfterLastAccess(*compute_, options_.gradients);
+  // A product's block can be computed once no op writes its dOut or X: after dOut's last
+  // access (the plan checks that X is not written after it).
+  std::vector<std::string> cut_after = options_.gradients;
+  for (size_t i = 0; products && i < cut_after.size(); ++i) {
+    if (!options_.gradient_product_dout[i].empty())
+      cut_after[i] = options_.gradient_product_dout[i];
+  }
+  segments_ = CutAfterLastAccess(*compute_, cut_after);
   engine_scope_ = root->NewScope();
   for (int r = 0; r < options_.replicas; ++r) {
     auto replica = std::make_unique<Replica>();
@@ -91,6 +106,24 @@ DataParallelEngine::DataParallelEngine(const framework::Executor* executor,
                     "', the share of the rows of gradient '", slot.name,
                     "' a replica updates, is not a variable of the replica's update program");
       slot.row_part.push_back(v);
+    }
+    const std::string x = products ? options_.gradient_product_x[i] : "";
+    if (!x.empty()) {
+      FLEET_ENFORCE(!part.empty(), InvalidArgument, "data parallelism: weight gradient '",
+                    slot.name, "' is computed by the replicas from '", x,
+                    "' but is not split by rows");
+      const std::string& dout = options_.gradient_product_dout[i];
+      auto operand = [&](Replica& replica, const std::string& name) {
+        Variable* v = replica.scope->FindLocalVar(name);
+        FLEET_ENFORCE(v != nullptr, NotFound, "data parallelism: '", name,
+                      "', an operand of weight gradient '", slot.name,
+                      "', is not a variable of the replica's program");
+        return v;
+      };
+      for (auto& replica : replicas_) {
+        slot.product_x.push_back(operand(*replica, x));
+        slot.product_dout.push_back(operand(*replica, dout));
+      }
     }
     gradients_.push_back(std::move(slot));
   }

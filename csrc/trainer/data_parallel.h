@@ -25,7 +25,10 @@
 //      until after it, so that the work on both sides of the barrier is even
 //      (PlanDeferredReductions).
 //      The sums are those of the plain path, term for term: the parameters are bit for bit the
-//      same;
+//      same. A weight gradient the plan makes a product (BuildStrategy.split_weight_gradients)
+//      is not computed by the compute program: its reduction is each replica computing its
+//      block of rows from every replica's X and dOut (gradient_reduce.h), as soon as every
+//      replica is past the last access of its dOut;
 //   3. the update phases run: in each phase every replica runs its own part (the update ops of
 //      the parameters it owns, and its share of the rows of a gradient split by rows),
 //      with a barrier between phases (ops that must see every update before them, such as a
@@ -73,6 +76,12 @@ struct DataParallelOptions {
   // (gradient_reduce.h), "" when it is not. The update ops of a split gradient run on every
   // replica, each reading its share there.
   std::vector<std::string> gradient_row_parts;
+  // Per gradient (or empty: none): for a weight gradient split by rows that the backward pass
+  // leaves out (its mul_grad has no Y@GRAD), the mul's input X and output gradient, from which
+  // each replica computes its block of rows over the whole batch (gradient_reduce.h); "" when
+  // the backward pass computes the gradient.
+  std::vector<std::string> gradient_product_x;
+  std::vector<std::string> gradient_product_dout;
   uint64_t seed = 0x5eed;  // replica r's random generator starts from seed + r
   // The first prelude_phases update phases run before the compute program (ops that advance
   // shared state once a step, such as a learning-rate schedule's step counter).

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "core/errors.h"
+#include "operators/blas.h"
 
 namespace fleet::trainer {
 namespace {
@@ -19,10 +20,55 @@ constexpr double kOwnerBalance = 1.1;
 
 const char* KindOf(const Variable* v) { return v->KindName(); }
 
+// A product gradient's rows and columns: those of X^T dOut, checked alike in every source.
+Shape ProductShape(const GradientSlot& g, const std::vector<int>& sources) {
+  int64_t rows = -1, columns = -1;
+  for (int r : sources) {
+    const Variable* x = g.product_x[static_cast<size_t>(r)];
+    const Variable* dout = g.product_dout[static_cast<size_t>(r)];
+    FLEET_ENFORCE(x->IsType<LoDTensor>() && dout->IsType<LoDTensor>() &&
+                      x->Get<LoDTensor>().initialized() && dout->Get<LoDTensor>().initialized(),
+                  InvalidArgument, "weight gradient '", g.name, "' of replica ", r,
+                  ": its mul's input and output gradient must be LoDTensors after the backward "
+                  "pass, got ",
+                  x->KindName(), " and ", dout->KindName());
+    const LoDTensor& xt = x->Get<LoDTensor>();
+    const LoDTensor& dt = dout->Get<LoDTensor>();
+    FLEET_ENFORCE(xt.dtype() == DType::kFloat32 && dt.dtype() == DType::kFloat32 && dt.rank() >= 1,
+                  InvalidArgument, "weight gradient '", g.name, "' of replica ", r,
+                  ": its mul's input is ", DTypeName(xt.dtype()), " and output gradient ",
+                  DTypeName(dt.dtype()), " of shape ", ShapeToString(dt.shape()),
+                  "; only float32 products are computed across replicas");
+    const int64_t n = dt.dim(dt.rank() - 1);
+    const int64_t batch = n == 0 ? 0 : dt.numel() / n;
+    const int64_t k = batch == 0 ? rows : xt.numel() / batch;
+    FLEET_ENFORCE(n > 0 && (batch == 0 || xt.numel() == batch * k) &&
+                      (columns < 0 || (columns == n && rows == k)),
+                  InvalidArgument, "weight gradient '", g.name, "' of replica ", r,
+                  ": input of shape ", ShapeToString(xt.shape()), " and output gradient of shape ",
+                  ShapeToString(dt.shape()), " do not make a [", rows, ", ", columns,
+                  "] product as in the replica before");
+    rows = k;
+    columns = n;
+  }
+  FLEET_ENFORCE(rows >= 0, InvalidArgument, "weight gradient '", g.name,
+                "': every replica's share of the batch is empty");
+  return {rows, columns};
+}
+
 // Checks that every source holds the same kind and shape, sizes the targets like the first
-// source and returns whether the gradient is sparse.
+// source (a product's as X^T dOut) and returns whether the gradient is sparse.
 bool PrepareTargets(const GradientSlot& g, const std::vector<int>& sources,
                     const std::vector<int>& targets) {
+  if (g.product()) {
+    const Shape shape = ProductShape(g, sources);
+    for (int r : targets) {
+      auto* t = g.replica[r]->GetMutable<LoDTensor>();
+      t->Resize(shape);
+      t->mutable_data(DType::kFloat32);
+    }
+    return false;
+  }
   const Variable* first = g.replica[sources.front()];
   bool sparse = first->IsType<SelectedRows>();
   FLEET_ENFORCE(sparse || first->IsType<LoDTensor>(), InvalidArgument, "gradient '", g.name,
@@ -238,11 +284,44 @@ void SetDenseRowPart(const GradientSlot& g, int worker) {
   }
 }
 
-// Runs one dense task: its range summed, and, for a gradient split by rows, the worker's share
-// pointed at it.
+// Worker's block of rows of a product gradient, computed from every source's X and dOut:
+// rows [first, last) of scale * sum_s X_s^T dOut_s into its own variable, one GEMM a source
+// accumulating into the block (the first one overwrites it), then copied into every other
+// replica's variable under AllReduce. Only the sources are read and only this block written, so
+// every replica may compute its block at once.
+void ComputeProductRows(const ReducePlan& plan, const GradientSlot& g, int worker) {
+  LoDTensor* own = g.replica[static_cast<size_t>(worker)]->GetMutable<LoDTensor>();
+  const int64_t rows = own->dim(0);
+  const int64_t columns = own->dim(1);
+  const auto [first, last] = DenseRowShare(rows, worker, static_cast<int>(g.row_part.size()));
+  float* block = own->data<float>() + first * columns;
+  float beta = 0.f;
+  for (int r : plan.sources) {
+    const LoDTensor& dout = g.product_dout[static_cast<size_t>(r)]->Get<LoDTensor>();
+    const int64_t batch = dout.numel() / columns;
+    if (batch == 0) continue;
+    const float* x = g.product_x[static_cast<size_t>(r)]->Get<LoDTensor>().data<float>();
+    operators::blas::Gemm(true, false, last - first, columns, batch, plan.scale, x + first, rows,
+                          dout.data<float>(), columns, beta, block, columns);
+    beta = 1.f;
+  }
+  const size_t bytes = static_cast<size_t>((last - first) * columns) * sizeof(float);
+  if (beta == 0.f) std::memset(block, 0, bytes);  // no source had a row of the batch
+  if (!plan.all_reduce && !g.everywhere) return;
+  for (size_t r = 0; r < g.replica.size(); ++r) {
+    if (static_cast<int>(r) == worker) continue;
+    std::memcpy(g.replica[r]->GetMutable<LoDTensor>()->data<float>() + first * columns, block,
+                bytes);
+  }
+}
+
+// Runs one dense task: its range summed (a product's block of rows computed), and, for a
+// gradient split by rows, the worker's share pointed at it.
 void ReduceDense(const ReducePlan& plan, const ReduceTask& task) {
   const GradientSlot& g = *task.gradient;
-  if (g.replica[plan.sources.front()]->Get<LoDTensor>().dtype() == DType::kFloat32) {
+  if (g.product()) {
+    ComputeProductRows(plan, g, task.worker);
+  } else if (g.replica[plan.sources.front()]->Get<LoDTensor>().dtype() == DType::kFloat32) {
     SumRange<float>(plan, g, task.begin, task.end, task.worker);
   } else {
     SumRange<double>(plan, g, task.begin, task.end, task.worker);
@@ -270,7 +349,7 @@ ReducePlan PlanReduction(const std::vector<GradientSlot>& gradients, std::vector
   std::vector<int64_t> owner_elements(static_cast<size_t>(replicas), 0);
   for (const auto& g : gradients) {
     bool all_empty = true;
-    for (int r : plan.sources) all_empty = all_empty && !g.replica[r]->IsInitialized();
+    for (int r : plan.sources) all_empty = all_empty && !g.produced(r)->IsInitialized();
     if (all_empty) continue;  // no replica's backward pass produced it this step
     const bool split = !g.row_part.empty();
     if (!all_reduce) {
@@ -335,7 +414,7 @@ void ReduceGradient(const GradientSlot& gradient, const std::vector<int>& source
   plan.scale = scale;
   plan.all_reduce = all_reduce;
   bool all_empty = true;
-  for (int r : sources) all_empty = all_empty && !gradient.replica[r]->IsInitialized();
+  for (int r : sources) all_empty = all_empty && !gradient.produced(r)->IsInitialized();
   if (sources.empty() || all_empty) return;
   const bool split = !gradient.row_part.empty();
   std::vector<int> targets;

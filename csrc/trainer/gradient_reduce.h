@@ -24,6 +24,13 @@
 // sums a range (the same formula, bit for bit) into the replica's own gradient (and under
 // AllReduce every replica's), its share's value a view of those rows. This spreads a large
 // embedding's, or a dense layer's, reduction and update over every replica.
+//
+// A dense weight gradient split by rows may also be a product: the backward pass leaves it out
+// (its mul_grad computes only the input's gradient) and each replica computes its block of rows
+// of dW = X^T dOut over the whole batch, from every replica's X and dOut, into its own variable
+// (and under AllReduce copies the block into every replica's). The replicas then do the GEMM
+// work of one weight gradient between them, with no sum of per-replica gradients and one
+// zeroing of dW instead of one a replica.
 
 #include <cstdint>
 #include <string>
@@ -42,6 +49,16 @@ struct GradientSlot {
   // Split by rows: row_part[r] receives replica r's share of the reduced rows. Empty: the
   // gradient is reduced whole, as `owner` and `everywhere` say.
   std::vector<Variable*> row_part;
+  // A product (only with row_part): the gradient is X^T dOut of a mul whose X, flattened to
+  // [batch, rows], is product_x[r] and whose dOut, [batch, columns], is product_dout[r] in
+  // replica r; the replicas' gradient variables are written, not read. Empty: not a product.
+  std::vector<Variable*> product_x;
+  std::vector<Variable*> product_dout;
+  bool product() const { return !product_x.empty(); }
+  // The variables that tell whether replica r's backward pass produced this gradient.
+  const Variable* produced(int r) const {
+    return product() ? product_dout[static_cast<size_t>(r)] : replica[static_cast<size_t>(r)];
+  }
 };
 
 // The replica whose share of a split gradient holds `row` (of `replicas`): Fibonacci hashing
