@@ -19,7 +19,10 @@ preempted by the load is not counted). With --samples N (the rows trained; 98% o
 the window), job_us_per_sample, trainer_us_per_sample and trainer_waits_per_ksample (times the
 batch size / 1000: waits per step, summed over the trainers). thread_cpu_s and thread_waits
 break each process's CPU and waits down by thread name (a trainer thread has its process's name;
-gRPC's and the GEO exchange thread have theirs), counting threads alive at the samples only.
+gRPC's and the GEO exchange thread have theirs), counting threads alive at the samples only; the
+CPU of threads that ended after their last sample or lived between two (a gRPC server starts and
+ends serving threads as its calls overlap) and of reaped children is each process's
+"(ended threads)" entry, so that a process's entries add up to its CPU.
 A job of W workers on C cores can train at most C / job_us_per_sample samples per microsecond,
 and one process at most 1 / trainer_us_per_sample (its trainer thread has one core); their
 quotient is the job's ceiling against one process, whatever the load.
@@ -118,6 +121,27 @@ def _per_thread_name(
     }
 
 
+ENDED_THREADS = "(ended threads)"
+
+
+def _add_ended_threads(
+    by_name: dict[str, dict[str, float]],
+    first: dict,
+    last: dict,
+    per_process: dict[str, float],
+    min_value: float,
+) -> None:
+    """Adds to each process's entry of `by_name` the window's CPU that none of its sampled
+    threads holds: threads that ended between samples, and reaped children."""
+    sampled: dict[str, float] = defaultdict(float)
+    for (pid, tid), cpu in last.items():
+        sampled[str(pid)] += cpu - first.get((pid, tid), 0)
+    for pid, cpu in per_process.items():
+        ended = cpu - sampled.get(pid, 0.0)
+        if ended >= min_value:
+            by_name.setdefault(pid, {})[ENDED_THREADS] = round(ended, 3)
+
+
 def measure(command: list[str], log_path: str, trainer_min_s: float) -> dict:
     """Runs `command` (its output into `log_path`) and returns the window's figures."""
     # (time, processes, threads, switches), each carrying forward what has ended
@@ -156,6 +180,8 @@ def measure(command: list[str], log_path: str, trainer_min_s: float) -> dict:
     }
     job_cpu = sum(per_process.values())
     waits = sum(last[3].get(key, 0) - first[3].get(key, 0) for key in trainers)
+    thread_cpu = _per_thread_name(first[2], last[2], names, 0.005)
+    _add_ended_threads(thread_cpu, first[2], last[2], per_process, 0.005)
     return {
         "command": command,
         "window_s": round(window, 3),
@@ -167,7 +193,7 @@ def measure(command: list[str], log_path: str, trainer_min_s: float) -> dict:
         "process_cpu_s": {pid: cpu for pid, cpu in per_process.items() if cpu > 0.005},
         # where each process's CPU went (a trainer thread is named after its process), and how
         # often each kind of thread blocked
-        "thread_cpu_s": _per_thread_name(first[2], last[2], names, 0.005),
+        "thread_cpu_s": thread_cpu,
         "thread_waits": _per_thread_name(first[3], last[3], names, 1),
         "loadavg_1min_after": round(os.getloadavg()[0], 2),
     }

@@ -43,6 +43,28 @@ NAMED_CHILD = (
 )
 
 
+# The burn on the main thread, while a second thread starts SHORT_THREADS threads one after the
+# other, each burning SHORT_BURN_S of its own CPU and ending: most end between two of the tool's
+# samples (0.1 s apart), so their CPU is in no sampled thread's.
+SHORT_THREADS, SHORT_BURN_S = 40, 0.02
+SHORT_LIVED_CHILD = (
+    "import threading, time\n"
+    "def short():\n"
+    f"    while time.thread_time() < {SHORT_BURN_S}:\n"
+    "        sum(range(1000))\n"
+    "def spawn():\n"
+    f"    for _ in range({SHORT_THREADS}):\n"
+    "        t = threading.Thread(target=short)\n"
+    "        t.start()\n"
+    "        t.join()\n"
+    "spawner = threading.Thread(target=spawn)\n"
+    "spawner.start()\n"
+    f"while time.thread_time() < {BURN_S}:\n"
+    "    sum(range(1000))\n"
+    "spawner.join()\n"
+)
+
+
 def parent_of(child: str) -> str:
     return (
         "import subprocess, sys\n"
@@ -124,6 +146,29 @@ def test_each_threads_cpu_is_reported_under_its_name(tmp_path):
     # The children's main threads only waited for them.
     for by_name in children.values():
         assert sum(cpu for name, cpu in by_name.items() if name != "spinner") < 0.2
+
+
+def test_the_cpu_of_threads_that_ended_between_samples_is_reported(tmp_path):
+    result = run_tool(
+        tmp_path, "--trainer_min_s", "1.0", "--", sys.executable, "-c", parent_of(SHORT_LIVED_CHILD)
+    )
+    assert result["trainer_threads"] == 2
+    # The children: each has a thread that burnt BURN_S (the parent, once it has reaped them,
+    # counts their CPU as its own, in no thread of its own).
+    children = [
+        pid
+        for pid, by_name in result["thread_cpu_s"].items()
+        if by_name.get("python", 0.0) >= 0.98 * BURN_S - 0.2
+    ]
+    assert len(children) == 2
+    for pid in children:
+        by_name = result["thread_cpu_s"][pid]
+        # A process's entries add up to its CPU (each entry is rounded to 0.001 s, and entries
+        # under 0.005 s are left out).
+        assert abs(sum(by_name.values()) - result["process_cpu_s"][pid]) <= 0.03
+        # Most of the short threads' 0.8 CPU-s ended between samples, inside the window: the
+        # trainer's 1.5 s runs beside them.
+        assert by_name.get("(ended threads)", 0.0) >= 0.2
 
 
 def test_a_failed_job_is_an_error_naming_its_log(tmp_path):
