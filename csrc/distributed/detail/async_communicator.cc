@@ -17,6 +17,10 @@ constexpr size_t kMaxSpareDense = 4;
 // Retired pull buffers kept for reuse: the staged values replace one each refresh, and a trainer
 // thread's parameters may still view one or two (the values it installed last).
 constexpr size_t kMaxRetiredPulls = 4;
+// Dense items whose gradients are written into slots of the shared segments (DenseShares): each
+// holds a slot per server until its push's reply, and the slots (ShmSlots::kSlots a server)
+// serve the sparse calls too; further items use a buffer of their own.
+constexpr int kMaxItemsInShares = 2;
 
 // Named, so that a profile or benchmarks/cpu_window.py tells the communicator's CPU and waits
 // from the trainers' (at most 15 characters).
@@ -218,10 +222,29 @@ void AsyncCommunicator::SendDense(int thread, const std::vector<const LoDTensor*
   Item item;
   {
     absl::MutexLock lock(&mu_);
-    item.values = TakeDenseBuffer();
+    // Straight into the memory the push sends from, when its gradients go alone (not merged).
+    const size_t q = config_.sparse.size();  // the dense queue, when there is a dense table
+    if (q < queues_.size() && queues_[q].max_merge == 1 && items_in_shares_ < kMaxItemsInShares) {
+      item.shares = client_->TakeDenseShares(queues_[q].table_id);
+    }
+    if (item.shares != nullptr) {
+      ++items_in_shares_;
+    } else {
+      item.values = TakeDenseBuffer();
+    }
   }
   // The dense variables tile [0, dense_size()) (checked at construction): every float is set.
-  GatherDense(grads, item.values.data(), /*add=*/false);
+  try {
+    if (item.shares != nullptr) {
+      GatherDense(grads, item.shares.get());
+    } else {
+      GatherDense(grads, item.values.data(), /*add=*/false);
+    }
+  } catch (...) {
+    absl::MutexLock lock(&mu_);
+    if (item.shares != nullptr) --items_in_shares_;
+    throw;
+  }
   const int64_t number = Enqueue(config_.sparse.size(), std::move(item));
   absl::MutexLock lock(&mu_);
   // Sized before the pass's threads start (OnPassBegin); this covers a caller without a pass.
@@ -392,6 +415,22 @@ std::vector<AsyncCommunicator::Item> AsyncCommunicator::Take(size_t q) {
 
 void AsyncCommunicator::Send(const Queue& queue, std::vector<Item>& items,
                              std::shared_ptr<Buffer>* refreshed) {
+  if (queue.dense && items[0].shares != nullptr) {
+    // Alone (max_merge 1, see SendDense): the push sends from the shares.
+    if (refreshed == nullptr) {
+      WaitOk(client_->PushDense(queue.table_id, std::move(items[0].shares)), queue.what);
+      return;
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      *refreshed = TakePullBuffer();
+    }
+    WaitOk(client_->PushPullDense(
+               queue.table_id, std::move(items[0].shares),
+               absl::MakeSpan(static_cast<float*>((*refreshed)->data()), dense_size())),
+           absl::StrCat(queue.what, " and the refresh of the dense values"));
+    return;
+  }
   if (queue.dense) {
     std::vector<float>& sum = items[0].values;
     for (size_t i = 1; i < items.size(); ++i) {
@@ -435,6 +474,8 @@ void AsyncCommunicator::SendLoop(std::vector<size_t> queues, bool refresh_dense)
         }
         if (items.empty()) continue;
         const int n = static_cast<int>(items.size());
+        int in_shares = 0;
+        for (const Item& item : items) in_shares += item.shares != nullptr ? 1 : 0;
         // The dense queue's own thread refreshes the values with its push (refresh_dense).
         std::shared_ptr<Buffer> refreshed;
         const bool refresh = queue->dense && refresh_dense;
@@ -445,6 +486,7 @@ void AsyncCommunicator::SendLoop(std::vector<size_t> queues, bool refresh_dense)
         queue->pushed += n;
         if (queue->dense) {
           dense_pushed_ += n;
+          items_in_shares_ -= in_shares;
           for (Item& item : items) ReturnDenseBuffer(std::move(item.values));
           // The reply's values include every push of this worker so far: the pushes of the
           // dense queue go one at a time, on this thread.

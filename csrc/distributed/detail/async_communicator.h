@@ -109,9 +109,16 @@ class AsyncCommunicator : public CommunicatorBase {
  private:
   struct Item {
     std::vector<int64_t> keys;  // empty for dense
-    std::vector<float> values;
+    std::vector<float> values;  // empty for dense gradients written into `shares`
+    // Dense: the gradients where the push sends them from (the segments shared with the
+    // servers; PsClient::DenseShares), when the slots were free; else in `values`.
+    std::unique_ptr<ps::PsClient::DenseShares> shares;
   };
   struct Queue {
+    Queue() = default;
+    // Moved only (its items hold dense shares), so that queues_ grows by moving them.
+    Queue(Queue&&) = default;
+    Queue(const Queue&) = delete;
     uint32_t table_id = 0;
     bool dense = false;
     std::string what;
@@ -213,6 +220,8 @@ class AsyncCommunicator : public CommunicatorBase {
   bool share_staged_ ABSL_GUARDED_BY(mu_) = false;
   int64_t staged_through_ ABSL_GUARDED_BY(mu_) = -1;  // -1: nothing staged
   int64_t staged_count_ ABSL_GUARDED_BY(mu_) = 0;     // values staged so far
+  // Dense items queued or in flight whose gradients are in shares (the slots they hold).
+  int items_in_shares_ ABSL_GUARDED_BY(mu_) = 0;
   // Counts of TrainerWaits: steps that waited for the dense refresh, gradients that waited for
   // room in their queue, pulls of the servers at a step.
   int64_t dense_refresh_waits_ ABSL_GUARDED_BY(mu_) = 0;

@@ -186,26 +186,45 @@ std::vector<LoDTensor*> CommunicatorBase::DenseParams(const Scope* scope) const 
   return params;
 }
 
-void CommunicatorBase::GatherDense(const std::vector<const LoDTensor*>& grads, float* out,
-                                   bool add) const {
+void CommunicatorBase::CheckDenseGradCount(const std::vector<const LoDTensor*>& grads) const {
   FLEET_ENFORCE(grads.size() == config_.dense.size(), InvalidArgument, "send: got ", grads.size(),
                 " dense gradients, the communicator has ", config_.dense.size(),
                 " dense parameters");
-  for (size_t i = 0; i < grads.size(); ++i) {
+}
+
+const float* CommunicatorBase::DenseGrad(const std::vector<const LoDTensor*>& grads,
+                                         size_t i) const {
+  const DenseVar& var = config_.dense[i];
+  const LoDTensor* g = grads[i];
+  FLEET_ENFORCE(g->initialized() && static_cast<size_t>(g->numel()) == var.numel &&
+                    g->dtype() == DType::kFloat32,
+                InvalidArgument, "send: gradient '", var.grad, "' holds ",
+                g->initialized() ? g->numel() : 0, " values, expected ", var.numel,
+                " float32 like '", var.param, "'");
+  return g->data<float>();
+}
+
+void CommunicatorBase::GatherDense(const std::vector<const LoDTensor*>& grads, float* out,
+                                   bool add) const {
+  CheckDenseGradCount(grads);
+  for (size_t i = 0; i < config_.dense.size(); ++i) {
     const DenseVar& var = config_.dense[i];
-    const LoDTensor* g = grads[i];
-    FLEET_ENFORCE(g->initialized() && static_cast<size_t>(g->numel()) == var.numel &&
-                      g->dtype() == DType::kFloat32,
-                  InvalidArgument, "send: gradient '", var.grad, "' holds ",
-                  g->initialized() ? g->numel() : 0, " values, expected ", var.numel,
-                  " float32 like '", var.param, "'");
-    const float* src = g->data<float>();
+    const float* src = DenseGrad(grads, i);
     float* dst = out + var.offset;
     if (add) {
       for (size_t j = 0; j < var.numel; ++j) dst[j] += src[j];
     } else {
       std::memcpy(dst, src, var.numel * sizeof(float));
     }
+  }
+}
+
+void CommunicatorBase::GatherDense(const std::vector<const LoDTensor*>& grads,
+                                   ps::PsClient::DenseShares* out) const {
+  CheckDenseGradCount(grads);
+  for (size_t i = 0; i < config_.dense.size(); ++i) {
+    const DenseVar& var = config_.dense[i];
+    ThrowIfError(out->Write(var.offset, DenseGrad(grads, i), var.numel), "send");
   }
 }
 
@@ -241,6 +260,27 @@ void CommunicatorBase::ShareDenseParams(const std::shared_ptr<Buffer>& values,
     view.Resize(params[i]->shape());
     params[i]->ShareDataWith(view);  // keeps the parameter's LoD
   }
+}
+
+float* CommunicatorBase::PackedRootDenseParams(std::shared_ptr<Buffer>* packed) const {
+  const std::vector<LoDTensor*> params = DenseParams(root_);
+  float* base = *packed == nullptr ? nullptr : static_cast<float*>((*packed)->data());
+  bool viewed = base != nullptr;
+  for (size_t i = 0; viewed && i < params.size(); ++i) {
+    viewed = params[i]->data<float>() == base + config_.dense[i].offset;
+  }
+  if (viewed) return base;
+  if (base == nullptr) {
+    *packed = std::make_shared<Buffer>(dense_size_ * sizeof(float));
+    base = static_cast<float*>((*packed)->data());
+  }
+  for (size_t i = 0; i < params.size(); ++i) {
+    const float* from = params[i]->data<float>();
+    float* to = base + config_.dense[i].offset;
+    if (from != to) std::memcpy(to, from, config_.dense[i].numel * sizeof(float));
+  }
+  ShareDenseParams(*packed, root_);
+  return base;
 }
 
 void CommunicatorBase::RebaseDenseParams(const float* fresh, float* synced) const {

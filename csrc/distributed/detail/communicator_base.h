@@ -65,6 +65,9 @@ class CommunicatorBase : public Communicator {
   // Packs the gradients (one per DenseVar) into out[0, dense_size) times `scale`, added to what
   // is there when `add`.
   void GatherDense(const std::vector<const LoDTensor*>& grads, float* out, bool add) const;
+  // Writes the gradients into `out`, each at its offset: where the push sends them from.
+  void GatherDense(const std::vector<const LoDTensor*>& grads,
+                   ps::PsClient::DenseShares* out) const;
   // The root scope's dense parameters, packed.
   void ReadDenseParams(float* out) const;
   // Writes packed values into the dense parameters `scope` sees (default: the root scope's), in
@@ -75,6 +78,12 @@ class CommunicatorBase : public Communicator {
   // other thread reads meanwhile (a tensor's buffer is swapped, not written); the caller keeps
   // `values` unwritten while a view may hold it.
   void ShareDenseParams(const std::shared_ptr<Buffer>& values, const Scope* scope) const;
+  // The root scope's dense parameters as one packed array that a pull may write in place of
+  // WriteDenseParams: the parameters are views of `*packed` (allocated on first use). A
+  // parameter that views other memory (the first call; a load that replaced a tensor's memory)
+  // has its values copied in and becomes a view again, so the array always is the parameters.
+  // Writing it has WriteDenseParams' contract: no step may be reading.
+  float* PackedRootDenseParams(std::shared_ptr<Buffer>* packed) const;
   // The servers' fresh dense values into the root scope's parameters, keeping what the trainers
   // changed since `synced` was taken: param = fresh + (param - synced), then synced = fresh.
   // Element by element in place (trainer threads may be running), so an update made meanwhile is
@@ -99,6 +108,10 @@ class CommunicatorBase : public Communicator {
  private:
   // The dense parameters as `scope` sees them (its own or its ancestors').
   std::vector<LoDTensor*> DenseParams(const Scope* scope) const;
+  // InvalidArgument unless a send has one gradient per dense variable.
+  void CheckDenseGradCount(const std::vector<const LoDTensor*>& grads) const;
+  // The values of gradient i of a send, checked against its dense variable (InvalidArgument).
+  const float* DenseGrad(const std::vector<const LoDTensor*>& grads, size_t i) const;
 
   std::atomic<bool> failed_{false};
   size_t dense_size_ = 0;

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "ps/client/detail/client_call.h"
+#include "ps/client/detail/dense_share_slots.h"
 #include "ps/client/detail/dense_wire.h"
 #include "ps/client/detail/key_dedup.h"
 #include "ps/client/detail/shm_slots.h"
@@ -246,10 +247,14 @@ absl::Status PsClient::AdoptConfigs(const std::vector<proto::ServerConfig>& conf
         table.dense_block_size() == 0 ? kDefaultDenseBlockSize : table.dense_block_size();
     route.blocks.resize(n);
     route.local_size.assign(n, 0);
+    route.block_server.clear();
+    route.block_position.clear();
     for (uint64_t b = 0; b < route.layout.num_blocks(); ++b) {
       const uint32_t s = options_.sharding.block_to_server(b, n);
       if (s >= n) return absl::InvalidArgumentError("block sharding returned a server >= n");
       route.blocks[s].push_back(b);
+      route.block_server.push_back(s);
+      route.block_position.push_back(route.local_size[s]);
       route.local_size[s] += route.layout.BlockLength(b);
     }
   }
@@ -371,7 +376,8 @@ Future PsClient::PushPullDense(uint32_t table_id, absl::Span<const float> grads,
 }
 
 Future PsClient::PushDenseAndMaybePull(uint32_t table_id, absl::Span<const float> grads,
-                                       PushKind kind, absl::Span<float> out) {
+                                       PushKind kind, absl::Span<float> out,
+                                       std::unique_ptr<DenseShares> shares) {
   const bool pull = !out.empty();
   const char* name = pull ? "PushPullDense" : "PushDense";
   if (auto s = CheckUsable(name); !s.ok()) return Future::Failed(s);
@@ -379,7 +385,14 @@ Future PsClient::PushDenseAndMaybePull(uint32_t table_id, absl::Span<const float
   auto route_or = Dense(table_id);
   if (!route_or.ok()) return Future::Failed(route_or.status());
   const DenseRoute* route = *route_or;
-  if (grads.size() != route->layout.dim || (pull && out.size() != route->layout.dim)) {
+  if (shares != nullptr && shares->route_ != route) {
+    return Future::Failed(absl::InvalidArgumentError(
+        absl::StrCat(name, " of table ", table_id, ": the gradients were written for table ",
+                     shares->table_id_)));
+  }
+  // Gradients written into shares have the table's size by construction.
+  const size_t pushed = shares != nullptr ? route->layout.dim : grads.size();
+  if (pushed != route->layout.dim || (pull && out.size() != route->layout.dim)) {
     return Future::Failed(absl::InvalidArgumentError(absl::StrCat(
         name, " of table ", table_id, ": the table has ", route->layout.dim, " floats, the push ",
         grads.size(), pull ? ", the output " : "", pull ? absl::StrCat(out.size()) : "")));
@@ -401,7 +414,13 @@ Future PsClient::PushDenseAndMaybePull(uint32_t table_id, absl::Span<const float
     // The one copy of the gradients on this side: into the memory shared with a server on this
     // host (its values come back there too), else straight into the slice that is sent.
     const size_t local_bytes = route->local_size[s] * sizeof(float);
-    auto lease = shm_[s] != nullptr ? detail::ShmSlots::Acquire(shm_[s]) : nullptr;
+    // Shares hold this server's gradients in their slot already (DenseShares::Write).
+    std::shared_ptr<detail::ShmSlots::Lease> lease;
+    if (shares != nullptr) {
+      lease = shares->slots_->leases[s];
+    } else if (shm_[s] != nullptr) {
+      lease = detail::ShmSlots::Acquire(shm_[s]);
+    }
     char* bytes = lease != nullptr ? lease->grads() : call->request.AllocatePayload(local_bytes);
     if (lease != nullptr) {
       header.set_shm_segment(lease->segment_id());
@@ -409,7 +428,8 @@ Future PsClient::PushDenseAndMaybePull(uint32_t table_id, absl::Span<const float
       if (pull)
         detail::SetShmRange(header.mutable_shm_values(), lease->values_offset(), local_bytes);
     }
-    for (uint64_t b : route->blocks[s]) {
+    for (size_t i = 0; shares == nullptr && i < route->blocks[s].size(); ++i) {
+      const uint64_t b = route->blocks[s][i];
       const size_t length = route->layout.BlockLength(b) * sizeof(float);
       std::memcpy(bytes, grads.data() + route->layout.BlockBegin(b), length);
       bytes += length;
@@ -427,6 +447,8 @@ Future PsClient::PushDenseAndMaybePull(uint32_t table_id, absl::Span<const float
              return absl::OkStatus();
            });
   }
+  // The calls release the slots on their replies.
+  if (shares != nullptr) shares->slots_->pushed = true;
   return Future(state);
 }
 

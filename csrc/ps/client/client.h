@@ -89,6 +89,8 @@ struct ClientOptions {
 };
 
 class PsClient {
+  struct DenseRoute;  // below
+
  public:
   // Connects to every endpoint, waiting up to connect_timeout, and checks that server i reports
   // index i of endpoints.size(), serves this job, and that all servers hold the same tables.
@@ -147,6 +149,37 @@ class PsClient {
   // trip per server. As with a pull, `out` may include other workers' pushes applied meanwhile.
   // InvalidArgument for another kind (an accumulated or initial push leaves no values to return).
   Future PushPullDense(uint32_t table_id, absl::Span<const float> grads, absl::Span<float> out,
+                       PushKind kind = PushKind::kGradient);
+
+  // A dense push's gradients written by the caller where the push sends them from: each
+  // server's share in a slot of the memory shared with it, so the push copies nothing. The
+  // caller writes every float of the table before pushing; one writer at a time. The slots stay
+  // taken until the push's replies, or until the shares are destroyed unpushed.
+  class DenseShares {
+   public:
+    ~DenseShares();
+    DenseShares(const DenseShares&) = delete;
+    DenseShares& operator=(const DenseShares&) = delete;
+    // Writes values[0, n) at float `offset` of the packed table; InvalidArgument past its end.
+    absl::Status Write(uint64_t offset, const float* values, uint64_t n);
+
+   private:
+    friend class PsClient;
+    struct Slots;  // per server, its slot's lease (client.cc)
+    DenseShares(uint32_t table_id, const DenseRoute* route);
+    uint32_t table_id_;
+    const DenseRoute* route_;
+    std::unique_ptr<Slots> slots_;
+  };
+  // Shares for one push of dense table `table_id`, or null when a server holding part of it
+  // shares no memory with this client or has no free slot (push a span then), or there is no
+  // such table.
+  std::unique_ptr<DenseShares> TakeDenseShares(uint32_t table_id);
+  // PushDense and PushPullDense of gradients written in `grads` (TakeDenseShares of the same
+  // table; its slots go with the push). InvalidArgument for shares of another table.
+  Future PushDense(uint32_t table_id, std::unique_ptr<DenseShares> grads,
+                   PushKind kind = PushKind::kGradient);
+  Future PushPullDense(uint32_t table_id, std::unique_ptr<DenseShares> grads, absl::Span<float> out,
                        PushKind kind = PushKind::kGradient);
   // Waits with `num_workers` workers at barrier `name` (served by server 0). The future fails
   // with DeadlineExceeded when not all arrive within `timeout`.
@@ -220,6 +253,9 @@ class PsClient {
     DenseLayout layout;
     std::vector<std::vector<uint64_t>> blocks;  // per server, its blocks in increasing order
     std::vector<size_t> local_size;             // per server
+    // Per block, its server and its first float's place among that server's floats.
+    std::vector<uint32_t> block_server;
+    std::vector<uint64_t> block_position;
   };
 
   enum State { kOpen, kStopped, kClosed };
@@ -235,9 +271,11 @@ class PsClient {
   uint32_t ServerOf(int64_t key) const;
   Future FailSharding(const std::shared_ptr<detail::CallState>& state) const;
   absl::StatusOr<const DenseRoute*> Dense(uint32_t table_id) const;
-  // PushDense, and PushPullDense when `out` is not empty.
+  // PushDense, and PushPullDense when `out` is not empty; of `shares` when set (then `grads`
+  // is empty).
   Future PushDenseAndMaybePull(uint32_t table_id, absl::Span<const float> grads, PushKind kind,
-                               absl::Span<float> out);
+                               absl::Span<float> out,
+                               std::unique_ptr<DenseShares> shares = nullptr);
   // SyncStep, and SyncStepAndPullDense when `table_id` is set.
   absl::StatusOr<uint32_t> SyncStepAndMaybePull(uint32_t num_workers, uint32_t worker_id, bool done,
                                                 absl::Duration timeout,
