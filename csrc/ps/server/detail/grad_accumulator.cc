@@ -1,6 +1,7 @@
 #include "ps/server/detail/grad_accumulator.h"
 
 #include <algorithm>
+#include <cstring>
 #include <functional>
 
 #include "absl/strings/str_cat.h"
@@ -108,7 +109,7 @@ absl::Status GradAccumulator::ApplySparse(uint32_t table_id, Sparse& acc, float 
   return status;
 }
 
-absl::Status GradAccumulator::PushSparseInParts(SparseTable& table, const Sparse& acc) {
+absl::Status GradAccumulator::PushSparseInParts(SparseTable& table, Sparse& acc) {
   const size_t shards = table.num_shards();
   const size_t parts = std::min(shards, kSparsePartsPerThread * pool_.threads());
   // A learning-rate schedule steps once per push, so a table with one takes the round as one
@@ -120,18 +121,33 @@ absl::Status GradAccumulator::PushSparseInParts(SparseTable& table, const Sparse
   // Whole shards per part, each part's keys in the round's order: the table meets every shard's
   // keys in the order one push would (rows are created in that order, each from its own key),
   // and updates each row once with the same gradient, so the rows end the same bit for bit.
+  // A stable counting sort by part into buffers the table keeps from round to round.
   const size_t dim = acc.dim;
-  std::vector<std::vector<int64_t>> keys(parts);
-  std::vector<std::vector<float>> grads(parts);
-  for (size_t i = 0; i < acc.keys.size(); ++i) {
+  const size_t n = acc.keys.size();
+  acc.part_of.resize(n);
+  std::vector<size_t> begin(parts + 1, 0);
+  for (size_t i = 0; i < n; ++i) {
     const size_t part = table.ShardOf(SparseTable::KeyHash(acc.keys[i])) * parts / shards;
-    keys[part].push_back(acc.keys[i]);
-    grads[part].insert(grads[part].end(), acc.sums.begin() + i * dim,
-                       acc.sums.begin() + (i + 1) * dim);
+    acc.part_of[i] = static_cast<uint32_t>(part);
+    ++begin[part + 1];
   }
+  for (size_t part = 0; part < parts; ++part) begin[part + 1] += begin[part];
+  acc.part_keys.resize(n);
+  acc.part_sums.resize(n * dim);
+  std::vector<size_t> next(begin.begin(), begin.end() - 1);
+  for (size_t i = 0; i < n; ++i) {
+    const size_t j = next[acc.part_of[i]]++;
+    acc.part_keys[j] = acc.keys[i];
+    std::memcpy(acc.part_sums.data() + j * dim, acc.sums.data() + i * dim, dim * sizeof(float));
+  }
+  const absl::Span<const int64_t> keys(acc.part_keys);
+  const absl::Span<const float> sums(acc.part_sums);
   std::vector<absl::Status> results(parts);
   pool_.ParallelFor(parts, [&](size_t part) {
-    if (!keys[part].empty()) results[part] = table.Push(keys[part], grads[part], false);
+    const size_t count = begin[part + 1] - begin[part];
+    if (count == 0) return;
+    results[part] = table.Push(keys.subspan(begin[part], count),
+                               sums.subspan(begin[part] * dim, count * dim), false);
   });
   for (const absl::Status& result : results) {
     if (!result.ok()) return result;

@@ -68,6 +68,10 @@ class GradAccumulator {
     absl::flat_hash_map<int64_t, uint32_t> row_of;  // key -> row in sums
     std::vector<int64_t> keys;
     std::vector<float> sums;
+    // ApplyAll's scratch: the round's keys and sums sorted by part (PushSparseInParts).
+    std::vector<uint32_t> part_of;
+    std::vector<int64_t> part_keys;
+    std::vector<float> part_sums;
   };
   struct Dense {
     std::mutex mu;
@@ -84,7 +88,7 @@ class GradAccumulator {
   // A sparse table's round as pushes of whole shards on the pool's threads (one push when the
   // pool has one thread, the round is small or the rule has a learning-rate schedule). Each
   // part's error is its own: a failing part does not keep the others from being applied.
-  absl::Status PushSparseInParts(SparseTable& table, const Sparse& acc);
+  absl::Status PushSparseInParts(SparseTable& table, Sparse& acc);
   static constexpr size_t kSparsePartsPerThread = 4;  // finer parts even out the threads' loads
   static constexpr size_t kMinKeysToSplit = 512;
 
