@@ -76,13 +76,14 @@ void StepMergeCommunicator::FlushStepLocked() {
     ThrowIfError(done.status(), step);
     return;
   }
-  // The step's replies carry the dense values after its update: no pull of its own.
-  pulled_dense_.resize(dense_size());
-  auto done =
-      client_->SyncStepAndPullDense(config_.num_workers, config_.worker_id, config_.step_timeout,
-                                    *config_.dense_table_id, absl::MakeSpan(pulled_dense_), pushes);
+  // The step's replies carry the dense values after its update: no pull of its own. They are
+  // written straight into the root scope's parameters, as WriteDenseParams did after a copy:
+  // every trainer thread of this worker waits in this meeting, so no step reads them meanwhile.
+  float* params = PackedRootDenseParams(&packed_dense_);
+  auto done = client_->SyncStepAndPullDense(config_.num_workers, config_.worker_id,
+                                            config_.step_timeout, *config_.dense_table_id,
+                                            absl::MakeSpan(params, dense_size()), pushes);
   ThrowIfError(done.status(), step);
-  WriteDenseParams(pulled_dense_.data());
 }
 
 void StepMergeCommunicator::EndMeetingLocked() {

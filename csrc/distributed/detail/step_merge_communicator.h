@@ -62,8 +62,9 @@ class StepMergeCommunicator : public CommunicatorBase {
   int dense_parts_ ABSL_GUARDED_BY(mu_) = 0;   // threads that sent dense gradients this step
   int contributors_ ABSL_GUARDED_BY(mu_) = 0;  // threads this step's sums are divided by
   std::vector<float> dense_sums_ ABSL_GUARDED_BY(mu_);
-  // Sync: the dense values a step's barrier replies brought (kept: no allocation per step).
-  std::vector<float> pulled_dense_ ABSL_GUARDED_BY(mu_);
+  // Sync: the packed buffer the root scope's dense parameters view, into which a step's barrier
+  // replies write the values after its update (CommunicatorBase::PackedRootDenseParams).
+  std::shared_ptr<Buffer> packed_dense_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint32_t, SparseSums> sparse_ ABSL_GUARDED_BY(mu_);
   bool dataset_pass_ ABSL_GUARDED_BY(mu_) = false;
   bool failed_ ABSL_GUARDED_BY(mu_) = false;  // a flush failed: the meeting is broken
