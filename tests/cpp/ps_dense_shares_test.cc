@@ -75,6 +75,32 @@ TEST_P(DenseSharesTest, PushesOfSharesGiveTheValuesOfSpansOnTheWireBitForBit) {
   }
 }
 
+TEST_P(DenseSharesTest, SumsAccumulatedAndScaledInSharesEqualThoseOfAVectorBitForBit) {
+  // What a sync step does with its threads' gradients: zero, add each, scale, push.
+  std::vector<float> first(kDim), second(kDim), sums(kDim, 0.f);
+  for (uint64_t i = 0; i < kDim; ++i) {
+    first[i] = static_cast<float>((i * 5) % 17) / 7.f;
+    second[i] = -static_cast<float>((i * 3) % 11) / 9.f;
+  }
+  for (uint64_t i = 0; i < kDim; ++i) sums[i] += first[i];
+  for (uint64_t i = 0; i < kDim; ++i) sums[i] += second[i];
+  for (float& g : sums) g *= 1.0f / 3.0f;
+  std::unique_ptr<PsClient::DenseShares> shares = shm_->TakeDenseShares(kTable);
+  ASSERT_NE(shares, nullptr);
+  shares->Fill(0.f);
+  ASSERT_TRUE(shares->Write(0, first.data(), kDim, /*add=*/true).ok());
+  ASSERT_TRUE(shares->Write(0, second.data(), 2000, /*add=*/true).ok());
+  ASSERT_TRUE(shares->Write(2000, second.data() + 2000, kDim - 2000, /*add=*/true).ok());
+  shares->Scale(1.0f / 3.0f);
+  ASSERT_TRUE(wire_->PushDense(kTable, sums).Wait().ok());
+  ASSERT_TRUE(shm_->PushDense(kTable, std::move(shares)).Wait().ok());
+  std::vector<float> from_wire(kDim), from_shm(kDim);
+  ASSERT_TRUE(wire_->PullDense(kTable, absl::MakeSpan(from_wire)).Wait().ok());
+  ASSERT_TRUE(shm_->PullDense(kTable, absl::MakeSpan(from_shm)).Wait().ok());
+  ASSERT_EQ(0, std::memcmp(from_wire.data(), from_shm.data(), kDim * sizeof(float)));
+  ASSERT_NE(from_shm, std::vector<float>(kDim, 1.f)) << "the push changed nothing";
+}
+
 TEST_P(DenseSharesTest, SharesNeverPushedGiveTheirSlotsBack) {
   // More shares than a server has slots, each dropped unpushed: the slots come back each time.
   for (uint32_t i = 0; i < 3 * detail::ShmSlots::kSlots; ++i) {

@@ -220,11 +220,11 @@ void CommunicatorBase::GatherDense(const std::vector<const LoDTensor*>& grads, f
 }
 
 void CommunicatorBase::GatherDense(const std::vector<const LoDTensor*>& grads,
-                                   ps::PsClient::DenseShares* out) const {
+                                   ps::PsClient::DenseShares* out, bool add) const {
   CheckDenseGradCount(grads);
   for (size_t i = 0; i < config_.dense.size(); ++i) {
     const DenseVar& var = config_.dense[i];
-    ThrowIfError(out->Write(var.offset, DenseGrad(grads, i), var.numel), "send");
+    ThrowIfError(out->Write(var.offset, DenseGrad(grads, i), var.numel, add), "send");
   }
 }
 

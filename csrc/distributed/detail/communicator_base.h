@@ -65,9 +65,10 @@ class CommunicatorBase : public Communicator {
   // Packs the gradients (one per DenseVar) into out[0, dense_size) times `scale`, added to what
   // is there when `add`.
   void GatherDense(const std::vector<const LoDTensor*>& grads, float* out, bool add) const;
-  // Writes the gradients into `out`, each at its offset: where the push sends them from.
-  void GatherDense(const std::vector<const LoDTensor*>& grads,
-                   ps::PsClient::DenseShares* out) const;
+  // Writes the gradients into `out`, each at its offset (added to what is there when `add`):
+  // where the push sends them from.
+  void GatherDense(const std::vector<const LoDTensor*>& grads, ps::PsClient::DenseShares* out,
+                   bool add = false) const;
   // The root scope's dense parameters, packed.
   void ReadDenseParams(float* out) const;
   // Writes packed values into the dense parameters `scope` sees (default: the root scope's), in

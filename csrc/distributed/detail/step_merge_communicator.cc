@@ -34,8 +34,20 @@ void StepMergeCommunicator::PushSparse(int thread, uint32_t table_id,
 
 void StepMergeCommunicator::SendDense(int thread, const std::vector<const LoDTensor*>& grads) {
   absl::MutexLock lock(&mu_);
-  if (dense_parts_ == 0) dense_sums_.assign(dense_size(), 0.0f);
-  GatherDense(grads, dense_sums_.data(), /*add=*/true);
+  if (dense_parts_ == 0) {
+    // Zeroed, then added to: the sums' float operations whichever memory holds them.
+    if (config_.dense_table_id) dense_shares_ = client_->TakeDenseShares(*config_.dense_table_id);
+    if (dense_shares_ != nullptr) {
+      dense_shares_->Fill(0.0f);
+    } else {
+      dense_sums_.assign(dense_size(), 0.0f);
+    }
+  }
+  if (dense_shares_ != nullptr) {
+    GatherDense(grads, dense_shares_.get(), /*add=*/true);
+  } else {
+    GatherDense(grads, dense_sums_.data(), /*add=*/true);
+  }
   ++dense_parts_;
 }
 
@@ -51,7 +63,11 @@ void StepMergeCommunicator::FlushStepLocked() {
     pushes.push_back(client_->PushSparse(table_id, acc.keys, acc.sums, kind));
     what.push_back(absl::StrCat("push of '", Sparse(table_id).name, "' gradients"));
   }
-  if (dense_parts_ > 0) {
+  if (dense_parts_ > 0 && dense_shares_ != nullptr) {
+    dense_shares_->Scale(scale);
+    pushes.push_back(client_->PushDense(*config_.dense_table_id, std::move(dense_shares_), kind));
+    what.push_back("push of the dense gradients");
+  } else if (dense_parts_ > 0) {
     for (float& g : dense_sums_) g *= scale;
     pushes.push_back(client_->PushDense(*config_.dense_table_id, dense_sums_, kind));
     what.push_back("push of the dense gradients");

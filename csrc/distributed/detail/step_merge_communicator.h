@@ -61,6 +61,9 @@ class StepMergeCommunicator : public CommunicatorBase {
   int64_t meeting_ ABSL_GUARDED_BY(mu_) = 0;   // meetings held (wakes the waiters)
   int dense_parts_ ABSL_GUARDED_BY(mu_) = 0;   // threads that sent dense gradients this step
   int contributors_ ABSL_GUARDED_BY(mu_) = 0;  // threads this step's sums are divided by
+  // The step's dense gradients summed: where the push sends them from (the segments shared with
+  // the servers) when there are free slots, else dense_sums_.
+  std::unique_ptr<ps::PsClient::DenseShares> dense_shares_ ABSL_GUARDED_BY(mu_);
   std::vector<float> dense_sums_ ABSL_GUARDED_BY(mu_);
   // Sync: the packed buffer the root scope's dense parameters view, into which a step's barrier
   // replies write the values after its update (CommunicatorBase::PackedRootDenseParams).

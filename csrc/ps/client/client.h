@@ -160,8 +160,12 @@ class PsClient {
     ~DenseShares();
     DenseShares(const DenseShares&) = delete;
     DenseShares& operator=(const DenseShares&) = delete;
-    // Writes values[0, n) at float `offset` of the packed table; InvalidArgument past its end.
-    absl::Status Write(uint64_t offset, const float* values, uint64_t n);
+    // Writes values[0, n) at float `offset` of the packed table, or adds them to what is there
+    // with `add`; InvalidArgument past the table's end.
+    absl::Status Write(uint64_t offset, const float* values, uint64_t n, bool add = false);
+    // Sets every float of the table to `value`, or multiplies each by `factor`.
+    void Fill(float value);
+    void Scale(float factor);
 
    private:
     friend class PsClient;

@@ -24,7 +24,8 @@ PsClient::DenseShares::~DenseShares() {
   }
 }
 
-absl::Status PsClient::DenseShares::Write(uint64_t offset, const float* values, uint64_t n) {
+absl::Status PsClient::DenseShares::Write(uint64_t offset, const float* values, uint64_t n,
+                                          bool add) {
   const DenseLayout& layout = route_->layout;
   if (offset > layout.dim || n > layout.dim - offset) {
     return absl::InvalidArgumentError(
@@ -36,13 +37,34 @@ absl::Status PsClient::DenseShares::Write(uint64_t offset, const float* values, 
     const uint64_t within = offset - layout.BlockBegin(block);
     const uint64_t take = std::min(n, layout.BlockLength(block) - within);
     const uint32_t server = route_->block_server[block];
-    float* share = reinterpret_cast<float*>(slots_->leases[server]->grads());
-    std::memcpy(share + route_->block_position[block] + within, values, take * sizeof(float));
+    float* to = reinterpret_cast<float*>(slots_->leases[server]->grads()) +
+                route_->block_position[block] + within;
+    if (add) {
+      for (uint64_t i = 0; i < take; ++i) to[i] += values[i];
+    } else {
+      std::memcpy(to, values, take * sizeof(float));
+    }
     offset += take;
     values += take;
     n -= take;
   }
   return absl::OkStatus();
+}
+
+void PsClient::DenseShares::Fill(float value) {
+  for (size_t s = 0; s < slots_->leases.size(); ++s) {
+    if (slots_->leases[s] == nullptr) continue;
+    float* share = reinterpret_cast<float*>(slots_->leases[s]->grads());
+    std::fill(share, share + route_->local_size[s], value);
+  }
+}
+
+void PsClient::DenseShares::Scale(float factor) {
+  for (size_t s = 0; s < slots_->leases.size(); ++s) {
+    if (slots_->leases[s] == nullptr) continue;
+    float* share = reinterpret_cast<float*>(slots_->leases[s]->grads());
+    for (size_t i = 0; i < route_->local_size[s]; ++i) share[i] *= factor;
+  }
 }
 
 std::unique_ptr<PsClient::DenseShares> PsClient::TakeDenseShares(uint32_t table_id) {
