@@ -26,23 +26,14 @@ class DenseSharesTest : public testing::TestWithParam<uint32_t> {
   void SetUp() override {
     const auto configs =
         testing_servers::ServersOfOneSgdDenseTable(GetParam(), kTable, "dense", kDim, 0.25f, 1.0f);
-    ClientOptions wire_options, shm_options;
-    testing_servers::StartServers(configs, &wire_servers_, &wire_options);
-    testing_servers::StartServers(configs, &shm_servers_, &shm_options);
-    if (HasFatalFailure()) return;
-    shm_options.local_host = "127.0.0.1";
-    shm_options.local_shared_memory = true;
-    shm_options.local_socket = false;  // the servers have no Unix socket
-    auto wire = PsClient::Connect(wire_options);
-    ASSERT_TRUE(wire.ok()) << wire.status();
-    wire_ = std::move(*wire);
-    auto shm = PsClient::Connect(shm_options);
-    ASSERT_TRUE(shm.ok()) << shm.status();
-    shm_ = std::move(*shm);
+    ASSERT_NO_FATAL_FAILURE(jobs_.Start(configs));
+    wire_ = jobs_.wire.get();
+    shm_ = jobs_.shm.get();
   }
 
-  std::vector<std::unique_ptr<PsServer>> wire_servers_, shm_servers_;
-  std::unique_ptr<PsClient> wire_, shm_;
+  testing_servers::WireAndShmJobs jobs_;
+  PsClient* wire_ = nullptr;  // jobs_.wire
+  PsClient* shm_ = nullptr;   // jobs_.shm
 };
 
 TEST_P(DenseSharesTest, PushesOfSharesGiveTheValuesOfSpansOnTheWireBitForBit) {

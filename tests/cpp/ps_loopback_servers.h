@@ -77,4 +77,31 @@ inline void StartServersAndConnect(const std::vector<proto::ServerConfig>& confi
   *client = std::move(*connected);
 }
 
+// Two jobs of the same servers, each with one client: `wire` on loopback TCP and `shm` through
+// the shared segment (no Unix socket: these servers have none), with `max_keys` keys per request
+// when nonzero. The pair the shared-memory tests compare bit for bit; fails the calling test if a
+// server does not start or a client does not connect.
+struct WireAndShmJobs {
+  void Start(const std::vector<proto::ServerConfig>& configs, size_t max_keys = 0) {
+    ClientOptions wire_options, shm_options;
+    StartServers(configs, &wire_servers, &wire_options);
+    StartServers(configs, &shm_servers, &shm_options);
+    if (::testing::Test::HasFatalFailure()) return;
+    if (max_keys > 0)
+      wire_options.max_keys_per_request = shm_options.max_keys_per_request = max_keys;
+    shm_options.local_host = "127.0.0.1";
+    shm_options.local_shared_memory = true;
+    shm_options.local_socket = false;
+    auto wire_client = PsClient::Connect(wire_options);
+    ASSERT_TRUE(wire_client.ok()) << wire_client.status();
+    wire = std::move(*wire_client);
+    auto shm_client = PsClient::Connect(shm_options);
+    ASSERT_TRUE(shm_client.ok()) << shm_client.status();
+    shm = std::move(*shm_client);
+  }
+
+  std::vector<std::unique_ptr<PsServer>> wire_servers, shm_servers;
+  std::unique_ptr<PsClient> wire, shm;
+};
+
 }  // namespace fleet::ps::testing_servers

@@ -81,20 +81,9 @@ class ShmSparseTest : public testing::TestWithParam<std::tuple<uint32_t, size_t>
  protected:
   void SetUp() override {
     const auto configs = ServersOfOneAdamSparseTable(std::get<0>(GetParam()));
-    ClientOptions wire_options, shm_options;
-    testing_servers::StartServers(configs, &wire_servers_, &wire_options);
-    testing_servers::StartServers(configs, &shm_servers_, &shm_options);
-    if (HasFatalFailure()) return;
-    wire_options.max_keys_per_request = shm_options.max_keys_per_request = std::get<1>(GetParam());
-    shm_options.local_host = "127.0.0.1";
-    shm_options.local_shared_memory = true;
-    shm_options.local_socket = false;  // the servers have no Unix socket
-    auto wire = PsClient::Connect(wire_options);
-    ASSERT_TRUE(wire.ok()) << wire.status();
-    wire_ = std::move(*wire);
-    auto shm = PsClient::Connect(shm_options);
-    ASSERT_TRUE(shm.ok()) << shm.status();
-    shm_ = std::move(*shm);
+    ASSERT_NO_FATAL_FAILURE(jobs_.Start(configs, std::get<1>(GetParam())));
+    wire_ = jobs_.wire.get();
+    shm_ = jobs_.shm.get();
   }
 
   // Pulls `keys` through both clients, two pulls in flight on each, and compares the rows.
@@ -111,8 +100,9 @@ class ShmSparseTest : public testing::TestWithParam<std::tuple<uint32_t, size_t>
     ASSERT_EQ(0, std::memcmp(shm_a.data(), shm_b.data(), shm_a.size() * sizeof(float))) << when;
   }
 
-  std::vector<std::unique_ptr<PsServer>> wire_servers_, shm_servers_;
-  std::unique_ptr<PsClient> wire_, shm_;
+  testing_servers::WireAndShmJobs jobs_;
+  PsClient* wire_ = nullptr;  // jobs_.wire
+  PsClient* shm_ = nullptr;   // jobs_.shm
 };
 
 TEST_P(ShmSparseTest, PullsAndEveryKindOfPushGiveTheRowsOfTheWireBitForBit) {
