@@ -12,6 +12,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "ps/client/client.h"
 #include "ps/client/detail/client_call.h"
 #include "ps/client/detail/dense_wire.h"
@@ -185,6 +186,16 @@ struct PendingPull {
   char* keys = nullptr;
   std::shared_ptr<detail::ShmSlots::Lease> lease;
 };
+// InvalidArgument unless the caller's `floats` floats are `keys` rows of `dim`, named as
+// "<call> of table <id>: ... need N <noun>, got M".
+absl::Status CheckRowFloats(absl::string_view call, uint32_t table_id, size_t keys, size_t dim,
+                            size_t floats, absl::string_view noun) {
+  if (floats == keys * dim) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(call, " of table ", table_id, ": ", keys,
+                                                 " keys of dim ", dim, " need ", keys * dim, " ",
+                                                 noun, ", got ", floats));
+}
+
 struct PendingPush {
   PushSparseCall* call = nullptr;
   char* keys = nullptr;
@@ -200,10 +211,10 @@ Future PsClient::PullSparse(uint32_t table_id, absl::Span<const int64_t> keys,
   auto dim_or = SparseDim(table_id);
   if (!dim_or.ok()) return Future::Failed(dim_or.status());
   const size_t dim = *dim_or;
-  if (out.size() != keys.size() * dim) {
-    return Future::Failed(absl::InvalidArgumentError(
-        absl::StrCat("PullSparse of table ", table_id, ": ", keys.size(), " keys of dim ", dim,
-                     " need ", keys.size() * dim, " output floats, got ", out.size())));
+  if (absl::Status fits =
+          CheckRowFloats("PullSparse", table_id, keys.size(), dim, out.size(), "output floats");
+      !fits.ok()) {
+    return Future::Failed(std::move(fits));
   }
   // The initial count of 1 keeps the call open until every request is sent.
   auto state = std::make_shared<detail::CallState>(1);
@@ -298,10 +309,10 @@ Future PsClient::PushSparse(uint32_t table_id, absl::Span<const int64_t> keys,
   if (!dim_or.ok()) return Future::Failed(dim_or.status());
   const size_t dim = *dim_or;
   const size_t row_bytes = dim * sizeof(float);
-  if (grads.size() != keys.size() * dim) {
-    return Future::Failed(absl::InvalidArgumentError(
-        absl::StrCat("PushSparse of table ", table_id, ": ", keys.size(), " keys of dim ", dim,
-                     " need ", keys.size() * dim, " floats, got ", grads.size())));
+  if (absl::Status fits =
+          CheckRowFloats("PushSparse", table_id, keys.size(), dim, grads.size(), "floats");
+      !fits.ok()) {
+    return Future::Failed(std::move(fits));
   }
   std::unique_ptr<detail::KeyDedup> dedup = dedup_pool_->Acquire();
   const MergedRepeats merged(keys, grads, dim, dedup.get());
