@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import pathlib
 import subprocess
-import sys
 import threading
 
 import numpy as np
@@ -116,23 +115,12 @@ def _sync_job(job_dir: pathlib.Path, servers: int, transport: str) -> tuple[dict
     job_dir.mkdir(parents=True, exist_ok=True)
     out = job_dir / "ps.npz"
     result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "fleet.launch",
-            f"--server_num={servers}",
-            "--worker_num=2",
-            f"--log_dir={job_dir / 'logs'}",
-            str(SCRIPT),
-            "--optimizer",
-            "adam",
-            "--steps",
-            "6",
-            "--local_transport",
-            transport,
-            "--out",
-            str(out),
-        ],
+        lh.launcher_command(
+            [f"--server_num={servers}", "--worker_num=2", f"--log_dir={job_dir / 'logs'}"],
+            SCRIPT,
+            *("--optimizer", "adam", "--steps", "6", "--local_transport", transport),
+            *("--out", str(out)),
+        ),
         env=lh.job_env(job_dir),
         cwd=lh.REPO_ROOT,
         capture_output=True,
