@@ -6,6 +6,7 @@ Real server processes on 127.0.0.1 (in-process servers where the test is about t
 from __future__ import annotations
 
 import os
+import queue
 import subprocess
 import sys
 import threading
@@ -129,16 +130,29 @@ def test_barrier_refuses_bad_and_repeated_worker_ids(ps_servers):
     )
     assert reply.status.code == 3 and "worker id 7 is not in [0, 2)" in reply.status.message
 
-    released = []
-    first = threading.Thread(target=lambda: released.append(client.barrier("b", 2, 0, 30)))
-    first.start()
-    time.sleep(0.3)
-    with pytest.raises(InvalidArgument, match="worker id 0 is already waiting in this round"):
-        client.barrier("b", 2, 0, timeout=5)
-    assert first.is_alive()  # the repeat was not counted
+    # Two calls as worker 0 at once. Which reaches the server first is left to chance (a sleep
+    # meant to order them lost on a loaded machine: a call that arrives after the repeat waits
+    # and the repeat is refused instead). The refusal of one proves the other waits, so worker
+    # 1 arrives only then, and releases it: the repeat was not counted.
+    outcomes = queue.Queue()
+
+    def arrive_as_worker_0():
+        try:
+            outcomes.put(client.barrier("b", 2, 0, 30))
+        except Exception as e:  # any error: the asserts below say which was expected
+            outcomes.put(e)
+
+    calls = [threading.Thread(target=arrive_as_worker_0) for _ in range(2)]
+    for call in calls:
+        call.start()
+    refused = outcomes.get(timeout=30)
+    assert isinstance(refused, InvalidArgument), repr(refused)
+    assert "worker id 0 is already waiting in this round" in str(refused)
+    assert outcomes.empty()  # the other call still waits for worker 1
     client.barrier("b", 2, 1, timeout=10)
-    first.join(timeout=10)
-    assert released == [None]
+    for call in calls:
+        call.join(timeout=10)
+    assert outcomes.get_nowait() is None  # released by worker 1
 
 
 def test_calls_on_a_closed_or_stopped_client_are_clear_errors(ps_servers):
