@@ -7,6 +7,14 @@ clean up (SIGKILL), PR_SET_PDEATHSIG makes the kernel kill each process it start
 watchdog (watchdog.py, a process of its own that fleetrun tells every group) takes down the
 groups, so what the scripts started (grandchildren) goes as well.
 
+A group is signalled by its number, the pid of the process that leads it. Once that process is
+reaped and its group is empty, the kernel may give the number to any new process, and a signal
+to the "group" reaches that stranger: on a busy machine (pids wrap around within minutes) the
+end of one job can stop another job's parameter server this way, which then exits 0 as if its
+own job had told it to. So a process that exits is not reaped until the job is stopped
+(Proc.exit_code waits with WNOWAIT): while it is a zombie its pid, and so its group's number, is
+nobody else's. Proc.reap comes after the last signal.
+
 Lifecycle (see JobController.run): a process that exits non-zero stops the job and fleetrun exits
 non-zero after printing the tail of that process's output; once every worker has exited 0 the
 servers are stopped and fleetrun exits 0 (on a machine running servers only, once they have all
@@ -52,7 +60,9 @@ def _how(code: int) -> str:
 
 
 class Proc:
-    """A started process, where its output goes, and the last lines of that output."""
+    """A started process, where its output goes, and the last lines of that output. Its exit is
+    read without reaping it (exit_code) until reap(), so that its pid, the number of its group,
+    stays its own while fleetrun may still signal the group (see the module doc)."""
 
     def __init__(
         self, spec: ProcSpec, popen: subprocess.Popen, log_path: Optional[str], tail_lines: int
@@ -62,10 +72,31 @@ class Proc:
         self.log_path = log_path
         self.tail: collections.deque[str] = collections.deque(maxlen=max(tail_lines, 1))
         self.reader: Optional[threading.Thread] = None
+        self._exit_code: Optional[int] = None
 
     @property
     def pid(self) -> int:
         return self.popen.pid
+
+    def exit_code(self) -> Optional[int]:
+        """The exit code (negative: killed by that signal) once the process has ended, else
+        None; the process stays a zombie, its pid reserved, until reap()."""
+        if self._exit_code is None and self.popen.returncode is None:
+            try:
+                info = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            except ChildProcessError:  # reaped already
+                info = None
+            if info is not None:
+                code = info.si_status
+                self._exit_code = code if info.si_code == os.CLD_EXITED else -code
+        if self._exit_code is None and self.popen.returncode is not None:
+            self._exit_code = self.popen.returncode
+        return self._exit_code
+
+    def reap(self) -> None:
+        """Collects the ended process; from here on its pid may belong to another process, so
+        its group must not be signalled any more."""
+        self.popen.wait()
 
     def tail_text(self, lines: int) -> str:
         if self.log_path is None:
@@ -76,18 +107,39 @@ class Proc:
             return "".join(collections.deque(f, maxlen=lines))
 
     def group_alive(self) -> bool:
-        """Whether any process of this process's group (itself or what it started) lives."""
-        try:
-            os.killpg(self.pid, 0)
+        """Whether any process of this process's group (itself or what it started) lives; the
+        zombie of an ended, unreaped process does not count."""
+        if self.popen.returncode is not None:
+            return False  # reaped: the number may be another's group now
+        if self.exit_code() is None:
             return True
-        except (ProcessLookupError, PermissionError):
-            return False
+        return _group_has_live_members(self.pid)
 
     def signal_group(self, sig: int) -> None:
+        """Signals the group while its number is still this process's (not reaped)."""
+        if self.popen.returncode is not None:
+            return
         try:
             os.killpg(self.pid, sig)
         except (ProcessLookupError, PermissionError):
             pass
+
+
+def _group_has_live_members(pgid: int) -> bool:
+    """Whether a process other than a zombie is in group `pgid` (read from /proc: signal 0 to
+    the group would count its zombie leader)."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except (FileNotFoundError, ProcessLookupError, IndexError):
+            continue
+        # After the command: state, ppid, pgrp.
+        if int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
+            return True
+    return False
 
 
 class JobController:
@@ -272,10 +324,10 @@ class JobController:
                 self._say(f"received {name}; stopping {len(self.procs)} processes")
                 return 128 + self._signal
             for proc in self.procs:
-                code = proc.popen.poll()
+                code = proc.exit_code()
                 if code is not None and code != 0:
                     return self._fail(proc, code)
-            if workers and all(p.popen.poll() == 0 for p in workers):
+            if workers and all(p.exit_code() == 0 for p in workers):
                 servers = [p for p in self.procs if p.spec.role == "server"]
                 if servers:
                     self._say(
@@ -284,13 +336,31 @@ class JobController:
                 return 0
             # A machine with servers only cannot see the workers finish elsewhere: its job ends
             # when its servers exit (told to stop by the workers) or when fleetrun is signalled.
-            if not workers and all(p.popen.poll() == 0 for p in self.procs):
-                return 0
+            if not workers and all(p.exit_code() == 0 for p in self.procs):
+                return self._servers_stopped()
             why = self._host_watch.failure() if self._host_watch is not None else None
             if why is not None:
                 return self._fail_for_workers(why)
             self._say_once_workers_answer()
             time.sleep(_POLL_S)
+
+    def _servers_stopped(self) -> int:
+        """Every process of a machine of servers only exited 0: says so (a server exits 0 only
+        when stopped, by a Stop RPC or a signal, which its own output names), and whether the
+        job's workers had been seen, since servers stopped before any worker answered were not
+        stopped by their own job's end. No process at all is an error, not a finished job."""
+        if not self.procs:
+            self._say("this machine had no process of the job to run")
+            return 2
+        names = ", ".join(p.spec.name for p in self.procs)
+        seen = ""
+        if self._host_watch is not None and not self._host_watch.answered():
+            seen = (
+                "; no worker of the job had answered yet (the servers' output says what "
+                "stopped them)"
+            )
+        self._say(f"{names} exited 0 (told to stop){seen}; this machine's share of the job is done")
+        return 0
 
     def _say_once_workers_answer(self) -> None:
         """On a machine of servers only: say once that the job's workers elsewhere answer,
@@ -306,14 +376,14 @@ class JobController:
 
     def _fail(self, failed: Proc, code: int) -> int:
         also = self._others_failing(failed)
-        others = [p for p in self.procs if p is not failed and p.popen.poll() is None]
+        others = [p for p in self.procs if p is not failed and p.exit_code() is None]
         self.failure = f"{failed.spec.name} {_how(code)}"
         self._say(
             f"{failed.spec.name} (pid {failed.pid}) {_how(code)}; stopping the other "
             f"{len(others)} running processes"
         )
         for proc in also:
-            self._say(f"{proc.spec.name} (pid {proc.pid}) also {_how(proc.popen.returncode)}")
+            self._say(f"{proc.spec.name} (pid {proc.pid}) also {_how(proc.exit_code())}")
         self._stop(self.procs)
         for proc in (failed, *also):
             where = f" (full log: {proc.log_path})" if proc.log_path else ""
@@ -331,30 +401,28 @@ class JobController:
         (before the job stops them), so that each one's cause is reported."""
         deadline = time.monotonic() + _FAILURE_SETTLE_S
         while True:
-            running = [p for p in self.procs if p is not failed and p.popen.poll() is None]
+            running = [p for p in self.procs if p is not failed and p.exit_code() is None]
             if not running or time.monotonic() >= deadline:
                 break
             time.sleep(_POLL_S)
-        return [p for p in self.procs if p is not failed and p.popen.poll() not in (None, 0)]
+        return [p for p in self.procs if p is not failed and p.exit_code() not in (None, 0)]
 
     def _fail_for_workers(self, why: str) -> int:
         """The job's workers on other machines are gone (or never came): stop the servers."""
         self.failure = why
-        live = [p for p in self.procs if p.popen.poll() is None]
+        live = [p for p in self.procs if p.exit_code() is None]
         self._say(f"{why}; stopping the {len(live)} running processes here")
         self._stop(self.procs)
         return 1
 
     def _stop(self, procs: list[Proc]) -> None:
         """SIGTERM to every live process group, SIGKILL to those still alive after the grace
-        period, then reap the processes."""
+        period, then reap the processes (only then: see the module doc)."""
         live = [p for p in procs if p.group_alive()]
         for proc in live:
             proc.signal_group(signal.SIGTERM)
         deadline = time.monotonic() + self.grace_period_s
         while live and time.monotonic() < deadline:
-            for proc in live:
-                proc.popen.poll()  # reap the leader so group_alive sees it gone
             live = [p for p in live if p.group_alive()]
             if live:
                 time.sleep(_POLL_S)
@@ -364,13 +432,13 @@ class JobController:
                 f"{self.grace_period_s:g} s; sending SIGKILL"
             )
             proc.signal_group(signal.SIGKILL)
-        for proc in procs:
-            proc.popen.wait()
         # SIGKILL is asynchronous: give the kernel a moment to take the groups down, bounded
         # because orphaned zombies stay in their group until whatever reaps orphans gets to them.
         deadline = time.monotonic() + 1.0
         while any(p.group_alive() for p in live) and time.monotonic() < deadline:
             time.sleep(0.01)
+        for proc in procs:
+            proc.reap()
 
     def _say(self, message: str) -> None:
         with self._out_lock:
