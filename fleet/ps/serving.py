@@ -75,14 +75,17 @@ def _write_ready_file(path: str, endpoint: str) -> None:
 def serve_until_stopped(server: Server, grace: float = 5.0, poll: float = 0.2) -> None:
     """Blocks until a Stop RPC, SIGTERM or SIGINT, then shuts the server down, letting the RPCs
     in flight finish for up to ``grace`` seconds. Signal handlers are installed only when called
-    from the main thread (Python runs them there, between waits of ``poll`` seconds). Any object
-    with ``request_stop``, ``wait_for_stop_request``, ``shutdown`` and ``endpoint`` will do (the
-    benchmarks' echo peer is served the same way)."""
+    from the main thread (Python runs them there, between waits of ``poll`` seconds). Says on
+    stderr why it stops: the signal's name, or a Stop RPC (whose caller and job the server's own
+    line names), since a server that exits 0 looks, to its launcher, like one its job ended. Any
+    object with ``request_stop``, ``wait_for_stop_request``, ``shutdown`` and ``endpoint`` will
+    do (the benchmarks' echo peer is served the same way)."""
     previous = {}
+    received: list[int] = []
     if threading.current_thread() is threading.main_thread():
 
         def on_signal(signum: int, frame: object) -> None:
-            logger.info("signal %d: stopping", signum)
+            received.append(signum)
             server.request_stop()
 
         for signum in (signal.SIGTERM, signal.SIGINT):
@@ -90,6 +93,12 @@ def serve_until_stopped(server: Server, grace: float = 5.0, poll: float = 0.2) -
     try:
         while not server.wait_for_stop_request(poll):
             pass
+        # Said here, not in the handler: printing from a handler can meet a write to the same
+        # stream that it interrupted.
+        why = f"received {signal.Signals(received[0]).name}" if received else "stop requested"
+        if not received:
+            why += " (a Stop RPC, or request_stop in this process)"
+        print(f"parameter server {server.endpoint}: stopping: {why}", file=sys.stderr, flush=True)
     finally:
         server.shutdown(grace)
         for signum, handler in previous.items():

@@ -99,6 +99,13 @@ def test_ps_job_with_servers_on_two_hosts_and_workers_on_a_third(tmp_path):
             lh.stop_launcher(launcher)
     for host, (code, out, err) in results.items():
         assert code == 0, f"host {host}: {err}"
+    # Each server was stopped by its job (worker 0's Stop, not a signal) and said so, and its
+    # host's fleetrun says why it ended.
+    for index, host in enumerate(SERVER_HOSTS):
+        _, out, err = results[host]
+        stopped = f"[server.{index}] parameter server {servers[index]}: stopping: stop requested"
+        assert stopped in out, out
+        assert f"server.{index} exited 0 (told to stop)" in err, err
     # Each server serves exactly its endpoint of --servers; worker 0 the store on its host.
     assert servers[0] in listening["server.0"] and servers[1] in listening["server.1"]
     assert store in listening["worker.0"]
