@@ -228,5 +228,24 @@ def kill_leftovers(*job_dirs: pathlib.Path) -> None:
     """SIGKILLs every recorded process of the jobs still running (a test's last clean-up)."""
     for job_dir in job_dirs:
         for pid in pids(job_dir).values():
-            if is_running(pid):
-                os.kill(pid, signal.SIGKILL)
+            _kill_if_of_job(pid, job_dir)
+
+
+def _kill_if_of_job(pid: int, job_dir: pathlib.Path) -> None:
+    """SIGKILLs `pid` only if it is still a process of the job (JOB_DIR in its environment): the
+    recorded pid of a process that ended may be another test's process by now (pids wrap
+    around within minutes here). The pidfd is taken first, so the process checked is the one
+    signalled."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except OSError:  # gone, or the pid is now a thread's
+        return
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            environ = f.read().split(b"\0")
+        if f"JOB_DIR={job_dir}".encode() in environ:
+            signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+    except OSError:  # it ended meanwhile
+        pass
+    finally:
+        os.close(pidfd)
