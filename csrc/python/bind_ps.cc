@@ -164,6 +164,25 @@ void BindClientCalls(PyClientClass& c) {
           },
           py::arg("table_id"), py::arg("keys"), py::arg("grads"), py::arg("is_delta") = false)
       .def(
+          "push_pull_sparse_async",
+          [](ps::PsClient& client, int64_t table_id, const py::array& keys, const py::array& grads,
+             const py::array& out, bool is_delta) {
+            const uint32_t table = U32(table_id, "table_id");
+            auto k = ArraySpan<const int64_t>(keys, "keys", false);
+            auto g = ArraySpan<const float>(grads, "grads", false);
+            auto o = ArraySpan<float>(out, "out", true);
+            // Keys and gradients are copied before this returns; `out` is written until the
+            // future is done (MakeFuture keeps it alive).
+            ps::Future f = [&] {
+              py::gil_scoped_release release;
+              return client.PushPullSparse(
+                  table, k, g, o, is_delta ? ps::PushKind::kDelta : ps::PushKind::kGradient);
+            }();
+            return MakeFuture(std::move(f), out, py::none());
+          },
+          py::arg("table_id"), py::arg("keys"), py::arg("grads"), py::arg("out"),
+          py::arg("is_delta") = false)
+      .def(
           "pull_dense_async",
           [](ps::PsClient& client, int64_t table_id, const py::array& out) {
             const uint32_t table = U32(table_id, "table_id");

@@ -164,6 +164,37 @@ class PsClient:
     ) -> None:
         self.push_sparse_async(table_id, keys, grads, delta=delta).wait()
 
+    def push_pull_sparse_async(
+        self,
+        table_id: int,
+        keys: np.ndarray,
+        grads: np.ndarray,
+        out: Optional[np.ndarray] = None,
+        *,
+        delta: bool = False,
+    ) -> Future:
+        """Starts pushing gradients (or, with ``delta``, GEO deltas) of ``keys`` and bringing
+        back, into ``out`` (float32, ``len(keys) * dim`` elements; a new ``(len(keys), dim)``
+        array by default), each row's value right after the push: one round trip per request
+        instead of a push and a pull. ``keys`` and ``grads`` may be reused at once."""
+        keys = _keys(keys)
+        if out is None:
+            out = np.empty((keys.size, self.table_config(table_id).dim), dtype=np.float32)
+        return self._core.push_pull_sparse_async(
+            table_id, keys, _floats(grads, "grads"), out, delta
+        )
+
+    def push_pull_sparse(
+        self,
+        table_id: int,
+        keys: np.ndarray,
+        grads: np.ndarray,
+        out: Optional[np.ndarray] = None,
+        *,
+        delta: bool = False,
+    ) -> np.ndarray:
+        return self.push_pull_sparse_async(table_id, keys, grads, out, delta=delta).wait()
+
     # Dense tables ----------------------------------------------------------------------------
 
     def pull_dense_async(self, table_id: int, out: Optional[np.ndarray] = None) -> Future:

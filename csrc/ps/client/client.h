@@ -135,6 +135,16 @@ class PsClient {
   }
   Future PushSparse(uint32_t table_id, absl::Span<const int64_t> keys,
                     absl::Span<const float> grads, PushKind kind);
+  // A push of gradients (kGradient) or deltas (kDelta, GEO) whose replies carry each key's row
+  // after it, written into out[i * dim, (i + 1) * dim): PushSparse and then PullSparse of the
+  // same keys in one round trip per request and one pass over the rows on the servers. As with
+  // a pull, `out` may include other workers' pushes applied meanwhile. Gradients of repeated
+  // keys are summed first, and every occurrence reads the same row. `keys` and `grads` are
+  // copied before this returns; `out` must stay valid and untouched until the future completes.
+  // InvalidArgument for another kind, or when `grads` or `out` is not keys x dim floats.
+  Future PushPullSparse(uint32_t table_id, absl::Span<const int64_t> keys,
+                        absl::Span<const float> grads, absl::Span<float> out,
+                        PushKind kind = PushKind::kGradient);
   // Pulls the whole dense table (dim floats) into `out`, which must stay valid until the future
   // completes.
   Future PullDense(uint32_t table_id, absl::Span<float> out);
@@ -275,6 +285,10 @@ class PsClient {
   uint32_t ServerOf(int64_t key) const;
   Future FailSharding(const std::shared_ptr<detail::CallState>& state) const;
   absl::StatusOr<const DenseRoute*> Dense(uint32_t table_id) const;
+  // PushSparse, and PushPullSparse into `out` with `pull`.
+  Future PushSparseAndMaybePull(uint32_t table_id, absl::Span<const int64_t> keys,
+                                absl::Span<const float> grads, PushKind kind, absl::Span<float> out,
+                                bool pull);
   // PushDense, and PushPullDense when `out` is not empty; of `shares` when set (then `grads`
   // is empty).
   Future PushDenseAndMaybePull(uint32_t table_id, absl::Span<const float> grads, PushKind kind,

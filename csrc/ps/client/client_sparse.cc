@@ -28,11 +28,12 @@ using PullSparseCall = detail::Call<
     proto::PullSparseRequest,
     detail::SliceFieldReply<proto::PullSparseReply, proto::PullSparseReply::kValuesFieldNumber>>;
 // A sparse push's gradients are written once, straight into the slice that is sent (a few
-// hundred KB a step), not into the request's string and again by protobuf into gRPC's slices.
+// hundred KB a step), not into the request's string and again by protobuf into gRPC's slices;
+// a push-pull's rows stay in the received slices, as a pull's.
 using PushSparseCall =
     detail::Call<detail::SliceFieldRequest<proto::PushSparseRequest,
                                            proto::PushSparseRequest::kGradsFieldNumber>,
-                 proto::PushReply>;
+                 detail::SliceFieldReply<proto::PushReply, proto::PushReply::kValuesFieldNumber>>;
 
 // How many keys ahead the dedup table is prefetched.
 constexpr uint32_t kDedupAhead = 64;
@@ -136,6 +137,8 @@ class MergedRepeats {
   }
   // True for every occurrence of a key but its first.
   bool IsRepeat(uint32_t i) const { return !repeat_.empty() && repeat_[i]; }
+  // Every (position, its key's first position) of a repeat, in position order.
+  const std::vector<std::pair<uint32_t, uint32_t>>& repeats() const { return repeats_; }
   // The gradient to send for the key first occurring at position i.
   const float* Row(uint32_t i) const {
     if (!at_.empty()) {
@@ -148,6 +151,7 @@ class MergedRepeats {
   void Add(uint32_t i, uint32_t head, size_t n) {
     if (repeat_.empty()) repeat_.assign(n, 0);
     repeat_[i] = 1;
+    repeats_.emplace_back(i, head);
     auto [it, added] = at_.try_emplace(head, sums_.size());
     if (added) {
       const float* g = grads_.data() + size_t{head} * dim_;
@@ -159,7 +163,8 @@ class MergedRepeats {
 
   absl::Span<const float> grads_;
   size_t dim_;
-  std::vector<uint8_t> repeat_;               // per position, once a repeat is seen
+  std::vector<uint8_t> repeat_;  // per position, once a repeat is seen
+  std::vector<std::pair<uint32_t, uint32_t>> repeats_;
   absl::flat_hash_map<uint32_t, size_t> at_;  // first position -> offset in sums_
   std::vector<float> sums_;
 };
@@ -297,7 +302,25 @@ Future PsClient::PullSparse(uint32_t table_id, absl::Span<const int64_t> keys,
 
 Future PsClient::PushSparse(uint32_t table_id, absl::Span<const int64_t> keys,
                             absl::Span<const float> grads, PushKind kind) {
-  if (auto s = CheckUsable("PushSparse"); !s.ok()) return Future::Failed(s);
+  return PushSparseAndMaybePull(table_id, keys, grads, kind, {}, false);
+}
+
+Future PsClient::PushPullSparse(uint32_t table_id, absl::Span<const int64_t> keys,
+                                absl::Span<const float> grads, absl::Span<float> out,
+                                PushKind kind) {
+  if (kind != PushKind::kGradient && kind != PushKind::kDelta) {
+    return Future::Failed(absl::InvalidArgumentError(absl::StrCat(
+        "PushPullSparse of table ", table_id, " as ", detail::PushCallName(kind, "PushSparse"),
+        ": only a push of gradients or deltas returns values")));
+  }
+  return PushSparseAndMaybePull(table_id, keys, grads, kind, out, true);
+}
+
+Future PsClient::PushSparseAndMaybePull(uint32_t table_id, absl::Span<const int64_t> keys,
+                                        absl::Span<const float> grads, PushKind kind,
+                                        absl::Span<float> out, bool pull) {
+  const char* name = pull ? "PushPullSparse" : "PushSparse";
+  if (auto s = CheckUsable(name); !s.ok()) return Future::Failed(s);
   if (kind == PushKind::kInitialize) {
     return Future::Failed(
         absl::InvalidArgumentError(absl::StrCat("PushSparse of table ", table_id,
@@ -309,17 +332,23 @@ Future PsClient::PushSparse(uint32_t table_id, absl::Span<const int64_t> keys,
   if (!dim_or.ok()) return Future::Failed(dim_or.status());
   const size_t dim = *dim_or;
   const size_t row_bytes = dim * sizeof(float);
-  if (absl::Status fits =
-          CheckRowFloats("PushSparse", table_id, keys.size(), dim, grads.size(), "floats");
+  if (absl::Status fits = CheckRowFloats(name, table_id, keys.size(), dim, grads.size(), "floats");
       !fits.ok()) {
     return Future::Failed(std::move(fits));
+  }
+  if (pull) {
+    if (absl::Status fits =
+            CheckRowFloats(name, table_id, keys.size(), dim, out.size(), "output floats");
+        !fits.ok()) {
+      return Future::Failed(std::move(fits));
+    }
   }
   std::unique_ptr<detail::KeyDedup> dedup = dedup_pool_->Acquire();
   const MergedRepeats merged(keys, grads, dim, dedup.get());
   dedup_pool_->Release(std::move(dedup));
   auto state = std::make_shared<detail::CallState>(1);
-  const std::string what =
-      absl::StrCat(detail::PushCallName(kind, "PushSparse"), " of table ", table_id);
+  const std::string what = absl::StrCat(
+      pull ? "PushPullSparse" : detail::PushCallName(kind, "PushSparse"), " of table ", table_id);
   const size_t max_keys = std::min(options_.max_keys_per_request, keys.size());
   RequestStream<PendingPush> stream(
       num_servers(), max_keys,
@@ -330,7 +359,10 @@ Future PsClient::PushSparse(uint32_t table_id, absl::Span<const int64_t> keys,
         header.set_table_id(table_id);
         header.set_is_delta(is_delta);
         header.set_accumulate(kind == PushKind::kAccumulate);
-        p.lease = SparseLease(shm_[s], max_keys, max_keys * row_bytes, 0);
+        header.set_return_values(pull);
+        // A push-pull's rows come back into the slot's values half, as a pull's.
+        p.lease =
+            SparseLease(shm_[s], max_keys, max_keys * row_bytes, pull ? max_keys * row_bytes : 0);
         if (p.lease != nullptr) {
           p.keys = p.lease->grads();
           p.grads = p.keys + max_keys * sizeof(int64_t);
@@ -341,7 +373,7 @@ Future PsClient::PushSparse(uint32_t table_id, absl::Span<const int64_t> keys,
         }
         return p;
       },
-      [&](uint32_t s, PendingPush& p, size_t count, std::vector<uint32_t>) {
+      [&](uint32_t s, PendingPush& p, size_t count, std::vector<uint32_t> positions) {
         proto::PushSparseRequest& header = p.call->request.header;
         if (p.lease == nullptr) {
           header.mutable_keys()->resize(count * sizeof(int64_t));
@@ -354,15 +386,28 @@ Future PsClient::PushSparse(uint32_t table_id, absl::Span<const int64_t> keys,
           detail::SetShmRange(header.mutable_shm_grads(),
                               p.lease->grads_offset() + max_keys * sizeof(int64_t),
                               count * row_bytes);
+          if (pull) {
+            detail::SetShmRange(header.mutable_shm_values(), p.lease->values_offset(),
+                                count * row_bytes);
+          }
         }
         if (kind == PushKind::kAccumulate) accumulate_sent_[s].fetch_add(1);
         state->AddPending(1);
+        if (!pull) positions.clear();  // a push's reply carries no rows to place
         Launch(s, what, options_.rpc_timeout, p.call,
                detail::WireStarter<PushSparseCall>{transport_->channels[s].get(),
                                                    detail::PsMethod("PushSparse")},
-               state, [lease = std::move(p.lease)](const proto::PushReply&) {
-                 if (lease != nullptr) lease->Release();
-                 return absl::OkStatus();
+               state,
+               [pull, out, dim, positions = std::move(positions),
+                lease = std::move(p.lease)](const auto& reply) {
+                 absl::Status placed = absl::OkStatus();
+                 if (lease == nullptr) {
+                   if (pull) placed = ScatterRows(reply.values(), positions, dim, out);
+                   return placed;
+                 }
+                 if (pull) ScatterRows(lease->values(), positions, dim, out);
+                 lease->Release();
+                 return placed;
                });
         p.call = nullptr;
       });
@@ -378,6 +423,15 @@ Future PsClient::PushSparse(uint32_t table_id, absl::Span<const int64_t> keys,
     stream.Commit(s, i);
   }
   stream.Flush();
+  if (pull && !merged.repeats().empty()) {
+    // A repeated key's rows are its first occurrence's (the push summed its gradients there).
+    state->SetFinisher([out, dim, repeats = merged.repeats()] {
+      for (auto [pos, src] : repeats) {
+        std::memcpy(out.data() + size_t{pos} * dim, out.data() + size_t{src} * dim,
+                    dim * sizeof(float));
+      }
+    });
+  }
   state->Done(absl::OkStatus());
   return Future(state);
 }

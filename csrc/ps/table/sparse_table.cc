@@ -270,8 +270,8 @@ absl::Status SparseTable::PullGrouped(Groups& g, absl::Span<float> out) {
   return absl::OkStatus();
 }
 
-absl::Status SparseTable::Push(absl::Span<const int64_t> keys, absl::Span<const float> grads,
-                               bool is_delta) {
+absl::Status SparseTable::CheckPush(absl::Span<const int64_t> keys, absl::Span<const float> grads,
+                                    bool is_delta) const {
   const char* what = is_delta ? "deltas" : "gradients";
   if (grads.size() != keys.size() * dim_) {
     return absl::InvalidArgumentError(absl::StrCat(Name(), ": push of ", keys.size(),
@@ -282,9 +282,38 @@ absl::Status SparseTable::Push(absl::Span<const int64_t> keys, absl::Span<const 
     return absl::InvalidArgumentError(
         absl::StrCat(Name(), ": ", what, " contain NaN or infinity; push rejected"));
   }
+  return absl::OkStatus();
+}
+
+absl::Status SparseTable::Push(absl::Span<const int64_t> keys, absl::Span<const float> grads,
+                               bool is_delta) {
+  if (auto status = CheckPush(keys, grads, is_delta); !status.ok()) return status;
   if (!is_delta) rule_->BeginUpdate();  // one step of a learning-rate schedule per push
   std::unique_ptr<Groups> groups = GroupByShard(keys);
   absl::Status status = PushGrouped(*groups, grads, is_delta);
+  ReleaseGroups(std::move(groups));
+  return status;
+}
+
+absl::Status SparseTable::PushAndPull(absl::Span<const int64_t> keys, absl::Span<const float> grads,
+                                      bool is_delta, absl::Span<float> values_after) {
+  if (values_after.size() != keys.size() * dim_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(Name(), ": push-and-pull of ", keys.size(), " keys needs ", keys.size() * dim_,
+                     " output floats (dim ", dim_, "), got ", values_after.size()));
+  }
+  // The count filter's pull counts a held-back key again and may create its row, and the SSD
+  // tier may move rows to disk between a push and a pull: both keep the two calls.
+  if (min_count_ > 1 || tier_) {
+    absl::Status pushed = Push(keys, grads, is_delta);
+    if (!pushed.ok() && !absl::IsOutOfRange(pushed)) return pushed;
+    absl::Status pulled = Pull(keys, values_after);
+    return pulled.ok() ? pushed : pulled;
+  }
+  if (auto status = CheckPush(keys, grads, is_delta); !status.ok()) return status;
+  if (!is_delta) rule_->BeginUpdate();
+  std::unique_ptr<Groups> groups = GroupByShard(keys);
+  absl::Status status = PushGrouped(*groups, grads, is_delta, values_after);
   ReleaseGroups(std::move(groups));
   return status;
 }
@@ -312,12 +341,17 @@ bool SparseTable::ApplyPush(float* row, const float* grad, bool is_delta, uint32
   return true;
 }
 
-absl::Status SparseTable::PushGrouped(Groups& g, absl::Span<const float> grads, bool is_delta) {
+absl::Status SparseTable::PushGrouped(Groups& g, absl::Span<const float> grads, bool is_delta,
+                                      absl::Span<float> values_after) {
   const uint32_t stamp = epoch_.load(std::memory_order_relaxed);
   detail::OverflowGuard guard(config_.overflow());
   uint64_t refused = 0;
   uint32_t first_refused = 0;  // request position of the first refused key
+  // PushAndPull: every key meets a row here (it runs without the count filter and the tier).
+  const bool copy_out = !values_after.empty();
+  if (copy_out) g.rows.resize(g.keys.size());
   auto apply = [&](float* row, uint32_t j) {
+    if (copy_out) g.rows[j] = row;
     if (!ApplyPush(row, grads.data() + size_t{g.order[j]} * dim_, is_delta, stamp, &guard) &&
         (refused++ == 0 || g.order[j] < first_refused)) {
       first_refused = g.order[j];
@@ -357,6 +391,11 @@ absl::Status SparseTable::PushGrouped(Groups& g, absl::Span<const float> grads, 
         return absl::ResourceExhaustedError(absl::StrCat(Name(), ": shard ", s, " is full"));
       }
       apply(row, j);
+    }
+    // After the shard's last push, so that a repeated key reads as all its repeats left it. The
+    // rows were just written: the copy finds them in cache (rows never move while inserted).
+    for (uint32_t j = g.begin[s]; copy_out && j < g.begin[s + 1]; ++j) {
+      std::memcpy(values_after.data() + size_t{g.order[j]} * dim_, g.rows[j], dim_ * sizeof(float));
     }
     if (auto status = TierAfter(g, s, g.missing.size(), false); !status.ok()) return status;
   }

@@ -58,6 +58,15 @@ class SparseTable {
   // as it was (or clipped, as configured); the other rows are applied and the push returns
   // OutOfRange naming the table and the first such key.
   absl::Status Push(absl::Span<const int64_t> keys, absl::Span<const float> grads, bool is_delta);
+  // Push, then the value of every pushed key copied to values_after[i * dim, (i + 1) * dim):
+  // what Push followed by Pull of the same keys gives when no other call runs between them, in
+  // one pass over the shards (each shard locked once, each row found once). GEO's exchange adds
+  // a worker's deltas and takes the rows' fresh values this way. A repeated key reads as its row
+  // after all its repeats; a refused row (OutOfRange, as Push) as it was left; a key the count
+  // filter holds back as Pull reads it. InvalidArgument, with the table unchanged, when grads or
+  // values_after is not keys.size() * dim floats, or for a NaN or infinite value. Thread-safe.
+  absl::Status PushAndPull(absl::Span<const int64_t> keys, absl::Span<const float> grads,
+                           bool is_delta, absl::Span<float> values_after);
 
   // Writes every row (BASE) or the rows created or changed since the previous successful save
   // (DELTA) to `path` (see table_file.h) and returns how many. Ends the current save cycle.
@@ -171,6 +180,7 @@ class SparseTable {
     std::vector<uint32_t> bucket_begin;  // scratch: counting sort by (shard, index position)
     std::vector<uint32_t> candidates;    // scratch: RowStore::ProbeCandidates, per keys[j]
     std::vector<uint32_t> missing;       // scratch: the j of one shard's absent keys
+    std::vector<const float*> rows;      // scratch: PushAndPull's row of keys[j], per j
   };
 
   SparseTable(const proto::TableConfig& config, std::unique_ptr<UpdateRule> rule,
@@ -179,7 +189,13 @@ class SparseTable {
   void ReleaseGroups(std::unique_ptr<Groups> groups);
   // Pull and Push on keys already grouped (the requests were validated).
   absl::Status PullGrouped(Groups& g, absl::Span<float> out);
-  absl::Status PushGrouped(Groups& g, absl::Span<const float> grads, bool is_delta);
+  // InvalidArgument naming the table when grads is not keys.size() * dim floats or holds a NaN
+  // or infinity.
+  absl::Status CheckPush(absl::Span<const int64_t> keys, absl::Span<const float> grads,
+                         bool is_delta) const;
+  // With values_after (PushAndPull), each shard's rows are copied out once its keys are pushed.
+  absl::Status PushGrouped(Groups& g, absl::Span<const float> grads, bool is_delta,
+                           absl::Span<float> values_after = {});
   // The SSD tier's steps (no-ops without one; see ssd/tier.h): CheckTierRequest before a
   // request, TierBefore once a shard's missing keys are known (promotes those on disk),
   // TierAfter at the end of the shard's part (recency, then eviction). `missed` of the shard's

@@ -262,9 +262,25 @@ grpc::Status PsServiceImpl::PushSparse(grpc::ServerContext* context,
                             "PushSparse shm_grads");
     }
     if (!grads.ok()) return grads.status();
+    if (request->return_values()) {
+      if (request->accumulate()) {
+        return absl::InvalidArgumentError(
+            "PushSparse: return_values with accumulate (the sums wait for the step's barrier, "
+            "so there are no values after this push to return)");
+      }
+      // The values after the push go where a pull's would: the segment or the reply.
+      absl::StatusOr<absl::Span<float>> values =
+          segment != nullptr
+              ? SegmentFloats(*segment, request->shm_values(), keys->size() * (*table)->dim(),
+                              "PushSparse shm_values")
+              : FloatBuffer(reply->mutable_values(), keys->size() * (*table)->dim());
+      if (!values.ok()) return values.status();
+      return (*table)->PushAndPull(*keys, *grads, request->is_delta(), *values);
+    }
     if (request->accumulate()) return accumulator_.AddSparse(request->table_id(), *keys, *grads);
     return (*table)->Push(*keys, *grads, request->is_delta());
   });
+  if (!status.ok()) reply->clear_values();
   SetStatus(reply->mutable_status(), status);
   return grpc::Status::OK;
 }
