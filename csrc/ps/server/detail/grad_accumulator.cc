@@ -39,6 +39,11 @@ absl::Status GradAccumulator::AddSparse(uint32_t table_id, absl::Span<const int6
   Sparse& acc = SparseOf(table_id);
   std::lock_guard<std::mutex> lock(acc.mu);
   acc.dim = dim;
+  // absl's clear() frees a map of more than 127 slots, so each round's index would grow again
+  // from nothing through a dozen rehashes, the last of them often in the round's last push,
+  // which the step's barrier waits for. A round's keys are about the last one's: room for them
+  // once, in the round's first push.
+  if (acc.keys.empty()) acc.row_of.reserve(std::max(acc.last_round_keys, keys.size()));
   for (size_t i = 0; i < keys.size(); ++i) {
     auto [it, inserted] = acc.row_of.try_emplace(keys[i], static_cast<uint32_t>(acc.keys.size()));
     if (inserted) {
@@ -103,6 +108,7 @@ absl::Status GradAccumulator::ApplySparse(uint32_t table_id, Sparse& acc, float 
   for (float& g : acc.sums) g *= scale;
   auto table = tables_->Sparse(table_id);
   absl::Status status = table.ok() ? PushSparseInParts(**table, acc) : table.status();
+  acc.last_round_keys = acc.keys.size();
   acc.keys.clear();
   acc.sums.clear();
   acc.row_of.clear();

@@ -66,6 +66,9 @@ class GradAccumulator {
     std::mutex mu;
     size_t dim = 0;
     absl::flat_hash_map<int64_t, uint32_t> row_of;  // key -> row in sums
+    // The keys of the last round applied: the next round's first add reserves room for as many
+    // (see AddSparse).
+    size_t last_round_keys = 0;
     std::vector<int64_t> keys;
     std::vector<float> sums;
     // ApplyAll's scratch: the round's keys and sums sorted by part (PushSparseInParts).
