@@ -29,8 +29,8 @@ std::unique_ptr<TableSet> AdamTables() {
   proto::ServerConfig config;
   config.set_server_index(0);
   config.set_num_servers(1);
-  for (const auto& [id, type, dim] : {std::tuple{kDense, proto::DENSE, kDenseDim},
-                                      std::tuple{kSparse, proto::SPARSE, kRowDim}}) {
+  for (const auto& [id, type, dim] :
+       {std::tuple{kDense, proto::DENSE, kDenseDim}, std::tuple{kSparse, proto::SPARSE, kRowDim}}) {
     proto::TableConfig* table = config.add_tables();
     table->set_table_id(id);
     table->set_name(type == proto::DENSE ? "dense" : "rows");
