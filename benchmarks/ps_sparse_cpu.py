@@ -1,7 +1,8 @@
 """Benchmark: CPU time of a sparse pull and push, on the worker and on the server, over loopback
 TCP and through the memory a worker shares with a server on its host.
 
-    .venv/bin/python benchmarks/ps_sparse_cpu.py [--call step|geo_exchange] [--keys N] [--dim N]
+    .venv/bin/python benchmarks/ps_sparse_cpu.py [--call step|geo_exchange|geo_two_calls]
+        [--keys N] [--dim N]
         [--calls N] [--rounds N] [--servers N] [--quick] [--transport tcp|shm|both]
 
 A CTR-DNN worker pulls and pushes its batch's embedding rows every step: 26 slots x 512 ids
@@ -11,9 +12,12 @@ gradients through Adam. The keys of each call are drawn from a power law over 2 
 as a click log's are, so rows repeat within a call and across calls.
 
 --call geo_exchange measures what a GEO worker's exchange asks of the servers instead: every
-geo_steps (10) steps it pushes the deltas of the rows it touched, each key once, and then pulls
-their values. One call is a delta push of the distinct keys of --geo_steps steps' draws, then a
-pull of the same keys (the table's rule, Adam, is not applied to deltas).
+geo_steps (10) steps it pushes the deltas of the rows it touched, each key once, and takes their
+values after the push. One call is a delta push of the distinct keys of --geo_steps steps'
+draws whose reply carries the rows (PsClient::PushPullSparse, as GeoCommunicator sends it; the
+table's rule, Adam, is not applied to deltas). --call geo_two_calls is the same exchange as a
+delta push and then a pull of the same keys, as GEO sent it before, for an A/B in one build
+(both pull the same rows).
 
 --servers server processes
 (python -m fleet.ps.server) hold the table; this process reads its own CPU time (getrusage)
@@ -85,13 +89,16 @@ def batches(
     return out
 
 
-def one_round(client, server_pids: list[int], work: list, dim: int, geo: bool) -> tuple[dict, list]:
-    """Runs the warm-up and timed calls of `work` (with `geo`, GEO exchanges: a delta push,
-    then a pull of its keys); returns the figures and every pulled array."""
+def one_round(client, server_pids: list[int], work: list, dim: int, kind: str) -> tuple[dict, list]:
+    """Runs the warm-up and timed calls of `work` (--call `kind`); returns the figures and
+    every pulled array."""
     pulled = []
 
     def call(keys: np.ndarray, grads: np.ndarray) -> None:
-        if geo:
+        if kind == "geo_exchange":
+            pulled.append(client.push_pull_sparse(TABLE_ID, keys, grads, delta=True))
+            return
+        if kind == "geo_two_calls":
             client.push_sparse(TABLE_ID, keys, grads, delta=True)
             pulled.append(client.pull_sparse(TABLE_ID, keys))
             return
@@ -122,9 +129,10 @@ def main() -> None:
     )
     parser.add_argument(
         "--call",
-        choices=("step", "geo_exchange"),
+        choices=("step", "geo_exchange", "geo_two_calls"),
         default="step",
-        help="a step's pull and gradient push, or a GEO exchange's delta push and pull",
+        help="a step's pull and gradient push, or a GEO exchange's delta push-pull (or its push "
+        "and then pull)",
     )
     parser.add_argument(
         "--keys", type=int, default=CTR_DNN_KEYS, help="keys drawn a step (repeats included)"
@@ -166,7 +174,7 @@ def main() -> None:
                 clients["shm"].shared_memory(s) for s in range(args.servers)
             ):
                 raise SystemExit("ps_sparse_cpu: a server did not map the shared memory")
-            geo = args.call == "geo_exchange"
+            geo = args.call != "step"
             draws = args.keys * args.geo_steps if geo else args.keys
             for r in range(args.rounds):
                 work_items = batches(
@@ -175,7 +183,9 @@ def main() -> None:
                 pulled = {}
                 for t in transports:
                     pids = [p.pid for p in clusters[t].procs]
-                    figures, pulled[t] = one_round(clients[t], pids, work_items, args.dim, geo)
+                    figures, pulled[t] = one_round(
+                        clients[t], pids, work_items, args.dim, args.call
+                    )
                     rounds[t].append(figures)
                 if len(transports) == 2:
                     rows_equal &= all(
@@ -194,7 +204,7 @@ def main() -> None:
         "servers": args.servers,
         "transport": args.transport,
     }
-    if args.call == "geo_exchange":
+    if geo:
         result["geo_steps"] = args.geo_steps
     for t in transports:
         figures = result if len(transports) == 1 else result.setdefault(t, {})

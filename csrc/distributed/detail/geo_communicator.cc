@@ -108,34 +108,36 @@ GeoCommunicator::Deltas GeoCommunicator::TakeDeltas() {
 }
 
 void GeoCommunicator::SendAndRebase(const Deltas& deltas) {
-  std::vector<ps::Future> pushes;
+  std::vector<ps::Future> calls;
   std::vector<std::string> what;
-  // The dense deltas' push brings back the values after it (other workers' pushes included):
-  // one round trip per server instead of a push and then a pull.
+  // Each push brings back the values after it (other workers' pushes included): one round trip
+  // per server and table, and one pass over the rows on the server, instead of a push and then
+  // a pull.
   std::vector<float> dense_fresh(dense_size());
+  std::vector<std::vector<float>> fresh(config_.sparse.size());
   for (size_t t = 0; t < config_.sparse.size(); ++t) {
     if (deltas.keys[t].empty()) continue;
     const SparseVar& var = config_.sparse[t];
-    pushes.push_back(
-        client_->PushSparse(var.table_id, deltas.keys[t], deltas.rows[t], ps::PushKind::kDelta));
-    what.push_back(absl::StrCat("GEO push of '", var.name, "' deltas"));
+    fresh[t].resize(deltas.keys[t].size() * var.dim);
+    calls.push_back(client_->PushPullSparse(var.table_id, deltas.keys[t], deltas.rows[t],
+                                            absl::MakeSpan(fresh[t]), ps::PushKind::kDelta));
+    what.push_back(
+        absl::StrCat("GEO push of '", var.name, "' deltas and pull of the values after it"));
   }
   if (dense_size() > 0) {
-    pushes.push_back(client_->PushPullDense(*config_.dense_table_id, deltas.dense,
-                                            absl::MakeSpan(dense_fresh), ps::PushKind::kDelta));
+    calls.push_back(client_->PushPullDense(*config_.dense_table_id, deltas.dense,
+                                           absl::MakeSpan(dense_fresh), ps::PushKind::kDelta));
     what.push_back("GEO push of the dense deltas and pull of the values after it");
   }
-  // Every call ends before an error is raised: the dense reply is written into dense_fresh.
-  for (const ps::Future& push : pushes) push.Wait().IgnoreError();
-  for (size_t i = 0; i < pushes.size(); ++i) WaitOk(pushes[i], what[i]);
+  // Every call ends before an error is raised: the replies are written into fresh and
+  // dense_fresh.
+  for (const ps::Future& call : calls) call.Wait().IgnoreError();
+  for (size_t i = 0; i < calls.size(); ++i) WaitOk(calls[i], what[i]);
   if (dense_size() > 0) RebaseDenseParams(dense_fresh.data(), dense_synced_.data());
   // Fresh values: everything the other workers pushed meanwhile, on the rows this one touched.
   for (size_t t = 0; t < config_.sparse.size(); ++t) {
     if (deltas.keys[t].empty()) continue;
-    const SparseVar& var = config_.sparse[t];
-    std::vector<float> fresh(deltas.keys[t].size() * var.dim);
-    PullFromServers(var.table_id, deltas.keys[t], absl::MakeSpan(fresh));
-    Local(var.table_id).Rebase(deltas.keys[t], fresh, &deltas.places[t]);
+    Local(config_.sparse[t].table_id).Rebase(deltas.keys[t], fresh[t], &deltas.places[t]);
   }
 }
 

@@ -9,8 +9,8 @@
 //           synced.
 //   sparse: rows live here (LocalRows, local_rows.h): pulled from the servers on first use,
 //           updated by the user's optimizer (ps::UpdateRule) on push_sparse, their ids
-//           remembered; at an exchange the touched rows' deltas are pushed and their fresh
-//           values pulled.
+//           remembered; at an exchange the touched rows' deltas are pushed in a push-pull
+//           whose reply carries the rows' fresh values (PsClient::PushPullSparse).
 //
 // The trainer thread that completes the geo_steps-th step takes the deltas (the synced values
 // become the current ones) and hands the rest of the exchange to a thread of its own: the pushes,
