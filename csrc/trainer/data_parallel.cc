@@ -150,19 +150,22 @@ DataParallelEngine::~DataParallelEngine() {
 
 namespace {
 
+// Moves a replica's share into its scope (memory, shape and lod), leaving empty tensors behind:
+// the share's metadata then dies with the scope's next value, on the replica's own thread,
+// instead of with the caller's copy on the thread that runs the step between two steps.
 void SetFeed(Scope* scope, const std::vector<std::string>& input_names,
-             const std::vector<LoDTensor>& feed) {
-  FLEET_ENFORCE(feed.size() == input_names.size(), InvalidArgument,
-                "data parallelism: ", feed.size(), " values for ", input_names.size(), " inputs");
-  for (size_t i = 0; i < feed.size(); ++i) {
-    *scope->Var(input_names[i])->GetMutable<LoDTensor>() = feed[i];
+             std::vector<LoDTensor>* feed) {
+  FLEET_ENFORCE(feed->size() == input_names.size(), InvalidArgument,
+                "data parallelism: ", feed->size(), " values for ", input_names.size(), " inputs");
+  for (size_t i = 0; i < feed->size(); ++i) {
+    *scope->Var(input_names[i])->GetMutable<LoDTensor>() = std::move((*feed)[i]);
   }
 }
 
 }  // namespace
 
 void DataParallelEngine::Compute(Replica* replica, const std::vector<std::string>& input_names,
-                                 const std::vector<LoDTensor>& feed) {
+                                 std::vector<LoDTensor>* feed) {
   SetFeed(replica->scope, input_names, feed);
   executor_->Run(replica->compute, &replica->run_state, profile_ ? &replica->stats : nullptr);
 }
@@ -254,7 +257,7 @@ bool DataParallelEngine::AwaitCompute() {
 }
 
 bool DataParallelEngine::ComputeAndReduce(int r, const std::vector<std::string>& input_names,
-                                          const std::vector<LoDTensor>& feed, float scale) {
+                                          std::vector<LoDTensor>* feed, float scale) {
   Replica* replica = replicas_[static_cast<size_t>(r)].get();
   try {
     SetFeed(replica->scope, input_names, feed);
@@ -315,7 +318,7 @@ size_t DataParallelEngine::RunPlainReduction(const ReducePlan& plan, size_t phas
 }
 
 std::vector<std::vector<LoDTensor>> DataParallelEngine::Step(
-    const std::vector<std::string>& input_names, const std::vector<std::vector<LoDTensor>>& feeds,
+    const std::vector<std::string>& input_names, std::vector<std::vector<LoDTensor>> feeds,
     const std::vector<std::string>& fetch_names, framework::RunStats* stats) {
   const int active = static_cast<int>(feeds.size());
   FLEET_ENFORCE(active >= 1 && active <= options_.replicas, InvalidArgument,
@@ -341,13 +344,13 @@ std::vector<std::vector<LoDTensor>> DataParallelEngine::Step(
       failed_.store(false);
       const bool update = next_phase < update_.size();
       pool_.Run([&](int r) {
-        if (ComputeAndReduce(r, input_names, feeds[r], scale) && update) RunUpdate(next_phase, r);
+        if (ComputeAndReduce(r, input_names, &feeds[r], scale) && update) RunUpdate(next_phase, r);
       });
       if (update) ++next_phase;
       ++overlapped_steps_;
     } else {
       pool_.Run([&](int r) {
-        if (r < active) Compute(replicas_[r].get(), input_names, feeds[r]);
+        if (r < active) Compute(replicas_[r].get(), input_names, &feeds[r]);
       });
       std::vector<int> sources;
       for (int r = 0; r < active; ++r) sources.push_back(r);

@@ -125,12 +125,14 @@ class DataParallelEngine {
             compute_polls_given_up_.load(std::memory_order_relaxed)};
   }
 
-  // Runs one step. feeds[r][i] is the value of input_names[i] for replica r (its memory is
-  // shared, not copied); replicas r >= feeds.size() have no share this step: they skip the
+  // Runs one step. feeds[r][i] is the value of input_names[i] for replica r; each share is moved
+  // into its replica's scope (a caller that keeps its tensors passes a copy, which shares their
+  // memory; one that passes them with std::move saves the copy and the release of its tensors
+  // between steps); replicas r >= feeds.size() have no share this step: they skip the
   // compute program and the reduction, and still run their update ops. Returns, for each
   // replica with a share, copies of the fetch variables after the step. `stats` may be null.
   std::vector<std::vector<LoDTensor>> Step(const std::vector<std::string>& input_names,
-                                           const std::vector<std::vector<LoDTensor>>& feeds,
+                                           std::vector<std::vector<LoDTensor>> feeds,
                                            const std::vector<std::string>& fetch_names,
                                            framework::RunStats* stats);
 
@@ -139,7 +141,7 @@ class DataParallelEngine {
   void RunPhase(size_t phase);
   void RunUpdate(size_t phase, int replica);
   void Compute(Replica* replica, const std::vector<std::string>& input_names,
-               const std::vector<LoDTensor>& feed);
+               std::vector<LoDTensor>* feed);
   // The reduction of a step that did not overlap it, after the compute program, and with it
   // the update phase `phase` when the plan is owner_local; returns the next phase to run.
   size_t RunPlainReduction(const ReducePlan& plan, size_t phase);
@@ -147,7 +149,7 @@ class DataParallelEngine {
   // passes them, then the rest once every replica has finished. Returns false, having stopped,
   // when another replica failed (its error is the step's).
   bool ComputeAndReduce(int r, const std::vector<std::string>& input_names,
-                        const std::vector<LoDTensor>& feed, float scale);
+                        std::vector<LoDTensor>* feed, float scale);
   // Reduces replica r's gradients owned_[r][next, limit) that every replica is done with after
   // `segments` segments; returns the index of the first one left.
   size_t ReduceFinished(int r, size_t next, size_t limit, size_t segments, float scale);

@@ -69,9 +69,12 @@ DataParallelPassResult RunDataParallelPass(DataParallelEngine* engine, data::Dat
         shares.push_back(std::move(batch->tensors));
       }
       if (shares.empty() || source->failed()) break;
-      auto fetched = engine->Step(slots, shares, options.fetch_names, stats);
+      const int64_t batches = static_cast<int64_t>(shares.size());
+      // Moved: releasing the batches' tensors here, on the thread that runs replica 0, after
+      // the step, cost about 45 us of CPU a CTR-DNN step while the other replicas waited.
+      auto fetched = engine->Step(slots, std::move(shares), options.fetch_names, stats);
       ++result.steps;
-      result.batches += static_cast<int64_t>(shares.size());
+      result.batches += batches;
       result.samples += samples;
       result.last_fetch.clear();
       for (size_t i = 0; i < options.fetch_names.size(); ++i) {
