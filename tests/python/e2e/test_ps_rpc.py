@@ -3,6 +3,7 @@ concurrent clients, malformed requests, barriers."""
 
 from __future__ import annotations
 
+import queue
 import threading
 
 import numpy as np
@@ -241,11 +242,30 @@ def test_barrier_releases_all_workers_or_times_out(cluster):
     futures = [c._core.barrier_async("step", 3, i, 10.0) for i, c in enumerate(clients)]
     for f in futures:  # the same name again: a new round
         f.wait()
-    waiting = clients[0]._core.barrier_async("late", 3, 0, 2.0)
+    # Worker 0 must wait in the server before worker 1's 0.3 s run out. An async call sent
+    # first may still reach the server later on a loaded machine, so worker 0 arrives twice
+    # at once: the server refuses whichever comes second, which proves the other waits.
+    outcomes = queue.Queue()
+
+    def arrive_as_worker_0(client):
+        try:
+            outcomes.put(client.barrier("late", 3, 0, timeout=10))
+        except Exception as e:  # any error: the asserts below say which was expected
+            outcomes.put(e)
+
+    calls = [threading.Thread(target=arrive_as_worker_0, args=(c,)) for c in clients[::2]]
+    for call in calls:
+        call.start()
+    refused = outcomes.get(timeout=30)
+    assert isinstance(refused, InvalidArgument), repr(refused)
+    assert "worker id 0 is already waiting in this round" in str(refused)
     with pytest.raises(Timeout, match="barrier 'late': 2 of 3 workers arrived within 300ms"):
         clients[1].barrier("late", 3, 1, timeout=0.3)
-    with pytest.raises(Timeout, match="barrier 'late': 1 of 3 workers arrived within 2s"):
-        waiting.wait()
+    for call in calls:
+        call.join(timeout=30)
+    waited = outcomes.get_nowait()
+    assert isinstance(waited, Timeout), repr(waited)
+    assert "barrier 'late': 1 of 3 workers arrived within 10s" in str(waited)
 
 
 def test_stats_and_heartbeat(cluster):
