@@ -85,6 +85,7 @@ def serve_until_stopped(server: Server, grace: float = 5.0, poll: float = 0.2) -
     if threading.current_thread() is threading.main_thread():
 
         def on_signal(signum: int, frame: object) -> None:
+            logger.info("signal %d: stopping", signum)
             received.append(signum)
             server.request_stop()
 
