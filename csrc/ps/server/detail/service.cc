@@ -4,6 +4,7 @@
 #include <grpcpp/support/method_handler.h>
 #include <grpcpp/support/sync_stream.h>
 
+#include <cstdio>
 #include <cstring>
 #include <new>
 
@@ -533,6 +534,24 @@ grpc::Status PsServiceImpl::AttachSegment(grpc::ServerContext* context,
 grpc::Status PsServiceImpl::Stop(grpc::ServerContext* context, const proto::StopRequest*,
                                  proto::StopReply* reply) {
   if (!Admit(context, reply->mutable_status())) return grpc::Status::OK;
+  if (context != nullptr) {
+    const auto& metadata = context->client_metadata();
+    auto it = metadata.find(kJobIdKey);
+    const std::string caller_job =
+        it == metadata.end() ? "" : std::string(it->second.data(), it->second.size());
+    // Admit lets a caller without a job id read and write (tools, tests), but stopping ends
+    // the job for everyone: only the job's own clients, which always send its id, may.
+    if (!job_id_.empty() && caller_job.empty()) {
+      SetStatus(reply->mutable_status(),
+                absl::FailedPreconditionError(absl::StrCat(
+                    "Stop from ", context->peer(), " refused: this server belongs to job '",
+                    job_id_, "' and the caller named no job (a client of the job stops it)")));
+      return grpc::Status::OK;
+    }
+    // A server that exits 0 looks to its launcher like one its job ended: say who stopped it.
+    std::fprintf(stderr, "parameter server: Stop RPC from %s (job '%s'): stopping\n",
+                 context->peer().c_str(), caller_job.c_str());
+  }
   on_stop_();
   SetStatus(reply->mutable_status(), absl::OkStatus());
   return grpc::Status::OK;
