@@ -39,6 +39,7 @@ from fleet._crash_report import NATIVE_BACKTRACE
 from fleet._endpoints import format_endpoint
 from fleet.launch.host_watch import WorkerBeacon, WorkerHostWatch, beacon_answer, describe_workers
 from fleet.launch.plan import JobPlan, ProcSpec
+from fleet.launch.watchdog import start_time
 
 _POLL_S = 0.05
 # How long a failure waits for other processes already on their way out before the job is
@@ -274,7 +275,11 @@ class JobController:
             if self._signal is not None:
                 return
             self.procs.append(self._spawn(spec))
-            self._tell_watchdog(str(self.procs[-1].pid))  # its group id (its own session)
+            # Its group id (its own session) and when it started, read while it is our unreaped
+            # child, so that the watchdog can tell it from a later process given the same pid.
+            pid = self.procs[-1].pid
+            started = start_time(pid)
+            self._tell_watchdog(f"{pid} {started}" if started else str(pid))
         if not self.log_dir:
             for proc in self.procs:
                 proc.reader = threading.Thread(target=self._pump, args=(proc,), daemon=True)

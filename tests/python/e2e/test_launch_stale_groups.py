@@ -11,10 +11,15 @@ process of its own session, as fleetrun's processes are."""
 
 from __future__ import annotations
 
+import pathlib
 import subprocess
+import sys
+import time
 
 import pytest
 
+import fleet.launch
+from fleet.launch.watchdog import start_time
 from tests.python.e2e import launch_helpers as lh
 
 pytestmark = pytest.mark.timeout(120)
@@ -40,12 +45,16 @@ def _start_on_pid(pid: int) -> subprocess.Popen:
     return subprocess.Popen(["sleep", "300"], start_new_session=True)
 
 
-def test_the_pid_of_a_worker_that_ended_is_nobody_elses_until_the_job_stops(tmp_path):
+def _skip_unless_pids_can_be_chosen() -> None:
     try:
         with open(NS_LAST_PID, "w") as f:
             f.write(open(NS_LAST_PID).read())
     except OSError as e:
         pytest.skip(f"cannot choose the next pid ({NS_LAST_PID}: {e.strerror})")
+
+
+def test_the_pid_of_a_worker_that_ended_is_nobody_elses_until_the_job_stops(tmp_path):
+    _skip_unless_pids_can_be_chosen()
     launcher = lh.start_job(tmp_path, ["--server_num=1", "--worker_num=2"], JOB)
     bystanders: list[subprocess.Popen] = []
     try:
@@ -66,3 +75,42 @@ def test_the_pid_of_a_worker_that_ended_is_nobody_elses_until_the_job_stops(tmp_
         for bystander in bystanders:
             bystander.kill()
             bystander.wait()
+
+
+def test_the_watchdog_leaves_alone_a_process_that_took_an_ended_groups_number():
+    """fleetrun killed: its watchdog signals the groups it was told of, but not a number that an
+    ended group left and a new process of its own session took since."""
+    _skip_unless_pids_can_be_chosen()
+    script = pathlib.Path(fleet.launch.__file__).parent / "watchdog.py"
+    watchdog = subprocess.Popen(
+        [sys.executable, str(script), "2"],
+        stdin=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    member = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    ended = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    bystanders: list[subprocess.Popen] = []
+    try:
+        for process in (member, ended):
+            watchdog.stdin.write(f"{process.pid} {start_time(process.pid)}\n")
+        watchdog.stdin.flush()
+        # Start times count clock ticks (10 ms): a process started in the same tick as the one
+        # whose number it takes cannot be told from it. Real reuse comes minutes later.
+        time.sleep(0.05)
+        ended.kill()
+        ended.wait()  # reaped: its number is free
+        bystanders = [_start_on_pid(ended.pid) for _ in range(5)]
+        took_it = [b for b in bystanders if b.pid == ended.pid]
+        if not took_it:
+            pytest.skip("another process of the machine took the number first, every try")
+        watchdog.stdin.close()  # as when fleetrun dies without saying "done"
+        assert watchdog.wait(timeout=30) == 0
+        assert member.wait(timeout=30) == -15, "the watchdog did not stop its own group"
+        assert took_it[0].poll() is None, "the watchdog signalled the stranger on the number"
+    finally:
+        for process in (member, ended, *bystanders):
+            process.kill()
+            process.wait()
+        watchdog.kill()
+        watchdog.wait()
