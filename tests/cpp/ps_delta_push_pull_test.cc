@@ -47,30 +47,10 @@ class DeltaPushPullTest : public testing::TestWithParam<std::tuple<uint32_t, boo
     const auto [num_servers, shared_memory] = GetParam();
     const auto configs = testing_servers::ServersOfOneSgdDenseTable(num_servers, kTable, "dense",
                                                                     kDim, 0.5f, kStart);
-    ClientOptions two_call_options, one_call_options;
-    testing_servers::StartServers(configs, &two_call_servers_, &two_call_options);
-    testing_servers::StartServers(configs, &one_call_servers_, &one_call_options);
-    if (HasFatalFailure()) return;
-    for (ClientOptions* options : {&two_call_options, &one_call_options}) {
-      options->local_host = "127.0.0.1";
-      options->local_shared_memory = shared_memory;
-      options->local_socket = false;  // the servers have no Unix socket
-    }
-    for (int w = 0; w < 2; ++w) {
-      auto two_call = PsClient::Connect(two_call_options);
-      ASSERT_TRUE(two_call.ok()) << two_call.status();
-      two_call_.push_back(std::move(*two_call));
-      auto one_call = PsClient::Connect(one_call_options);
-      ASSERT_TRUE(one_call.ok()) << one_call.status();
-      one_call_.push_back(std::move(*one_call));
-      for (size_t s = 0; s < num_servers; ++s) {
-        ASSERT_EQ(one_call_.back()->shared_memory(s), shared_memory) << "server " << s;
-      }
-    }
+    jobs_.Start(configs, /*workers=*/2, shared_memory);
   }
 
-  std::vector<std::unique_ptr<PsServer>> two_call_servers_, one_call_servers_;
-  std::vector<std::unique_ptr<PsClient>> two_call_, one_call_;  // a client per worker
+  testing_servers::TwoCallAndOneCallJobs jobs_;
 };
 
 TEST_P(DeltaPushPullTest, ReturnsBitForBitWhatADeltaPushThenAPullReturn) {
@@ -78,9 +58,9 @@ TEST_P(DeltaPushPullTest, ReturnsBitForBitWhatADeltaPushThenAPullReturn) {
   for (int step = 0; step < 6; ++step) {
     const std::vector<float> deltas = DeltasOf(0, step);
     std::vector<float> pulled(kDim, -1.f), returned(kDim, -2.f);
-    ASSERT_TRUE(two_call_[0]->PushDense(kTable, deltas, PushKind::kDelta).Wait().ok());
-    ASSERT_TRUE(two_call_[0]->PullDense(kTable, absl::MakeSpan(pulled)).Wait().ok());
-    ASSERT_TRUE(one_call_[0]
+    ASSERT_TRUE(jobs_.two_call[0]->PushDense(kTable, deltas, PushKind::kDelta).Wait().ok());
+    ASSERT_TRUE(jobs_.two_call[0]->PullDense(kTable, absl::MakeSpan(pulled)).Wait().ok());
+    ASSERT_TRUE(jobs_.one_call[0]
                     ->PushPullDense(kTable, deltas, absl::MakeSpan(returned), PushKind::kDelta)
                     .Wait()
                     .ok());
@@ -99,14 +79,14 @@ TEST_P(DeltaPushPullTest, TheValuesCarryTheOtherWorkersDeltasPushedBefore) {
   for (int step = 0; step < 4; ++step) {
     const std::vector<float> first = DeltasOf(1, step), second = DeltasOf(0, step);
     std::vector<float> pulled(kDim, -1.f), returned(kDim, -2.f), returned_first(kDim, -3.f);
-    ASSERT_TRUE(two_call_[1]->PushDense(kTable, first, PushKind::kDelta).Wait().ok());
-    ASSERT_TRUE(two_call_[0]->PushDense(kTable, second, PushKind::kDelta).Wait().ok());
-    ASSERT_TRUE(two_call_[0]->PullDense(kTable, absl::MakeSpan(pulled)).Wait().ok());
-    ASSERT_TRUE(one_call_[1]
+    ASSERT_TRUE(jobs_.two_call[1]->PushDense(kTable, first, PushKind::kDelta).Wait().ok());
+    ASSERT_TRUE(jobs_.two_call[0]->PushDense(kTable, second, PushKind::kDelta).Wait().ok());
+    ASSERT_TRUE(jobs_.two_call[0]->PullDense(kTable, absl::MakeSpan(pulled)).Wait().ok());
+    ASSERT_TRUE(jobs_.one_call[1]
                     ->PushPullDense(kTable, first, absl::MakeSpan(returned_first), PushKind::kDelta)
                     .Wait()
                     .ok());
-    ASSERT_TRUE(one_call_[0]
+    ASSERT_TRUE(jobs_.one_call[0]
                     ->PushPullDense(kTable, second, absl::MakeSpan(returned), PushKind::kDelta)
                     .Wait()
                     .ok());
@@ -122,12 +102,12 @@ TEST_P(DeltaPushPullTest, KindsThatLeaveNoValuesAreRefusedBeforeAnythingIsPushed
   std::vector<float> out(kDim, -1.f);
   for (PushKind kind : {PushKind::kAccumulate, PushKind::kInitialize}) {
     const absl::Status status =
-        one_call_[0]->PushPullDense(kTable, deltas, absl::MakeSpan(out), kind).Wait();
+        jobs_.one_call[0]->PushPullDense(kTable, deltas, absl::MakeSpan(out), kind).Wait();
     EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
     EXPECT_NE(status.message().find("PushPullDense of table 5"), std::string::npos) << status;
   }
   std::vector<float> pulled(kDim);
-  ASSERT_TRUE(one_call_[0]->PullDense(kTable, absl::MakeSpan(pulled)).Wait().ok());
+  ASSERT_TRUE(jobs_.one_call[0]->PullDense(kTable, absl::MakeSpan(pulled)).Wait().ok());
   EXPECT_EQ(pulled, std::vector<float>(kDim, kStart));
 }
 

@@ -15,6 +15,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "ps/server/detail/grad_accumulator.h"
 #include "ps/server/detail/table_set.h"
+#include "ps_loopback_servers.h"
 
 namespace fleet::ps::detail {
 namespace {
@@ -31,15 +32,7 @@ std::unique_ptr<TableSet> AdamTables() {
   config.set_num_servers(1);
   for (const auto& [id, type, dim] :
        {std::tuple{kDense, proto::DENSE, kDenseDim}, std::tuple{kSparse, proto::SPARSE, kRowDim}}) {
-    proto::TableConfig* table = config.add_tables();
-    table->set_table_id(id);
-    table->set_name(type == proto::DENSE ? "dense" : "rows");
-    table->set_type(type);
-    table->set_dim(dim);
-    if (type == proto::DENSE) table->set_dense_block_size(1024);
-    table->mutable_optimizer()->set_learning_rate(0.01f);
-    table->mutable_optimizer()->mutable_adam();
-    table->mutable_initializer()->mutable_constant()->set_value(0.5f);
+    testing_servers::AddAdamTable(&config, id, type, dim);
   }
   auto tables = TableSet::Create(config, Sharding{});
   EXPECT_TRUE(tables.ok()) << tables.status();

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "ps/client/client.h"
@@ -37,6 +38,21 @@ inline void AddSgdSparseTable(proto::ServerConfig* config, uint32_t id, const ch
   table->mutable_optimizer()->set_learning_rate(rate);
   table->mutable_optimizer()->mutable_sgd();
   table->mutable_initializer()->mutable_zero();
+}
+
+// Adds a table of `dim` floats (a row's, or the whole dense table's in blocks of 1024) updated by
+// Adam at rate 0.01, every value 0.5 at first: the tables of the sync round tests.
+inline void AddAdamTable(proto::ServerConfig* config, uint32_t id, proto::TableType type,
+                         uint64_t dim) {
+  proto::TableConfig* table = config->add_tables();
+  table->set_table_id(id);
+  table->set_name(type == proto::DENSE ? "dense" : "rows");
+  table->set_type(type);
+  table->set_dim(dim);
+  if (type == proto::DENSE) table->set_dense_block_size(1024);
+  table->mutable_optimizer()->set_learning_rate(0.01f);
+  table->mutable_optimizer()->mutable_adam();
+  table->mutable_initializer()->mutable_constant()->set_value(0.5f);
 }
 
 // Starts a server for each config; fails the calling test (ASSERT) if one does not start.
@@ -102,6 +118,41 @@ struct WireAndShmJobs {
 
   std::vector<std::unique_ptr<PsServer>> wire_servers, shm_servers;
   std::unique_ptr<PsClient> wire, shm;
+};
+
+// Two jobs of the same servers, each with a client per worker, for the tests that compare a
+// two-call exchange (a push, then a pull) in one job with the one-call push-pull in the other,
+// bit for bit: the clients share memory with their servers when `shared_memory` (no Unix socket:
+// these servers have none), with `max_keys` keys per request when nonzero. Fails the calling test
+// if a server does not start, or a client does not connect or does not get the transport asked for.
+struct TwoCallAndOneCallJobs {
+  void Start(const std::vector<proto::ServerConfig>& configs, int workers, bool shared_memory,
+             size_t max_keys = 0) {
+    ClientOptions two_call_options, one_call_options;
+    StartServers(configs, &two_call_servers, &two_call_options);
+    StartServers(configs, &one_call_servers, &one_call_options);
+    if (::testing::Test::HasFatalFailure()) return;
+    for (ClientOptions* options : {&two_call_options, &one_call_options}) {
+      options->local_host = "127.0.0.1";
+      options->local_shared_memory = shared_memory;
+      options->local_socket = false;
+      if (max_keys > 0) options->max_keys_per_request = max_keys;
+    }
+    for (int w = 0; w < workers; ++w) {
+      for (auto [options, clients] :
+           {std::pair{&two_call_options, &two_call}, std::pair{&one_call_options, &one_call}}) {
+        auto client = PsClient::Connect(*options);
+        ASSERT_TRUE(client.ok()) << client.status();
+        for (size_t s = 0; s < configs.size(); ++s) {
+          ASSERT_EQ((*client)->shared_memory(s), shared_memory) << "server " << s;
+        }
+        clients->push_back(std::move(*client));
+      }
+    }
+  }
+
+  std::vector<std::unique_ptr<PsServer>> two_call_servers, one_call_servers;
+  std::vector<std::unique_ptr<PsClient>> two_call, one_call;  // a client per worker
 };
 
 }  // namespace fleet::ps::testing_servers

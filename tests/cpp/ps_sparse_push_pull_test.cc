@@ -89,27 +89,7 @@ class SparsePushPullTest : public testing::TestWithParam<std::tuple<uint32_t, bo
   void SetUp() override {
     const auto [num_servers, shared_memory, max_keys] = GetParam();
     const auto configs = ServersOfOneAdamTable(num_servers);
-    ClientOptions two_call_options, one_call_options;
-    testing_servers::StartServers(configs, &two_call_servers_, &two_call_options);
-    testing_servers::StartServers(configs, &one_call_servers_, &one_call_options);
-    if (HasFatalFailure()) return;
-    for (ClientOptions* options : {&two_call_options, &one_call_options}) {
-      options->local_host = "127.0.0.1";
-      options->local_shared_memory = shared_memory;
-      options->local_socket = false;  // the servers have no Unix socket
-      options->max_keys_per_request = max_keys;
-    }
-    for (int w = 0; w < 2; ++w) {
-      auto two_call = PsClient::Connect(two_call_options);
-      ASSERT_TRUE(two_call.ok()) << two_call.status();
-      two_call_.push_back(std::move(*two_call));
-      auto one_call = PsClient::Connect(one_call_options);
-      ASSERT_TRUE(one_call.ok()) << one_call.status();
-      one_call_.push_back(std::move(*one_call));
-      for (size_t s = 0; s < num_servers; ++s) {
-        ASSERT_EQ(one_call_.back()->shared_memory(s), shared_memory) << "server " << s;
-      }
-    }
+    jobs_.Start(configs, /*workers=*/2, shared_memory, max_keys);
   }
 
   // Worker w's push of `kind` then pull in the two-call job, its push-pull in the other; both
@@ -117,16 +97,18 @@ class SparsePushPullTest : public testing::TestWithParam<std::tuple<uint32_t, bo
   void ExpectSameRows(int w, const std::vector<int64_t>& keys, const std::vector<float>& values,
                       PushKind kind, const std::string& when) {
     std::vector<float> pulled(keys.size() * kDim, -1.f), returned(keys.size() * kDim, -2.f);
-    ASSERT_TRUE(two_call_[w]->PushSparse(kTable, keys, values, kind).Wait().ok()) << when;
-    ASSERT_TRUE(two_call_[w]->PullSparse(kTable, keys, absl::MakeSpan(pulled)).Wait().ok()) << when;
+    ASSERT_TRUE(jobs_.two_call[w]->PushSparse(kTable, keys, values, kind).Wait().ok()) << when;
+    ASSERT_TRUE(jobs_.two_call[w]->PullSparse(kTable, keys, absl::MakeSpan(pulled)).Wait().ok())
+        << when;
     const absl::Status status =
-        one_call_[w]->PushPullSparse(kTable, keys, values, absl::MakeSpan(returned), kind).Wait();
+        jobs_.one_call[w]
+            ->PushPullSparse(kTable, keys, values, absl::MakeSpan(returned), kind)
+            .Wait();
     ASSERT_TRUE(status.ok()) << when << ": " << status;
     ASSERT_TRUE(BitEqual(returned, pulled)) << when;
   }
 
-  std::vector<std::unique_ptr<PsServer>> two_call_servers_, one_call_servers_;
-  std::vector<std::unique_ptr<PsClient>> two_call_, one_call_;  // a client per worker
+  testing_servers::TwoCallAndOneCallJobs jobs_;
 };
 
 TEST_P(SparsePushPullTest, ReturnsBitForBitWhatAPushThenAPullReturn) {
@@ -152,9 +134,9 @@ TEST_P(SparsePushPullTest, ReturnsBitForBitWhatAPushThenAPullReturn) {
 TEST_P(SparsePushPullTest, DeltasAreAddedAsTheyAreAndRepeatsReadTheirKeysRow) {
   const std::vector<int64_t> keys = ExchangeKeys(0, 0, 300, true);
   std::vector<float> before(keys.size() * kDim), after(keys.size() * kDim, -1.f);
-  ASSERT_TRUE(one_call_[0]->PullSparse(kTable, keys, absl::MakeSpan(before)).Wait().ok());
+  ASSERT_TRUE(jobs_.one_call[0]->PullSparse(kTable, keys, absl::MakeSpan(before)).Wait().ok());
   const std::vector<float> deltas = Values(0, 1, keys.size());
-  ASSERT_TRUE(one_call_[0]
+  ASSERT_TRUE(jobs_.one_call[0]
                   ->PushPullSparse(kTable, keys, deltas, absl::MakeSpan(after), PushKind::kDelta)
                   .Wait()
                   .ok());
@@ -178,13 +160,13 @@ TEST_P(SparsePushPullTest, TheClientRefusesKindsWithoutValuesAndSpansThatDisagre
   std::vector<float> out(keys.size() * kDim, -1.f);
   for (PushKind kind : {PushKind::kAccumulate, PushKind::kInitialize}) {
     const absl::Status status =
-        one_call_[0]->PushPullSparse(kTable, keys, values, absl::MakeSpan(out), kind).Wait();
+        jobs_.one_call[0]->PushPullSparse(kTable, keys, values, absl::MakeSpan(out), kind).Wait();
     EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
     EXPECT_NE(status.message().find("PushPullSparse of table 7"), std::string::npos) << status;
   }
   const std::vector<float> short_values(values.begin(), values.end() - 1);
   absl::Status status =
-      one_call_[0]
+      jobs_.one_call[0]
           ->PushPullSparse(kTable, keys, short_values, absl::MakeSpan(out), PushKind::kDelta)
           .Wait();
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
@@ -193,7 +175,7 @@ TEST_P(SparsePushPullTest, TheClientRefusesKindsWithoutValuesAndSpansThatDisagre
             std::string::npos)
       << status;
   std::vector<float> short_out(keys.size() * kDim - 1);
-  status = one_call_[0]
+  status = jobs_.one_call[0]
                ->PushPullSparse(kTable, keys, values, absl::MakeSpan(short_out), PushKind::kDelta)
                .Wait();
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
@@ -202,8 +184,8 @@ TEST_P(SparsePushPullTest, TheClientRefusesKindsWithoutValuesAndSpansThatDisagre
       << status;
   // Nothing was pushed: the rows are the initializer's, as the other job's.
   std::vector<float> rows(keys.size() * kDim), fresh(keys.size() * kDim);
-  ASSERT_TRUE(one_call_[0]->PullSparse(kTable, keys, absl::MakeSpan(rows)).Wait().ok());
-  ASSERT_TRUE(two_call_[0]->PullSparse(kTable, keys, absl::MakeSpan(fresh)).Wait().ok());
+  ASSERT_TRUE(jobs_.one_call[0]->PullSparse(kTable, keys, absl::MakeSpan(rows)).Wait().ok());
+  ASSERT_TRUE(jobs_.two_call[0]->PullSparse(kTable, keys, absl::MakeSpan(fresh)).Wait().ok());
   EXPECT_TRUE(BitEqual(rows, fresh));
 }
 

@@ -13,6 +13,7 @@
 
 #include "ps/client/client.h"
 #include "ps/server/server.h"
+#include "ps_loopback_servers.h"
 
 namespace fleet::ps {
 namespace {
@@ -28,18 +29,6 @@ constexpr int kSteps = 6;
 constexpr int kKeysPerStep = 2000;  // a round: ~1,050 keys a server, pushed in parts
 constexpr absl::Duration kStepTimeout = absl::Seconds(60);
 
-void AddAdamTable(proto::ServerConfig* config, uint32_t id, proto::TableType type, uint64_t dim) {
-  proto::TableConfig* table = config->add_tables();
-  table->set_table_id(id);
-  table->set_name(type == proto::DENSE ? "dense" : "rows");
-  table->set_type(type);
-  table->set_dim(dim);
-  if (type == proto::DENSE) table->set_dense_block_size(1024);
-  table->mutable_optimizer()->set_learning_rate(0.01f);
-  table->mutable_optimizer()->mutable_adam();
-  table->mutable_initializer()->mutable_constant()->set_value(0.5f);
-}
-
 // One job: its servers (applying rounds on `round_threads` threads) and a client per worker.
 struct Job {
   std::vector<std::unique_ptr<PsServer>> servers;
@@ -52,9 +41,9 @@ void StartJob(int round_threads, Job* job) {
     ServerOptions server_options;
     server_options.config.set_server_index(i);
     server_options.config.set_num_servers(kServers);
-    AddAdamTable(&server_options.config, kDense, proto::DENSE, kDenseDim);
-    AddAdamTable(&server_options.config, kSparseA, proto::SPARSE, kRowDim);
-    AddAdamTable(&server_options.config, kSparseB, proto::SPARSE, kRowDim);
+    testing_servers::AddAdamTable(&server_options.config, kDense, proto::DENSE, kDenseDim);
+    testing_servers::AddAdamTable(&server_options.config, kSparseA, proto::SPARSE, kRowDim);
+    testing_servers::AddAdamTable(&server_options.config, kSparseB, proto::SPARSE, kRowDim);
     server_options.round_threads = round_threads;
     auto server = PsServer::Start(server_options);
     ASSERT_TRUE(server.ok()) << server.status();
