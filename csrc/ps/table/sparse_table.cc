@@ -287,10 +287,16 @@ absl::Status SparseTable::CheckPush(absl::Span<const int64_t> keys, absl::Span<c
 
 absl::Status SparseTable::Push(absl::Span<const int64_t> keys, absl::Span<const float> grads,
                                bool is_delta) {
+  return CheckAndPush(keys, grads, is_delta, {});
+}
+
+absl::Status SparseTable::CheckAndPush(absl::Span<const int64_t> keys,
+                                       absl::Span<const float> grads, bool is_delta,
+                                       absl::Span<float> values_after) {
   if (auto status = CheckPush(keys, grads, is_delta); !status.ok()) return status;
   if (!is_delta) rule_->BeginUpdate();  // one step of a learning-rate schedule per push
   std::unique_ptr<Groups> groups = GroupByShard(keys);
-  absl::Status status = PushGrouped(*groups, grads, is_delta);
+  absl::Status status = PushGrouped(*groups, grads, is_delta, values_after);
   ReleaseGroups(std::move(groups));
   return status;
 }
@@ -310,12 +316,7 @@ absl::Status SparseTable::PushAndPull(absl::Span<const int64_t> keys, absl::Span
     absl::Status pulled = Pull(keys, values_after);
     return pulled.ok() ? pushed : pulled;
   }
-  if (auto status = CheckPush(keys, grads, is_delta); !status.ok()) return status;
-  if (!is_delta) rule_->BeginUpdate();
-  std::unique_ptr<Groups> groups = GroupByShard(keys);
-  absl::Status status = PushGrouped(*groups, grads, is_delta, values_after);
-  ReleaseGroups(std::move(groups));
-  return status;
+  return CheckAndPush(keys, grads, is_delta, values_after);
 }
 
 bool SparseTable::ApplyPush(float* row, const float* grad, bool is_delta, uint32_t stamp,

@@ -193,9 +193,12 @@ class SparseTable {
   // or infinity.
   absl::Status CheckPush(absl::Span<const int64_t> keys, absl::Span<const float> grads,
                          bool is_delta) const;
+  // Push and PushAndPull's one path: checks, a schedule step for gradients, groups and pushes.
+  absl::Status CheckAndPush(absl::Span<const int64_t> keys, absl::Span<const float> grads,
+                            bool is_delta, absl::Span<float> values_after);
   // With values_after (PushAndPull), each shard's rows are copied out once its keys are pushed.
   absl::Status PushGrouped(Groups& g, absl::Span<const float> grads, bool is_delta,
-                           absl::Span<float> values_after = {});
+                           absl::Span<float> values_after);
   // The SSD tier's steps (no-ops without one; see ssd/tier.h): CheckTierRequest before a
   // request, TierBefore once a shard's missing keys are known (promotes those on disk),
   // TierAfter at the end of the shard's part (recency, then eviction). `missed` of the shard's
