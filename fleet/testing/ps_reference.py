@@ -77,4 +77,17 @@ OPTIMIZERS = {
 }
 """One config of each rule, shared by the tests."""
 
-__all__ = ["ReferenceRule", "OPTIMIZERS"]
+
+def sgd_sparse_table(dim: int = 4, learning_rate: float = 0.1) -> dict:
+    """The tests' plain sparse table: id 1, "emb", SGD, rows created at zero (seed 1)."""
+    return {
+        "table_id": 1,
+        "name": "emb",
+        "type": "SPARSE",
+        "dim": dim,
+        "optimizer": {**OPTIMIZERS["sgd"], "learning_rate": learning_rate},
+        "initializer": {"seed": 1, "zero": {}},
+    }
+
+
+__all__ = ["ReferenceRule", "OPTIMIZERS", "sgd_sparse_table"]

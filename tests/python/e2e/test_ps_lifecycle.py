@@ -16,21 +16,12 @@ from fleet import _core
 from fleet.errors import InvalidArgument, NotFound, Timeout, Unavailable
 from fleet.ps import PsClient
 from fleet.ps.checkpoint import part_paths
-from fleet.testing.ps_reference import OPTIMIZERS
+from fleet.testing.ps_reference import sgd_sparse_table
 from tests.python.e2e import launch_helpers as lh
 
 pytestmark = pytest.mark.timeout(120)
 
-TABLES = [
-    {
-        "table_id": 1,
-        "name": "emb",
-        "type": "SPARSE",
-        "dim": 8,
-        "optimizer": OPTIMIZERS["sgd"],
-        "initializer": {"seed": 1, "zero": {}},
-    }
-]
+TABLES = [sgd_sparse_table(dim=8)]
 
 
 def keys_of_server(server, num_servers, n=64):

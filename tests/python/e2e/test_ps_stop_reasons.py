@@ -12,20 +12,11 @@ import pytest
 
 from fleet.errors import FleetError
 from fleet.ps import PsClient, server_config, start_server
-from fleet.testing.ps_reference import OPTIMIZERS
+from fleet.testing.ps_reference import sgd_sparse_table
 
 pytestmark = pytest.mark.timeout(120)
 
-TABLES = [
-    {
-        "table_id": 1,
-        "name": "emb",
-        "type": "SPARSE",
-        "dim": 4,
-        "optimizer": OPTIMIZERS["sgd"],
-        "initializer": {"seed": 1, "zero": {}},
-    }
-]
+TABLES = [sgd_sparse_table()]
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])

@@ -19,19 +19,12 @@ from fleet.errors import InvalidArgument, NotFound, OutOfMemory, Unavailable
 from fleet.proto import ps_pb2
 from fleet.ps import PsClient, read_server_config, server_config, start_server
 from fleet.testing.ps_cluster import REPO_ROOT
-from fleet.testing.ps_reference import OPTIMIZERS
+from fleet.testing.ps_reference import OPTIMIZERS, sgd_sparse_table
 from tests.python import _ps_testing
 
 pytestmark = pytest.mark.timeout(120)
 
-SPARSE = {
-    "table_id": 1,
-    "name": "emb",
-    "type": "SPARSE",
-    "dim": 4,
-    "optimizer": OPTIMIZERS["sgd"],
-    "initializer": {"seed": 1, "zero": {}},
-}
+SPARSE = sgd_sparse_table()
 
 
 def test_dense_table_larger_than_memory_is_refused_before_allocating():

@@ -22,19 +22,12 @@ import pytest
 from fleet.errors import Unavailable
 from fleet.launch.plan import free_ports
 from fleet.ps import PsClient, server_config, write_server_config
-from fleet.testing.ps_reference import OPTIMIZERS
+from fleet.testing.ps_reference import sgd_sparse_table
 from tests.python.e2e import launch_helpers as lh
 
 pytestmark = pytest.mark.timeout(240)
 
-TABLE = {
-    "table_id": 1,
-    "name": "emb",
-    "type": "SPARSE",
-    "dim": 4,
-    "optimizer": {**OPTIMIZERS["sgd"], "learning_rate": 1.0},
-    "initializer": {"seed": 1, "zero": {}},
-}
+TABLE = sgd_sparse_table(learning_rate=1.0)
 
 
 def _start(config_path, address, ready, load=None):
