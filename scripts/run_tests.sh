@@ -24,8 +24,15 @@ if [ "${1:-}" = "--repeat" ]; then
   failures="$(mktemp)"
   for round in $(seq "$rounds"); do
     echo "[tests] round $round of $rounds: $*"
-    .venv/bin/python -m pytest -n "${FLEET_TEST_WORKERS:-2}" --dist loadgroup -q -rf "$@" \
-        | tee /dev/stderr | sed -n 's/^FAILED \([^ ]*\).*/\1/p' >> "$failures"
+    # Through cat's inherited stderr: tee /dev/stderr would reopen a redirected stderr (O_TRUNC),
+    # leaving only the last round in the file.
+    .venv/bin/python -m pytest -n "${FLEET_TEST_WORKERS:-2}" --dist loadgroup -q -rfE "$@" \
+        | tee >(cat >&2) | sed -n 's/^\(FAILED\|ERROR\) \([^ ]*\).*/\2 (\1)/p' >> "$failures"
+    # A round that failed without naming a test (collection error, crash, timeout) counts too.
+    rc=${PIPESTATUS[0]}
+    if [ "$rc" -ne 0 ] && [ "$rc" -ne 1 ]; then
+      echo "round $round: pytest exit $rc (no test named)" >> "$failures"
+    fi
   done
   echo "[tests] failures over $rounds rounds (count, test):"
   sort "$failures" | uniq -c | sort -rn
