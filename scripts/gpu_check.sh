@@ -12,8 +12,9 @@
 #     bash scripts/gpu_check.sh
 # Stages can be skipped with GPU_CHECK_SKIP="bench" (or "cpp", "py"), e.g. for a rerun;
 # GPU_CHECK_PS_SCALE="2x6 4x12" adds parameter-server scaling runs (scripts/ps_scale_check.sh),
-# GPU_CHECK_PS_SSD="<ps_ssd.py arguments>" the SSD tier's benchmark, GPU_CHECK_GLOO="6 12g" the
-# workers' Gloo group check (scripts/gloo_check.py);
+# GPU_CHECK_PS_SSD="<ps_ssd.py arguments>" the SSD tier's benchmark, GPU_CHECK_BLAS="auto
+# Haswell" one core's CTR-DNN step under OpenBLAS's own kernel choice and forced ones,
+# GPU_CHECK_GLOO="6 12g" the workers' Gloo group check (scripts/gloo_check.py);
 # GPU_CHECK_TARGETS (default "_core fleet_cpp_tests") names what to build (just _core when a C++
 # test of another area does not compile; the C++ stage is then skipped).
 set -uo pipefail
@@ -129,6 +130,27 @@ if [ -n "${GPU_CHECK_PS_SSD:-}" ]; then
     $GPU_CHECK_PS_SSD 2>&1 | tee "$OUT/ps_ssd.log"
   [ "${PIPESTATUS[0]}" -eq 0 ] || { status=1; stage "ps_ssd.py FAILED"; }
   tail -1 "$OUT/ps_ssd.log" >"$OUT/ps_ssd.json"
+fi
+# One core's speed there (the scale runs' single process took 210 us of CPU a sample there,
+# against about 35 here): the CPU, the kernel OpenBLAS picks for it, and
+# benchmarks/ctr_dnn_train.py --quick (the step against its GEMMs alone, one thread) once with
+# OpenBLAS's own choice ("auto") and once for each OPENBLAS_CORETYPE named in GPU_CHECK_BLAS.
+if [ -n "${GPU_CHECK_BLAS:-}" ]; then
+  lscpu >"$OUT/lscpu.txt" 2>&1
+  blas_so="$(ldd "$core_so" | awk '/libopenblas/ {print $3}')"
+  stage "cpu: $(grep -m1 'Model name' "$OUT/lscpu.txt" | sed 's/.*: *//'); _core's OpenBLAS \
+$blas_so: $(OPENBLAS_VERBOSE=2 "$PY" -c "import ctypes; ctypes.CDLL('$blas_so')" 2>&1 | grep Core)"
+  for core in $GPU_CHECK_BLAS; do
+    stage "benchmarks/ctr_dnn_train.py --quick, OpenBLAS core $core"
+    if [ "$core" = auto ]; then unset OPENBLAS_CORETYPE; else export OPENBLAS_CORETYPE="$core"; fi
+    PYTHONPATH="$ROOT" timeout 150 "$PY" benchmarks/ctr_dnn_train.py --quick \
+      >"$OUT/ctr_dnn_$core.log" 2>&1 || { status=1; stage "ctr_dnn_train.py ($core) FAILED"; }
+    grep '^{' "$OUT/ctr_dnn_$core.log" | tail -1 | "$PY" -c 'import json, sys
+f = json.loads(sys.stdin.read())["fleet"]
+print("samples/s %.0f, GEMMs alone %.0f, fraction %.2f" % (f["samples_per_sec"],
+      f["gemm_only_samples_per_sec"], f["gemm_limit_fraction"]))' 2>&1 | tee -a "$OUT/summary.txt"
+  done
+  unset OPENBLAS_CORETYPE
 fi
 # Issue #28's scale run (CPU only): benchmarks/ps_train.py at each "SERVERSxWORKERS" of
 # GPU_CHECK_PS_SCALE against one process, one round each, on GPU_CHECK_PS_ROWS generated rows.
