@@ -3,11 +3,17 @@
 // bit, step after step (so the optimizer state is the same too), for every rule, with weight
 // decay and per-parameter rates, and for GEO's deltas, on a server that holds every other block;
 // the same errors, and the same table, when a push is refused.
+// DenseTable::PushAndCopy, sync training's round, against the same twin: the blocks' updates run
+// as tasks in any order and each block's values go to every output right after its update;
+// every output holds the pulled values bit for bit, for every rule, with per-parameter rates and
+// with a refused block; an output of the wrong size is refused before anything changes.
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
@@ -171,6 +177,95 @@ TEST(PushAndPull, AWrongSizeIsRefusedBeforeAnythingChanges) {
   s = table->PushAndPull(grads, absl::MakeSpan(out));
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
   EXPECT_NE(s.message().find("the push sent 487 gradients"), std::string::npos) << s;
+  EXPECT_TRUE(BitEqual(Values(*table), before));
+}
+
+// Runs the tasks last index first: a round's pool may run them in any order.
+void ForEachBackwards(size_t n, const std::function<void(size_t)>& task) {
+  for (size_t i = n; i > 0; --i) task(i - 1);
+}
+
+// NaN-filled outputs (a float the push leaves unwritten shows), and their spans.
+struct Outputs {
+  Outputs(size_t count, size_t floats) : values(count, std::vector<float>(floats, std::nanf(""))) {
+    for (auto& v : values) spans.push_back(absl::MakeSpan(v));
+  }
+  std::vector<std::vector<float>> values;
+  std::vector<absl::Span<float>> spans;
+};
+
+// `steps` pushes of the same random gradients to a table through Push then Pull and to its twin
+// through PushAndCopy into `outputs` outputs.
+void ExpectCopiesEqualPulls(const proto::TableConfig& config, int steps, size_t outputs) {
+  auto two_passes = Make(config);
+  auto copied = Make(config);
+  ASSERT_TRUE(two_passes && copied);
+  const size_t n = copied->local_size();
+  std::mt19937 gen(5);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> grads(n);
+  for (int s = 0; s < steps; ++s) {
+    for (float& g : grads) g = normal(gen);
+    ASSERT_TRUE(two_passes->Push(grads, false).ok());
+    const std::vector<float> pulled = Values(*two_passes);
+    Outputs outs(outputs, n);
+    ASSERT_TRUE(copied->PushAndCopy(grads, ForEachBackwards, outs.spans).ok());
+    for (size_t k = 0; k < outputs; ++k) {
+      ASSERT_TRUE(BitEqual(outs.values[k], pulled)) << "step " << s << ", output " << k;
+    }
+    ASSERT_TRUE(BitEqual(Values(*copied), pulled)) << "step " << s;
+  }
+}
+
+class PushAndCopyRules : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(PushAndCopyRules, EveryOutputHoldsBitForBitWhatPushThenPullReturns) {
+  for (size_t outputs : {0, 1, 2, 3}) ExpectCopiesEqualPulls(Config(GetParam()), 5, outputs);
+}
+
+TEST_P(PushAndCopyRules, WithWeightDecayAndPerParameterRates) {
+  proto::TableConfig c = Config(GetParam());
+  c.mutable_optimizer()->set_l2_decay(0.01f);
+  auto* r = c.add_rate_scales();  // across local blocks
+  r->set_offset(150);
+  r->set_size(100);
+  r->set_scale(3.0f);
+  ExpectCopiesEqualPulls(c, 4, 2);
+}
+
+INSTANTIATE_TEST_SUITE_P(Rules, PushAndCopyRules, ::testing::Values("sgd", "adagrad", "adam"));
+
+TEST(PushAndCopy, ARefusedBlockIsReportedAndEveryOutputHoldsWhatPullReturns) {
+  proto::TableConfig c = Config("sgd");
+  c.mutable_optimizer()->set_learning_rate(1.0f);
+  c.mutable_overflow()->set_max_abs(4.0f);
+  c.mutable_overflow()->set_action(proto::OverflowConfig::REFUSE);
+  auto two_passes = Make(c);
+  auto copied = Make(c);
+  ASSERT_TRUE(two_passes && copied);
+  std::vector<float> grads(copied->local_size(), 0.5f);
+  for (size_t i = 2 * kBlock; i < 3 * kBlock; ++i) grads[i] = -100.0f;  // third local block
+  const absl::Status pushed = two_passes->Push(grads, false);
+  Outputs outs(2, copied->local_size());
+  const absl::Status fused = copied->PushAndCopy(grads, ForEachBackwards, outs.spans);
+  EXPECT_EQ(pushed.code(), absl::StatusCode::kOutOfRange) << pushed;
+  EXPECT_EQ(fused, pushed);
+  EXPECT_TRUE(BitEqual(Values(*copied), Values(*two_passes)));
+  for (const auto& out : outs.values) EXPECT_TRUE(BitEqual(out, Values(*two_passes)));
+}
+
+TEST(PushAndCopy, AnOutputOfTheWrongSizeIsRefusedBeforeAnythingChanges) {
+  auto table = Make(Config("adam"));
+  ASSERT_TRUE(table);
+  const std::vector<float> before = Values(*table);
+  std::vector<float> grads(table->local_size(), 1.0f);
+  std::vector<float> good(table->local_size());
+  std::vector<float> short_out(table->local_size() - 1);
+  const absl::Span<float> outs[] = {absl::MakeSpan(good), absl::MakeSpan(short_out)};
+  absl::Status s = table->PushAndCopy(grads, ForEachBackwards, outs);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("dense table 4 'dense'"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("the push-and-copy asked for 487 back"), std::string::npos) << s;
   EXPECT_TRUE(BitEqual(Values(*table), before));
 }
 

@@ -5,6 +5,7 @@
 // the last one is now too small (it grows within the round), now too large.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -139,6 +140,82 @@ TEST(GradAccumulatorTest, RoundsEqualTheirSumsPushedByHandBitForBit) {
     size_t moved = 0;
     for (size_t k = 0; k < all_keys.size(); ++k) moved += got[k * kRowDim] != 0.5f;
     EXPECT_GT(moved, all_keys.size() / 4) << threads << " threads";
+  }
+}
+
+// A dense table's values as its server holds them.
+std::vector<float> DenseValues(TableSet& tables, uint32_t table_id) {
+  auto table = tables.Dense(table_id);
+  std::vector<float> values(table.ok() ? (*table)->local_size() : 0);
+  if (table.ok()) EXPECT_TRUE((*table)->Pull(absl::MakeSpan(values)).ok());
+  return values;
+}
+
+TEST(GradAccumulatorTest, OutputsGetTheRoundsDenseValuesAndLeaveTheTablesAsTheyWouldBe) {
+  // Two outputs of the pushed dense table (the two workers'), and one of a dense table nobody
+  // pushes to; round 2 pushes sparse gradients only, so its dense outputs get the values as
+  // they are. A twin accumulator applies the same rounds without outputs.
+  constexpr uint32_t kQuiet = 3;
+  constexpr uint64_t kQuietDim = 3000;
+  auto tables_with_quiet = [] {
+    proto::ServerConfig config;
+    config.set_server_index(0);
+    config.set_num_servers(1);
+    testing_servers::AddAdamTable(&config, kDense, proto::DENSE, kDenseDim);
+    testing_servers::AddAdamTable(&config, kSparse, proto::SPARSE, kRowDim);
+    testing_servers::AddAdamTable(&config, kQuiet, proto::DENSE, kQuietDim);
+    auto tables = TableSet::Create(config, Sharding{});
+    EXPECT_TRUE(tables.ok()) << tables.status();
+    return tables.ok() ? std::move(*tables) : nullptr;
+  };
+  constexpr int kRounds = 4;
+  constexpr int kSparseOnlyRound = 2;
+  for (const size_t threads : {1, 2, 3}) {
+    std::unique_ptr<TableSet> with_outputs = tables_with_quiet();
+    std::unique_ptr<TableSet> without = tables_with_quiet();
+    ASSERT_NE(with_outputs, nullptr);
+    ASSERT_NE(without, nullptr);
+    GradAccumulator accumulator(with_outputs.get(), threads);
+    GradAccumulator twin(without.get(), threads);
+    std::mt19937 rng(11);
+    for (int round = 0; round < kRounds; ++round) {
+      for (int w = 0; w < kWorkers; ++w) {
+        const Push push = Draw(rng, 1500, 20000);
+        for (GradAccumulator* acc : {&accumulator, &twin}) {
+          ASSERT_TRUE(acc->AddSparse(kSparse, push.keys, push.rows).ok());
+          if (round != kSparseOnlyRound) ASSERT_TRUE(acc->AddDense(kDense, push.dense).ok());
+        }
+      }
+      // NaN everywhere first, so that a float the round leaves unwritten shows.
+      std::vector<std::vector<float>> outs = {std::vector<float>(kDenseDim, std::nanf("")),
+                                              std::vector<float>(kDenseDim, std::nanf("")),
+                                              std::vector<float>(kQuietDim, std::nanf(""))};
+      const uint32_t table_of[] = {kDense, kDense, kQuiet};
+      bool written[] = {false, false, false};
+      std::vector<StepOutput> outputs;
+      for (size_t i = 0; i < outs.size(); ++i) {
+        outputs.push_back(StepOutput{table_of[i], absl::MakeSpan(outs[i]), &written[i]});
+      }
+      const float scale = 1.0f / kWorkers;
+      ASSERT_TRUE(accumulator.ApplyAll(scale, outputs).ok());
+      ASSERT_TRUE(twin.ApplyAll(scale).ok());
+      for (size_t i = 0; i < outs.size(); ++i) {
+        EXPECT_TRUE(written[i]) << threads << " threads, round " << round << ", output " << i;
+        EXPECT_TRUE(SameBits(outs[i], DenseValues(*with_outputs, table_of[i])))
+            << threads << " threads, round " << round << ", output " << i;
+      }
+      for (uint32_t id : {kDense, kQuiet}) {
+        EXPECT_TRUE(SameBits(DenseValues(*with_outputs, id), DenseValues(*without, id)))
+            << threads << " threads, round " << round << ", dense table " << id;
+      }
+    }
+    std::vector<int64_t> all_keys(20000);
+    for (int64_t k = 0; k < 20000; ++k) all_keys[k] = k;
+    std::vector<float> got(all_keys.size() * kRowDim);
+    std::vector<float> want(all_keys.size() * kRowDim);
+    ASSERT_TRUE((*with_outputs->Sparse(kSparse))->Pull(all_keys, absl::MakeSpan(got)).ok());
+    ASSERT_TRUE((*without->Sparse(kSparse))->Pull(all_keys, absl::MakeSpan(want)).ok());
+    EXPECT_TRUE(SameBits(got, want)) << threads << " threads: the rows differ";
   }
 }
 

@@ -127,14 +127,26 @@ absl::Status DenseTable::Push(absl::Span<const float> grads, const ForEach& for_
   return PushBlocks(grads, false, {}, for_each);
 }
 
+absl::Status DenseTable::CheckOut(absl::Span<const float> out, const char* what) const {
+  if (out.size() == local_size_) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(Name(), ": this server holds ", local_size_,
+                                                 " floats, the ", what, " asked for ", out.size(),
+                                                 " back"));
+}
+
 absl::Status DenseTable::PushAndPull(absl::Span<const float> grads, absl::Span<float> out,
                                      bool is_delta) {
-  if (out.size() != local_size_) {
-    return absl::InvalidArgumentError(absl::StrCat(Name(), ": this server holds ", local_size_,
-                                                   " floats, the push-pull asked for ", out.size(),
-                                                   " back"));
+  if (absl::Status size = CheckOut(out, "push-pull"); !size.ok()) return size;
+  const absl::Span<float> outs[] = {out};
+  return PushBlocks(grads, is_delta, outs, ForEachInOrder);
+}
+
+absl::Status DenseTable::PushAndCopy(absl::Span<const float> grads, const ForEach& for_each,
+                                     absl::Span<const absl::Span<float>> outs) {
+  for (const absl::Span<float> out : outs) {
+    if (absl::Status size = CheckOut(out, "push-and-copy"); !size.ok()) return size;
   }
-  return PushBlocks(grads, is_delta, out, ForEachInOrder);
+  return PushBlocks(grads, false, outs, for_each);
 }
 
 bool DenseTable::UpdateBlock(Block& block, const float* g, uint32_t g_max, bool is_delta,
@@ -176,7 +188,8 @@ bool DenseTable::UpdateBlock(Block& block, const float* g, uint32_t g_max, bool 
 }
 
 absl::Status DenseTable::PushBlocks(absl::Span<const float> grads, bool is_delta,
-                                    absl::Span<float> out, const ForEach& for_each) {
+                                    absl::Span<const absl::Span<float>> outs,
+                                    const ForEach& for_each) {
   const char* what = is_delta ? "deltas" : "gradients";
   if (grads.size() != local_size_) {
     return absl::InvalidArgumentError(absl::StrCat(Name(), ": this server holds ", local_size_,
@@ -199,8 +212,15 @@ absl::Status DenseTable::PushBlocks(absl::Span<const float> grads, bool is_delta
   std::vector<char> kept(blocks_.size());
   for_each(blocks_.size(), [&](size_t b) {
     Block& block = *blocks_[b];
+    // The first out is written by the update's own loop; the others are copied from the block,
+    // not from that out (a worker's shared memory, which its worker could write meanwhile).
     kept[b] = UpdateBlock(block, grads.data() + block.offset, g_max[b], is_delta,
-                          out.empty() ? nullptr : out.data() + block.offset);
+                          outs.empty() ? nullptr : outs[0].data() + block.offset);
+    if (outs.size() < 2) return;
+    std::lock_guard<std::mutex> lock(block.mu);
+    for (size_t k = 1; k < outs.size(); ++k) {
+      std::memcpy(outs[k].data() + block.offset, block.data.data(), block.length * sizeof(float));
+    }
   });
   uint64_t refused = 0;
   uint64_t first_block = 0;

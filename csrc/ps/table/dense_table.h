@@ -69,6 +69,14 @@ class DenseTable {
   // one task, with its own overflow guard, and the rule's schedule steps once. Thread-safe;
   // errors as Push's.
   absl::Status Push(absl::Span<const float> grads, const ForEach& for_each);
+  // Push(grads, for_each), and the values it leaves in each block written to every span of
+  // `outs` (local order, local_size floats each) by the block's own task right after its update,
+  // as PushAndPull writes its `out`: sync training's round hands each waiting worker its values
+  // while the block is in cache, instead of each worker pulling the whole table after the round.
+  // Thread-safe. Errors as Push's (and InvalidArgument for an out of the wrong size, before
+  // anything changes); after an error the outs hold nothing to use.
+  absl::Status PushAndCopy(absl::Span<const float> grads, const ForEach& for_each,
+                           absl::Span<const absl::Span<float>> outs);
   // Sets the values (local order) while the table still holds its initial ones (never pushed to,
   // initialised or loaded); afterwards does nothing. Returns whether it set them. Thread-safe.
   absl::StatusOr<bool> Initialize(absl::Span<const float> values);
@@ -101,10 +109,12 @@ class DenseTable {
 
   DenseTable(const proto::TableConfig& config, std::unique_ptr<UpdateRule> rule);
   std::string Name() const;
-  // Push, copying each block's values to `out` after its update when `out` is not empty, with
-  // the blocks' checks and updates run through `for_each` (one task per block).
-  absl::Status PushBlocks(absl::Span<const float> grads, bool is_delta, absl::Span<float> out,
-                          const ForEach& for_each);
+  // Push, copying each block's values to every span of `outs` after its update, with the
+  // blocks' checks and updates (and copies) run through `for_each` (one task per block).
+  absl::Status PushBlocks(absl::Span<const float> grads, bool is_delta,
+                          absl::Span<const absl::Span<float>> outs, const ForEach& for_each);
+  // InvalidArgument naming `what` unless `out` is local_size floats.
+  absl::Status CheckOut(absl::Span<const float> out, const char* what) const;
   // One block's part of PushBlocks (`g` and `out` start at the block's offset; `out` may be
   // null; `g_max` is the largest detail::MagnitudeBits of the block's gradients). False when the
   // update would take the block out of range and the guard put it back.

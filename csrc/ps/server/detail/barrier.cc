@@ -9,12 +9,13 @@ namespace fleet::ps::detail {
 
 absl::Status BarrierSet::Arrive(const std::string& name, uint32_t num_workers, uint32_t worker_id,
                                 absl::Duration timeout) {
-  return ArriveAndRun(name, num_workers, worker_id, timeout, false, nullptr, nullptr);
+  return ArriveAndRun(name, num_workers, worker_id, timeout, false, nullptr, nullptr, {});
 }
 
 absl::Status BarrierSet::ArriveAndRun(const std::string& name, uint32_t num_workers,
                                       uint32_t worker_id, absl::Duration timeout, bool done,
-                                      const RoundAction& action, uint32_t* done_workers) {
+                                      const RoundAction& action, uint32_t* done_workers,
+                                      StepOutput output) {
   // A bound before anything is sized by it: a job of more workers than this is not a job this
   // server serves, and a hostile request must not make it allocate or scan gigabits.
   constexpr uint32_t kMaxWorkers = 1u << 20;
@@ -36,6 +37,7 @@ absl::Status BarrierSet::ArriveAndRun(const std::string& name, uint32_t num_work
     round.expected = num_workers;
     round.waiting.assign(num_workers, false);
     round.said_done.assign(num_workers, false);
+    round.outputs.assign(num_workers, StepOutput{});
   }
   if (returning_.erase(worker_id) > 0 && round.generation > 0 && round.arrived == 0) {
     // A restarted worker's first barrier: init_worker's, which the job passed long ago and
@@ -57,11 +59,23 @@ absl::Status BarrierSet::ArriveAndRun(const std::string& name, uint32_t num_work
   if (done) ++round.done;
   if (++round.arrived == num_workers) {
     round.result_done = round.done;
-    round.result = action ? action(round.done) : absl::OkStatus();
+    if (action) {
+      // Every other arrival of the round waits (it cannot leave while this lock is held), so
+      // its output is still its caller's.
+      round.outputs[worker_id] = output;
+      std::vector<StepOutput> outputs;
+      for (const StepOutput& out : round.outputs) {
+        if (!out.values.empty()) outputs.push_back(out);
+      }
+      round.result = action(round.done, outputs);
+    } else {
+      round.result = absl::OkStatus();
+    }
     round.arrived = 0;
     round.done = 0;
     round.waiting.assign(num_workers, false);
     round.said_done.assign(num_workers, false);
+    round.outputs.assign(num_workers, StepOutput{});
     ++round.generation;
     cv_.SignalAll();
     if (done_workers != nullptr) *done_workers = round.result_done;
@@ -69,6 +83,7 @@ absl::Status BarrierSet::ArriveAndRun(const std::string& name, uint32_t num_work
   }
   round.waiting[worker_id] = true;
   round.said_done[worker_id] = done;
+  round.outputs[worker_id] = output;
   absl::Time next_report = start + kProgressEvery;
   // Find the round again after each wait: inserting other names may move it.
   while (true) {
@@ -77,7 +92,10 @@ absl::Status BarrierSet::ArriveAndRun(const std::string& name, uint32_t num_work
       if (done_workers != nullptr) *done_workers = r.result_done;
       return r.result;
     }
-    if (closed_) return absl::UnavailableError("the server is shutting down");
+    if (closed_) {
+      r.outputs[worker_id] = StepOutput{};
+      return absl::UnavailableError("the server is shutting down");
+    }
     if (away_epoch_[worker_id] != epoch) {  // withdrawn: its caller is gone
       return absl::AbortedError(
           absl::StrCat("barrier '", name, "': worker ", worker_id, " went away while it waited"));
@@ -87,6 +105,7 @@ absl::Status BarrierSet::ArriveAndRun(const std::string& name, uint32_t num_work
       if (done) --r.done;
       r.waiting[worker_id] = false;
       r.said_done[worker_id] = false;
+      r.outputs[worker_id] = StepOutput{};
       return failure_;
     }
     const absl::Time now = absl::Now();
@@ -109,6 +128,7 @@ absl::Status BarrierSet::ArriveAndRun(const std::string& name, uint32_t num_work
       if (done) --r.done;
       r.waiting[worker_id] = false;
       r.said_done[worker_id] = false;
+      r.outputs[worker_id] = StepOutput{};
       return absl::DeadlineExceededError(absl::StrCat(
           "barrier '", name, "': ", arrived, " of ", num_workers, " workers arrived within ",
           absl::FormatDuration(timeout), "; missing worker(s) ", missing,
@@ -209,6 +229,7 @@ void BarrierSet::WithdrawLocked(uint32_t worker_id) {
     --round.arrived;
     if (round.said_done[worker_id]) --round.done;
     round.said_done[worker_id] = false;
+    round.outputs[worker_id] = StepOutput{};
   }
 }
 

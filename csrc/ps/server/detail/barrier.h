@@ -25,6 +25,8 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "ps/server/detail/step_output.h"
 
 namespace fleet::ps::detail {
 
@@ -47,14 +49,19 @@ class BarrierSet {
                       absl::Duration timeout);
 
   // Runs when the last worker of a round arrives, before anyone is released, with the number of
-  // arrivals that said `done`; its status becomes every arrival's result.
-  using RoundAction = std::function<absl::Status(uint32_t done_workers)>;
+  // arrivals that said `done` and the non-empty outputs of the round's arrivals (each counted
+  // arrival's, the last one's included, in worker id order); its status becomes every arrival's
+  // result.
+  using RoundAction =
+      std::function<absl::Status(uint32_t done_workers, absl::Span<const StepOutput> outputs)>;
   // Arrive, for sync training's step barrier: `action` runs once per round (under the barrier's
   // lock, so rounds of every name wait for it); `done_workers` receives the round's count of
-  // `done` arrivals.
+  // `done` arrivals. `output` goes to the action of the round this arrival is counted in, and
+  // to no other: an arrival that leaves its round (timeout, withdrawal, failure, close) takes
+  // it back before it returns.
   absl::Status ArriveAndRun(const std::string& name, uint32_t num_workers, uint32_t worker_id,
                             absl::Duration timeout, bool done, const RoundAction& action,
-                            uint32_t* done_workers);
+                            uint32_t* done_workers, StepOutput output = {});
   // Wakes every waiter with Unavailable and refuses later arrivals. Thread-safe.
   void Close();
   // Blocks up to `timeout` for Close(); true once closed.
@@ -83,8 +90,9 @@ class BarrierSet {
     // round cannot end before they arrive again).
     absl::Status result;
     uint32_t result_done = 0;
-    std::vector<bool> waiting;    // by worker id, in this generation
-    std::vector<bool> said_done;  // by worker id: its waiting arrival said `done`
+    std::vector<bool> waiting;        // by worker id, in this generation
+    std::vector<bool> said_done;      // by worker id: its waiting arrival said `done`
+    std::vector<StepOutput> outputs;  // by worker id: its waiting arrival's output
   };
   // With worker_restarts: the worker's arrivals in rounds not yet ended are taken back (their
   // waiters see `away_epoch_` change and return without counting again).

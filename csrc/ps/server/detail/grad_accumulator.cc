@@ -81,8 +81,10 @@ absl::Status GradAccumulator::AddDense(uint32_t table_id, absl::Span<const float
   return absl::OkStatus();
 }
 
-absl::Status GradAccumulator::ApplyAll(float scale) {
+absl::Status GradAccumulator::ApplyAll(float scale, absl::Span<const StepOutput> outputs) {
   std::lock_guard<std::mutex> lock(mu_);
+  std::map<uint32_t, std::vector<absl::Span<float>>> outs_of;  // by dense table
+  for (const StepOutput& output : outputs) outs_of[output.dense_table].push_back(output.values);
   // One task per table, with its own status slot, so that the result does not depend on which
   // thread ran what; a dense table's task spreads its blocks over the pool in turn.
   std::vector<std::function<absl::Status()>> tasks;
@@ -91,13 +93,25 @@ absl::Status GradAccumulator::ApplyAll(float scale) {
         [this, id = table_id, acc = acc.get(), scale] { return ApplySparse(id, *acc, scale); });
   }
   for (auto& [table_id, acc] : dense_) {
-    tasks.push_back(
-        [this, id = table_id, acc = acc.get(), scale] { return ApplyDense(id, *acc, scale); });
+    auto it = outs_of.find(table_id);
+    absl::Span<const absl::Span<float>> outs;
+    if (it != outs_of.end()) outs = it->second;
+    tasks.push_back([this, id = table_id, acc = acc.get(), scale, outs] {
+      return ApplyDense(id, *acc, scale, outs);
+    });
+  }
+  for (const auto& [table_id, outs] : outs_of) {  // a table nobody pushed to yet
+    if (dense_.count(table_id) == 0) {
+      tasks.push_back([this, id = table_id, &outs = outs] { return CopyDense(id, outs); });
+    }
   }
   std::vector<absl::Status> results(tasks.size());
   pool_.ParallelFor(tasks.size(), [&](size_t i) { results[i] = tasks[i](); });
   for (const absl::Status& result : results) {
     if (!result.ok()) return result;
+  }
+  for (const StepOutput& output : outputs) {
+    if (output.written != nullptr) *output.written = true;
   }
   return absl::OkStatus();
 }
@@ -161,9 +175,10 @@ absl::Status GradAccumulator::PushSparseInParts(SparseTable& table, Sparse& acc)
   return absl::OkStatus();
 }
 
-absl::Status GradAccumulator::ApplyDense(uint32_t table_id, Dense& acc, float scale) {
+absl::Status GradAccumulator::ApplyDense(uint32_t table_id, Dense& acc, float scale,
+                                         absl::Span<const absl::Span<float>> outs) {
   std::lock_guard<std::mutex> entry_lock(acc.mu);
-  if (!acc.any) return absl::OkStatus();
+  if (!acc.any) return CopyDense(table_id, outs);
   acc.any = false;
   float* sums = acc.sums.data();
   const size_t size = acc.sums.size();
@@ -173,9 +188,21 @@ absl::Status GradAccumulator::ApplyDense(uint32_t table_id, Dense& acc, float sc
   });
   auto table = tables_->Dense(table_id);
   if (!table.ok()) return table.status();
-  return (*table)->Push(acc.sums, [this](size_t n, const std::function<void(size_t)>& task) {
-    pool_.ParallelFor(n, task);
-  });
+  return (*table)->PushAndCopy(
+      acc.sums,
+      [this](size_t n, const std::function<void(size_t)>& task) { pool_.ParallelFor(n, task); },
+      outs);
+}
+
+absl::Status GradAccumulator::CopyDense(uint32_t table_id,
+                                        absl::Span<const absl::Span<float>> outs) {
+  if (outs.empty()) return absl::OkStatus();
+  auto table = tables_->Dense(table_id);
+  if (!table.ok()) return table.status();
+  for (const absl::Span<float> out : outs) {
+    if (absl::Status pulled = (*table)->Pull(out); !pulled.ok()) return pulled;
+  }
+  return absl::OkStatus();
 }
 
 void GradAccumulator::CountPush() {

@@ -20,6 +20,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "ps/server/detail/round_pool.h"
+#include "ps/server/detail/step_output.h"
 #include "ps/server/detail/table_set.h"
 
 namespace fleet::ps::detail {
@@ -41,7 +42,11 @@ class GradAccumulator {
   // blocks one task each; tasks touch disjoint rows, so the tables end the same bit for bit
   // whatever the thread count. The first error in table order (sparse tables, then dense) is
   // returned.
-  absl::Status ApplyAll(float scale);
+  // Each output receives its dense table's values after the round (a table without sums this
+  // round is copied as it is), written by the round's threads right after each block's update,
+  // and its *written set; the outputs' tables must exist and their spans be the tables' size
+  // (the caller checks; otherwise the round fails).
+  absl::Status ApplyAll(float scale, absl::Span<const StepOutput> outputs = {});
 
   // A sync worker sends a step's accumulate pushes and its step barrier without waiting for the
   // pushes' replies, announcing in the barrier how many pushes it sent this server
@@ -85,7 +90,11 @@ class GradAccumulator {
   Dense& DenseOf(uint32_t table_id);
   // ApplyAll's task for one table: its pending sums times `scale` through the table's rule.
   absl::Status ApplySparse(uint32_t table_id, Sparse& acc, float scale);
-  absl::Status ApplyDense(uint32_t table_id, Dense& acc, float scale);
+  // ApplyDense also writes the table's values after its update to `outs` (without sums this
+  // round, the values as they are: CopyDense).
+  absl::Status ApplyDense(uint32_t table_id, Dense& acc, float scale,
+                          absl::Span<const absl::Span<float>> outs);
+  absl::Status CopyDense(uint32_t table_id, absl::Span<const absl::Span<float>> outs);
   // Floats a task of the dense sums' scaling covers (64 KiB: a pool hand-off costs far less).
   static constexpr size_t kScaleChunk = 16384;
   // A sparse table's round as pushes of whole shards on the pool's threads (one push when the

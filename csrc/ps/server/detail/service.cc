@@ -408,11 +408,39 @@ void PsServiceImpl::ServeBarrier(grpc::ServerContext* context, const proto::Barr
       return;
     }
   }
+  // Where this worker's dense values go: the round writes them there right after each block's
+  // update, while the block is in cache and on the round's threads, instead of every released
+  // worker copying the whole table after the round. A bad destination is still this call's
+  // error after the round (the arrival counts), as when the values were pulled after it.
+  absl::Status destination = absl::OkStatus();
+  std::shared_ptr<const ShmSegment> segment;  // held until the reply
+  bool written = false;
+  StepOutput output;
+  if (request.pull_dense()) {
+    destination = Guarded("Barrier", [&]() -> absl::Status {
+      auto table = tables_->Dense(request.pull_dense_table());
+      if (!table.ok()) return table.status();
+      absl::StatusOr<absl::Span<float>> values;
+      if (request.shm_segment() == 0) {
+        values = ValuesOf(reply, (*table)->local_size());
+      } else {
+        // A worker on this host: the values go into its shared-memory segment, not the reply.
+        auto held = shm_segments_.Get(request.shm_segment(), "Barrier");
+        if (!held.ok()) return held.status();
+        segment = *std::move(held);
+        values = SegmentFloats(*segment, request.shm_values(), (*table)->local_size(),
+                               "Barrier shm_values");
+      }
+      if (!values.ok()) return values.status();
+      output = StepOutput{request.pull_dense_table(), *values, &written};
+      return absl::OkStatus();
+    });
+  }
   const uint32_t num_workers = request.num_workers();
   uint32_t done_workers = 0;
   absl::Status status = barriers_->ArriveAndRun(
       request.name(), num_workers, request.worker_id(), timeout, request.done(),
-      [this, num_workers](uint32_t /*done*/) {
+      [this, num_workers](uint32_t /*done*/, absl::Span<const StepOutput> outputs) {
         accumulator_.ResetPushCounts();
         // A finished worker counts as a zero gradient: the step averages over every worker, so
         // a worker still training after the others ended its data moves the parameters as far
@@ -422,30 +450,25 @@ void PsServiceImpl::ServeBarrier(grpc::ServerContext* context, const proto::Barr
         // tail (models/README.md, "word2vec's sync").
         // A table out of memory fails the round for every arrival instead of ending the server.
         return Guarded("Barrier", [&] {
-          return accumulator_.ApplyAll(1.0f / static_cast<float>(num_workers));
+          return accumulator_.ApplyAll(1.0f / static_cast<float>(num_workers), outputs);
         });
       },
-      &done_workers);
+      &done_workers, output);
   header->set_done_workers(done_workers);
-  // The table cannot change before this worker's next arrival: the others' next pushes only
-  // accumulate until that round's update.
   if (status.ok() && request.pull_dense()) {
-    status = Guarded("Barrier", [&]() -> absl::Status {
-      auto table = tables_->Dense(request.pull_dense_table());
-      if (!table.ok()) return table.status();
-      if (request.shm_segment() == 0) {
-        return (*table)->Pull(ValuesOf(reply, (*table)->local_size()));
-      }
-      // A worker on this host: the values go into its shared-memory segment, not the reply.
-      auto segment = shm_segments_.Get(request.shm_segment(), "Barrier");
-      if (!segment.ok()) return segment.status();
-      auto out = SegmentFloats(**segment, request.shm_values(), (*table)->local_size(),
-                               "Barrier shm_values");
-      if (!out.ok()) return out.status();
-      return (*table)->Pull(*out);
-    });
-    if (!status.ok()) ClearValues(reply);
+    status = destination;
+    // Let through without a round (a restarted worker's first barrier): the values as they are.
+    // The table cannot change before this worker's next arrival: the others' next pushes only
+    // accumulate until that round's update.
+    if (status.ok() && !written) {
+      status = Guarded("Barrier", [&]() -> absl::Status {
+        auto table = tables_->Dense(request.pull_dense_table());
+        if (!table.ok()) return table.status();
+        return (*table)->Pull(output.values);
+      });
+    }
   }
+  if (!status.ok() && request.pull_dense()) ClearValues(reply);
   SetStatus(header->mutable_status(), status);
 }
 
