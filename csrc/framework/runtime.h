@@ -29,6 +29,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <typeindex>
 #include <utility>
@@ -42,8 +43,18 @@ namespace fleet::framework {
 
 // What a hook learns of the pass it begins.
 struct PassInfo {
+  // Not an aggregate, so that `PassInfo{threads, dataset_pass}` leaves written_vars unset
+  // without a missing-initializer warning at each such call site.
+  PassInfo() = default;
+  PassInfo(int threads, bool dataset) : num_threads(threads), dataset_pass(dataset) {}
+
   int num_threads = 1;
   bool dataset_pass = false;  // train_from_dataset (else one Executor.run call)
+  // The variables some op of the pass's program writes (its outputs), where the driver lists
+  // them (train_from_dataset does): a hook may rely on every other variable being only read by
+  // the pass's steps (the async communicator's trainer threads then share one buffer of dense
+  // values). Unset: any variable may be written.
+  std::optional<std::vector<std::string>> written_vars;
 };
 
 // What a hook learns of the step it brackets.

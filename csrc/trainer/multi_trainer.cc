@@ -2,6 +2,7 @@
 
 #include <optional>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "operators/blas.h"
@@ -17,6 +18,21 @@ double SumElements(const LoDTensor& t) {
     for (int64_t i = 0, n = t.numel(); i < n; ++i) sum += static_cast<double>(p[i]);
     return sum;
   });
+}
+
+// Every variable an op of `program` writes, once each: what the pass's hooks may rely on the
+// others being only read (framework::PassInfo::written_vars).
+std::vector<std::string> WrittenVars(const framework::PreparedProgram& program) {
+  absl::flat_hash_set<std::string> seen;
+  std::vector<std::string> written;
+  for (const framework::PreparedOp& op : program.ops) {
+    for (const auto& [slot, names] : op.spec.outputs) {
+      for (const std::string& name : names) {
+        if (seen.insert(name).second) written.push_back(name);
+      }
+    }
+  }
+  return written;
 }
 
 // A scalar prints as its value; anything larger as its mean and shape.
@@ -122,8 +138,11 @@ void MultiTrainer::Start(Dataset* dataset) {
     size_t capacity = options_.channel_capacity > 0 ? options_.channel_capacity
                                                     : 2 * static_cast<size_t>(options_.threads) + 2;
     channel_ = std::make_unique<Channel<Batch>>(capacity, "train_from_dataset batch channel");
-    framework::RunPassBegin(executor_->resources().get(),
-                            framework::PassInfo{options_.threads, /*dataset_pass=*/true});
+    framework::PassInfo pass;
+    pass.num_threads = options_.threads;
+    pass.dataset_pass = true;
+    pass.written_vars = WrittenVars(*program_);
+    framework::RunPassBegin(executor_->resources().get(), pass);
     pass_begun_ = true;
     source_ = dataset->NewPass();
     source_->Start(channel_.get());

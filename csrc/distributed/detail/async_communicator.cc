@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 
+#include <algorithm>
 #include <atomic>
 
 #include "absl/strings/str_cat.h"
@@ -14,9 +15,9 @@ constexpr absl::Duration kRecvPeriod = absl::Milliseconds(10);
 // Spare gradient buffers kept for reuse: one being filled by a trainer thread and one being
 // pushed at a time, plus those in the queue.
 constexpr size_t kMaxSpareDense = 4;
-// Retired pull buffers kept for reuse: the staged values replace one each refresh, and a trainer
-// thread's parameters may still view one or two (the values it installed last).
-constexpr size_t kMaxRetiredPulls = 4;
+// Retired pull buffers kept for reuse at least: the staged values replace one each refresh, and
+// a trainer thread's parameters may still view one or two (the values it installed last).
+constexpr size_t kMinRetiredPulls = 4;
 // Dense items whose gradients are written into slots of the shared segments (DenseShares): each
 // holds a slot per server until its push's reply, and the slots (ShmSlots::kSlots a server)
 // serve the sparse calls too; further items use a buffer of their own.
@@ -271,7 +272,19 @@ void AsyncCommunicator::OnPassBegin(const framework::PassInfo& pass) {
   }
   // A pass whose threads got no private copies (Executor.run) reads the root scope's values.
   if (!pass.dataset_pass) private_dense_ = false;
-  share_staged_ = pass.dataset_pass && pass.num_threads == 1;
+  share_staged_ = pass.dataset_pass && (pass.num_threads == 1 || !WritesDenseParams(pass));
+  // Besides the staged values and the one being pulled, each thread's views may hold one.
+  retired_limit_ = std::max<size_t>(kMinRetiredPulls, 2 + static_cast<size_t>(pass.num_threads));
+}
+
+bool AsyncCommunicator::WritesDenseParams(const framework::PassInfo& pass) const {
+  if (!pass.written_vars) return true;  // unknown: any may be
+  for (const std::string& written : *pass.written_vars) {
+    for (const DenseVar& var : config_.dense) {
+      if (var.param == written) return true;
+    }
+  }
+  return false;
 }
 
 AsyncCommunicator::Installed& AsyncCommunicator::InstalledFor(int thread) {
@@ -286,7 +299,8 @@ void AsyncCommunicator::BeforeStep(const framework::StepInfo& info) {
   Installed& installed = InstalledFor(info.thread);
   const bool root = &installed == &root_installed_;
   const Scope* target = root ? root_ : info.scope;
-  // The private copy of a pass's only thread: nothing else reads it (see the class comment).
+  // A thread's private copy in a pass whose steps write no dense parameter, or of its only
+  // thread: no step writes the staged buffer (see the class comment).
   const bool share = !root && share_staged_;
   InstallStagedDense(target, &installed, share);
   if (config_.max_dense_staleness < 0) return;
@@ -387,7 +401,7 @@ std::shared_ptr<Buffer> AsyncCommunicator::TakePullBuffer() {
 
 void AsyncCommunicator::RetirePullBuffer(std::shared_ptr<Buffer> buffer) {
   // Beyond the limit it goes with its last view (a long-lived view of a parameter).
-  if (retired_pulls_.size() < kMaxRetiredPulls) retired_pulls_.push_back(std::move(buffer));
+  if (retired_pulls_.size() < retired_limit_) retired_pulls_.push_back(std::move(buffer));
 }
 
 std::vector<AsyncCommunicator::Item> AsyncCommunicator::Take(size_t q) {

@@ -18,13 +18,16 @@
 // trainer thread waits until the dense values it reads include every dense gradient of its own
 // but the last S. The dense queue has its own send thread, which receives the dense table with
 // each push into a staging buffer; a trainer thread installs the staged values at its step
-// boundary, so a step never reads half-refreshed weights. In a dataset pass of one trainer
-// thread the install copies nothing: that thread's dense parameters become views of the staging
-// buffer itself (CommunicatorBase::ShareDenseParams), which no other copy reads and the
-// communicator never writes again while a tensor holds it; so an op that writes a dense
-// parameter in place writes that thread's values only, as with a copy. With several threads
-// each copy gets the values copied in (one buffer shared by threads would carry one thread's
-// in-place writes into another's step). Without the bound (S < 0) the dense
+// boundary, so a step never reads half-refreshed weights. In a dataset pass the install copies
+// nothing where it can: the thread's dense parameters become views of the staging buffer itself
+// (CommunicatorBase::ShareDenseParams), which the communicator never writes again while a tensor
+// holds it. With one trainer thread no other copy reads it, so an op that writes a dense
+// parameter in place writes that thread's values only, as with a copy. Several threads share
+// the buffer only when no op of the pass's program writes a dense parameter (PassInfo's
+// written_vars: an async worker's program has no optimizer ops); else each copy gets the values
+// copied in, since one buffer would carry one thread's in-place writes into another's step (the
+// copy was 1.7 MB a CTR-DNN step and thread, under the communicator's lock). Without the bound
+// (S < 0) the dense
 // values lag by as many steps as the queue and the round trips hold. Measured on CTR-DNN (200k
 // rows, Adam, 2 workers, 1 server): S < 0 and S = 1 both end 0.01-0.02 test AUC below one
 // process, S = 0 within 0.003, at about 15% fewer samples/s; waiting for the sparse pushes
@@ -142,6 +145,9 @@ class AsyncCommunicator : public CommunicatorBase {
   void PullAtStep(uint32_t table_id, absl::Span<const int64_t> keys, absl::Span<float> out,
                   bool from_servers);
   void RecvLoop();
+  // Whether an op of the pass's program may write a dense parameter (in place): then its trainer
+  // threads cannot share one buffer of dense values.
+  bool WritesDenseParams(const framework::PassInfo& pass) const;
   // Pulls the dense table into the staging buffer and records which of this worker's dense
   // pushes the values include; the trainer installs them at its next step boundary.
   void RefreshDense();
@@ -216,8 +222,10 @@ class AsyncCommunicator : public CommunicatorBase {
   std::shared_ptr<Buffer> staged_dense_ ABSL_GUARDED_BY(mu_);
   std::vector<std::shared_ptr<Buffer>> retired_pulls_ ABSL_GUARDED_BY(mu_);
   std::vector<std::vector<float>> spare_dense_ ABSL_GUARDED_BY(mu_);  // gradients' buffers
-  // A dataset pass of one trainer thread: it installs the staged values as views (see above).
+  // A dataset pass whose trainer threads install the staged values as views (see above).
   bool share_staged_ ABSL_GUARDED_BY(mu_) = false;
+  // Retired pull buffers kept for reuse (each trainer thread's parameters may view one).
+  size_t retired_limit_ ABSL_GUARDED_BY(mu_) = 4;
   int64_t staged_through_ ABSL_GUARDED_BY(mu_) = -1;  // -1: nothing staged
   int64_t staged_count_ ABSL_GUARDED_BY(mu_) = 0;     // values staged so far
   // Dense items queued or in flight whose gradients are in shares (the slots they hold).

@@ -1,8 +1,9 @@
 // The step-hook contract of framework/runtime.h as the threaded trainer keeps it: OnPassBegin
-// once with the thread count, Before/AfterStep around every batch on the thread that runs it,
-// OnThreadEnd once per thread, OnPassEnd once; kernels see the executor's resources; a
-// persistable variable missing from the root scope is an error, not a per-thread copy; and
-// OnBatchAhead announces, while a batch runs, the inputs of the batch the thread runs next.
+// once with the thread count and the variables the program writes, Before/AfterStep around every
+// batch on the thread that runs it, OnThreadEnd once per thread, OnPassEnd once; kernels see the
+// executor's resources; a persistable variable missing from the root scope is an error, not a
+// per-thread copy; and OnBatchAhead announces, while a batch runs, the inputs of the batch the
+// thread runs next.
 
 #include <gtest/gtest.h>
 
@@ -12,6 +13,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -31,6 +33,7 @@ class CountingHook : public framework::StepHook {
     ++begins;
     threads = pass.num_threads;
     dataset_pass = pass.dataset_pass;
+    written_vars = pass.written_vars;
   }
   void BeforeStep(const framework::StepInfo& info) override {
     std::lock_guard<std::mutex> lock(mu);
@@ -55,6 +58,7 @@ class CountingHook : public framework::StepHook {
   std::atomic<int> begins{0}, ends{0};
   int before = 0, after = 0, threads = 0;
   bool dataset_pass = false;
+  std::optional<std::vector<std::string>> written_vars;
   std::set<int> open_steps, ended;
 };
 
@@ -115,6 +119,8 @@ TEST(MultiTrainerHooks, EveryHookFiresAsTheContractSays) {
   EXPECT_EQ(hook->ends.load(), 1);
   EXPECT_EQ(hook->threads, 2);
   EXPECT_TRUE(hook->dataset_pass);
+  // What the program's ops write: its one op's output (x and w are only read).
+  EXPECT_EQ(hook->written_vars, (std::vector<std::string>{"y"}));
   EXPECT_EQ(hook->before, result.batches);
   EXPECT_EQ(hook->after, result.batches);
   EXPECT_TRUE(hook->open_steps.empty());
