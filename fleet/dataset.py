@@ -24,6 +24,15 @@ SIGKILL) and is killed when a pass is cancelled (Ctrl-C in train_from_dataset or
 load_into_memory). One that writes nothing for `set_pipe_command_timeout` seconds (600 by
 default) is killed and fails the pass with `fleet.errors.Timeout` naming the file and the
 command. One that writes nothing at all for a non-empty file gets a RuntimeWarning naming it.
+
+`set_feed_priority` (a Fleet extension) sets the CPU scheduling of a pass's feed threads (queue
+readers, in-memory producers) and of the pipe_commands they start: "normal"; "batch"
+(SCHED_BATCH: a normal share of the CPU, but waking up does not preempt a running thread);
+"low" (nice 19); "idle" (SCHED_IDLE: only CPU time nothing else wants). Default FEED_PRIORITY.
+A feed only has to stay ahead of its trainer; on a machine whose cores the trainers fill (a
+worker or replica per core), a normal feed that wakes takes a core from a computing trainer,
+and a sync step or an allreduce waits for the slowest trainer (csrc/core/thread_priority.h).
+A system that refuses the change leaves the threads as they were, with one RuntimeWarning a pass.
 """
 
 from __future__ import annotations
@@ -39,6 +48,9 @@ from fleet.errors import InvalidArgument, Unavailable
 from fleet.framework import Variable
 
 Exchange = Callable[[list], list]
+
+FEED_PRIORITIES = ("normal", "batch", "low", "idle")
+FEED_PRIORITY = "normal"
 
 
 def _positive_int(what: str, value: Any) -> int:
@@ -58,6 +70,7 @@ class DatasetBase:
         self._filelist: list[str] = []
         self._skip_bad_lines = False
         self._pipe_command_timeout_s = 600.0
+        self._feed_priority = FEED_PRIORITY
 
     # The paddle.distributed.QueueDataset/InMemoryDataset (2.x) way to set everything at once.
     def init(
@@ -134,6 +147,16 @@ class DatasetBase:
         """Fleet extension: count and skip malformed lines instead of failing on the first."""
         self._skip_bad_lines = bool(skip)
 
+    def set_feed_priority(self, priority: str) -> None:
+        """Fleet extension: the CPU scheduling of a pass's feed threads, one of FEED_PRIORITIES
+        (the module's doc says what each does and why). Results do not depend on it, only
+        speed. Read when a pass starts (QueueDataset) or begins (InMemoryDataset)."""
+        if priority not in FEED_PRIORITIES:
+            raise InvalidArgument(
+                f"feed priority must be one of {', '.join(FEED_PRIORITIES)}, got {priority!r}"
+            )
+        self._feed_priority = priority
+
     def set_hdfs_config(self, fs_name: str, fs_ugi: str) -> None:
         raise Unavailable("set_hdfs_config: Fleet datasets read local files only")
 
@@ -184,6 +207,7 @@ class DatasetBase:
             skip_bad_lines=self._skip_bad_lines,
             files=self._filelist,
             pipe_command_timeout_s=self._pipe_command_timeout_s,
+            feed_priority=self._feed_priority,
         )
 
     def pass_dataset(self) -> Any:

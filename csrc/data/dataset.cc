@@ -45,6 +45,7 @@ class QueuePass : public BatchSource {
     out_ = out;
     ReaderOptions options = ReaderOptionsOf(config_);
     options.block_samples = static_cast<size_t>(config_.batch_size);
+    options.priority = config_.feed_priority;
     readers_ = std::make_unique<FileReaders>(
         files_, &config_.slots, options,
         [out](SampleBlock&& block, size_t, size_t) { return out->Put(ToBatch(std::move(block))); },
@@ -131,6 +132,8 @@ class InMemoryDataset::Pass : public BatchSource {
 
  private:
   void Produce() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    EnterFeedThread("data_producer", dataset_->config_.feed_priority, dataset_->config_.warn,
+                    &priority_warned_);
     const auto& order = dataset_->order_;
     const int64_t batch = dataset_->config_.batch_size;
     std::vector<SampleRow> rows;  // the batch's samples; reused from batch to batch
@@ -164,6 +167,7 @@ class InMemoryDataset::Pass : public BatchSource {
   std::atomic<int> running_{0};
   std::atomic<bool> cancel_{false};
   std::atomic<bool> failed_{false};
+  std::atomic<bool> priority_warned_{false};
   std::exception_ptr error_;  // written once, by the thread that set failed_, read after join
   std::vector<std::thread> threads_;
 };

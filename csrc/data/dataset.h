@@ -32,6 +32,10 @@ struct DataFeedConfig {
   bool skip_bad_lines = false;
   // A pipe_command silent for this long is killed with a Timeout naming the file and command.
   absl::Duration pipe_idle_timeout = absl::Minutes(10);
+  // The scheduling of a pass's feed threads (queue readers, in-memory producers) and of the
+  // pipe_commands they start; see core/thread_priority.h. Loads into memory keep kNormal.
+  // Python's datasets pass fleet.dataset.FEED_PRIORITY unless told otherwise.
+  ThreadPriority feed_priority = ThreadPriority::kNormal;
   // Non-fatal findings of the readers (see ReaderOptions::warn); null: dropped.
   std::function<void(const std::string&)> warn;
 };

@@ -1,9 +1,11 @@
 #include "data/file_readers.h"
 
+#include <pthread.h>
 #include <sys/stat.h>
 
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "data/line_stream.h"
 #include "data/multislot_parser.h"
@@ -14,6 +16,18 @@ namespace {
 constexpr size_t kMaxBadLineExamples = 5;
 
 }  // namespace
+
+void EnterFeedThread(const char* name, ThreadPriority priority,
+                     const std::function<void(const std::string&)>& warn,
+                     std::atomic<bool>* warned) {
+  absl::Status status = LowerCurrentThreadPriority(priority);
+  if (!status.ok() && warn && !warned->exchange(true)) {
+    warn(absl::StrCat("dataset feed threads keep their priority (", ThreadPriorityName(priority),
+                      " asked): ", status.message()));
+  }
+  // Named last: a thread that has its name already has its priority.
+  pthread_setname_np(pthread_self(), name);  // at most 15 characters, or it is refused
+}
 
 void CheckFiles(const std::vector<std::string>& files) {
   FLEET_ENFORCE(!files.empty(), InvalidArgument,
@@ -73,6 +87,7 @@ ReadStats FileReaders::Join() {
 }
 
 void FileReaders::ReaderLoop() {
+  EnterFeedThread("data_reader", options_.priority, options_.warn, &priority_warned_);
   ReadStats local;
   try {
     SampleBlock block(slots_);

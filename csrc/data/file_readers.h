@@ -16,6 +16,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "core/thread_priority.h"
 #include "data/slots.h"
 
 namespace fleet::data {
@@ -33,6 +34,9 @@ struct ReaderOptions {
   // A block never spans two files, so (file index, block sequence) orders the blocks the way
   // the files order the lines. Queue mode lets a partial block carry on into the next file.
   bool block_per_file = false;
+  // The reader threads' priority (core/thread_priority.h): a pass's readers feed a trainer and
+  // only need to stay ahead of it; a load into memory has its caller waiting and keeps kNormal.
+  ThreadPriority priority = ThreadPriority::kNormal;
 };
 
 // What a pass of readers saw. bad_line_examples keeps the first few skipped lines' errors.
@@ -54,6 +58,13 @@ using BlockSink = std::function<bool(SampleBlock&& block, size_t file_index, siz
 // Throws InvalidArgument for an empty list and NotFound naming every file that does not exist
 // or is not a regular file, so that a pass fails before it starts.
 void CheckFiles(const std::vector<std::string>& files);
+
+// Names the calling feed thread (what `top -H`, perf and cpu_window.py show) and gives it
+// `priority`. A refusal is not an error (the priority changes speed, not results): it goes to
+// `warn` once per `warned` flag, so that a pass of many threads says it once.
+void EnterFeedThread(const char* name, ThreadPriority priority,
+                     const std::function<void(const std::string&)>& warn,
+                     std::atomic<bool>* warned);
 
 class FileReaders {
  public:
@@ -90,6 +101,7 @@ class FileReaders {
   std::atomic<bool> cancel_{false};
   std::atomic<bool> failed_{false};
   std::atomic<int> running_{0};
+  std::atomic<bool> priority_warned_{false};
   std::vector<std::thread> threads_;
   absl::Mutex mu_;
   std::exception_ptr error_ ABSL_GUARDED_BY(mu_);

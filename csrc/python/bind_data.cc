@@ -36,7 +36,7 @@ void WarnInPython(const std::string& message) {
 
 DataFeedConfig MakeConfig(const std::vector<PySlot>& slots, int64_t batch_size, int threads,
                           const std::string& pipe_command, bool skip_bad_lines,
-                          double pipe_command_timeout_s) {
+                          double pipe_command_timeout_s, const std::string& feed_priority) {
   DataFeedConfig config;
   for (const auto& [name, dtype, lod_level, shape] : slots) {
     config.slots.push_back(data::MakeSlotSpec(name, DTypeFromInt(dtype, name), lod_level, shape));
@@ -47,6 +47,7 @@ DataFeedConfig MakeConfig(const std::vector<PySlot>& slots, int64_t batch_size, 
   config.skip_bad_lines = skip_bad_lines;
   config.pipe_idle_timeout =
       ValueOrThrow(TimeoutFromSeconds(pipe_command_timeout_s, "pipe_command timeout"));
+  config.feed_priority = ValueOrThrow(ThreadPriorityFromName(feed_priority), "feed_priority");
   config.warn = WarnInPython;
   return config;
 }
@@ -86,26 +87,30 @@ void BindDatasets(py::module_& m) {
   py::class_<QueueDataset, Dataset, std::shared_ptr<QueueDataset>>(m, "QueueDataset")
       .def(py::init([](const std::vector<PySlot>& slots, int64_t batch_size, int threads,
                        const std::string& pipe_command, bool skip_bad_lines,
-                       std::vector<std::string> files, double pipe_command_timeout_s) {
+                       std::vector<std::string> files, double pipe_command_timeout_s,
+                       const std::string& feed_priority) {
              return std::make_shared<QueueDataset>(
                  MakeConfig(slots, batch_size, threads, pipe_command, skip_bad_lines,
-                            pipe_command_timeout_s),
+                            pipe_command_timeout_s, feed_priority),
                  std::move(files));
            }),
            py::arg("slots"), py::arg("batch_size"), py::arg("threads"), py::arg("pipe_command"),
-           py::arg("skip_bad_lines"), py::arg("files"), py::arg("pipe_command_timeout_s") = 600.0);
+           py::arg("skip_bad_lines"), py::arg("files"), py::arg("pipe_command_timeout_s") = 600.0,
+           py::arg("feed_priority") = "normal");
 
   py::class_<InMemoryDataset, Dataset, std::shared_ptr<InMemoryDataset>>(m, "InMemoryDataset")
       .def(py::init([](const std::vector<PySlot>& slots, int64_t batch_size, int threads,
                        const std::string& pipe_command, bool skip_bad_lines,
-                       std::vector<std::string> files, double pipe_command_timeout_s) {
+                       std::vector<std::string> files, double pipe_command_timeout_s,
+                       const std::string& feed_priority) {
              return std::make_shared<InMemoryDataset>(
                  MakeConfig(slots, batch_size, threads, pipe_command, skip_bad_lines,
-                            pipe_command_timeout_s),
+                            pipe_command_timeout_s, feed_priority),
                  std::move(files));
            }),
            py::arg("slots"), py::arg("batch_size"), py::arg("threads"), py::arg("pipe_command"),
-           py::arg("skip_bad_lines"), py::arg("files"), py::arg("pipe_command_timeout_s") = 600.0)
+           py::arg("skip_bad_lines"), py::arg("files"), py::arg("pipe_command_timeout_s") = 600.0,
+           py::arg("feed_priority") = "normal")
       .def("load_into_memory", &LoadIntoMemory,
            "Parses every file into memory. Ctrl-C (any pending Python signal) stops the readers, "
            "kills running pipe commands, leaves memory as it was and raises.")
