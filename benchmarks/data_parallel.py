@@ -5,6 +5,7 @@ against one trainer thread on the same data, and against Hogwild train_from_data
                                                  [--whole_sparse_updates] [--whole_dense_updates]
                                                  [--reader_threads N] [--spin_us N]
                                                  [--uneven_barrier_work]
+                                                 [--unshared_barrier_work]
                                                  [--weight_products]
 
 Two models, each trained for one pass over the same in-memory dataset by three runs that start
@@ -35,6 +36,11 @@ from the same parameters:
                that ends the backward pass keeping its last reductions for after it (the MLP:
                the owner of fc_0.w_0 reduces it there alone; the same parameters, bit for bit;
                CTR-DNN's work after the barrier is already even, so there it is a noise control)
+  data_parallel_unshared  (with --unshared_barrier_work) data_parallel with
+               BuildStrategy.share_barrier_work = False: each replica does its own work after the
+               barrier that ends the backward pass (its last reductions and its parameters'
+               updates) and then waits at the step's end for the other, instead of taking the
+               other's tasks that have not started (the same parameters, bit for bit)
   data_parallel_weight_products  (with --weight_products) data_parallel with
                BuildStrategy.split_weight_gradients = True: instead of each replica computing
                the fc weights' gradients on its half batch in its backward pass and the two
@@ -76,6 +82,11 @@ Figures (the last line of output is one JSON object), per model:
                           data_parallel_whole_dense samples/s (the MLP's: a noise control)
   barrier_evening_gain    (with --uneven_barrier_work) data_parallel samples/s /
                           data_parallel_uneven samples/s
+  barrier_sharing_gain    (with --unshared_barrier_work) data_parallel samples/s /
+                          data_parallel_unshared samples/s
+  shared_barrier_tasks_per_step  per data-parallel run: tasks of the work after the barrier
+                          that a replica ran for the other, per step, median of each run
+                          (BuildStrategy.share_barrier_work; 0 when off)
   deferred_reductions     per data-parallel run: the gradients whose reduction a replica
                           keeps until after the barrier, every step
                           (BuildStrategy.even_barrier_work)
@@ -153,6 +164,7 @@ PLAIN = "data_parallel_plain"
 WHOLE_SPARSE = "data_parallel_whole_sparse"
 WHOLE_DENSE = "data_parallel_whole_dense"
 UNEVEN = "data_parallel_uneven"
+UNSHARED = "data_parallel_unshared"
 SPIN = "data_parallel_spin"
 WEIGHT_PRODUCTS = "data_parallel_weight_products"
 DATA_PARALLEL_KINDS = (
@@ -161,6 +173,7 @@ DATA_PARALLEL_KINDS = (
     WHOLE_SPARSE,
     WHOLE_DENSE,
     UNEVEN,
+    UNSHARED,
     SPIN,
     WEIGHT_PRODUCTS,
 )
@@ -372,6 +385,7 @@ def one_run(kind: str, net: dict, ds: object, test: object, spin_us: int | None)
         build.split_sparse_updates = kind != WHOLE_SPARSE
         build.split_dense_updates = kind != WHOLE_DENSE
         build.even_barrier_work = kind != UNEVEN
+        build.share_barrier_work = kind != UNSHARED
         build.split_weight_gradients = kind == WEIGHT_PRODUCTS
         program = fleet.CompiledProgram(net["main"]).with_data_parallel(
             loss_name=net["loss"].name, build_strategy=build, places=REPLICAS
@@ -381,6 +395,7 @@ def one_run(kind: str, net: dict, ds: object, test: object, spin_us: int | None)
         with spin_env(spin_us if kind == SPIN else None):
             runner = exe.data_parallel_runner(program, scope)
         given_up_start = runner.polls_given_up
+        shared_start = runner.shared_barrier_tasks
         switches_start = voluntary_switches()
         threads_start = thread_times()
         wall_start = time.perf_counter()
@@ -392,6 +407,7 @@ def one_run(kind: str, net: dict, ds: object, test: object, spin_us: int | None)
         given_up = runner.polls_given_up
         polls_given_up = {k: given_up[k] - given_up_start[k] for k in given_up}
         deferred = runner.deferred_reductions
+        shared = runner.shared_barrier_tasks - shared_start
     else:
         threads = 1 if kind == "one_thread" else REPLICAS
         switches_start = voluntary_switches()
@@ -414,6 +430,7 @@ def one_run(kind: str, net: dict, ds: object, test: object, spin_us: int | None)
         out["deferred_reductions"] = deferred
     if polls_given_up is not None:
         out["polls_given_up_per_step"] = {k: n / steps for k, n in polls_given_up.items()}
+        out["shared_barrier_tasks_per_step"] = shared / steps
         times = replica_times(threads_start, threads_end, wall_seconds, cpu_seconds, steps)
         if times is not None:
             out["replica_time_us_per_step"] = times
@@ -479,6 +496,11 @@ def measure(
         "deferred_reductions": {
             k: runs[k][0]["deferred_reductions"] for k in kinds if k in DATA_PARALLEL_KINDS
         },
+        "shared_barrier_tasks_per_step": {
+            k: statistics.median(x["shared_barrier_tasks_per_step"] for x in runs[k])
+            for k in kinds
+            if k in DATA_PARALLEL_KINDS
+        },
         "auc": {k: statistics.median(x["auc"] for x in runs[k]) for k in kinds},
         "samples_per_update": {
             "one_thread": REPLICAS * net["batch"],
@@ -492,6 +514,7 @@ def measure(
         (WHOLE_SPARSE, "split_gain"),
         (WHOLE_DENSE, "dense_split_gain"),
         (UNEVEN, "barrier_evening_gain"),
+        (UNSHARED, "barrier_sharing_gain"),
     ):
         if kind in kinds:
             out[key] = median["data_parallel"] / median[kind]
@@ -542,6 +565,12 @@ def main() -> None:
         "(barrier_evening_gain)",
     )
     parser.add_argument(
+        "--unshared_barrier_work",
+        action="store_true",
+        help="also run data_parallel with BuildStrategy.share_barrier_work = False "
+        "(barrier_sharing_gain)",
+    )
+    parser.add_argument(
         "--weight_products",
         action="store_true",
         help="also run data_parallel with BuildStrategy.split_weight_gradients = True "
@@ -568,6 +597,7 @@ def main() -> None:
     kinds += (WHOLE_SPARSE,) if args.whole_sparse_updates else ()
     kinds += (WHOLE_DENSE,) if args.whole_dense_updates else ()
     kinds += (UNEVEN,) if args.uneven_barrier_work else ()
+    kinds += (UNSHARED,) if args.unshared_barrier_work else ()
     kinds += (WEIGHT_PRODUCTS,) if args.weight_products else ()
     kinds += (SPIN,) if args.spin_us is not None else ()
     fleet._core.set_blas_threads(1)

@@ -81,7 +81,12 @@ class BuildStrategy(_NoticeFields):
     with less work after the barrier that ends the backward pass (where the owner of the first
     layer's gradients reduces them) keep its last reductions until after it, so that the work on
     both sides of the barrier is even; False reduces each gradient as soon as every replica is
-    past it. Both give the same parameters, bit for bit. `split_weight_gradients`, also Fleet's
+    past it. Both give the same parameters, bit for bit. `share_barrier_work`, also Fleet's
+    own: with the reduction overlapped, True lets a replica that has finished its own work after
+    that barrier (its last reductions and its parameters' updates, cut into tasks of a gradient
+    each) take the tasks another replica has not started, instead of waiting for it at the end
+    of the step; False leaves each replica its own. Both give the same parameters, bit for bit.
+    `split_weight_gradients`, also Fleet's
     own: True leaves the weight gradient of a `mul` (an fc layer's) out of the backward pass
     when an update of rows could take it by rows (its parameter is rank 2 and one SGD, Adagrad
     or Adam op reads it); each replica then computes its block of rows over the whole batch from
@@ -109,6 +114,7 @@ class BuildStrategy(_NoticeFields):
             "split_sparse_updates",
             "split_dense_updates",
             "even_barrier_work",
+            "share_barrier_work",
             "split_weight_gradients",
         }
     )
@@ -119,6 +125,7 @@ class BuildStrategy(_NoticeFields):
     split_sparse_updates = True
     split_dense_updates = True
     even_barrier_work = True
+    share_barrier_work = True
     split_weight_gradients = False
     fuse_all_reduce_ops = False
     fuse_all_optimizer_ops = False
@@ -273,6 +280,7 @@ class DataParallelPlan:
     prelude_phases: int = 0
     overlap_reduction: bool = True  # BuildStrategy.overlap_reduction
     even_barrier_work: bool = True  # BuildStrategy.even_barrier_work
+    share_barrier_work: bool = True  # BuildStrategy.share_barrier_work
     row_parts: dict[str, str] = dataclasses.field(default_factory=dict)
     products: dict[str, tuple[str, str]] = dataclasses.field(default_factory=dict)
 
@@ -362,6 +370,7 @@ def plan_data_parallel(
         prelude_phases=1 if prelude else 0,
         overlap_reduction=bool(strategy.overlap_reduction),
         even_barrier_work=bool(strategy.even_barrier_work),
+        share_barrier_work=bool(strategy.share_barrier_work),
         row_parts=row_parts,
         products=products,
     )

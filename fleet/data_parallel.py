@@ -77,6 +77,7 @@ class DataParallelRunner:
             plan.overlap_reduction if overlap_reduction is None else overlap_reduction
         )
         options.even_barrier_work = plan.even_barrier_work
+        options.share_barrier_work = plan.share_barrier_work
         options.spin_before_sleep_us = spin_before_sleep_us()
 
         def prepare(desc: Any) -> Any:
@@ -103,6 +104,20 @@ class DataParallelRunner:
         with less work after that barrier takes on some, so that the replicas' work on both
         sides of it is even (0 when it already is, and before the first overlapped step)."""
         return self._engine.deferred_reductions()
+
+    @property
+    def shares_barrier_work(self) -> bool:
+        """Whether a replica done with its own work after an overlapped step's barrier takes
+        another's (BuildStrategy.share_barrier_work, on a plan whose update groups each read
+        one gradient their replica reduces)."""
+        return self._engine.shares_barrier_work()
+
+    @property
+    def shared_barrier_tasks(self) -> int:
+        """Tasks of the work after an overlapped step's barrier (a gradient's last reduction
+        and the update ops that read it) that a replica ran for another, having finished its
+        own, since the runner was made (BuildStrategy.share_barrier_work)."""
+        return self._engine.shared_barrier_tasks()
 
     @property
     def polls_given_up(self) -> dict[str, int]:

@@ -98,6 +98,8 @@ class PyDataParallel {
   int replicas() const { return engine_->replicas(); }
   int64_t overlapped_steps() const { return engine_->overlapped_steps(); }
   int64_t deferred_reductions() const { return engine_->deferred_reductions(); }
+  bool shares_barrier_work() const { return engine_->shares_barrier_work(); }
+  int64_t shared_barrier_tasks() const { return engine_->shared_barrier_tasks(); }
   py::dict polls_given_up() const {
     const trainer::DataParallelWaits waits = engine_->polls_given_up();
     py::dict out;
@@ -132,6 +134,7 @@ void BindDataParallel(py::module_& m) {
       .def_readwrite("prelude_phases", &trainer::DataParallelOptions::prelude_phases)
       .def_readwrite("overlap_reduction", &trainer::DataParallelOptions::overlap_reduction)
       .def_readwrite("even_barrier_work", &trainer::DataParallelOptions::even_barrier_work)
+      .def_readwrite("share_barrier_work", &trainer::DataParallelOptions::share_barrier_work)
       .def_readwrite("spin_before_sleep_us", &trainer::DataParallelOptions::spin_before_sleep_us);
 
   py::class_<trainer::DataParallelPassOptions>(m, "DataParallelPassOptions")
@@ -170,6 +173,10 @@ void BindDataParallel(py::module_& m) {
       .def("deferred_reductions", &PyDataParallel::deferred_reductions,
            "Reductions of the backward pass kept until after the barrier that ends it, every "
            "overlapped step, to even out the replicas' work after it.")
+      .def("shares_barrier_work", &PyDataParallel::shares_barrier_work,
+           "Whether the work after an overlapped step's barrier is shared by the replicas.")
+      .def("shared_barrier_tasks", &PyDataParallel::shared_barrier_tasks,
+           "Tasks of the work after an overlapped step's barrier a replica ran for another.")
       .def("polls_given_up", &PyDataParallel::polls_given_up,
            "Replica waits whose poll gave up (likely sleeps) since the engine was made, by what "
            "they waited for: for_work, for_workers, for_compute.")

@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "operators/blas.h"
+#include "trainer/barrier_tasks.h"
 #include "trainer/spin_wait.h"
 
 namespace fleet::trainer {
@@ -18,6 +19,14 @@ struct DataParallelEngine::Replica {
   // Segments of this step's compute program run so far (overlapped steps), on a line of its
   // own: the other replicas poll it.
   alignas(64) std::atomic<size_t> progress{0};
+  // Of this step's owned gradients, how many it reduced before the barrier (written before its
+  // last progress store, read by the others after they saw it).
+  std::atomic<size_t> reduced_before_barrier{0};
+  // Its part of the first update phase after the compute program, cut into groups
+  // (PlanBarrierTasks), bound to its scope; and the next of its tasks not claimed yet, which
+  // any replica may claim.
+  std::vector<framework::BoundProgram> barrier_groups;
+  alignas(64) std::atomic<size_t> next_barrier_task{0};
 };
 
 DataParallelEngine::DataParallelEngine(const framework::Executor* executor,
@@ -141,6 +150,48 @@ DataParallelEngine::DataParallelEngine(const framework::Executor* executor,
     });
   }
   for (int r = 0; r < options_.replicas; ++r) all_replicas_.push_back(r);
+  const size_t first_update = static_cast<size_t>(options_.prelude_phases);
+  if (options_.share_barrier_work && first_update < update_.size()) PlanBarrierTasks(first_update);
+}
+
+void DataParallelEngine::PlanBarrierTasks(size_t phase) {
+  const auto kFail = framework::Executor::MissingPersistable::kFail;
+  // Gradient i's variables as an update op names them: the gradient and its share of rows.
+  auto reads = [&](const framework::PreparedProgram& group, size_t i) {
+    const bool part = !options_.gradient_row_parts.empty() &&
+                      !options_.gradient_row_parts[i].empty() &&
+                      Touches(group, options_.gradient_row_parts[i]);
+    return part || Touches(group, gradients_[i].name);
+  };
+  std::vector<std::vector<BarrierTask>> tasks(replicas_.size());
+  std::vector<std::vector<std::unique_ptr<framework::PreparedProgram>>> groups(replicas_.size());
+  for (size_t r = 0; r < replicas_.size(); ++r) {
+    const auto& mine = owned_[r];
+    for (size_t k = 0; k < mine.size(); ++k) tasks[r].push_back({static_cast<int>(k), {}});
+    if (update_[phase][r] != nullptr) groups[r] = CutIntoIndependentGroups(*update_[phase][r]);
+    for (size_t g = 0; g < groups[r].size(); ++g) {
+      int attached = -1;
+      for (size_t i = 0; i < gradients_.size(); ++i) {
+        if (!reads(*groups[r][g], i)) continue;
+        auto at = std::find(mine.begin(), mine.end(), i);
+        if (at == mine.end() || attached >= 0) return;  // another's, or a second: not shared
+        attached = static_cast<int>(at - mine.begin());
+      }
+      if (attached >= 0) {
+        tasks[r][static_cast<size_t>(attached)].groups.push_back(g);
+      } else {
+        tasks[r].push_back({-1, {g}});
+      }
+    }
+  }
+  for (size_t r = 0; r < replicas_.size(); ++r) {
+    for (auto& group : groups[r]) {
+      replicas_[r]->barrier_groups.push_back(executor_->Bind(*group, replicas_[r]->scope, kFail));
+      barrier_programs_.push_back(std::move(group));
+    }
+  }
+  barrier_tasks_ = std::move(tasks);
+  share_barrier_work_ = true;
 }
 
 DataParallelEngine::~DataParallelEngine() {
@@ -272,17 +323,46 @@ bool DataParallelEngine::ComputeAndReduce(int r, const std::vector<std::string>&
         replica->progress.store(s + 1, std::memory_order_release);
         next = ReduceFinished(r, next, before_barrier, SegmentsEveryReplicaRan(), scale);
       } else {
+        replica->reduced_before_barrier.store(next, std::memory_order_relaxed);
         absl::MutexLock lock(&progress_mu_);  // AwaitCompute may sleep on it
         replica->progress.store(all, std::memory_order_release);
       }
     }
     if (!AwaitCompute()) return false;
-    ReduceFinished(r, next, owned_[static_cast<size_t>(r)].size(), all, scale);
+    if (share_barrier_work_) {
+      RunBarrierTasks(r, scale);
+    } else {
+      ReduceFinished(r, next, owned_[static_cast<size_t>(r)].size(), all, scale);
+    }
     return true;
   } catch (...) {
     absl::MutexLock lock(&progress_mu_);
     failed_.store(true);
     throw;
+  }
+}
+
+void DataParallelEngine::RunBarrierTasks(int r, float scale) {
+  Replica* runner = replicas_[static_cast<size_t>(r)].get();
+  for (int k = 0; k < options_.replicas; ++k) {
+    const int owner = (r + k) % options_.replicas;
+    Replica* from = replicas_[static_cast<size_t>(owner)].get();
+    const auto& tasks = barrier_tasks_[static_cast<size_t>(owner)];
+    const size_t reduced = from->reduced_before_barrier.load(std::memory_order_relaxed);
+    for (size_t t = from->next_barrier_task.fetch_add(1, std::memory_order_relaxed);
+         t < tasks.size(); t = from->next_barrier_task.fetch_add(1, std::memory_order_relaxed)) {
+      const BarrierTask& task = tasks[t];
+      if (task.gradient >= 0 && static_cast<size_t>(task.gradient) >= reduced) {
+        // The owner's share (of a gradient split by rows), whichever thread sums it.
+        ReduceGradient(gradients_[owned_[static_cast<size_t>(owner)][task.gradient]], all_replicas_,
+                       options_.replicas, scale, options_.all_reduce, owner);
+      }
+      for (size_t g : task.groups) {
+        executor_->Run(from->barrier_groups[g], &runner->run_state,
+                       profile_ ? &runner->stats : nullptr);
+      }
+      if (owner != r) shared_tasks_.fetch_add(1, std::memory_order_relaxed);
+    }
   }
 }
 
@@ -340,11 +420,17 @@ std::vector<std::vector<LoDTensor>> DataParallelEngine::Step(
     size_t next_phase = prelude;
     if (overlap_next_ && active == options_.replicas) {
       if (defer_from_.empty()) PlanDeferredReductions();
-      for (auto& replica : replicas_) replica->progress.store(0);
+      for (auto& replica : replicas_) {
+        replica->progress.store(0);
+        replica->next_barrier_task.store(0);
+      }
       failed_.store(false);
       const bool update = next_phase < update_.size();
       pool_.Run([&](int r) {
-        if (ComputeAndReduce(r, input_names, &feeds[r], scale) && update) RunUpdate(next_phase, r);
+        // Shared: the update phase is part of the tasks after the barrier.
+        if (ComputeAndReduce(r, input_names, &feeds[r], scale) && update && !share_barrier_work_) {
+          RunUpdate(next_phase, r);
+        }
       });
       if (update) ++next_phase;
       ++overlapped_steps_;

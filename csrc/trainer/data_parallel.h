@@ -23,7 +23,10 @@
 //      replica has finished the compute program (no op reads a parameter while it changes).
 //      A replica with less work after that barrier than another keeps its last reductions
 //      until after it, so that the work on both sides of the barrier is even
-//      (PlanDeferredReductions).
+//      (PlanDeferredReductions). The work after that barrier is cut into tasks (a gradient's
+//      reduction and the update ops that read it, barrier_tasks.h): a replica done with its own
+//      takes the tasks another has not started, so that the step's join waits less for the
+//      slowest (share_barrier_work).
 //      The sums are those of the plain path, term for term: the parameters are bit for bit the
 //      same. A weight gradient the plan makes a product (BuildStrategy.split_weight_gradients)
 //      is not computed by the compute program: its reduction is each replica computing its
@@ -92,6 +95,12 @@ struct DataParallelOptions {
   // program keep its last reductions until after it (PlanDeferredReductions); false: every
   // reduction runs as soon as every replica is past its gradient.
   bool even_barrier_work = true;
+  // In an overlapped step, let a replica that has done its own work after that barrier (its last
+  // reductions and its part of the first update phase, cut into tasks: barrier_tasks.h) take
+  // the tasks another replica has not started yet, instead of waiting at the join; false: each
+  // replica does its own. The same reductions and ops either way. Left off where an update
+  // group reads several gradients or one another replica reduces.
+  bool share_barrier_work = true;
   // How long a replica waiting for another (for work, for the others to finish the compute
   // program or a phase) polls before it sleeps; it stops polling at once when it finds it was
   // preempted (spin_wait.h). 0: sleep at once. fleet.data_parallel sets it from the environment
@@ -119,6 +128,11 @@ class DataParallelEngine {
   // Reductions of the backward pass a replica keeps until after its barrier, every overlapped
   // step, to even out the work after it (PlanDeferredReductions); 0 before the first one.
   int64_t deferred_reductions() const;
+  // Whether the work after an overlapped step's barrier is shared (share_barrier_work and a
+  // plan it applies to), and the tasks of it a replica ran for another since the engine was
+  // made. Read between steps.
+  bool shares_barrier_work() const { return share_barrier_work_; }
+  int64_t shared_barrier_tasks() const { return shared_tasks_.load(std::memory_order_relaxed); }
   // The replicas' waits whose poll gave up since the engine was made. Read between steps.
   DataParallelWaits polls_given_up() const {
     return {pool_.polls_given_up_for_work(), pool_.polls_given_up_for_workers(),
@@ -158,6 +172,13 @@ class DataParallelEngine {
   // Sets defer_from_ from the gradients' sizes (known after the first, plain, step).
   void PlanDeferredReductions();
   size_t SegmentsEveryReplicaRan() const;
+  // Cuts each replica's part of update phase `phase` into the tasks of barrier_tasks_
+  // (share_barrier_work_ stays false when a group of its ops reads several of its gradients, or one
+  // it does not reduce itself: a task would then wait on another's reduction).
+  void PlanBarrierTasks(size_t phase);
+  // Replica r's work after the barrier, shared: its own tasks first, then the others' that no
+  // replica has started.
+  void RunBarrierTasks(int r, float scale);
   // Blocks until every replica has run every segment (true) or one failed (false).
   bool AwaitCompute();
 
@@ -175,7 +196,18 @@ class DataParallelEngine {
   // planned yet.
   std::vector<size_t> defer_from_;
   std::vector<int> all_replicas_;  // the sources of an overlapped step
-  bool overlap_next_ = false;      // the last plain step was owner_local with every replica active
+  // Per replica: the tasks after an overlapped step's barrier, in order, when share_barrier_work_:
+  // the reduction of owned_[r][gradient] (unless it ran before the barrier; -1: none) and then the
+  // groups of its update ops (indices into Replica::barrier_groups) that read that gradient.
+  struct BarrierTask {
+    int gradient = -1;
+    std::vector<size_t> groups;
+  };
+  std::vector<std::vector<BarrierTask>> barrier_tasks_;
+  std::vector<std::unique_ptr<framework::PreparedProgram>> barrier_programs_;  // the groups' ops
+  bool share_barrier_work_ = false;
+  std::atomic<int64_t> shared_tasks_{0};
+  bool overlap_next_ = false;  // the last plain step was owner_local with every replica active
   int64_t overlapped_steps_ = 0;
   // Published segment counts: stores of the last segment and of a failure are made under the
   // mutex, so that AwaitCompute may sleep on them; the others are read lock-free.

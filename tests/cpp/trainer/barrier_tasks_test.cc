@@ -1,0 +1,76 @@
+// The cut of a replica's update phase into groups of ops that may run in any order or at once
+// (the tasks after an overlapped data-parallel step's barrier, barrier_tasks.h).
+
+#include "trainer/barrier_tasks.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace fleet::trainer {
+namespace {
+
+// An update program of ops reading and writing the named variables (no kernels: only cut).
+framework::PreparedProgram Ops(
+    const std::vector<std::pair<std::vector<std::string>, std::vector<std::string>>>& ops) {
+  framework::PreparedProgram program;
+  for (const auto& [in, out] : ops) {
+    framework::PreparedOp op;
+    op.spec.type = "op" + std::to_string(program.ops.size());
+    op.spec.inputs["X"] = in;
+    op.spec.outputs["Out"] = out;
+    program.ops.push_back(std::move(op));
+  }
+  return program;
+}
+
+std::vector<std::vector<std::string>> Types(
+    const std::vector<std::unique_ptr<framework::PreparedProgram>>& groups) {
+  std::vector<std::vector<std::string>> out;
+  for (const auto& group : groups) {
+    out.emplace_back();
+    for (const auto& op : group->ops) out.back().push_back(op.spec.type);
+  }
+  return out;
+}
+
+TEST(BarrierTasks, EachParametersUpdateIsAGroupAndSharedReadsDoNotJoinThem) {
+  framework::PreparedProgram program = Ops({
+      {{"w@GRAD"}, {"w@GRAD"}},                       // 0 weight decay on w's gradient
+      {{"b", "b@GRAD", "lr", "beta1"}, {"b", "mb"}},  // 1 b's update
+      {{"w", "w@GRAD", "lr", "beta1"}, {"w", "mw"}},  // 2 w's update, after its decay
+      {{"e", "e@GRAD@ROWS", "lr"}, {"e"}},            // 3 a share of e's rows
+  });
+  auto groups = CutIntoIndependentGroups(program);
+  // lr and beta1 are read by every group and written by none: they tie nothing together.
+  EXPECT_EQ(Types(groups),
+            (std::vector<std::vector<std::string>>{{"op0", "op2"}, {"op1"}, {"op3"}}));
+  EXPECT_TRUE(Touches(*groups[0], "w@GRAD"));
+  EXPECT_FALSE(Touches(*groups[0], "b@GRAD"));
+  EXPECT_TRUE(Touches(*groups[2], "e@GRAD@ROWS"));
+}
+
+TEST(BarrierTasks, ReadersAndWritersOfAVariableAreOneGroupInProgramOrder) {
+  framework::PreparedProgram program = Ops({
+      {{"g1"}, {"norm"}},        // 0 writes norm...
+      {{"p2", "g2"}, {"p2"}},    // 1 independent of the others
+      {{"norm", "g1"}, {"p1"}},  // 2 ...which this reads
+      {{"p3", "norm"}, {"p3"}},  // 3 and this: one group with 0 and 2
+      {{"p4"}, {"p4"}},          // 4 alone
+      {{"p4", "x"}, {"p4"}},     // 5 writes what 4 writes: with it
+  });
+  auto groups = CutIntoIndependentGroups(program);
+  EXPECT_EQ(Types(groups), (std::vector<std::vector<std::string>>{
+                               {"op0", "op2", "op3"}, {"op1"}, {"op4", "op5"}}));
+  for (const auto& group : groups) EXPECT_TRUE(group->vars.empty());
+}
+
+TEST(BarrierTasks, AProgramOfNoOpsHasNoGroups) {
+  EXPECT_TRUE(CutIntoIndependentGroups(framework::PreparedProgram{}).empty());
+}
+
+}  // namespace
+}  // namespace fleet::trainer
