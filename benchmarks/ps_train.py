@@ -190,6 +190,8 @@ def fleet_command(
     else:
         command += ["--train", data["train"]]
     command += ["--local_transport", args.local_transport]
+    if args.feed_priority:
+        command += ["--feed_priority", args.feed_priority]
     return command + ["--test", data["test"], *extra]
 
 
@@ -270,7 +272,7 @@ def measure_fleet_ps(
     }
 
 
-def measure_fleet_single(data: dict, scratch: str) -> dict:
+def measure_fleet_single(data: dict, scratch: str, feed_priority: str = "") -> dict:
     log = os.path.join(tempfile.mkdtemp(prefix="fleet_single_", dir=scratch), "train.log")
     # The same driver as the PS jobs' workers (train_from_dataset, one thread, the same files
     # and pipe_command), so that <mode>_vs_single compares the data path and nothing else.
@@ -293,6 +295,8 @@ def measure_fleet_single(data: dict, scratch: str) -> dict:
         "1000",
         "--json",
     ]
+    if feed_priority:
+        command += ["--feed_priority", feed_priority]
     job = run_job(command, log, _fleet_env(), ROOT)
     summary = [line for line in tail(log, 10**7).splitlines() if line.startswith("{")]
     if job["rc"] != 0 or not summary:
@@ -406,6 +410,7 @@ def build_result(
         "geo_k_steps": GEO_K,
         "fleet_driver": args.driver,
         "local_transport": args.local_transport,
+        "feed_priority": getattr(args, "feed_priority", None) or "library default",
         "reader": args.reader,
         "oracle_auc": data["oracle_auc"],
         "loadavg_1min": os.getloadavg()[0],
@@ -521,7 +526,7 @@ def run_round(
 
     def fleet_jobs(mode: str) -> None:
         if mode == "single":
-            record("fleet", "single", measure_fleet_single(data, scratch))
+            record("fleet", "single", measure_fleet_single(data, scratch, args.feed_priority or ""))
         else:
             record("fleet", mode, measure_fleet_ps(mode, data, scratch, args))
         if mode == "async":
@@ -581,6 +586,12 @@ def main() -> int:
         default="shm",
         help="Fleet's workers to their servers: loopback TCP, Unix sockets or shared memory "
         "(default, as the strategy's)",
+    )
+    parser.add_argument(
+        "--feed_priority",
+        choices=("normal", "batch", "low", "idle"),
+        help="Fleet's dataset feed threads' CPU scheduling (DatasetBase.set_feed_priority), in "
+        "the PS jobs and the single process; default: the library's",
     )
     parser.add_argument("--skip_peer", action="store_true", help="do not run Paddle")
     parser.add_argument(

@@ -47,6 +47,8 @@ def make_dataset(kind: str, net: model.CtrDnn, files: list[str], args: argparse.
     dataset.set_batch_size(args.batch_size)
     dataset.set_thread(args.thread)
     dataset.set_filelist(files)
+    if getattr(args, "feed_priority", None):  # else the library's default
+        dataset.set_feed_priority(args.feed_priority)
     return dataset
 
 
@@ -143,6 +145,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--train", nargs="+", required=True, help="raw Criteo training files")
     parser.add_argument("--test", required=True, help="raw Criteo test file")
     parser.add_argument("--thread", type=int, default=2, help="reader and trainer threads")
+    parser.add_argument(
+        "--feed_priority",
+        choices=("normal", "batch", "low", "idle"),
+        help="--dataset: the feed threads' CPU priority (DatasetBase.set_feed_priority); "
+        "default: the library's",
+    )
     parser.add_argument("--dataset", choices=("queue", "inmemory"), default="queue")
     parser.add_argument(
         "--pipe_command",

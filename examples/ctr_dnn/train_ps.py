@@ -283,6 +283,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--thread", type=int, default=1, help="trainer threads (--dataset)")
     parser.add_argument(
+        "--feed_priority",
+        choices=("normal", "batch", "low", "idle"),
+        help="--dataset: the feed threads' CPU priority (DatasetBase.set_feed_priority); "
+        "default: the library's",
+    )
+    parser.add_argument(
         "--pipe_command",
         help="--dataset: the command each training file is piped through, instead of "
         "criteo_reader.py (e.g. cat, for files already in MultiSlot form)",
