@@ -62,7 +62,7 @@ size_t LocalRows::Find(const Shard& shard, absl::Span<const int64_t> keys, const
                        const uint32_t* positions, size_t n, uint32_t* index) {
   size_t absent = 0;
   for (size_t j = 0; j < n; ++j) {
-    if (j + kPrefetchAhead < n) shard.row_of.Prefetch(hashes[positions[j + kPrefetchAhead]]);
+    if (j + kProbeAhead < n) shard.row_of.Prefetch(hashes[positions[j + kProbeAhead]]);
     const uint32_t i = positions[j];
     index[i] = shard.row_of.Find(keys[i], hashes[i]);
     absent += index[i] == kAbsent;
@@ -184,8 +184,8 @@ void LocalRows::Update(absl::Span<const int64_t> keys, absl::Span<const float> g
         sums.clear();
         slot_rows.clear();
         for (size_t j = 0; j < n; ++j) {
-          if (j + kPrefetchAhead < n)
-            __builtin_prefetch(&shard.marks[index[positions[j + kPrefetchAhead]]]);
+          if (j + kProbeAhead < n)
+            __builtin_prefetch(&shard.marks[index[positions[j + kProbeAhead]]]);
           const uint32_t i = positions[j];
           RowMarks& marks = shard.marks[index[i]];
           const float* g = grads.data() + i * dim_;
