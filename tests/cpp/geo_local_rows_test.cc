@@ -11,6 +11,7 @@
 #include <cstring>
 #include <map>
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -361,6 +362,43 @@ TEST(GeoLocalRows, LookupsOfReadsAndExchangesChangeNothingBitForBit) {
   std::vector<float> a(every.size() * kDim), b(every.size() * kDim);
   ASSERT_EQ(plain.Read(every, absl::MakeSpan(a)), looked.Read(every, absl::MakeSpan(b)));
   EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)));
+}
+
+// A Lookup keeps its keys in shard order and the caller's rows by position: a push or rebase
+// that finds one id of many missing (with and without the step's Lookup) must name that id,
+// whichever shard and place it falls in.
+TEST(GeoLocalRows, AnErrorNamesTheOneMissingIdAmongMany) {
+  std::vector<int64_t> held(500);
+  for (size_t i = 0; i < held.size(); ++i) held[i] = static_cast<int64_t>(i) * 7919 + 11;
+  for (size_t missing_at : {size_t{0}, size_t{137}, size_t{499}}) {
+    LocalRows rows(1, QuarterSgd());
+    std::vector<int64_t> keys = held;
+    keys.insert(keys.end(), held.begin(), held.end());  // every id twice, as batches repeat
+    const int64_t missing_id = -1000003 - static_cast<int64_t>(missing_at);
+    keys[missing_at] = missing_id;
+    keys[held.size() + missing_at] = missing_id;
+    rows.Reset(held, std::vector<float>(held.size(), 1.0f));
+    // The error's message, which must contain `expected`.
+    auto expect_error = [](auto&& call, const std::string& expected) {
+      std::string message = "no error";
+      try {
+        call();
+      } catch (const Internal& e) {
+        message = e.what();
+      }
+      EXPECT_NE(message.find(expected), std::string::npos) << message;
+    };
+    const std::string id = std::to_string(missing_id);
+    const std::vector<float> ones(keys.size(), 1.0f);
+    expect_error([&] { rows.Update(keys, ones); }, "GEO push of id " + id + " that was never");
+    LocalRows::Lookup lookup;
+    std::vector<float> out(keys.size());
+    ASSERT_EQ(rows.Read(keys, absl::MakeSpan(out), &lookup),
+              (std::vector<size_t>{missing_at, held.size() + missing_at}));
+    expect_error([&] { rows.Update(keys, ones, &lookup); },
+                 "GEO push of id " + id + " that was never");
+    expect_error([&] { rows.Rebase(keys, ones); }, "GEO fresh values of id " + id + " that this");
+  }
 }
 
 TEST(GeoLocalRows, APushOfAnIdItsReadMissedIsAnErrorUntilTheIdIsPulled) {
