@@ -11,6 +11,7 @@ import os
 # fleet.data, fleet.embedding, the deprecated no-ops, the role makers; every other Paddle name
 # Fleet lacks is explained by fleet/_compat_names.py (__getattr__ below).
 from fleet import (
+    _blas_kernel,  # noqa: F401  (first: names OpenBLAS's kernels before fleet._core loads it)
     _crash_report,
     compiler,
     core,

@@ -98,6 +98,7 @@ PY_LAYERS = ("program", "run", "engines", "facade", "tools")
 PY_LAYER_OF = {
     # program: building programs, and the leaves every layer uses
     "_attrs": "program",
+    "_blas_kernel": "program",  # OpenBLAS's kernels, named before fleet._core loads it
     "_compat_names": "program",
     "_crash_report": "program",  # the native crash report, installed by `import fleet`
     "_core": "program",  # the compiled core
