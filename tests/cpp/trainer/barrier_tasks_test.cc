@@ -10,22 +10,10 @@
 #include <utility>
 #include <vector>
 
+#include "op_list_program.h"
+
 namespace fleet::trainer {
 namespace {
-
-// An update program of ops reading and writing the named variables (no kernels: only cut).
-framework::PreparedProgram Ops(
-    const std::vector<std::pair<std::vector<std::string>, std::vector<std::string>>>& ops) {
-  framework::PreparedProgram program;
-  for (const auto& [in, out] : ops) {
-    framework::PreparedOp op;
-    op.spec.type = "op" + std::to_string(program.ops.size());
-    op.spec.inputs["X"] = in;
-    op.spec.outputs["Out"] = out;
-    program.ops.push_back(std::move(op));
-  }
-  return program;
-}
 
 std::vector<std::vector<std::string>> Types(
     const std::vector<std::unique_ptr<framework::PreparedProgram>>& groups) {
@@ -38,7 +26,7 @@ std::vector<std::vector<std::string>> Types(
 }
 
 TEST(BarrierTasks, EachParametersUpdateIsAGroupAndSharedReadsDoNotJoinThem) {
-  framework::PreparedProgram program = Ops({
+  framework::PreparedProgram program = OpListProgram({
       {{"w@GRAD"}, {"w@GRAD"}},                       // 0 weight decay on w's gradient
       {{"b", "b@GRAD", "lr", "beta1"}, {"b", "mb"}},  // 1 b's update
       {{"w", "w@GRAD", "lr", "beta1"}, {"w", "mw"}},  // 2 w's update, after its decay
@@ -54,7 +42,7 @@ TEST(BarrierTasks, EachParametersUpdateIsAGroupAndSharedReadsDoNotJoinThem) {
 }
 
 TEST(BarrierTasks, ReadersAndWritersOfAVariableAreOneGroupInProgramOrder) {
-  framework::PreparedProgram program = Ops({
+  framework::PreparedProgram program = OpListProgram({
       {{"g1"}, {"norm"}},        // 0 writes norm...
       {{"p2", "g2"}, {"p2"}},    // 1 independent of the others
       {{"norm", "g1"}, {"p1"}},  // 2 ...which this reads

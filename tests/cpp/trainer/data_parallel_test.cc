@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "op_list_program.h"
 #include "trainer/batch_split.h"
 #include "trainer/compute_segments.h"
 #include "trainer/gradient_reduce.h"
@@ -331,22 +332,8 @@ TEST(GradientReduce, AGradientReducedAloneEqualsThePlannedReduction) {
   EXPECT_FLOAT_EQ(alone.Of(0)[5], 1.0f);  // Reduce: replica 0's is untouched
 }
 
-// A compute program of ops reading and writing the named variables (no kernels: only cut).
-framework::PreparedProgram Ops(
-    const std::vector<std::pair<std::vector<std::string>, std::vector<std::string>>>& ops) {
-  framework::PreparedProgram program;
-  for (const auto& [in, out] : ops) {
-    framework::PreparedOp op;
-    op.spec.type = "op" + std::to_string(program.ops.size());
-    op.spec.inputs["X"] = in;
-    op.spec.outputs["Out"] = out;
-    program.ops.push_back(std::move(op));
-  }
-  return program;
-}
-
 TEST(ComputeSegments, CutsAfterTheLastReadOrWriteOfEachGradient) {
-  framework::PreparedProgram program = Ops({
+  framework::PreparedProgram program = OpListProgram({
       {{"x"}, {"h"}},            // 0 forward
       {{"h"}, {"loss"}},         // 1
       {{"loss"}, {"b@GRAD"}},    // 2 b's gradient...

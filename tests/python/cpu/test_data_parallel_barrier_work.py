@@ -14,13 +14,13 @@ import fleet
 from .test_data_parallel import (
     _BALANCED_HIDDEN,
     STRATEGIES,
+    _assert_switch_exact_and_near_one,
     _batch,
     _compiled_with_and_without,
     _decayed_adam,
     _lazy_adam,
     _mlp,
     _model,
-    _params,
 )
 
 _STEPS = 6
@@ -45,10 +45,7 @@ def _check_shared_equals_own(exe, main, loss, compiled, scopes, one, feeds):
     assert runners[True].shares_barrier_work
     assert not runners[False].shares_barrier_work
     assert runners[False].shared_barrier_tasks == 0
-    shared, own, reference = (_params(s, main) for s in (scopes[True], scopes[False], one))
-    for name, value in own.items():
-        np.testing.assert_array_equal(shared[name], value, err_msg=name)
-        np.testing.assert_allclose(value, reference[name], rtol=1e-5, atol=1e-5, err_msg=name)
+    _assert_switch_exact_and_near_one(main, scopes, one)
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES, ids=["allreduce", "reduce"])
