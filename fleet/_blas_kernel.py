@@ -7,11 +7,14 @@ falls back to its oldest kernels ("Prescott", SSE3): on a 5th-generation Xeon (f
 samples/s instead of 25.7k with the AVX-512 kernels forced (benchmarks/ctr_dnn_train.py --quick,
 docs/benchmarks.md). The instruction sets the CPU reports are what the kernels need, so when
 OPENBLAS_CORETYPE is unset this names the kernels they allow: "SkylakeX" with AVX-512
-(F, CD, BW, DQ, VL), "Haswell" with AVX2 and FMA. For float32 those are the kernels OpenBLAS
-picks itself on every CPU it knows of that class (its Cooperlake and Sapphire Rapids targets add
-bfloat16 kernels only, its Zen targets use the Haswell ones). A value the user set is kept, and
-nothing is set off x86-64 Linux. Processes started from this one (fleetrun's servers and
-workers) inherit the choice.
+(F, CD, BW, DQ, VL), "Haswell" with AVX2 and FMA. For float32 those are the kernels' sources
+OpenBLAS uses itself on every CPU it knows of that class (its Cooperlake and Sapphire Rapids
+targets add bfloat16 kernels, its Zen targets reuse the Haswell ones), but each target is built
+on its own, so results can differ in the last bits from those of the target OpenBLAS would have
+picked (on an AMD EPYC it picks Cooperlake: CTR-DNN's test AUC 0.7778 there, 0.7781 with
+SkylakeX, at the same speed or better). A value the user set is kept, and nothing is set off
+x86-64 Linux. Processes started from this one (fleetrun's servers and workers) inherit the
+choice.
 """
 
 from __future__ import annotations
