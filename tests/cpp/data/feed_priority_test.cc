@@ -1,12 +1,20 @@
 // A dataset pass's feed threads get the configured CPU priority (core/thread_priority.h), read
 // back from the kernel (/proc/self/task/<tid>/stat: nice and scheduling policy), and the
-// batches they produce do not depend on it.
+// batches they produce do not depend on it; where the kernel refuses the change, the pass warns
+// once and feeds the same batches.
 
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <sched.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstddef>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -175,6 +183,60 @@ TEST_F(FeedPriorityTest, QueueReadersGetThePriorityAndTheSameSamples) {
     if (reference.empty()) reference = ids;
     EXPECT_EQ(ids, reference) << ThreadPriorityName(p);
   }
+}
+
+// Makes setpriority and sched_setscheduler fail with EPERM for this thread and the threads it
+// starts from now on, as a sandbox's seccomp profile may; false where that cannot be done.
+bool RefusePriorityChanges() {
+#if defined(__x86_64__)
+  sock_filter filter[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, arch)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_sched_setscheduler, 2, 0),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_setpriority, 1, 0),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
+  };
+  sock_fprog program{static_cast<unsigned short>(sizeof(filter) / sizeof(filter[0])), filter};
+  return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 &&
+         prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program) == 0;
+#else
+  return false;
+#endif
+}
+
+// In a child whose priority changes are refused: a queue pass of 2 readers at kIdle. Exit 0 when
+// it warned exactly once, naming the priority, and fed all 80 samples; 2 when the refusal could
+// not be set up, 3 when the warnings were wrong, 4 when samples were lost.
+int RunPassWithPriorityRefused(const std::vector<std::string>& files, DataFeedConfig config) {
+  if (!RefusePriorityChanges()) return 2;
+  std::atomic<int> warnings{0};
+  std::atomic<bool> named{false};
+  config.feed_priority = ThreadPriority::kIdle;
+  config.warn = [&](const std::string& message) {
+    warnings.fetch_add(1);
+    if (message.find("idle") != std::string::npos) named.store(true);
+  };
+  QueueDataset dataset(config, files);
+  Channel<Batch> channel(4, "test channel");
+  std::unique_ptr<BatchSource> pass = dataset.NewPass();
+  pass->Start(&channel);
+  size_t samples = 0;
+  while (std::optional<Batch> b = channel.Get()) samples += b->tensors[0].numel();
+  pass->Join();
+  if (warnings.load() != 1 || !named.load()) return 3;
+  return samples == 80 ? 0 : 4;
+}
+
+TEST_F(FeedPriorityTest, ARefusedPriorityWarnsOnceAndTheFeedRunsOn) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  // _exit: the child ends without exit handlers (a filter cannot be taken back, so it must not
+  // reach the parent; the child is a fresh run of this one test).
+  EXPECT_EXIT(::_exit(RunPassWithPriorityRefused(files_, Config(ThreadPriority::kNormal))),
+              testing::ExitedWithCode(0), "")
+      << "exit codes: 2 no seccomp filter, 3 not exactly one warning naming 'idle', 4 samples lost";
 }
 
 TEST_F(FeedPriorityTest, InMemoryProducersGetThePriorityAndTheSameBatches) {
