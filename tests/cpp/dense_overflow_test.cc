@@ -329,6 +329,55 @@ TEST(DenseOverflow, AdamWithDeltasBetweenItsPushesRefusesAsTheCopyingGuard) {
   EXPECT_GT(counts.proven, 0);
 }
 
+TEST(DenseOverflow, AdamDeltasOnlyRefuseAsTheCopyingGuard) {
+  // GEO's dense pushes: deltas alone, so the state's magnitude measured at the first push is
+  // kept for every later one (DenseTable's Block::state_max); values bit for bit the reference's.
+  Counts counts;
+  PushAndCompare(NearBoundAdam(false), 30, 1e-3f, 2.0f, true, &counts);
+  EXPECT_GT(counts.refused, 0);
+}
+
+// Deltas leave the state alone, so a delta push keeps the state's measured magnitude; a load
+// replaces the state and must not leave that measure behind. A state loaded past the bound (a
+// checkpoint of a table with a larger bound, `clip` or not) makes the next push of small deltas
+// fail the guard's check of the whole block, as in the reference.
+void ExpectNoStaleStateMeasure(bool clip) {
+  const proto::TableConfig config = NearBoundAdam(clip);
+  auto table = DenseTable::Create(config, 0, 1, RoundRobinBlockShard);
+  ASSERT_TRUE(table.ok()) << table.status();
+  const size_t n = (*table)->local_size();
+  ASSERT_TRUE((*table)->Push(std::vector<float>(n, 1e-3f), true).ok());  // measures the state
+  std::vector<std::vector<float>> blocks = SavedBlocks(**table);
+  blocks[1][kBlock + 5] = 3.5f;  // block 1's state, past the bound of 3
+  LoadBlocks(table->get(), blocks);
+  Reference reference(config, SavedBlocks(**table));
+  const std::vector<float> deltas(n, 1e-3f);
+  const std::vector<uint64_t> refused = reference.Push(deltas, true);
+  const absl::Status status = (*table)->Push(deltas, true);
+  if (clip) {
+    EXPECT_TRUE(refused.empty());
+    EXPECT_TRUE(status.ok()) << status;
+    EXPECT_EQ(reference.blocks()[1][kBlock + 5], 3.0f);  // clipped with the values
+  } else {
+    EXPECT_EQ(refused, std::vector<uint64_t>{1});
+    EXPECT_EQ(status.code(), absl::StatusCode::kOutOfRange) << status;
+  }
+  const auto got = SavedBlocks(**table);
+  for (size_t b = 0; b < got.size(); ++b) {
+    ASSERT_EQ(
+        std::memcmp(got[b].data(), reference.blocks()[b].data(), got[b].size() * sizeof(float)), 0)
+        << "block " << b;
+  }
+}
+
+TEST(DenseOverflow, AStateLoadedPastTheBoundAfterDeltasRefusesTheNextDeltas) {
+  ExpectNoStaleStateMeasure(false);
+}
+
+TEST(DenseOverflow, AStateLoadedPastTheBoundAfterDeltasIsClippedByTheNextDeltas) {
+  ExpectNoStaleStateMeasure(true);
+}
+
 TEST(DenseOverflow, AdagradOnTheWorstStateForTheProofMatchesTheCopyingGuard) {
   // G = 0: the step is lr * s / (s + epsilon), closest to the proof's h + lr * h / epsilon.
   CompareOnCraftedState(Config("adagrad", 16 * kBlock, 5.0f, 3.0f, false), 1,

@@ -105,6 +105,12 @@ class DenseTable {
     // changed it since, so that the next push's proof of range need not scan it; kUnknownBound
     // otherwise (a new, loaded or initialised block, deltas, a rate span or the guard's work).
     uint32_t bound = UpdateRule::kUnknownBound;
+    // The largest detail::MagnitudeBits of the state (data after `length`) when nothing has
+    // changed it since it was measured, for a delta push's proof of range (deltas leave the
+    // state alone); kUnknownStateMax otherwise (a new or loaded block, or after an update by the
+    // rule or the overflow guard).
+    static constexpr uint32_t kUnknownStateMax = UINT32_MAX;
+    uint32_t state_max = kUnknownStateMax;
   };
 
   DenseTable(const proto::TableConfig& config, std::unique_ptr<UpdateRule> rule);
