@@ -173,6 +173,16 @@ float* SparseTable::CreateRow(Shard& shard, int64_t key, uint64_t hash, uint32_t
   return row;
 }
 
+float* SparseTable::FindOrCreateRow(Shard& shard, int64_t key, uint64_t hash, uint32_t stamp) {
+  bool created = false;
+  float* row = shard.rows.FindOrInsert(key, hash, stamp, &created);
+  if (created) {
+    initializer_.Fill(key, 0, dim_, row);
+    rule_->InitState(dim_, row + dim_);
+  }
+  return row;
+}
+
 absl::Status SparseTable::Pull(absl::Span<const int64_t> keys, absl::Span<float> out) {
   if (out.size() != keys.size() * dim_) {
     return absl::InvalidArgumentError(absl::StrCat(Name(), ": pull of ", keys.size(),
@@ -250,7 +260,11 @@ absl::Status SparseTable::PullGrouped(Groups& g, absl::Span<float> out) {
     for (const uint32_t j : g.missing) {
       const int64_t key = g.keys[j];
       float* dst = out.data() + size_t{g.order[j]} * dim_;
-      float* row = shard.rows.Find(key, g.hashes[j]);
+      // Without the count filter every absent key gets its row: one probe finds the slot that
+      // a repeat's first occurrence filled or the empty one the new row takes (a GEO job's pulls
+      // are mostly of rows nobody has pulled yet).
+      float* row = min_count_ <= 1 ? FindOrCreateRow(shard, key, g.hashes[j], stamp)
+                                   : shard.rows.Find(key, g.hashes[j]);
       if (row == nullptr && min_count_ > 1) {
         auto it = shard.pending.try_emplace(key, 0).first;
         if (++it->second < min_count_) {
@@ -258,8 +272,8 @@ absl::Status SparseTable::PullGrouped(Groups& g, absl::Span<float> out) {
           continue;
         }
         shard.pending.erase(it);
+        row = CreateRow(shard, key, g.hashes[j], stamp);
       }
-      if (row == nullptr) row = CreateRow(shard, key, g.hashes[j], stamp);
       if (row == nullptr) {
         return absl::ResourceExhaustedError(absl::StrCat(Name(), ": shard ", s, " is full"));
       }
@@ -385,9 +399,9 @@ absl::Status SparseTable::PushGrouped(Groups& g, absl::Span<const float> grads, 
     // Created in request order, as in PullGrouped; repeats are applied in order.
     SortByRequestOrder(g, &g.missing);
     for (const uint32_t j : g.missing) {
-      float* row = shard.rows.Find(g.keys[j], g.hashes[j]);
+      float* row = min_count_ <= 1 ? FindOrCreateRow(shard, g.keys[j], g.hashes[j], stamp)
+                                   : shard.rows.Find(g.keys[j], g.hashes[j]);
       if (row == nullptr && min_count_ > 1) continue;  // not admitted: dropped
-      if (row == nullptr) row = CreateRow(shard, g.keys[j], g.hashes[j], stamp);
       if (row == nullptr) {
         return absl::ResourceExhaustedError(absl::StrCat(Name(), ": shard ", s, " is full"));
       }

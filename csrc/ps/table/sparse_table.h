@@ -228,6 +228,9 @@ class SparseTable {
                  detail::OverflowGuard* guard);
   // A new initialised row, or nullptr when the shard is full. Caller holds shard.mu.
   float* CreateRow(Shard& shard, int64_t key, uint64_t hash, uint32_t stamp);
+  // The row of `key`, created (initialised) when absent, in one probe of the index; nullptr
+  // when the shard is full. Caller holds shard.mu.
+  float* FindOrCreateRow(Shard& shard, int64_t key, uint64_t hash, uint32_t stamp);
 
   proto::TableConfig config_;
   std::unique_ptr<UpdateRule> rule_;
