@@ -6,6 +6,7 @@ against one trainer thread on the same data, and against Hogwild train_from_data
                                                  [--reader_threads N] [--spin_us N]
                                                  [--uneven_barrier_work]
                                                  [--unshared_barrier_work]
+                                                 [--late_barrier_work]
                                                  [--weight_products]
 
 Two models, each trained for one pass over the same in-memory dataset by three runs that start
@@ -41,6 +42,11 @@ from the same parameters:
                barrier that ends the backward pass (its last reductions and its parameters'
                updates) and then waits at the step's end for the other, instead of taking the
                other's tasks that have not started (the same parameters, bit for bit)
+  data_parallel_late  (with --late_barrier_work) data_parallel with
+               BuildStrategy.early_barrier_work = False: a replica that finishes its backward
+               pass first waits idle at the barrier for the other, instead of running its own
+               tasks of the work after it meanwhile, each once both replicas are past the last
+               op touching what it touches (the same parameters, bit for bit)
   data_parallel_weight_products  (with --weight_products) data_parallel with
                BuildStrategy.split_weight_gradients = True: instead of each replica computing
                the fc weights' gradients on its half batch in its backward pass and the two
@@ -87,6 +93,11 @@ Figures (the last line of output is one JSON object), per model:
   shared_barrier_tasks_per_step  per data-parallel run: tasks of the work after the barrier
                           that a replica ran for the other, per step, median of each run
                           (BuildStrategy.share_barrier_work; 0 when off)
+  early_barrier_tasks_per_step  per data-parallel run: tasks of that work a replica ran while it
+                          waited at the barrier for the other, per step, median of each run
+                          (BuildStrategy.early_barrier_work; 0 when off)
+  barrier_early_gain      (with --late_barrier_work) data_parallel samples/s /
+                          data_parallel_late samples/s
   deferred_reductions     per data-parallel run: the gradients whose reduction a replica
                           keeps until after the barrier, every step
                           (BuildStrategy.even_barrier_work)
@@ -165,6 +176,7 @@ WHOLE_SPARSE = "data_parallel_whole_sparse"
 WHOLE_DENSE = "data_parallel_whole_dense"
 UNEVEN = "data_parallel_uneven"
 UNSHARED = "data_parallel_unshared"
+LATE = "data_parallel_late"
 SPIN = "data_parallel_spin"
 WEIGHT_PRODUCTS = "data_parallel_weight_products"
 DATA_PARALLEL_KINDS = (
@@ -174,6 +186,7 @@ DATA_PARALLEL_KINDS = (
     WHOLE_DENSE,
     UNEVEN,
     UNSHARED,
+    LATE,
     SPIN,
     WEIGHT_PRODUCTS,
 )
@@ -386,6 +399,7 @@ def one_run(kind: str, net: dict, ds: object, test: object, spin_us: int | None)
         build.split_dense_updates = kind != WHOLE_DENSE
         build.even_barrier_work = kind != UNEVEN
         build.share_barrier_work = kind != UNSHARED
+        build.early_barrier_work = kind != LATE
         build.split_weight_gradients = kind == WEIGHT_PRODUCTS
         program = fleet.CompiledProgram(net["main"]).with_data_parallel(
             loss_name=net["loss"].name, build_strategy=build, places=REPLICAS
@@ -396,6 +410,7 @@ def one_run(kind: str, net: dict, ds: object, test: object, spin_us: int | None)
             runner = exe.data_parallel_runner(program, scope)
         given_up_start = runner.polls_given_up
         shared_start = runner.shared_barrier_tasks
+        early_start = runner.early_barrier_tasks
         switches_start = voluntary_switches()
         threads_start = thread_times()
         wall_start = time.perf_counter()
@@ -408,6 +423,7 @@ def one_run(kind: str, net: dict, ds: object, test: object, spin_us: int | None)
         polls_given_up = {k: given_up[k] - given_up_start[k] for k in given_up}
         deferred = runner.deferred_reductions
         shared = runner.shared_barrier_tasks - shared_start
+        early = runner.early_barrier_tasks - early_start
     else:
         threads = 1 if kind == "one_thread" else REPLICAS
         switches_start = voluntary_switches()
@@ -431,6 +447,7 @@ def one_run(kind: str, net: dict, ds: object, test: object, spin_us: int | None)
     if polls_given_up is not None:
         out["polls_given_up_per_step"] = {k: n / steps for k, n in polls_given_up.items()}
         out["shared_barrier_tasks_per_step"] = shared / steps
+        out["early_barrier_tasks_per_step"] = early / steps
         times = replica_times(threads_start, threads_end, wall_seconds, cpu_seconds, steps)
         if times is not None:
             out["replica_time_us_per_step"] = times
@@ -501,6 +518,11 @@ def measure(
             for k in kinds
             if k in DATA_PARALLEL_KINDS
         },
+        "early_barrier_tasks_per_step": {
+            k: statistics.median(x["early_barrier_tasks_per_step"] for x in runs[k])
+            for k in kinds
+            if k in DATA_PARALLEL_KINDS
+        },
         "auc": {k: statistics.median(x["auc"] for x in runs[k]) for k in kinds},
         "samples_per_update": {
             "one_thread": REPLICAS * net["batch"],
@@ -515,6 +537,7 @@ def measure(
         (WHOLE_DENSE, "dense_split_gain"),
         (UNEVEN, "barrier_evening_gain"),
         (UNSHARED, "barrier_sharing_gain"),
+        (LATE, "barrier_early_gain"),
     ):
         if kind in kinds:
             out[key] = median["data_parallel"] / median[kind]
@@ -571,6 +594,12 @@ def main() -> None:
         "(barrier_sharing_gain)",
     )
     parser.add_argument(
+        "--late_barrier_work",
+        action="store_true",
+        help="also run data_parallel with BuildStrategy.early_barrier_work = False "
+        "(barrier_early_gain)",
+    )
+    parser.add_argument(
         "--weight_products",
         action="store_true",
         help="also run data_parallel with BuildStrategy.split_weight_gradients = True "
@@ -598,6 +627,7 @@ def main() -> None:
     kinds += (WHOLE_DENSE,) if args.whole_dense_updates else ()
     kinds += (UNEVEN,) if args.uneven_barrier_work else ()
     kinds += (UNSHARED,) if args.unshared_barrier_work else ()
+    kinds += (LATE,) if args.late_barrier_work else ()
     kinds += (WEIGHT_PRODUCTS,) if args.weight_products else ()
     kinds += (SPIN,) if args.spin_us is not None else ()
     fleet._core.set_blas_threads(1)

@@ -86,6 +86,11 @@ class BuildStrategy(_NoticeFields):
     that barrier (its last reductions and its parameters' updates, cut into tasks of a gradient
     each) take the tasks another replica has not started, instead of waiting for it at the end
     of the step; False leaves each replica its own. Both give the same parameters, bit for bit.
+    `early_barrier_work`, also Fleet's own: with that work shared, True lets a replica that has
+    finished its backward pass before another run its own tasks of it while it waits at the
+    barrier, each as soon as every replica is past the last op that touches the task's gradient,
+    parameter or moments; False keeps every task until after the barrier. Both give the same
+    parameters, bit for bit.
     `split_weight_gradients`, also Fleet's
     own: True leaves the weight gradient of a `mul` (an fc layer's) out of the backward pass
     when an update of rows could take it by rows (its parameter is rank 2 and one SGD, Adagrad
@@ -115,6 +120,7 @@ class BuildStrategy(_NoticeFields):
             "split_dense_updates",
             "even_barrier_work",
             "share_barrier_work",
+            "early_barrier_work",
             "split_weight_gradients",
         }
     )
@@ -126,6 +132,7 @@ class BuildStrategy(_NoticeFields):
     split_dense_updates = True
     even_barrier_work = True
     share_barrier_work = True
+    early_barrier_work = True
     split_weight_gradients = False
     fuse_all_reduce_ops = False
     fuse_all_optimizer_ops = False
@@ -281,6 +288,7 @@ class DataParallelPlan:
     overlap_reduction: bool = True  # BuildStrategy.overlap_reduction
     even_barrier_work: bool = True  # BuildStrategy.even_barrier_work
     share_barrier_work: bool = True  # BuildStrategy.share_barrier_work
+    early_barrier_work: bool = True  # BuildStrategy.early_barrier_work
     row_parts: dict[str, str] = dataclasses.field(default_factory=dict)
     products: dict[str, tuple[str, str]] = dataclasses.field(default_factory=dict)
 
@@ -371,6 +379,7 @@ def plan_data_parallel(
         overlap_reduction=bool(strategy.overlap_reduction),
         even_barrier_work=bool(strategy.even_barrier_work),
         share_barrier_work=bool(strategy.share_barrier_work),
+        early_barrier_work=bool(strategy.early_barrier_work),
         row_parts=row_parts,
         products=products,
     )

@@ -78,6 +78,7 @@ class DataParallelRunner:
         )
         options.even_barrier_work = plan.even_barrier_work
         options.share_barrier_work = plan.share_barrier_work
+        options.early_barrier_work = plan.early_barrier_work
         options.spin_before_sleep_us = spin_before_sleep_us()
 
         def prepare(desc: Any) -> Any:
@@ -118,6 +119,12 @@ class DataParallelRunner:
         and the update ops that read it) that a replica ran for another, having finished its
         own, since the runner was made (BuildStrategy.share_barrier_work)."""
         return self._engine.shared_barrier_tasks()
+
+    @property
+    def early_barrier_tasks(self) -> int:
+        """Tasks of that work a replica ran while it waited at the barrier for a slower one,
+        since the runner was made (BuildStrategy.early_barrier_work)."""
+        return self._engine.early_barrier_tasks()
 
     @property
     def polls_given_up(self) -> dict[str, int]:

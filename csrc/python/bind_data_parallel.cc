@@ -100,6 +100,7 @@ class PyDataParallel {
   int64_t deferred_reductions() const { return engine_->deferred_reductions(); }
   bool shares_barrier_work() const { return engine_->shares_barrier_work(); }
   int64_t shared_barrier_tasks() const { return engine_->shared_barrier_tasks(); }
+  int64_t early_barrier_tasks() const { return engine_->early_barrier_tasks(); }
   py::dict polls_given_up() const {
     const trainer::DataParallelWaits waits = engine_->polls_given_up();
     py::dict out;
@@ -135,6 +136,7 @@ void BindDataParallel(py::module_& m) {
       .def_readwrite("overlap_reduction", &trainer::DataParallelOptions::overlap_reduction)
       .def_readwrite("even_barrier_work", &trainer::DataParallelOptions::even_barrier_work)
       .def_readwrite("share_barrier_work", &trainer::DataParallelOptions::share_barrier_work)
+      .def_readwrite("early_barrier_work", &trainer::DataParallelOptions::early_barrier_work)
       .def_readwrite("spin_before_sleep_us", &trainer::DataParallelOptions::spin_before_sleep_us);
 
   py::class_<trainer::DataParallelPassOptions>(m, "DataParallelPassOptions")
@@ -177,6 +179,8 @@ void BindDataParallel(py::module_& m) {
            "Whether the work after an overlapped step's barrier is shared by the replicas.")
       .def("shared_barrier_tasks", &PyDataParallel::shared_barrier_tasks,
            "Tasks of the work after an overlapped step's barrier a replica ran for another.")
+      .def("early_barrier_tasks", &PyDataParallel::early_barrier_tasks,
+           "Tasks of that work a replica ran while it waited at the barrier for another.")
       .def("polls_given_up", &PyDataParallel::polls_given_up,
            "Replica waits whose poll gave up (likely sleeps) since the engine was made, by what "
            "they waited for: for_work, for_workers, for_compute.")

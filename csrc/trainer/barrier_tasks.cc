@@ -1,5 +1,6 @@
 #include "trainer/barrier_tasks.h"
 
+#include <algorithm>
 #include <numeric>
 #include <unordered_map>
 
@@ -14,6 +15,17 @@ size_t Root(std::vector<size_t>& parent, size_t i) {
     i = parent[i];
   }
   return i;
+}
+
+template <typename Fn>
+void ForEachName(const framework::PreparedProgram& program, Fn fn) {
+  for (const auto& op : program.ops) {
+    for (const auto* slots : {&op.spec.inputs, &op.spec.outputs}) {
+      for (const auto& [slot, names] : *slots) {
+        for (const auto& name : names) fn(name);
+      }
+    }
+  }
 }
 
 }  // namespace
@@ -54,16 +66,28 @@ std::vector<std::unique_ptr<framework::PreparedProgram>> CutIntoIndependentGroup
 }
 
 bool Touches(const framework::PreparedProgram& program, const std::string& name) {
-  for (const auto& op : program.ops) {
-    for (const auto* slots : {&op.spec.inputs, &op.spec.outputs}) {
-      for (const auto& [slot, names] : *slots) {
-        for (const auto& n : names) {
-          if (n == name) return true;
-        }
-      }
-    }
+  bool touched = false;
+  ForEachName(program, [&](const std::string& n) { touched = touched || n == name; });
+  return touched;
+}
+
+std::unordered_map<std::string, size_t> SegmentsThroughLastAccess(
+    const std::vector<std::unique_ptr<framework::PreparedProgram>>& segments) {
+  std::unordered_map<std::string, size_t> through;
+  for (size_t k = 0; k < segments.size(); ++k) {
+    ForEachName(*segments[k], [&](const std::string& name) { through[name] = k + 1; });
   }
-  return false;
+  return through;
+}
+
+size_t SegmentsBeforeGroup(const framework::PreparedProgram& group,
+                           const std::unordered_map<std::string, size_t>& through) {
+  size_t need = 0;
+  ForEachName(group, [&](const std::string& name) {
+    auto at = through.find(name);
+    if (at != through.end()) need = std::max(need, at->second);
+  });
+  return need;
 }
 
 }  // namespace fleet::trainer

@@ -13,6 +13,7 @@
 
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "framework/executor.h"
@@ -29,5 +30,16 @@ std::vector<std::unique_ptr<framework::PreparedProgram>> CutIntoIndependentGroup
 
 // Whether an op of `program` reads or writes `name`.
 bool Touches(const framework::PreparedProgram& program, const std::string& name);
+
+// Per variable an op of `segments` (a compute program cut in order) reads or writes: how many
+// segments have run once the last op touching it has.
+std::unordered_map<std::string, size_t> SegmentsThroughLastAccess(
+    const std::vector<std::unique_ptr<framework::PreparedProgram>>& segments);
+
+// How many of those segments every replica must have run before `group` may run (before the
+// barrier that ends the compute program): the most of `through` over the variables the group
+// reads or writes, 0 when the compute program touches none of them.
+size_t SegmentsBeforeGroup(const framework::PreparedProgram& group,
+                           const std::unordered_map<std::string, size_t>& through);
 
 }  // namespace fleet::trainer

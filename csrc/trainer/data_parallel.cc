@@ -184,6 +184,22 @@ void DataParallelEngine::PlanBarrierTasks(size_t phase) {
       }
     }
   }
+  // Before the barrier a task may run once every replica has run the segment of the last
+  // compute op touching any variable it touches: no replica's compute program then reads the
+  // parameter it writes, or writes what it reads (the learning rate, the gradient).
+  const auto through = SegmentsThroughLastAccess(segments_.segments);
+  for (size_t r = 0; r < replicas_.size(); ++r) {
+    for (BarrierTask& task : tasks[r]) {
+      size_t need = 0;
+      if (task.gradient >= 0) {  // its reduction reads every replica's gradient
+        need = segments_.final_after[owned_[r][static_cast<size_t>(task.gradient)]] + 1;
+      }
+      for (size_t g : task.groups) {
+        need = std::max(need, SegmentsBeforeGroup(*groups[r][g], through));
+      }
+      task.ready_after_segments = need;
+    }
+  }
   for (size_t r = 0; r < replicas_.size(); ++r) {
     for (auto& group : groups[r]) {
       replicas_[r]->barrier_groups.push_back(executor_->Bind(*group, replicas_[r]->scope, kFail));
@@ -192,6 +208,7 @@ void DataParallelEngine::PlanBarrierTasks(size_t phase) {
   }
   barrier_tasks_ = std::move(tasks);
   share_barrier_work_ = true;
+  early_barrier_work_ = options_.early_barrier_work;
 }
 
 DataParallelEngine::~DataParallelEngine() {
@@ -296,10 +313,40 @@ int64_t DataParallelEngine::deferred_reductions() const {
   return n;
 }
 
-bool DataParallelEngine::AwaitCompute() {
+bool DataParallelEngine::NextBarrierTaskReady(int r) const {
+  const auto& tasks = barrier_tasks_[static_cast<size_t>(r)];
+  const size_t t =
+      replicas_[static_cast<size_t>(r)]->next_barrier_task.load(std::memory_order_relaxed);
+  return t < tasks.size() && tasks[t].ready_after_segments <= SegmentsEveryReplicaRan();
+}
+
+bool DataParallelEngine::RunReadyBarrierTask(int r, float scale) {
+  if (!NextBarrierTaskReady(r)) return false;
+  auto& next = replicas_[static_cast<size_t>(r)]->next_barrier_task;
+  size_t t = next.load(std::memory_order_relaxed);
+  // Before the barrier only this replica claims its tasks; past it another may have claimed
+  // this one, and then the step is at its shared part anyway.
+  if (!next.compare_exchange_strong(t, t + 1, std::memory_order_relaxed)) return false;
+  RunBarrierTask(r, r, t, scale);
+  early_tasks_.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+bool DataParallelEngine::AwaitCompute(int r, float scale) {
   const size_t all = segments_.segments.size();
   auto done = [&] { return failed_.load() || SegmentsEveryReplicaRan() == all; };
-  if (!SpinWait(done, std::chrono::microseconds{options_.spin_before_sleep_us})) {
+  const std::chrono::microseconds budget{options_.spin_before_sleep_us};
+  bool poll = true;
+  // The wait for the slowest replica, filled with this replica's tasks as they become ready;
+  // when none is and the poll for one gives up, it sleeps until every replica is done.
+  while (early_barrier_work_ && !done()) {
+    if (RunReadyBarrierTask(r, scale)) continue;
+    if (!SpinWait([&] { return done() || NextBarrierTaskReady(r); }, budget)) {
+      poll = false;
+      break;
+    }
+  }
+  if (!(poll ? SpinWait(done, budget) : done())) {
     compute_polls_given_up_.fetch_add(1, std::memory_order_relaxed);
     absl::MutexLock lock(&progress_mu_);
     progress_mu_.Await(absl::Condition(&done));
@@ -328,7 +375,7 @@ bool DataParallelEngine::ComputeAndReduce(int r, const std::vector<std::string>&
         replica->progress.store(all, std::memory_order_release);
       }
     }
-    if (!AwaitCompute()) return false;
+    if (!AwaitCompute(r, scale)) return false;
     if (share_barrier_work_) {
       RunBarrierTasks(r, scale);
     } else {
@@ -343,26 +390,31 @@ bool DataParallelEngine::ComputeAndReduce(int r, const std::vector<std::string>&
 }
 
 void DataParallelEngine::RunBarrierTasks(int r, float scale) {
-  Replica* runner = replicas_[static_cast<size_t>(r)].get();
   for (int k = 0; k < options_.replicas; ++k) {
     const int owner = (r + k) % options_.replicas;
     Replica* from = replicas_[static_cast<size_t>(owner)].get();
     const auto& tasks = barrier_tasks_[static_cast<size_t>(owner)];
-    const size_t reduced = from->reduced_before_barrier.load(std::memory_order_relaxed);
     for (size_t t = from->next_barrier_task.fetch_add(1, std::memory_order_relaxed);
          t < tasks.size(); t = from->next_barrier_task.fetch_add(1, std::memory_order_relaxed)) {
-      const BarrierTask& task = tasks[t];
-      if (task.gradient >= 0 && static_cast<size_t>(task.gradient) >= reduced) {
-        // The owner's share (of a gradient split by rows), whichever thread sums it.
-        ReduceGradient(gradients_[owned_[static_cast<size_t>(owner)][task.gradient]], all_replicas_,
-                       options_.replicas, scale, options_.all_reduce, owner);
-      }
-      for (size_t g : task.groups) {
-        executor_->Run(from->barrier_groups[g], &runner->run_state,
-                       profile_ ? &runner->stats : nullptr);
-      }
+      RunBarrierTask(r, owner, t, scale);
       if (owner != r) shared_tasks_.fetch_add(1, std::memory_order_relaxed);
     }
+  }
+}
+
+void DataParallelEngine::RunBarrierTask(int r, int owner, size_t t, float scale) {
+  Replica* runner = replicas_[static_cast<size_t>(r)].get();
+  Replica* from = replicas_[static_cast<size_t>(owner)].get();
+  const BarrierTask& task = barrier_tasks_[static_cast<size_t>(owner)][t];
+  const size_t reduced = from->reduced_before_barrier.load(std::memory_order_relaxed);
+  if (task.gradient >= 0 && static_cast<size_t>(task.gradient) >= reduced) {
+    // The owner's share (of a gradient split by rows), whichever thread sums it.
+    ReduceGradient(gradients_[owned_[static_cast<size_t>(owner)][task.gradient]], all_replicas_,
+                   options_.replicas, scale, options_.all_reduce, owner);
+  }
+  for (size_t g : task.groups) {
+    executor_->Run(from->barrier_groups[g], &runner->run_state,
+                   profile_ ? &runner->stats : nullptr);
   }
 }
 

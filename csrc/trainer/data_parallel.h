@@ -26,7 +26,9 @@
 //      (PlanDeferredReductions). The work after that barrier is cut into tasks (a gradient's
 //      reduction and the update ops that read it, barrier_tasks.h): a replica done with its own
 //      takes the tasks another has not started, so that the step's join waits less for the
-//      slowest (share_barrier_work).
+//      slowest (share_barrier_work). A replica that finishes its compute program before
+//      another runs its own tasks while it waits at the barrier, each as soon as every replica
+//      is past the last op that touches what the task touches (early_barrier_work).
 //      The sums are those of the plain path, term for term: the parameters are bit for bit the
 //      same. A weight gradient the plan makes a product (BuildStrategy.split_weight_gradients)
 //      is not computed by the compute program: its reduction is each replica computing its
@@ -101,6 +103,13 @@ struct DataParallelOptions {
   // replica does its own. The same reductions and ops either way. Left off where an update
   // group reads several gradients or one another replica reduces.
   bool share_barrier_work = true;
+  // With the work after the barrier shared: let a replica that has finished its compute program
+  // and waits for the others at that barrier run its next tasks of that work meanwhile, each as
+  // soon as every replica is past the last op of the compute program that touches what the
+  // task touches (its gradient, its parameter, the parameter's moments), instead of idling
+  // until the slowest is done. The same reductions and ops, on the same values; false: every
+  // task waits for the barrier.
+  bool early_barrier_work = true;
   // How long a replica waiting for another (for work, for the others to finish the compute
   // program or a phase) polls before it sleeps; it stops polling at once when it finds it was
   // preempted (spin_wait.h). 0: sleep at once. fleet.data_parallel sets it from the environment
@@ -133,6 +142,9 @@ class DataParallelEngine {
   // made. Read between steps.
   bool shares_barrier_work() const { return share_barrier_work_; }
   int64_t shared_barrier_tasks() const { return shared_tasks_.load(std::memory_order_relaxed); }
+  // Tasks of that work a replica ran while it waited at the barrier (early_barrier_work) since
+  // the engine was made. Read between steps.
+  int64_t early_barrier_tasks() const { return early_tasks_.load(std::memory_order_relaxed); }
   // The replicas' waits whose poll gave up since the engine was made. Read between steps.
   DataParallelWaits polls_given_up() const {
     return {pool_.polls_given_up_for_work(), pool_.polls_given_up_for_workers(),
@@ -179,8 +191,15 @@ class DataParallelEngine {
   // Replica r's work after the barrier, shared: its own tasks first, then the others' that no
   // replica has started.
   void RunBarrierTasks(int r, float scale);
-  // Blocks until every replica has run every segment (true) or one failed (false).
-  bool AwaitCompute();
+  // Runs task t of replica `owner`'s barrier tasks on replica r's thread.
+  void RunBarrierTask(int r, int owner, size_t t, float scale);
+  // Replica r, done with its compute program, claims and runs its own next barrier task if every
+  // replica is past what it touches; returns whether it ran one.
+  bool RunReadyBarrierTask(int r, float scale);
+  bool NextBarrierTaskReady(int r) const;
+  // Blocks until every replica has run every segment (true) or one failed (false); replica r
+  // runs its ready barrier tasks meanwhile when early_barrier_work_.
+  bool AwaitCompute(int r, float scale);
 
   const framework::Executor* executor_;
   const framework::PreparedProgram* compute_;
@@ -202,11 +221,16 @@ class DataParallelEngine {
   struct BarrierTask {
     int gradient = -1;
     std::vector<size_t> groups;
+    // Segments every replica must have run before the task may run ahead of the barrier: past
+    // the last access of its gradient and of every variable its groups touch.
+    size_t ready_after_segments = 0;
   };
   std::vector<std::vector<BarrierTask>> barrier_tasks_;
   std::vector<std::unique_ptr<framework::PreparedProgram>> barrier_programs_;  // the groups' ops
   bool share_barrier_work_ = false;
   std::atomic<int64_t> shared_tasks_{0};
+  bool early_barrier_work_ = false;  // options_.early_barrier_work and share_barrier_work_
+  std::atomic<int64_t> early_tasks_{0};
   bool overlap_next_ = false;  // the last plain step was owner_local with every replica active
   int64_t overlapped_steps_ = 0;
   // Published segment counts: stores of the last segment and of a failure are made under the

@@ -56,6 +56,34 @@ TEST(BarrierTasks, ReadersAndWritersOfAVariableAreOneGroupInProgramOrder) {
   for (const auto& group : groups) EXPECT_TRUE(group->vars.empty());
 }
 
+TEST(BarrierTasks, AGroupMayRunOnceEverySegmentTouchingItsVariablesHasRun) {
+  std::vector<std::unique_ptr<framework::PreparedProgram>> segments;
+  segments.push_back(std::make_unique<framework::PreparedProgram>(OpListProgram({
+      {{"x", "w", "b", "lr@in"}, {"h", "lr"}},  // forward, and a rate computed from lr@in
+  })));
+  segments.push_back(std::make_unique<framework::PreparedProgram>(OpListProgram({
+      {{"h", "w"}, {"w@GRAD", "b@GRAD"}},  // b's gradient and w's, and w's last read
+  })));
+  segments.push_back(std::make_unique<framework::PreparedProgram>(OpListProgram({
+      {{"h@GRAD", "w"}, {"x@GRAD"}},  // w read again after its gradient is final
+  })));
+  const auto through = SegmentsThroughLastAccess(segments);
+  EXPECT_EQ(through.at("lr"), 1u);
+  EXPECT_EQ(through.at("b"), 1u);
+  EXPECT_EQ(through.at("b@GRAD"), 2u);
+  EXPECT_EQ(through.at("w"), 3u);  // the last access counts, not the first
+  EXPECT_EQ(through.count("mb"), 0u);
+  // b's update reads its gradient (final after segment 2) and writes b and its moment.
+  auto b_update = OpListProgram({{{"b", "b@GRAD", "lr", "mb"}, {"b", "mb"}}});
+  EXPECT_EQ(SegmentsBeforeGroup(b_update, through), 2u);
+  // w's may not run before the op of segment 3 has read w in every replica.
+  auto w_update = OpListProgram({{{"w", "w@GRAD", "lr"}, {"w"}}});
+  EXPECT_EQ(SegmentsBeforeGroup(w_update, through), 3u);
+  // A group the compute program never touches may run at once.
+  auto beta = OpListProgram({{{"beta1"}, {"beta1"}}});
+  EXPECT_EQ(SegmentsBeforeGroup(beta, through), 0u);
+}
+
 TEST(BarrierTasks, AProgramOfNoOpsHasNoGroups) {
   EXPECT_TRUE(CutIntoIndependentGroups(framework::PreparedProgram{}).empty());
 }
