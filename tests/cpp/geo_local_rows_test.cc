@@ -414,5 +414,41 @@ TEST(GeoLocalRows, APushOfAnIdItsReadMissedIsAnErrorUntilTheIdIsPulled) {
   EXPECT_EQ(out[1], 3.75f);  // the pulled value, one push on (the refused one never reached it)
 }
 
+// An exchange's Lookup also serves a push of exactly its keys (every row once): the same values
+// and deltas as a push without it.
+TEST(GeoLocalRows, APushWithAnExchangesLookupMatchesOneWithout) {
+  LocalRows plain(kDim, Adam()), looked(kDim, Adam());
+  std::vector<int64_t> keys;
+  for (int64_t id = 0; id < 200; ++id) keys.push_back(id * 104729 - 5000);
+  std::vector<float> values(keys.size() * kDim), grads(keys.size() * kDim);
+  for (size_t i = 0; i < values.size(); ++i) {
+    values[i] = 0.01f * static_cast<float>(i % 37);
+    grads[i] = 0.1f - 0.003f * static_cast<float>(i % 53);
+  }
+  plain.Reset(keys, values);
+  looked.Reset(keys, values);
+  plain.Update(keys, grads);
+  looked.Update(keys, grads);
+  std::vector<int64_t> plain_keys, looked_keys;
+  std::vector<float> plain_deltas, looked_deltas;
+  LocalRows::Lookup exchange;
+  plain.TakeDeltas(1.0f, &plain_keys, &plain_deltas);
+  looked.TakeDeltas(1.0f, &looked_keys, &looked_deltas, &exchange);
+  ASSERT_EQ(plain_keys, looked_keys);
+  std::vector<float> again(looked_keys.size() * kDim);
+  for (size_t i = 0; i < again.size(); ++i) again[i] = 0.02f * static_cast<float>(i % 11) - 0.1f;
+  plain.Update(plain_keys, again);
+  looked.Update(looked_keys, again, &exchange);
+  std::vector<float> a(keys.size() * kDim), b(keys.size() * kDim);
+  ASSERT_TRUE(plain.Read(keys, absl::MakeSpan(a)).empty());
+  ASSERT_TRUE(looked.Read(keys, absl::MakeSpan(b)).empty());
+  EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)));
+  plain.TakeDeltas(1.0f, &plain_keys, &plain_deltas);
+  looked.TakeDeltas(1.0f, &looked_keys, &looked_deltas);
+  EXPECT_EQ(plain_keys, looked_keys);
+  EXPECT_EQ(0, std::memcmp(plain_deltas.data(), looked_deltas.data(),
+                           plain_deltas.size() * sizeof(float)));
+}
+
 }  // namespace
 }  // namespace fleet::distributed::detail
