@@ -67,7 +67,9 @@ class AsyncConfig:
         as the current batch's gradients of it are queued, while the rest of the step runs
         (True, default); False pulls at the step (CTR-DNN, 2 workers, dataset driver, 11-12
         runs each: test AUC 0.7674 with the prefetch, 0.7678 without, within the noise; about
-        6% fewer samples/s without).
+        6% fewer samples/s without). GEO dataset passes: the rows of the next batch the worker
+        has not pulled yet are pulled while the current batch runs (new rows are one step
+        staler; a one-worker job trains bit for bit the same); False pulls them at the step.
     k_steps: GEO's update frequency (0, or Paddle's default -1: not GEO).
     launch_barrier: workers wait for every server before training.
     rpc_timeout_s: the deadline in seconds of each call a worker makes to a server (pulls,

@@ -36,12 +36,29 @@ std::shared_ptr<Communicator> MakeCommunicator(CommunicatorConfig config,
   throw InvalidArgument("unknown parameter-server mode");
 }
 
+namespace {
+
+// GEO's next-batch row prefetch, or null (another mode, or prefetch_sparse off).
+const detail::GeoRowPrefetch* GeoPrefetch(const Communicator& communicator) {
+  const auto* geo = dynamic_cast<const detail::GeoCommunicator*>(&communicator);
+  return geo == nullptr ? nullptr : geo->row_prefetch();
+}
+
+}  // namespace
+
 int64_t PrefetchedPulls(const Communicator& communicator) {
+  if (const auto* geo = GeoPrefetch(communicator)) return geo->served();
   const auto* async = dynamic_cast<const detail::AsyncCommunicator*>(&communicator);
   return async == nullptr ? 0 : async->prefetched_pulls();
 }
 
 TrainerWaits AsyncTrainerWaits(const Communicator& communicator) {
+  if (const auto* geo = GeoPrefetch(communicator)) {
+    TrainerWaits waits;
+    waits.sparse_prefetch = geo->waited();
+    waits.sparse_pull = geo->pulled_at_step();
+    return waits;
+  }
   const auto* async = dynamic_cast<const detail::AsyncCommunicator*>(&communicator);
   return async == nullptr ? TrainerWaits{} : async->trainer_waits();
 }

@@ -82,7 +82,8 @@ struct CommunicatorConfig {
   int max_dense_staleness = 0;
   // Async dataset passes: pull the next batch's sparse rows of a table (its SparseVar.ids) as
   // soon as the current batch's gradients of it are queued, while the rest of the step runs
-  // (detail/sparse_prefetch.h).
+  // (detail/sparse_prefetch.h). GEO dataset passes: pull the rows the next batch lacks locally
+  // while the current batch runs (detail/geo_row_prefetch.h).
   bool prefetch_sparse = true;
   // Async: gradients of its own a worker's values of a sparse table may lack when it pulls rows:
   // a pull waits until the servers acknowledged every push of the table the worker queued but
@@ -150,14 +151,17 @@ class Communicator {
 std::shared_ptr<Communicator> MakeCommunicator(CommunicatorConfig config,
                                                std::shared_ptr<ps::PsClient> client, Scope* root);
 
-// Pulls an async communicator served from rows prefetched while the step before ran; 0 for the
-// other modes (tests, benchmarks).
+// Pulls an async communicator served from rows prefetched while the step before ran (GEO: pulls
+// whose new rows a prefetch brought, detail/geo_row_prefetch.h); 0 for the other modes and
+// without prefetch_sparse (tests, benchmarks).
 int64_t PrefetchedPulls(const Communicator& communicator);
 
 // What an async worker's trainer threads waited for in their steps since the communicator was
 // built: each count is of calls that found what they needed not there yet and blocked (once or
 // more), so a profile's wake-ups can be told apart by cause (benchmarks/cpu_window.py counts the
-// wake-ups). All zero for the other modes.
+// wake-ups). GEO with prefetch_sparse counts sparse_prefetch and sparse_pull (its pulls of rows
+// new to the worker: prefetched ones waited for, and ones still pulled at the step). All zero
+// for the other modes.
 struct TrainerWaits {
   // Steps that waited at their start for dense values holding the thread's own gradients but
   // the last max_dense_staleness (the bound's wait for a push's round trip).

@@ -22,6 +22,9 @@ GeoCommunicator::GeoCommunicator(CommunicatorConfig config, std::shared_ptr<ps::
     // The first step's rate: the schedule's rate at its `begin` (AfterStep steps on from there).
     local_[var.table_id]->StepSchedule();
   }
+  if (config_.prefetch_sparse) {
+    prefetch_ = std::make_unique<GeoRowPrefetch>(client_, config_.sparse);
+  }
 }
 
 LocalRows& GeoCommunicator::Local(uint32_t table_id) {
@@ -50,19 +53,25 @@ void GeoCommunicator::PullSparse(int thread, uint32_t table_id, absl::Span<const
     return;
   }
   LocalRows& local = Local(table_id);
+  if (prefetch_) prefetch_->Install(thread, table_id, keys, local, Sparse(table_id).name);
   std::vector<size_t> missing;
   {
     LastPull& last = LastPullOf(thread, table_id);
     std::lock_guard<std::mutex> lock(last.mu);
     missing = local.Read(keys, out, &last.lookup);
   }
-  if (missing.empty()) return;
+  if (missing.empty()) {
+    if (prefetch_) prefetch_->Start(thread, table_id, local, false);
+    return;
+  }
   const size_t dim = Sparse(table_id).dim;
   std::vector<int64_t> absent(missing.size());
   for (size_t i = 0; i < missing.size(); ++i) absent[i] = keys[missing[i]];
   std::vector<float> rows(absent.size() * dim);
   PullFromServers(table_id, absent, absl::MakeSpan(rows));
   local.Reset(absent, rows);
+  // After this step's new rows are in, so that the next batch's prefetch skips them.
+  if (prefetch_) prefetch_->Start(thread, table_id, local, true);
   for (size_t i = 0; i < missing.size(); ++i) {
     std::memcpy(out.data() + missing[i] * dim, rows.data() + i * dim, dim * sizeof(float));
   }
@@ -219,7 +228,17 @@ void GeoCommunicator::AfterStep(const framework::StepInfo& info) {
   if (step % config_.geo_steps == 0) StartExchange();
 }
 
+void GeoCommunicator::OnPassBegin(const framework::PassInfo& pass) {
+  dataset_pass_ = pass.dataset_pass;
+  if (prefetch_) prefetch_->OnPassBegin(pass);
+}
+
+void GeoCommunicator::OnBatchAhead(const framework::StepInfo& next) {
+  if (prefetch_) prefetch_->OnBatchAhead(next);
+}
+
 void GeoCommunicator::OnPassEnd() {
+  if (prefetch_) prefetch_->OnPassEnd();
   if (dataset_pass_ && !failed()) Exchange();
 }
 

@@ -32,6 +32,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "distributed/detail/communicator_base.h"
+#include "distributed/detail/geo_row_prefetch.h"
 #include "distributed/detail/local_rows.h"
 
 namespace fleet::distributed::detail {
@@ -49,9 +50,12 @@ class GeoCommunicator : public CommunicatorBase {
   void Flush() override;
   void Stop() override;
 
-  void OnPassBegin(const framework::PassInfo& pass) override { dataset_pass_ = pass.dataset_pass; }
+  void OnPassBegin(const framework::PassInfo& pass) override;
+  void OnBatchAhead(const framework::StepInfo& next) override;
   void AfterStep(const framework::StepInfo& info) override;
   void OnPassEnd() override;
+  // The next-batch row prefetch's counts (geo_row_prefetch.h); null without prefetch_sparse.
+  const GeoRowPrefetch* row_prefetch() const { return prefetch_.get(); }
 
  protected:
   void StartThreads() override;
@@ -104,6 +108,9 @@ class GeoCommunicator : public CommunicatorBase {
   std::exception_ptr pending_error_;       // the last exchange's, until FinishPending raises it
   bool quit_ = false;
   std::thread exchange_thread_;
+  // Pulls the rows the next batch lacks while the current one runs; null without
+  // prefetch_sparse. Declared last: destroyed first, it waits for its pulls in flight.
+  std::unique_ptr<GeoRowPrefetch> prefetch_;
 };
 
 }  // namespace fleet::distributed::detail

@@ -16,6 +16,21 @@ constexpr size_t kMaxPendingPerThread = 8;
 
 }  // namespace
 
+bool GatherBatchIds(const Scope& scope, const std::vector<std::string>& ids,
+                    std::vector<int64_t>* keys) {
+  const size_t before = keys->size();
+  for (const std::string& name : ids) {
+    const Variable* v = scope.FindVar(name);
+    const LoDTensor* t = v != nullptr && v->IsType<LoDTensor>() ? &v->Get<LoDTensor>() : nullptr;
+    if (t == nullptr || !t->initialized() || t->dtype() != DType::kInt64) {
+      keys->resize(before);
+      return false;
+    }
+    keys->insert(keys->end(), t->data<int64_t>(), t->data<int64_t>() + t->numel());
+  }
+  return true;
+}
+
 SparsePrefetcher::Pending::~Pending() {
   if (future) future->Wait().IgnoreError();  // the RPC may still write into `rows`
 }
@@ -61,22 +76,7 @@ void SparsePrefetcher::OnBatchAhead(const framework::StepInfo& next) {
   for (const Inputs& inputs : inputs_) {
     auto pending = std::make_unique<Pending>();
     pending->table_id = inputs.table_id;
-    bool usable = true;
-    for (const std::string& name : inputs.ids) {
-      const Variable* v = scope.FindVar(name);
-      if (v == nullptr || !v->IsType<LoDTensor>()) {
-        usable = false;
-        break;
-      }
-      const LoDTensor& ids = v->Get<LoDTensor>();
-      if (!ids.initialized() || ids.dtype() != DType::kInt64) {
-        usable = false;
-        break;
-      }
-      pending->keys.insert(pending->keys.end(), ids.data<int64_t>(),
-                           ids.data<int64_t>() + ids.numel());
-    }
-    if (!usable) continue;
+    if (!GatherBatchIds(scope, inputs.ids, &pending->keys)) continue;
     const size_t floats = pending->keys.size() * inputs.dim;
     pending->rows = std::make_shared<Buffer>(floats * sizeof(float));
     pending->row_span = absl::MakeSpan(static_cast<float*>(pending->rows->data()), floats);

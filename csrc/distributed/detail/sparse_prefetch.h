@@ -42,6 +42,13 @@
 
 namespace fleet::distributed::detail {
 
+// A table's keys for the batch whose inputs `scope` holds, gathered as the pull_sparse op gathers
+// them: the Ids tensors named `ids`, joined in order, appended to `keys`. False (and `keys` left
+// as it was) when one of them is missing or not an initialized int64 tensor (a pass of another
+// program). Shared by the async prefetch and GEO's (geo_row_prefetch.h).
+bool GatherBatchIds(const Scope& scope, const std::vector<std::string>& ids,
+                    std::vector<int64_t>* keys);
+
 class SparsePrefetcher : public framework::StepHook {
  public:
   // Prefetches the rows of every table of `tables` through `client`. InvalidArgument naming a

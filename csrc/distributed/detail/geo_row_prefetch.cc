@@ -1,0 +1,122 @@
+#include "distributed/detail/geo_row_prefetch.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "distributed/detail/communicator_base.h"
+#include "distributed/detail/sparse_prefetch.h"
+
+namespace fleet::distributed::detail {
+
+GeoRowPrefetch::Slot::~Slot() { Drop(); }
+
+void GeoRowPrefetch::Slot::Drop() {
+  if (future != nullptr) future->Wait().IgnoreError();  // the RPC may still write into `rows`
+  future.reset();
+}
+
+GeoRowPrefetch::GeoRowPrefetch(std::shared_ptr<ps::PsClient> client,
+                               const std::vector<SparseVar>& tables)
+    : client_(std::move(client)) {
+  for (const SparseVar& table : tables) {
+    // Without its id variables a table's next batch is unknown: it is pulled at the step.
+    if (!table.ids.empty()) tables_.push_back({table.table_id, table.dim, table.ids});
+  }
+}
+
+GeoRowPrefetch::~GeoRowPrefetch() = default;
+
+void GeoRowPrefetch::OnPassBegin(const framework::PassInfo& pass) {
+  dataset_pass_ = pass.dataset_pass;
+  // Only dataset passes announce batches; an Executor.run step leaves the slots alone.
+  if (!dataset_pass_) return;
+  slots_.clear();
+  threads_ = std::max(1, pass.num_threads);
+  slots_.resize(static_cast<size_t>(threads_) * tables_.size());
+  for (auto& slot : slots_) slot = std::make_unique<Slot>();
+}
+
+void GeoRowPrefetch::OnPassEnd() {
+  if (!dataset_pass_) return;
+  slots_.clear();  // each slot waits for its pull in flight
+  dataset_pass_ = false;
+}
+
+GeoRowPrefetch::Slot* GeoRowPrefetch::SlotOf(int thread, uint32_t table_id, size_t* dim) {
+  if (!dataset_pass_ || thread < 0 || thread >= threads_) return nullptr;
+  for (size_t t = 0; t < tables_.size(); ++t) {
+    if (tables_[t].table_id != table_id) continue;
+    *dim = tables_[t].dim;
+    return slots_[static_cast<size_t>(thread) * tables_.size() + t].get();
+  }
+  return nullptr;
+}
+
+void GeoRowPrefetch::OnBatchAhead(const framework::StepInfo& next) {
+  if (next.scope == nullptr) return;
+  for (const Table& table : tables_) {
+    size_t dim = 0;
+    Slot* slot = SlotOf(next.thread, table.table_id, &dim);
+    if (slot == nullptr) return;
+    slot->announced.clear();
+    slot->has_announced = GatherBatchIds(*next.scope, table.ids, &slot->announced);
+  }
+}
+
+void GeoRowPrefetch::Start(int thread, uint32_t table_id, const LocalRows& local,
+                           bool pulled_at_step) {
+  size_t dim = 0;
+  Slot* slot = SlotOf(thread, table_id, &dim);
+  if (slot == nullptr) return;
+  if (pulled_at_step) pulled_at_step_.fetch_add(1, std::memory_order_relaxed);
+  if (!slot->has_announced) return;
+  slot->has_announced = false;
+  // A prefetch its batch never asked for (the step pulled other keys) is of no use now.
+  slot->Drop();
+  slot->batch.swap(slot->announced);
+  // After this step's own new rows were inserted: what the step pulled is not pulled again.
+  slot->scratch.resize(slot->batch.size() * dim);
+  const std::vector<size_t> missing = local.Read(slot->batch, absl::MakeSpan(slot->scratch));
+  slot->absent.resize(missing.size());
+  for (size_t i = 0; i < missing.size(); ++i) slot->absent[i] = slot->batch[missing[i]];
+  if (slot->absent.empty()) return;
+  slot->rows.resize(slot->absent.size() * dim);
+  slot->future = std::make_unique<ps::Future>(
+      client_->PullSparse(table_id, slot->absent, absl::MakeSpan(slot->rows)));
+}
+
+void GeoRowPrefetch::Install(int thread, uint32_t table_id, absl::Span<const int64_t> keys,
+                             LocalRows& local, const std::string& table_name) {
+  size_t dim = 0;
+  Slot* slot = SlotOf(thread, table_id, &dim);
+  if (slot == nullptr || slot->future == nullptr) return;
+  if (slot->batch.size() != keys.size() ||
+      !std::equal(keys.begin(), keys.end(), slot->batch.begin())) {
+    return;  // not this batch's prefetch: Start drops it
+  }
+  const bool arrived = slot->future->Ready();
+  const absl::Status status = slot->future->Wait();
+  slot->future.reset();
+  ThrowIfError(status,
+               absl::StrCat("GEO prefetch of the next batch's new rows of '", table_name, "'"));
+  served_.fetch_add(1, std::memory_order_relaxed);
+  if (!arrived) waited_.fetch_add(1, std::memory_order_relaxed);
+  // Only rows still absent: one present now was pulled by another trainer thread since Start,
+  // and its local value may hold updates the servers' value lacks.
+  slot->scratch.resize(slot->absent.size() * dim);
+  const std::vector<size_t> still = local.Read(slot->absent, absl::MakeSpan(slot->scratch));
+  if (still.size() == slot->absent.size()) {
+    local.Reset(slot->absent, slot->rows);
+    return;
+  }
+  std::vector<int64_t> keep(still.size());
+  std::vector<float> rows(still.size() * dim);
+  for (size_t i = 0; i < still.size(); ++i) {
+    keep[i] = slot->absent[still[i]];
+    std::memcpy(rows.data() + i * dim, slot->rows.data() + still[i] * dim, dim * sizeof(float));
+  }
+  local.Reset(keep, rows);
+}
+
+}  // namespace fleet::distributed::detail

@@ -1,0 +1,143 @@
+// GEO's next-batch row prefetch (distributed/detail/geo_row_prefetch.h) against a real server on
+// loopback: it pulls only the rows the announced batch lacks, installs them when that batch asks,
+// and never overwrites a row that became present meanwhile (another trainer thread pulled and
+// trained it): that row keeps its local value.
+
+#include "distributed/detail/geo_row_prefetch.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/lod_tensor.h"
+#include "core/scope.h"
+#include "distributed/detail/local_rows.h"
+#include "ps_loopback_servers.h"
+
+namespace fleet::distributed::detail {
+namespace {
+
+constexpr uint32_t kTable = 1;
+constexpr size_t kDim = 2;
+
+std::unique_ptr<ps::UpdateRule> Sgd() {
+  ps::proto::OptimizerConfig config;
+  config.set_learning_rate(1.0f);
+  config.mutable_sgd();
+  auto rule = ps::MakeUpdateRule(config);
+  EXPECT_TRUE(rule.ok()) << rule.status();
+  return std::move(*rule);
+}
+
+class GeoRowPrefetchTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::vector<ps::proto::ServerConfig> configs(1);
+    configs[0].set_server_index(0);
+    configs[0].set_num_servers(1);
+    // Rows start at zero on the server and step by -1 per unit gradient (SGD at rate 1).
+    ps::testing_servers::AddSgdSparseTable(&configs[0], kTable, "emb", kDim, 1.0f);
+    ps::testing_servers::StartServersAndConnect(configs, &servers_, &client_);
+    ASSERT_FALSE(HasFatalFailure());
+    SparseVar var;
+    var.table_id = kTable;
+    var.dim = kDim;
+    var.name = "emb";
+    var.ids = {"ids"};
+    shared_client_ = std::shared_ptr<ps::PsClient>(client_.get(), [](ps::PsClient*) {});
+    prefetch_ = std::make_unique<GeoRowPrefetch>(shared_client_, std::vector<SparseVar>{var});
+    prefetch_->OnPassBegin(framework::PassInfo(1, true));
+  }
+
+  void TearDown() override {
+    prefetch_.reset();  // waits for any pull in flight before the client goes
+  }
+
+  // Announces the batch of `keys` for thread 0.
+  void Announce(const std::vector<int64_t>& keys) {
+    LoDTensor* ids = ahead_.Var("ids")->GetMutable<LoDTensor>();
+    ids->Resize({static_cast<int64_t>(keys.size()), 1});
+    std::copy(keys.begin(), keys.end(), ids->mutable_data<int64_t>());
+    framework::StepInfo next;
+    next.thread = 0;
+    next.scope = &ahead_;
+    prefetch_->OnBatchAhead(next);
+  }
+
+  // Pushes `grads` to the server (so its values differ from a fresh row's zeros).
+  void PushToServer(const std::vector<int64_t>& keys, const std::vector<float>& grads) {
+    ASSERT_TRUE(client_->PushSparse(kTable, keys, grads).Wait().ok());
+  }
+
+  std::vector<std::unique_ptr<ps::PsServer>> servers_;
+  std::unique_ptr<ps::PsClient> client_;
+  std::shared_ptr<ps::PsClient> shared_client_;
+  std::unique_ptr<GeoRowPrefetch> prefetch_;
+  Scope ahead_;
+  LocalRows local_{kDim, Sgd()};
+};
+
+TEST_F(GeoRowPrefetchTest, InstallsTheAbsentRowsOfTheAnnouncedBatchOnly) {
+  PushToServer({10, 11, 12}, {-1, -2, -3, -4, -5, -6});              // server rows 10: (1, 2) ...
+  local_.Reset(std::vector<int64_t>{10}, std::vector<float>{7, 8});  // held locally already
+  Announce({10, 11, 12, 11});
+  prefetch_->Start(0, kTable, local_, /*pulled_at_step=*/false);
+  const std::vector<int64_t> batch = {10, 11, 12, 11};
+  prefetch_->Install(0, kTable, batch, local_, "emb");
+  EXPECT_EQ(prefetch_->served(), 1);
+  std::vector<float> out(batch.size() * kDim, -99);
+  EXPECT_TRUE(local_.Read(batch, absl::MakeSpan(out)).empty());
+  // Row 10 kept its local value; 11 and 12 have the server's.
+  EXPECT_EQ(out, (std::vector<float>{7, 8, 3, 4, 5, 6, 3, 4}));
+}
+
+TEST_F(GeoRowPrefetchTest, ARowPulledAndTrainedMeanwhileKeepsItsLocalValue) {
+  PushToServer({20, 21}, {-1, -1, -2, -2});  // server rows 20: (1, 1), 21: (2, 2)
+  Announce({20, 21});
+  prefetch_->Start(0, kTable, local_, false);
+  // Another trainer thread pulls row 21 and trains it before this batch's step.
+  local_.Reset(std::vector<int64_t>{21}, std::vector<float>{2, 2});
+  local_.Update(std::vector<int64_t>{21}, std::vector<float>{0.5f, 0.25f});
+  prefetch_->Install(0, kTable, std::vector<int64_t>{20, 21}, local_, "emb");
+  std::vector<float> out(2 * kDim);
+  ASSERT_TRUE(local_.Read(std::vector<int64_t>{20, 21}, absl::MakeSpan(out)).empty());
+  EXPECT_EQ(out, (std::vector<float>{1, 1, 1.5f, 1.75f}));
+  // And its delta for the next exchange is still there: 21 was trained, 20 was not.
+  std::vector<int64_t> keys;
+  std::vector<float> deltas;
+  local_.TakeDeltas(1.0f, &keys, &deltas);
+  EXPECT_EQ(keys, std::vector<int64_t>{21});
+  EXPECT_EQ(deltas, (std::vector<float>{-0.5f, -0.25f}));
+}
+
+TEST_F(GeoRowPrefetchTest, APullOfOtherKeysIsNotServedAndLeavesTheRowsAbsent) {
+  Announce({30, 31});
+  prefetch_->Start(0, kTable, local_, false);
+  prefetch_->Install(0, kTable, std::vector<int64_t>{30}, local_, "emb");  // another batch
+  EXPECT_EQ(prefetch_->served(), 0);
+  std::vector<float> out(2 * kDim);
+  EXPECT_EQ(local_.Read(std::vector<int64_t>{30, 31}, absl::MakeSpan(out)).size(), 2u);
+  // The next Start drops that prefetch (waiting for it) and starts the newly announced one.
+  Announce({31});
+  prefetch_->Start(0, kTable, local_, true);
+  prefetch_->Install(0, kTable, std::vector<int64_t>{31}, local_, "emb");
+  EXPECT_EQ(prefetch_->served(), 1);
+  EXPECT_EQ(prefetch_->pulled_at_step(), 1);
+  EXPECT_TRUE(local_.Read(std::vector<int64_t>{31}, absl::MakeSpan(out).first(kDim)).empty());
+}
+
+TEST_F(GeoRowPrefetchTest, OutsideADatasetPassNothingIsPrefetched) {
+  prefetch_->OnPassEnd();
+  Announce({40});
+  prefetch_->Start(0, kTable, local_, true);
+  prefetch_->Install(0, kTable, std::vector<int64_t>{40}, local_, "emb");
+  EXPECT_EQ(prefetch_->served(), 0);
+  EXPECT_EQ(prefetch_->pulled_at_step(), 0);
+  std::vector<float> out(kDim);
+  EXPECT_EQ(local_.Read(std::vector<int64_t>{40}, absl::MakeSpan(out)).size(), 1u);
+}
+
+}  // namespace
+}  // namespace fleet::distributed::detail
