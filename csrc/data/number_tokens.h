@@ -4,7 +4,8 @@
 // - Parse*(token): any spelling the format allows (a '+', exponents, nan/inf, long digit runs),
 //   with the reason a token is refused (NumberError). Floats are std::from_chars, which rounds
 //   correctly, so a value is the float nearest the decimal, as strtof gives in the "C" locale.
-// - Read*Fast(&p, end): the common spellings only (short digit runs), read eight bytes at a time
+// - Read*Fast(&p, end): the common spellings only (runs of up to 18 digits), read eight bytes at a
+// time
 //   (digit_words.h). false means "not this spelling", never "bad token": the caller then finds
 //   the token's end and calls Parse*. A value read fast is bit for bit what Parse* gives for the
 //   same token.
@@ -38,7 +39,7 @@ inline constexpr float kExactPow10[] = {1e0f, 1e1f, 1e2f, 1e3f, 1e4f, 1e5f,
 // Decimal digits the float fast path takes; 9 of them form an integer below 2^30.
 inline constexpr int kMaxFloatDigits = 9;
 
-// A run of 1 to 7 digits at p that a separator or the end of the line follows.
+// A run of 1 to 18 digits at p that a separator or the end of the line follows.
 struct ShortRun {
   int digits;      // 0: no such run at p
   uint64_t value;  // when digits > 0
@@ -48,13 +49,34 @@ struct ShortRun {
 // ShortRun::after when the run ends the line. Not a byte value: a NUL in a line is no separator.
 inline constexpr int kLineEnd = -1;
 
-// The word at p holds the run and the byte after it, so one load serves both.
+// The byte after the first `n` (< 8) of `word`, read at p.
+inline int ByteAfter(uint64_t word, int n, const char* p, const char* end) {
+  return p + n >= end ? kLineEnd : static_cast<int>((word >> (8 * n)) & 0xFF);
+}
+
+// The word at p holds the run and the byte after it, so one load serves both. Runs of 8 to 18
+// digits (hashed ids) take more words; 19 or more (which may leave int64) are left to the general
+// parsers.
 inline ShortRun ReadShortRun(const char* p, const char* end) {
   const uint64_t word = digit_words::LoadWord(p, end);
   const int n = digit_words::LeadingDigits(word);
-  if (n == 0 || n == 8) return {0, 0, 0};
-  const int after = p + n >= end ? kLineEnd : static_cast<int>((word >> (8 * n)) & 0xFF);
-  return {n, digit_words::DigitsValue(word, n), after};
+  if (n == 0) return {0, 0, 0};
+  if (n < 8) return {n, digit_words::DigitsValue(word, n), ByteAfter(word, n, p, end)};
+  const uint64_t high = digit_words::DigitsValue(word, 8);
+  const uint64_t next = digit_words::LoadWord(p + 8, end);
+  const int m = digit_words::LeadingDigits(next);
+  if (m < 8) {
+    return {8 + m,
+            m == 0 ? high : high * digit_words::kPow10[m] + digit_words::DigitsValue(next, m),
+            ByteAfter(next, m, p + 8, end)};
+  }
+  const uint64_t middle = high * digit_words::kPow10[8] + digit_words::DigitsValue(next, 8);
+  const uint64_t last = digit_words::LoadWord(p + 16, end);
+  const int r = digit_words::LeadingDigits(last);
+  if (r > 2) return {0, 0, 0};
+  return {16 + r,
+          r == 0 ? middle : middle * digit_words::kPow10[r] + digit_words::DigitsValue(last, r),
+          ByteAfter(last, r, p + 16, end)};
 }
 
 // True when a token may end before `after` (see ShortRun::after).
@@ -69,7 +91,7 @@ inline bool EndsToken(int after) {
 // (to `end` after the line's last token). Anything else, including a separator at *p,
 // returns false and leaves *p. Nothing at or past `end` is read.
 
-// 1 to 7 digits. Counts are mostly one digit ("1" before each id of a one-id slot), which two
+// 1 to 18 digits. Counts are mostly one digit ("1" before each id of a one-id slot), which two
 // byte compares settle for a fraction of the word's cost.
 inline bool ReadCountFast(const char** p, const char* end, uint64_t* out) {
   const char* q = *p;
@@ -85,7 +107,7 @@ inline bool ReadCountFast(const char** p, const char* end, uint64_t* out) {
   return true;
 }
 
-// An optional '-' and 1 to 7 digits.
+// An optional '-' and 1 to 18 digits (below 10^18, so within int64).
 inline bool ReadInt64Fast(const char** p, const char* end, int64_t* out) {
   const char* q = *p;
   const bool negative = q < end && *q == '-';
