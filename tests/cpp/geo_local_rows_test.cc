@@ -450,5 +450,31 @@ TEST(GeoLocalRows, APushWithAnExchangesLookupMatchesOneWithout) {
                            plain_deltas.size() * sizeof(float)));
 }
 
+TEST(GeoLocalRows, AbsentNamesWhatReadMissesAndReusesItsLookup) {
+  LocalRows rows(kDim, Adam());
+  std::mt19937_64 rng(7);
+  std::vector<int64_t> present;
+  for (int i = 0; i < 3000; ++i) present.push_back(static_cast<int64_t>(rng() >> 1));
+  rows.Reset(present, std::vector<float>(present.size() * kDim, 0.5f));
+  LocalRows::Lookup lookup;
+  for (int round = 0; round < 3; ++round) {
+    // Present and absent ids, each repeated, in a random order, of a different size each round
+    // (the Lookup's buffers shrink and grow).
+    std::vector<int64_t> keys;
+    for (int i = 0; i < 2000 * (round + 1); ++i) {
+      keys.push_back(rng() % 3 == 0 ? static_cast<int64_t>(rng() >> 1)
+                                    : present[rng() % present.size()]);
+      if (rng() % 4 == 0) keys.push_back(keys.back());
+    }
+    std::vector<float> out(keys.size() * kDim);
+    const std::vector<size_t> missed = rows.Read(keys, absl::MakeSpan(out));
+    EXPECT_EQ(rows.Absent(keys, &lookup), missed) << "round " << round;
+    EXPECT_EQ(rows.Absent(keys), missed) << "round " << round;
+    EXPECT_FALSE(missed.empty());
+  }
+  EXPECT_TRUE(rows.Absent(present).empty());
+  EXPECT_TRUE(rows.Absent({}).empty());
+}
+
 }  // namespace
 }  // namespace fleet::distributed::detail

@@ -76,8 +76,7 @@ void GeoRowPrefetch::Start(int thread, uint32_t table_id, const LocalRows& local
   slot->Drop();
   slot->batch.swap(slot->announced);
   // After this step's own new rows were inserted: what the step pulled is not pulled again.
-  slot->scratch.resize(slot->batch.size() * dim);
-  const std::vector<size_t> missing = local.Read(slot->batch, absl::MakeSpan(slot->scratch));
+  const std::vector<size_t> missing = local.Absent(slot->batch, &slot->lookup);
   slot->absent.resize(missing.size());
   for (size_t i = 0; i < missing.size(); ++i) slot->absent[i] = slot->batch[missing[i]];
   if (slot->absent.empty()) return;
@@ -104,8 +103,7 @@ void GeoRowPrefetch::Install(int thread, uint32_t table_id, absl::Span<const int
   if (!arrived) waited_.fetch_add(1, std::memory_order_relaxed);
   // Only rows still absent: one present now was pulled by another trainer thread since Start,
   // and its local value may hold updates the servers' value lacks.
-  slot->scratch.resize(slot->absent.size() * dim);
-  const std::vector<size_t> still = local.Read(slot->absent, absl::MakeSpan(slot->scratch));
+  const std::vector<size_t> still = local.Absent(slot->absent, &slot->lookup);
   if (still.size() == slot->absent.size()) {
     local.Reset(slot->absent, slot->rows);
     return;

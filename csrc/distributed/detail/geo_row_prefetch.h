@@ -20,7 +20,7 @@
 // at exchanges, every k steps). A row no other worker pushes has its server value either way, so
 // a one-worker job trains bit for bit as without the prefetch (the servers initialize a row as a
 // pure function of its id: ps/table/initializer.h). The cost: one more probe of the next batch's
-// ids in LocalRows a step (LocalRows::Read, which also copies the rows present).
+// ids in LocalRows a step (LocalRows::Absent: the index only, no copy of the rows).
 //
 // Switched by CommunicatorConfig::prefetch_sparse (the strategy's a_sync_configs
 // "prefetch_sparse", as the async prefetch); tables whose SparseVar names no id variables are not
@@ -81,7 +81,7 @@ class GeoRowPrefetch {
     std::vector<int64_t> absent;         // the keys it pulls (those `batch` lacked at Start)
     std::vector<float> rows;             // absent.size() * dim, written by the pull
     std::unique_ptr<ps::Future> future;  // null when no pull is in flight
-    std::vector<float> scratch;          // LocalRows::Read's copy of present rows
+    LocalRows::Lookup lookup;            // LocalRows::Absent's buffers, kept between calls
     ~Slot();
     // Waits for the pull in flight, if any, and forgets it.
     void Drop();

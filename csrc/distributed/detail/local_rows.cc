@@ -135,6 +135,28 @@ std::vector<size_t> LocalRows::Read(absl::Span<const int64_t> keys, absl::Span<f
   return missing;
 }
 
+std::vector<size_t> LocalRows::Absent(absl::Span<const int64_t> keys, Lookup* lookup) const {
+  Lookup local;
+  Lookup& where = lookup != nullptr ? *lookup : local;
+  Group(keys, &where);
+  where.absent_.clear();
+  const uint32_t* order = where.order_.data();
+  uint32_t* index = where.index_.data();
+  for (size_t s = 0; s < kShards; ++s) {
+    const uint32_t from = where.begin_[s], to = where.begin_[s + 1];
+    if (from == to) continue;
+    const Shard& shard = shards_[s];
+    std::lock_guard<std::mutex> lock(shard.mu);
+    if (Find(shard, keys, where.hashes_.data(), order + from, to - from, index) == 0) continue;
+    for (uint32_t j = from; j < to; ++j) {
+      if (index[order[j]] == kAbsent) where.absent_.push_back(order[j]);
+    }
+  }
+  std::vector<size_t> missing(where.absent_.begin(), where.absent_.end());
+  std::sort(missing.begin(), missing.end());
+  return missing;
+}
+
 void LocalRows::Reset(absl::Span<const int64_t> keys, absl::Span<const float> values) {
   Lookup where;
   Group(keys, &where);

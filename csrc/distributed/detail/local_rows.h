@@ -57,6 +57,10 @@ class LocalRows {
   // increasing order. With `lookup`, records where the keys are for an Update of them.
   std::vector<size_t> Read(absl::Span<const int64_t> keys, absl::Span<float> out,
                            Lookup* lookup = nullptr) const;
+  // The positions of absent keys, in increasing order: Read without the copy of the present
+  // rows (GEO's prefetch asks only which rows a batch lacks). `lookup` keeps its buffers
+  // between calls; it holds where the keys are afterwards, as Read's does.
+  std::vector<size_t> Absent(absl::Span<const int64_t> keys, Lookup* lookup = nullptr) const;
   // Inserts (or overwrites) rows with `values` as both value and synced value.
   void Reset(absl::Span<const int64_t> keys, absl::Span<const float> values);
   // Applies gradients through the update rule (repeated keys summed first, in their order, so
