@@ -105,6 +105,15 @@ void LocalRows::ForEachShard(absl::Span<const int64_t> keys, const Lookup* looku
 
 std::vector<size_t> LocalRows::Read(absl::Span<const int64_t> keys, absl::Span<float> out,
                                     Lookup* lookup) const {
+  return Probe(keys, out.data(), lookup);
+}
+
+std::vector<size_t> LocalRows::Absent(absl::Span<const int64_t> keys, Lookup* lookup) const {
+  return Probe(keys, nullptr, lookup);
+}
+
+std::vector<size_t> LocalRows::Probe(absl::Span<const int64_t> keys, float* out,
+                                     Lookup* lookup) const {
   Lookup local;
   Lookup& where = lookup != nullptr ? *lookup : local;
   Group(keys, &where);
@@ -116,7 +125,13 @@ std::vector<size_t> LocalRows::Read(absl::Span<const int64_t> keys, absl::Span<f
     if (from == to) continue;
     const Shard& shard = shards_[s];
     std::lock_guard<std::mutex> lock(shard.mu);
-    Find(shard, keys, where.hashes_.data(), order + from, to - from, index);
+    const size_t absent = Find(shard, keys, where.hashes_.data(), order + from, to - from, index);
+    if (out == nullptr) {
+      for (uint32_t j = from; j < to && absent > 0; ++j) {
+        if (index[order[j]] == kAbsent) where.absent_.push_back(order[j]);
+      }
+      continue;
+    }
     for (uint32_t j = from; j < to; ++j) {
       if (j + kPrefetchAhead < to && index[order[j + kPrefetchAhead]] != kAbsent) {
         __builtin_prefetch(shard.rows.data() + index[order[j + kPrefetchAhead]] * width_);
@@ -125,35 +140,12 @@ std::vector<size_t> LocalRows::Read(absl::Span<const int64_t> keys, absl::Span<f
       if (index[i] == kAbsent) {
         where.absent_.push_back(i);
       } else {
-        std::memcpy(out.data() + i * dim_, shard.rows.data() + index[i] * width_,
-                    dim_ * sizeof(float));
+        std::memcpy(out + i * dim_, shard.rows.data() + index[i] * width_, dim_ * sizeof(float));
       }
     }
   }
   std::vector<size_t> missing(where.absent_.begin(), where.absent_.end());
   std::sort(missing.begin(), missing.end());  // in the keys' order, as before the grouping
-  return missing;
-}
-
-std::vector<size_t> LocalRows::Absent(absl::Span<const int64_t> keys, Lookup* lookup) const {
-  Lookup local;
-  Lookup& where = lookup != nullptr ? *lookup : local;
-  Group(keys, &where);
-  where.absent_.clear();
-  const uint32_t* order = where.order_.data();
-  uint32_t* index = where.index_.data();
-  for (size_t s = 0; s < kShards; ++s) {
-    const uint32_t from = where.begin_[s], to = where.begin_[s + 1];
-    if (from == to) continue;
-    const Shard& shard = shards_[s];
-    std::lock_guard<std::mutex> lock(shard.mu);
-    if (Find(shard, keys, where.hashes_.data(), order + from, to - from, index) == 0) continue;
-    for (uint32_t j = from; j < to; ++j) {
-      if (index[order[j]] == kAbsent) where.absent_.push_back(order[j]);
-    }
-  }
-  std::vector<size_t> missing(where.absent_.begin(), where.absent_.end());
-  std::sort(missing.begin(), missing.end());
   return missing;
 }
 

@@ -113,6 +113,9 @@ class LocalRows {
   // Groups the positions of `keys` by shard into lookup->order_ and begin_, and sets every
   // index_ to kAbsent; keeps the keys and their hashes.
   void Group(absl::Span<const int64_t> keys, Lookup* lookup) const;
+  // Read's and Absent's probe: the positions of absent keys, in increasing order; copies the
+  // values of present keys into `out` unless it is null.
+  std::vector<size_t> Probe(absl::Span<const int64_t> keys, float* out, Lookup* lookup) const;
   // Whether `lookup` holds the places of exactly `keys`.
   static bool Holds(const Lookup& lookup, absl::Span<const int64_t> keys);
   // The row index of keys[i] (whose hash is hashes[i]) for each position i of `positions` (all
