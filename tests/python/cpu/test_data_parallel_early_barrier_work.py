@@ -33,6 +33,18 @@ def _adam():
     return fleet.optimizer.Adam(0.05)
 
 
+def _mlp_feeds(seed, steps, rows, width):
+    """`steps` batches of the MLP's inputs: `rows` rows of `width` features and a 0/1 label."""
+    rng = np.random.default_rng(seed)
+    return [
+        {
+            "x": rng.standard_normal((rows, width)).astype(np.float32),
+            "label": (rng.random((rows, 1)) < 0.5).astype(np.float32),
+        }
+        for _ in range(steps)
+    ]
+
+
 def _check_early_equals_late(exe, main, loss, compiled, scopes, one, feeds):
     """Steps both runs and one process through `feeds`: the early run's losses and parameters
     are bit for bit the late run's, both overlap every step after the first and share the work
@@ -92,14 +104,7 @@ def test_the_mlps_work_run_while_waiting_gives_the_same_parameters_bit_for_bit(
     exe, compiled, scopes, one = _compiled_with_and_without(
         main, startup, loss, strategy, replicas, "early_barrier_work", even_barrier_work=even
     )
-    rng = np.random.default_rng(31)
-    feeds = [
-        {
-            "x": rng.standard_normal((18, 24)).astype(np.float32),
-            "label": (rng.random((18, 1)) < 0.5).astype(np.float32),
-        }
-        for _ in range(20)
-    ]
+    feeds = _mlp_feeds(31, steps=20, rows=18, width=24)
     _check_early_equals_late(exe, main, loss, compiled, scopes, one, feeds)
 
 
@@ -110,12 +115,7 @@ def test_early_work_is_off_without_shared_work():
     exe, compiled, scopes, one = _compiled_with_and_without(
         main, startup, loss, STRATEGIES[0], 2, "share_barrier_work", early_barrier_work=True
     )
-    rng = np.random.default_rng(37)
-    for _ in range(5):
-        feed = {
-            "x": rng.standard_normal((18, 24)).astype(np.float32),
-            "label": (rng.random((18, 1)) < 0.5).astype(np.float32),
-        }
+    for feed in _mlp_feeds(37, steps=5, rows=18, width=24):
         for flag in (True, False):
             exe.run(compiled[flag], feed=feed, fetch_list=[loss], scope=scopes[flag])
         exe.run(main, feed=feed, fetch_list=[loss], scope=one)
@@ -136,12 +136,5 @@ def test_a_wider_mlps_work_run_while_waiting_gives_the_same_parameters_bit_for_b
     exe, compiled, scopes, one = _compiled_with_and_without(
         main, startup, loss, strategy, replicas, "early_barrier_work"
     )
-    rng = np.random.default_rng(41)
-    feeds = [
-        {
-            "x": rng.standard_normal((48, 128)).astype(np.float32),
-            "label": (rng.random((48, 1)) < 0.5).astype(np.float32),
-        }
-        for _ in range(12)
-    ]
+    feeds = _mlp_feeds(41, steps=12, rows=48, width=128)
     _check_early_equals_late(exe, main, loss, compiled, scopes, one, feeds)
