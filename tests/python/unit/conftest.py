@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from fleet.ps import PsClient, server_config, start_server
+from tests.python.unit.ps_ops_config import ps_ops_tables
 
 PS_OPS_ROW_DIM = 3
 
@@ -14,22 +15,7 @@ def cluster():
     """An in-process server on 127.0.0.1 with a sparse table 1 (rows of PS_OPS_ROW_DIM floats,
     SGD at rate 1, seeded uniform rows) and a dense table 0 (4 floats, SGD at 0.5, zeros), and a
     client of it; both are closed after the test."""
-    tables = [
-        {
-            "table_id": 1,
-            "type": "SPARSE",
-            "dim": PS_OPS_ROW_DIM,
-            "optimizer": {"learning_rate": 1.0, "sgd": {}},
-            "initializer": {"seed": 5, "uniform": {"low": -1, "high": 1}},
-        },
-        {
-            "table_id": 0,
-            "type": "DENSE",
-            "dim": 4,
-            "optimizer": {"learning_rate": 0.5, "sgd": {}},
-            "initializer": {"zero": {}},
-        },
-    ]
+    tables = ps_ops_tables(PS_OPS_ROW_DIM)
     server = start_server(server_config(0, 1, tables))
     client = PsClient([server.endpoint])
     yield server, client

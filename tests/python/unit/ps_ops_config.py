@@ -1,10 +1,36 @@
-"""The communicator config the PS op tests (test_ps_ops.py, test_ps_ops_slots.py) attach to an
-executor: worker 0 of 1, the dense table 0 of conftest.py's cluster fixture as variable "w", and
-its sparse table 1 read through the id variables `ids`."""
+"""The tables of conftest.py's cluster fixture, and the communicator config the PS op tests
+(test_ps_ops.py, test_ps_ops_slots.py, test_geo_row_prefetch.py) attach to an executor: worker 0
+of 1, the dense table 0 as variable "w", and the sparse table 1 read through the id variables
+`ids`."""
 
 from __future__ import annotations
 
 from fleet import _core
+
+
+def ps_ops_tables(row_dim: int, *, dense: bool = True) -> list[dict]:
+    """A sparse table 1 (rows of `row_dim` floats, SGD at rate 1, seeded uniform rows: a pure
+    function of (seed, id)) and, with `dense`, a dense table 0 (4 floats, SGD at 0.5, zeros)."""
+    tables = [
+        {
+            "table_id": 1,
+            "type": "SPARSE",
+            "dim": row_dim,
+            "optimizer": {"learning_rate": 1.0, "sgd": {}},
+            "initializer": {"seed": 5, "uniform": {"low": -1, "high": 1}},
+        }
+    ]
+    if dense:
+        tables.append(
+            {
+                "table_id": 0,
+                "type": "DENSE",
+                "dim": 4,
+                "optimizer": {"learning_rate": 0.5, "sgd": {}},
+                "initializer": {"zero": {}},
+            }
+        )
+    return tables
 
 
 def communicator_config(

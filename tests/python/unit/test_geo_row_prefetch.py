@@ -13,7 +13,7 @@ import fleet
 from fleet import _core
 from fleet.proto import ps_pb2
 from fleet.ps import PsClient, server_config, start_server
-from tests.python.unit.ps_ops_config import communicator_config
+from tests.python.unit.ps_ops_config import communicator_config, ps_ops_tables
 
 DIM = 3
 BATCH = 4
@@ -58,22 +58,7 @@ def _train(tmp_path, ids: np.ndarray, prefetch: bool) -> dict:
     """One GEO worker's dataset pass on a fresh server; what the server holds afterwards."""
     path = tmp_path / f"part-{int(prefetch)}"
     path.write_text("".join(f"2 {a} {b}\n" for a, b in ids))
-    tables = [
-        {
-            "table_id": 1,
-            "type": "SPARSE",
-            "dim": DIM,
-            "optimizer": {"learning_rate": 1.0, "sgd": {}},
-            "initializer": {"seed": 5, "uniform": {"low": -1, "high": 1}},
-        },
-        {
-            "table_id": 0,
-            "type": "DENSE",
-            "dim": 4,
-            "optimizer": {"learning_rate": 0.5, "sgd": {}},
-            "initializer": {"zero": {}},
-        },
-    ]
+    tables = ps_ops_tables(DIM)
     server = start_server(server_config(0, 1, tables))
     client = PsClient([server.endpoint])
     try:
@@ -120,15 +105,7 @@ def _train(tmp_path, ids: np.ndarray, prefetch: bool) -> dict:
 
 def _initial_rows(keys: np.ndarray) -> np.ndarray:
     """The rows `keys` start from: the initializer is a pure function of (seed, key)."""
-    tables = [
-        {
-            "table_id": 1,
-            "type": "SPARSE",
-            "dim": DIM,
-            "optimizer": {"learning_rate": 1.0, "sgd": {}},
-            "initializer": {"seed": 5, "uniform": {"low": -1, "high": 1}},
-        }
-    ]
+    tables = ps_ops_tables(DIM, dense=False)
     server = start_server(server_config(0, 1, tables))
     client = PsClient([server.endpoint])
     try:
