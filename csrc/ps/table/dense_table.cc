@@ -166,11 +166,11 @@ bool DenseTable::UpdateBlock(Block& block, const float* g, uint32_t g_max, bool 
   if (is_delta && block.state_max == Block::kUnknownStateMax) {
     block.state_max = detail::ScanMaxMagnitude(w + block.length, block.data.size() - block.length);
   }
-  const bool in_range = is_delta ? DeltaStaysWithin(w, block.length, block.state_max, g_max,
-                                                    guard.bound())
-                                 : !block.rate_above_1 && rule_->UpdateStaysWithin(
-                                                              block.length, w, w + block.length, g,
-                                                              guard.bound(), {block.bound, g_max});
+  const bool in_range =
+      is_delta
+          ? DeltaStaysWithin(w, block.length, block.state_max, g_max, guard.bound())
+          : !block.rate_above_1 && rule_->UpdateStaysWithin(block.length, w, w + block.length, g,
+                                                            guard.bound(), {block.bound, g_max});
   // The rule's update changes the state; the guard may put back or clip all of the block.
   if (!is_delta || !in_range) block.state_max = Block::kUnknownStateMax;
   if (!in_range) guard.Keep(w, block.data.size());
