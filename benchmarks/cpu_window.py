@@ -38,6 +38,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from collections import defaultdict
 
@@ -204,7 +205,12 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--samples", type=int, help="rows the job trains (for per-sample figures)")
-    parser.add_argument("--log", default="cpu_window.log", help="the job's output")
+    parser.add_argument(
+        "--log",
+        default=os.path.join(tempfile.gettempdir(), "cpu_window.log"),
+        help="the job's output (default: cpu_window.log in the system's temporary folder, not "
+        "the folder it runs in, which is often the repository)",
+    )
     parser.add_argument(
         "--trainer_min_s",
         type=float,
