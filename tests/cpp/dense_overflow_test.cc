@@ -150,6 +150,16 @@ class Reference {
   int proven_ = 0;
 };
 
+// Every block of `table` bit for bit the reference's.
+void ExpectBlocksAsTheReference(const DenseTable& table, const Reference& reference) {
+  const auto got = SavedBlocks(table);
+  for (size_t b = 0; b < got.size(); ++b) {
+    ASSERT_EQ(
+        std::memcmp(got[b].data(), reference.blocks()[b].data(), got[b].size() * sizeof(float)), 0)
+        << "block " << b;
+  }
+}
+
 struct Counts {
   int refused = 0;  // blocks refused
   int proven = 0;   // blocks (of gradient pushes) that the rule proved in range
@@ -265,12 +275,7 @@ void CompareOnCraftedState(const proto::TableConfig& config, size_t state_per_va
   EXPECT_EQ(status.ok(), refused.empty()) << status;
   EXPECT_GT(refused.size(), 0u);
   EXPECT_GT(reference.proven(), 0);
-  const auto got = SavedBlocks(**table);
-  for (size_t b = 0; b < blocks.size(); ++b) {
-    ASSERT_EQ(
-        std::memcmp(got[b].data(), reference.blocks()[b].data(), got[b].size() * sizeof(float)), 0)
-        << "block " << b;
-  }
+  ExpectBlocksAsTheReference(**table, reference);
 }
 
 TEST(DenseOverflow, AdamOnTheWorstStateForTheProofMatchesTheCopyingGuard) {
@@ -308,12 +313,7 @@ void ExpectNoStaleBound(bool by_load) {
   EXPECT_EQ(reference.Push(grads, false), std::vector<uint64_t>{1});
   const absl::Status status = (*table)->Push(grads, false);
   EXPECT_EQ(status.code(), absl::StatusCode::kOutOfRange) << status;
-  const auto got = SavedBlocks(**table);
-  for (size_t b = 0; b < got.size(); ++b) {
-    ASSERT_EQ(
-        std::memcmp(got[b].data(), reference.blocks()[b].data(), got[b].size() * sizeof(float)), 0)
-        << "block " << b;
-  }
+  ExpectBlocksAsTheReference(**table, reference);
 }
 
 TEST(DenseOverflow, ABlockLoadedNearTheBoundAfterPushesIsCheckedAgain) { ExpectNoStaleBound(true); }
@@ -362,12 +362,7 @@ void ExpectNoStaleStateMeasure(bool clip) {
     EXPECT_EQ(refused, std::vector<uint64_t>{1});
     EXPECT_EQ(status.code(), absl::StatusCode::kOutOfRange) << status;
   }
-  const auto got = SavedBlocks(**table);
-  for (size_t b = 0; b < got.size(); ++b) {
-    ASSERT_EQ(
-        std::memcmp(got[b].data(), reference.blocks()[b].data(), got[b].size() * sizeof(float)), 0)
-        << "block " << b;
-  }
+  ExpectBlocksAsTheReference(**table, reference);
 }
 
 TEST(DenseOverflow, AStateLoadedPastTheBoundAfterDeltasRefusesTheNextDeltas) {
