@@ -397,6 +397,15 @@ def test_a_list_feed_gives_each_replica_its_own_dict():
 _BALANCED_HIDDEN = (16, 16, 16)
 
 
+def _layout_model(optimizer, is_sparse, layout):
+    """The barrier-work tests' two layouts: "balanced" owners (whole gradients), or
+    "dense_split", one hidden layer whose unbalanced dense gradients the plan splits by rows.
+    Returns the programs, the loss and the dense input's width."""
+    if layout == "balanced":
+        return (*_model(optimizer, is_sparse=is_sparse, hidden=_BALANCED_HIDDEN), 3)
+    return (*_model(optimizer, is_sparse=is_sparse, hidden=(48,), dense_width=12), 12)
+
+
 def _compiled(main, loss, strategy, overlap):
     build = BuildStrategy()
     build.reduce_strategy = strategy

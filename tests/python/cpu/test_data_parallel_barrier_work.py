@@ -12,15 +12,14 @@ import pytest
 import fleet
 
 from .test_data_parallel import (
-    _BALANCED_HIDDEN,
     STRATEGIES,
     _assert_switch_exact_and_near_one,
     _batch,
     _compiled_with_and_without,
     _decayed_adam,
+    _layout_model,
     _lazy_adam,
     _mlp,
-    _model,
 )
 
 _STEPS = 6
@@ -64,12 +63,7 @@ def test_shared_work_after_the_barrier_gives_the_same_parameters_bit_for_bit(
     the plan splits by rows (a block a replica); sparse embeddings split by rows under SGD and
     lazy Adam, whole under Adam; a decayed learning rate (a prelude phase, the rate computed in
     the forward pass)."""
-    if layout == "balanced":
-        main, startup, loss = _model(optimizer, is_sparse=is_sparse, hidden=_BALANCED_HIDDEN)
-        width = 3
-    else:
-        main, startup, loss = _model(optimizer, is_sparse=is_sparse, hidden=(48,), dense_width=12)
-        width = 12
+    main, startup, loss, width = _layout_model(optimizer, is_sparse, layout)
     exe, compiled, scopes, one = _compiled_with_and_without(
         main, startup, loss, strategy, replicas, "share_barrier_work"
     )
