@@ -165,14 +165,6 @@ float* SparseTable::ConfirmAt(const detail::RowStore& rows, const Groups& g, uin
   return rows.Confirm(g.keys[j], g.hashes[j], g.candidates[j]);
 }
 
-float* SparseTable::CreateRow(Shard& shard, int64_t key, uint64_t hash, uint32_t stamp) {
-  float* row = shard.rows.Insert(key, hash, stamp);
-  if (row == nullptr) return nullptr;
-  initializer_.Fill(key, 0, dim_, row);
-  rule_->InitState(dim_, row + dim_);
-  return row;
-}
-
 float* SparseTable::FindOrCreateRow(Shard& shard, int64_t key, uint64_t hash, uint32_t stamp) {
   bool created = false;
   float* row = shard.rows.FindOrInsert(key, hash, stamp, &created);
@@ -272,7 +264,7 @@ absl::Status SparseTable::PullGrouped(Groups& g, absl::Span<float> out) {
           continue;
         }
         shard.pending.erase(it);
-        row = CreateRow(shard, key, g.hashes[j], stamp);
+        row = FindOrCreateRow(shard, key, g.hashes[j], stamp);  // admitted: absent, so created
       }
       if (row == nullptr) {
         return absl::ResourceExhaustedError(absl::StrCat(Name(), ": shard ", s, " is full"));

@@ -226,8 +226,6 @@ class SparseTable {
   // was, when the guard refuses the result. Caller holds the lock.
   bool ApplyPush(float* row, const float* grad, bool is_delta, uint32_t stamp,
                  detail::OverflowGuard* guard);
-  // A new initialised row, or nullptr when the shard is full. Caller holds shard.mu.
-  float* CreateRow(Shard& shard, int64_t key, uint64_t hash, uint32_t stamp);
   // The row of `key`, created (initialised) when absent, in one probe of the index; nullptr
   // when the shard is full. Caller holds shard.mu.
   float* FindOrCreateRow(Shard& shard, int64_t key, uint64_t hash, uint32_t stamp);
