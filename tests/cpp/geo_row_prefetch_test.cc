@@ -139,5 +139,36 @@ TEST_F(GeoRowPrefetchTest, OutsideADatasetPassNothingIsPrefetched) {
   EXPECT_EQ(local_.Read(std::vector<int64_t>{40}, absl::MakeSpan(out)).size(), 1u);
 }
 
+TEST_F(GeoRowPrefetchTest, AFailedPrefetchIsThrownAtTheStepNamingItsTable) {
+  // A table the server does not have: the prefetch's pull fails, and the step that would have
+  // used it gets the error, naming what was prefetched, instead of rows that never came.
+  SparseVar ghost;
+  ghost.table_id = 99;
+  ghost.dim = kDim;
+  ghost.name = "ghost";
+  ghost.ids = {"ids"};
+  GeoRowPrefetch prefetch(shared_client_, {ghost});
+  prefetch.OnPassBegin(framework::PassInfo(1, true));
+  LoDTensor* ids = ahead_.Var("ids")->GetMutable<LoDTensor>();
+  ids->Resize({1, 1});
+  ids->mutable_data<int64_t>()[0] = 50;
+  framework::StepInfo next;
+  next.thread = 0;
+  next.scope = &ahead_;
+  prefetch.OnBatchAhead(next);
+  prefetch.Start(0, ghost.table_id, local_, false);
+  try {
+    prefetch.Install(0, ghost.table_id, std::vector<int64_t>{50}, local_, "ghost");
+    FAIL() << "a prefetch whose pull failed was installed";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("GEO prefetch of the next batch's new rows of 'ghost'"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(prefetch.served(), 0);
+  std::vector<float> out(kDim);
+  EXPECT_EQ(local_.Read(std::vector<int64_t>{50}, absl::MakeSpan(out)).size(), 1u);
+}
+
 }  // namespace
 }  // namespace fleet::distributed::detail
