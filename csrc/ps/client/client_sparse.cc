@@ -10,7 +10,6 @@
 #include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "ps/client/client.h"
@@ -122,12 +121,20 @@ void ScatterRows(const char* rows, absl::Span<const uint32_t> positions, size_t 
   }
 }
 
-// The gradients of keys that occur more than once in a push, summed under the first occurrence.
+// The gradients of keys that occur more than once in a push, summed under the first occurrence
+// in position order (the first occurrence's gradient, plus each later one in turn).
+//
+// A CTR-DNN step repeats most of its keys (26 slots x 512 rows: about 2,800 distinct of 13,312),
+// so the per-repeat work is the merge's cost: one array indexed by position says what each
+// position is, where a hash map from first position to sum (one lookup per repeat and per
+// distinct key) was about half of the send thread's push.
 class MergedRepeats {
  public:
+  // With `list_repeats`, also lists every repeat with its first position (repeats()), which a
+  // push-pull needs to copy the rows it brings back; a push has no use for the list.
   MergedRepeats(absl::Span<const int64_t> keys, absl::Span<const float> grads, size_t dim,
-                detail::KeyDedup* dedup)
-      : grads_(grads), dim_(dim) {
+                bool list_repeats, detail::KeyDedup* dedup)
+      : grads_(grads), dim_(dim), list_repeats_(list_repeats) {
     dedup->Reset(keys);
     for (uint32_t i = 0; i < keys.size(); ++i) {
       if (i + kDedupAhead < keys.size()) dedup->Prefetch(i + kDedupAhead);
@@ -136,36 +143,41 @@ class MergedRepeats {
     }
   }
   // True for every occurrence of a key but its first.
-  bool IsRepeat(uint32_t i) const { return !repeat_.empty() && repeat_[i]; }
-  // Every (position, its key's first position) of a repeat, in position order.
+  bool IsRepeat(uint32_t i) const { return !role_.empty() && role_[i] == kRepeat; }
+  // Every (position, its key's first position) of a repeat, in position order (empty unless
+  // `list_repeats`).
   const std::vector<std::pair<uint32_t, uint32_t>>& repeats() const { return repeats_; }
   // The gradient to send for the key first occurring at position i.
   const float* Row(uint32_t i) const {
-    if (!at_.empty()) {
-      if (auto it = at_.find(i); it != at_.end()) return sums_.data() + it->second;
-    }
+    if (!role_.empty() && role_[i] != kAlone) return sums_.data() + size_t{role_[i] - 1} * dim_;
     return grads_.data() + size_t{i} * dim_;
   }
 
  private:
+  // role_[i]: kAlone for a first occurrence without repeats (its gradient is sent as it is),
+  // kRepeat for a later occurrence, else 1 + the index of its key's summed row in sums_.
+  static constexpr uint32_t kAlone = 0;
+  static constexpr uint32_t kRepeat = UINT32_MAX;
+
   void Add(uint32_t i, uint32_t head, size_t n) {
-    if (repeat_.empty()) repeat_.assign(n, 0);
-    repeat_[i] = 1;
-    repeats_.emplace_back(i, head);
-    auto [it, added] = at_.try_emplace(head, sums_.size());
-    if (added) {
+    if (role_.empty()) role_.assign(n, kAlone);
+    role_[i] = kRepeat;
+    if (list_repeats_) repeats_.emplace_back(i, head);
+    if (role_[head] == kAlone) {
+      role_[head] = static_cast<uint32_t>(sums_.size() / dim_) + 1;
       const float* g = grads_.data() + size_t{head} * dim_;
       sums_.insert(sums_.end(), g, g + dim_);
     }
-    const float* g = grads_.data() + size_t{i} * dim_;
-    for (size_t k = 0; k < dim_; ++k) sums_[it->second + k] += g[k];
+    float* __restrict sum = sums_.data() + size_t{role_[head] - 1} * dim_;
+    const float* __restrict g = grads_.data() + size_t{i} * dim_;
+    for (size_t k = 0; k < dim_; ++k) sum[k] += g[k];
   }
 
   absl::Span<const float> grads_;
   size_t dim_;
-  std::vector<uint8_t> repeat_;  // per position, once a repeat is seen
+  bool list_repeats_;
+  std::vector<uint32_t> role_;  // per position, once a repeat is seen
   std::vector<std::pair<uint32_t, uint32_t>> repeats_;
-  absl::flat_hash_map<uint32_t, size_t> at_;  // first position -> offset in sums_
   std::vector<float> sums_;
 };
 
@@ -344,7 +356,7 @@ Future PsClient::PushSparseAndMaybePull(uint32_t table_id, absl::Span<const int6
     }
   }
   std::unique_ptr<detail::KeyDedup> dedup = dedup_pool_->Acquire();
-  const MergedRepeats merged(keys, grads, dim, dedup.get());
+  const MergedRepeats merged(keys, grads, dim, /*list_repeats=*/pull, dedup.get());
   dedup_pool_->Release(std::move(dedup));
   auto state = std::make_shared<detail::CallState>(1);
   const std::string what = absl::StrCat(
