@@ -38,9 +38,18 @@ void RunAfterStep(const RuntimeResources* resources, const StepInfo& info) {
   for (const auto& hook : resources->step_hooks()) hook->AfterStep(info);
 }
 
-void RunBatchAhead(const RuntimeResources* resources, const StepInfo& next) {
+void RunBatchAhead(const RuntimeResources* resources, const StepInfo& next, int distance) {
   if (resources == nullptr) return;
-  for (const auto& hook : resources->step_hooks()) hook->OnBatchAhead(next);
+  for (const auto& hook : resources->step_hooks()) {
+    if (hook->BatchesAhead() >= distance) hook->OnBatchAhead(next);
+  }
+}
+
+int MaxBatchesAhead(const RuntimeResources* resources) {
+  int ahead = 1;
+  if (resources == nullptr) return ahead;
+  for (const auto& hook : resources->step_hooks()) ahead = std::max(ahead, hook->BatchesAhead());
+  return ahead;
 }
 
 void RunThreadEnd(const RuntimeResources* resources, int thread) {

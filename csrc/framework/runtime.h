@@ -85,6 +85,12 @@ class StepHook {
   // holds the next batch's input variables (only those), `next.step` is its step number. A hook
   // may start work for it (a prefetch) but must not keep the scope past the next BeforeStep.
   virtual void OnBatchAhead(const StepInfo& next) {}
+  // How many batches ahead of the running one the hook wants announced. A dataset pass holds
+  // the largest wish of its hooks in batches taken from the feed and announces each batch once,
+  // when it takes it, `distance` batches ahead, to the hooks that want at least that distance;
+  // so a hook that wants 1 sees only the next batch (or none, when a deeper hook's look-ahead
+  // took it earlier).
+  virtual int BatchesAhead() const { return 1; }
   virtual void OnThreadEnd(int thread) {}
   virtual void OnPassEnd() {}
   // For error messages.
@@ -137,7 +143,10 @@ void RunPassBegin(const RuntimeResources* resources, const PassInfo& pass);
 bool RunAdmitStep(const RuntimeResources* resources, const StepInfo& info);
 void RunBeforeStep(const RuntimeResources* resources, const StepInfo& info);
 void RunAfterStep(const RuntimeResources* resources, const StepInfo& info);
-void RunBatchAhead(const RuntimeResources* resources, const StepInfo& next);
+// To the hooks whose BatchesAhead() is at least `distance`.
+void RunBatchAhead(const RuntimeResources* resources, const StepInfo& next, int distance = 1);
+// The largest BatchesAhead() of the hooks (1 without any).
+int MaxBatchesAhead(const RuntimeResources* resources);
 void RunThreadEnd(const RuntimeResources* resources, int thread);
 // Calls every hook even when one throws, then rethrows the first error.
 void RunPassEnd(const RuntimeResources* resources);

@@ -1,5 +1,6 @@
 #include "trainer/multi_trainer.h"
 
+#include <deque>
 #include <optional>
 
 #include "absl/container/flat_hash_set.h"
@@ -144,6 +145,7 @@ void MultiTrainer::Start(Dataset* dataset) {
     pass.written_vars = WrittenVars(*program_);
     framework::RunPassBegin(executor_->resources().get(), pass);
     pass_begun_ = true;
+    batches_ahead_ = framework::MaxBatchesAhead(executor_->resources().get());
     source_ = dataset->NewPass();
     source_->Start(channel_.get());
   } catch (...) {
@@ -182,17 +184,27 @@ void MultiTrainer::Cancel() {
 
 void MultiTrainer::TrainLoop(ThreadState* state) {
   try {
-    // One batch of look-ahead: while a batch runs, the next one (if the channel has it ready;
-    // never waiting for it) is announced to the hooks, so that its pulls can start early.
-    std::optional<Batch> next;
+    // Look-ahead: while a batch runs, the batches after it that the channel has ready (never
+    // waiting for them) are taken, up to as many as the hooks want (framework::MaxBatchesAhead),
+    // and each is announced once, when taken, so that their pulls can start early.
+    std::deque<Batch> ahead;
     while (!stop_.load() && !source_->failed()) {
-      std::optional<Batch> batch = next ? std::move(next) : channel_->Get();
-      next.reset();
+      std::optional<Batch> batch;
+      if (ahead.empty()) {
+        batch = channel_->Get();
+      } else {
+        batch = std::move(ahead.front());
+        ahead.pop_front();
+      }
       if (!batch) break;
       framework::StepInfo info{state->index, options_.threads, state->batches, state->scope};
       if (!framework::RunAdmitStep(executor_->resources().get(), info)) break;
-      next = channel_->TryGet();
-      if (next) AnnounceNext(state, *next);
+      while (static_cast<int>(ahead.size()) < batches_ahead_) {
+        std::optional<Batch> next = channel_->TryGet();
+        if (!next) break;
+        ahead.push_back(std::move(*next));
+        AnnounceNext(state, ahead.back(), static_cast<int>(ahead.size()));
+      }
       RunBatch(state, *batch);
     }
   } catch (...) {
@@ -223,12 +235,13 @@ void MultiTrainer::RunBatch(ThreadState* state, const Batch& batch) {
   if (options_.print_period > 0 && n % options_.print_period == 0) Report(state, n);
 }
 
-void MultiTrainer::AnnounceNext(ThreadState* state, const Batch& next) {
+void MultiTrainer::AnnounceNext(ThreadState* state, const Batch& next, int distance) {
   for (size_t i = 0; i < state->ahead_slot_vars.size(); ++i) {
     *state->ahead_slot_vars[i]->GetMutable<LoDTensor>() = next.tensors[i];
   }
-  framework::StepInfo info{state->index, options_.threads, state->batches + 1, state->ahead_scope};
-  framework::RunBatchAhead(executor_->resources().get(), info);
+  framework::StepInfo info{state->index, options_.threads, state->batches + distance,
+                           state->ahead_scope};
+  framework::RunBatchAhead(executor_->resources().get(), info, distance);
 }
 
 void MultiTrainer::CollectFetches(ThreadState* state) {

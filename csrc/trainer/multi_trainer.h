@@ -86,7 +86,8 @@ class MultiTrainer {
   struct ThreadState;
   void TrainLoop(ThreadState* state);
   void RunBatch(ThreadState* state, const Batch& batch);
-  void AnnounceNext(ThreadState* state, const Batch& next);
+  // Announces `next`, taken `distance` batches ahead of the running one, to the hooks.
+  void AnnounceNext(ThreadState* state, const Batch& next, int distance);
   void CollectFetches(ThreadState* state);
   void Report(ThreadState* state, int64_t batch_number);
   void Fail(std::exception_ptr error);
@@ -105,6 +106,7 @@ class MultiTrainer {
   int saved_blas_threads_ = 0;
   bool finished_ = false;
   bool pass_begun_ = false;  // OnPassBegin ran: OnPassEnd is owed
+  int batches_ahead_ = 1;    // batches a trainer thread holds ahead of the running one
 
   std::atomic<bool> stop_{false};
   std::atomic<int> running_{0};

@@ -128,6 +128,60 @@ TEST_F(GeoRowPrefetchTest, APullOfOtherKeysIsNotServedAndLeavesTheRowsAbsent) {
   EXPECT_TRUE(local_.Read(std::vector<int64_t>{31}, absl::MakeSpan(out).first(kDim)).empty());
 }
 
+TEST_F(GeoRowPrefetchTest, OnePullCoversTheNewRowsOfAWindowOfBatches) {
+  PushToServer({61, 62, 63}, {-1, -1, -2, -2, -3, -3});  // server rows 61: (1, 1) ... 63: (3, 3)
+  local_.Reset(std::vector<int64_t>{60}, std::vector<float>{7, 8});
+  const std::vector<std::vector<int64_t>> batches = {{60, 61}, {61, 62}, {63, 62}};
+  for (const auto& batch : batches) Announce(batch);
+  prefetch_->Start(0, kTable, local_, /*pulled_at_step=*/true);
+  EXPECT_EQ(prefetch_->window_pulls(), 1);
+  // The window's first batch installs every absent row of the window: 61, 62 and 63 once each.
+  prefetch_->Install(0, kTable, batches[0], local_, "emb");
+  std::vector<float> out(3 * kDim);
+  ASSERT_TRUE(local_.Read(std::vector<int64_t>{61, 62, 63}, absl::MakeSpan(out)).empty());
+  EXPECT_EQ(out, (std::vector<float>{1, 1, 2, 2, 3, 3}));
+  // The step trains row 62; the window's later batches are served without pulling again and
+  // leave the trained row as it is.
+  local_.Update(std::vector<int64_t>{62}, std::vector<float>{0.5f, 0.25f});
+  for (size_t b = 1; b < batches.size(); ++b) {
+    prefetch_->Start(0, kTable, local_, false);
+    prefetch_->Install(0, kTable, batches[b], local_, "emb");
+  }
+  prefetch_->Start(0, kTable, local_, false);  // nothing announced: no pull
+  EXPECT_EQ(prefetch_->served(), 3);
+  EXPECT_EQ(prefetch_->window_pulls(), 1);
+  ASSERT_TRUE(local_.Read(std::vector<int64_t>{60, 62}, absl::MakeSpan(out).first(4)).empty());
+  EXPECT_EQ(std::vector<float>(out.begin(), out.begin() + 4),
+            (std::vector<float>{7, 8, 1.5f, 1.75f}));
+  // Rows inserted for later batches are not pushed at the next exchange until trained.
+  std::vector<int64_t> keys;
+  std::vector<float> deltas;
+  local_.TakeDeltas(1.0f, &keys, &deltas);
+  EXPECT_EQ(keys, std::vector<int64_t>{62});
+}
+
+TEST_F(GeoRowPrefetchTest, AStepThatAsksForOtherKeysEndsTheWindow) {
+  Announce({70});
+  Announce({71});
+  prefetch_->Start(0, kTable, local_, true);
+  prefetch_->Install(0, kTable, std::vector<int64_t>{70}, local_, "emb");
+  prefetch_->Start(0, kTable, local_, false);  // the window's next batch is still to come
+  EXPECT_EQ(prefetch_->window_pulls(), 1);
+  // A step of other keys: the window's batches no longer come in order.
+  prefetch_->Install(0, kTable, std::vector<int64_t>{72}, local_, "emb");
+  EXPECT_EQ(prefetch_->served(), 1);
+  Announce({73});
+  prefetch_->Start(0, kTable, local_, true);
+  EXPECT_EQ(prefetch_->window_pulls(), 2);
+  prefetch_->Install(0, kTable, std::vector<int64_t>{71}, local_, "emb");  // the old window's
+  EXPECT_EQ(prefetch_->served(), 1);
+  prefetch_->Install(0, kTable, std::vector<int64_t>{73}, local_, "emb");
+  EXPECT_EQ(prefetch_->served(), 2);
+  std::vector<float> out(kDim);
+  EXPECT_TRUE(local_.Read(std::vector<int64_t>{73}, absl::MakeSpan(out)).empty());
+  EXPECT_EQ(local_.Read(std::vector<int64_t>{72}, absl::MakeSpan(out)).size(), 1u);
+}
+
 TEST_F(GeoRowPrefetchTest, OutsideADatasetPassNothingIsPrefetched) {
   prefetch_->OnPassEnd();
   Announce({40});
@@ -161,7 +215,7 @@ TEST_F(GeoRowPrefetchTest, AFailedPrefetchIsThrownAtTheStepNamingItsTable) {
     prefetch.Install(0, ghost.table_id, std::vector<int64_t>{50}, local_, "ghost");
     FAIL() << "a prefetch whose pull failed was installed";
   } catch (const std::exception& e) {
-    EXPECT_NE(std::string(e.what()).find("GEO prefetch of the next batch's new rows of 'ghost'"),
+    EXPECT_NE(std::string(e.what()).find("GEO prefetch of the coming batches' new rows of 'ghost'"),
               std::string::npos)
         << e.what();
   }

@@ -36,6 +36,7 @@ class CommunicatorHook : public framework::StepHook {
   void OnBatchAhead(const framework::StepInfo& next) override {
     Guard("a step", [&] { owner_->OnBatchAhead(next); });
   }
+  int BatchesAhead() const override { return owner_->BatchesAhead(); }
   void OnThreadEnd(int thread) override {
     if (Slot(thread) != 0) owner_->MarkFailed("a step raised");
     Guard("the end of a thread", [&] { owner_->OnThreadEnd(thread); });

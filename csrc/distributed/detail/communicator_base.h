@@ -49,6 +49,7 @@ class CommunicatorBase : public Communicator {
   virtual void BeforeStep(const framework::StepInfo& info) {}
   virtual void AfterStep(const framework::StepInfo& info) {}
   virtual void OnBatchAhead(const framework::StepInfo& next) {}
+  virtual int BatchesAhead() const { return 1; }
   virtual void OnThreadEnd(int thread) {}
   virtual void OnPassEnd() {}
 

@@ -237,6 +237,8 @@ void GeoCommunicator::OnBatchAhead(const framework::StepInfo& next) {
   if (prefetch_) prefetch_->OnBatchAhead(next);
 }
 
+int GeoCommunicator::BatchesAhead() const { return prefetch_ ? GeoRowPrefetch::kBatchesAhead : 1; }
+
 void GeoCommunicator::OnPassEnd() {
   if (prefetch_) prefetch_->OnPassEnd();
   if (dataset_pass_ && !failed()) Exchange();

@@ -52,6 +52,8 @@ class GeoCommunicator : public CommunicatorBase {
 
   void OnPassBegin(const framework::PassInfo& pass) override;
   void OnBatchAhead(const framework::StepInfo& next) override;
+  // With the row prefetch, a dataset pass announces GeoRowPrefetch::kBatchesAhead batches ahead.
+  int BatchesAhead() const override;
   void AfterStep(const framework::StepInfo& info) override;
   void OnPassEnd() override;
   // The next-batch row prefetch's counts (geo_row_prefetch.h); null without prefetch_sparse.

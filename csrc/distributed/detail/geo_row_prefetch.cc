@@ -59,8 +59,13 @@ void GeoRowPrefetch::OnBatchAhead(const framework::StepInfo& next) {
     size_t dim = 0;
     Slot* slot = SlotOf(next.thread, table.table_id, &dim);
     if (slot == nullptr) return;
-    slot->announced.clear();
-    slot->has_announced = GatherBatchIds(*next.scope, table.ids, &slot->announced);
+    Batches& announced = slot->announced;
+    if (announced.ends.size() >= kMaxAnnounced) announced.Clear();
+    // A batch whose ids are not there (a pass of another program) is left out: the steps that
+    // follow ask for other keys than the window's, which ends it.
+    if (GatherBatchIds(*next.scope, table.ids, &announced.keys)) {
+      announced.ends.push_back(announced.keys.size());
+    }
   }
 }
 
@@ -70,49 +75,73 @@ void GeoRowPrefetch::Start(int thread, uint32_t table_id, const LocalRows& local
   Slot* slot = SlotOf(thread, table_id, &dim);
   if (slot == nullptr) return;
   if (pulled_at_step) pulled_at_step_.fetch_add(1, std::memory_order_relaxed);
-  if (!slot->has_announced) return;
-  slot->has_announced = false;
-  // A prefetch its batch never asked for (the step pulled other keys) is of no use now.
+  const bool served = slot->served;
+  slot->served = false;
+  // The window still holds the next batch, and this step was its batch before: wait for it.
+  if (slot->next < slot->window.ends.size() && served) return;
+  if (slot->announced.ends.empty()) return;
+  // A window not followed (the step pulled other keys) is of no use now.
   slot->Drop();
-  slot->batch.swap(slot->announced);
+  std::swap(slot->window, slot->announced);
+  slot->announced.Clear();
+  slot->next = 0;
+  slot->pulled = false;
   // After this step's own new rows were inserted: what the step pulled is not pulled again.
-  const std::vector<size_t> missing = local.Absent(slot->batch, &slot->lookup);
+  const std::vector<size_t> missing = local.Absent(slot->window.keys, &slot->lookup);
   slot->absent.resize(missing.size());
-  for (size_t i = 0; i < missing.size(); ++i) slot->absent[i] = slot->batch[missing[i]];
+  for (size_t i = 0; i < missing.size(); ++i) slot->absent[i] = slot->window.keys[missing[i]];
+  // An id new to several of the window's batches is pulled once.
+  std::sort(slot->absent.begin(), slot->absent.end());
+  slot->absent.erase(std::unique(slot->absent.begin(), slot->absent.end()), slot->absent.end());
   if (slot->absent.empty()) return;
   slot->rows.resize(slot->absent.size() * dim);
   slot->future = std::make_unique<ps::Future>(
       client_->PullSparse(table_id, slot->absent, absl::MakeSpan(slot->rows)));
+  slot->pulled = true;
+  window_pulls_.fetch_add(1, std::memory_order_relaxed);
 }
 
 void GeoRowPrefetch::Install(int thread, uint32_t table_id, absl::Span<const int64_t> keys,
                              LocalRows& local, const std::string& table_name) {
   size_t dim = 0;
   Slot* slot = SlotOf(thread, table_id, &dim);
-  if (slot == nullptr || slot->future == nullptr) return;
-  if (slot->batch.size() != keys.size() ||
-      !std::equal(keys.begin(), keys.end(), slot->batch.begin())) {
-    return;  // not this batch's prefetch: Start drops it
+  if (slot == nullptr || slot->next >= slot->window.ends.size()) return;
+  const size_t begin = slot->next == 0 ? 0 : slot->window.ends[slot->next - 1];
+  const size_t end = slot->window.ends[slot->next];
+  if (end - begin != keys.size() ||
+      !std::equal(keys.begin(), keys.end(), slot->window.keys.begin() + begin)) {
+    return;  // not the window's next batch: Start ends the window
   }
-  const bool arrived = slot->future->Ready();
-  const absl::Status status = slot->future->Wait();
-  slot->future.reset();
-  ThrowIfError(status,
-               absl::StrCat("GEO prefetch of the next batch's new rows of '", table_name, "'"));
-  served_.fetch_add(1, std::memory_order_relaxed);
-  if (!arrived) waited_.fetch_add(1, std::memory_order_relaxed);
+  // The window's first batch: its pull is waited for and all its rows go in (the later
+  // batches' too: they are absent rows, never trained, so inserting them early changes nothing
+  // but when their server value was read).
+  if (slot->future != nullptr) {
+    const bool arrived = slot->future->Ready();
+    const absl::Status status = slot->future->Wait();
+    slot->future.reset();
+    ThrowIfError(
+        status, absl::StrCat("GEO prefetch of the coming batches' new rows of '", table_name, "'"));
+    if (!arrived) waited_.fetch_add(1, std::memory_order_relaxed);
+    InsertStillAbsent(*slot, dim, local);
+  }
+  ++slot->next;
+  slot->served = true;
+  if (slot->pulled) served_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void GeoRowPrefetch::InsertStillAbsent(Slot& slot, size_t dim, LocalRows& local) {
   // Only rows still absent: one present now was pulled by another trainer thread since Start,
   // and its local value may hold updates the servers' value lacks.
-  const std::vector<size_t> still = local.Absent(slot->absent, &slot->lookup);
-  if (still.size() == slot->absent.size()) {
-    local.Reset(slot->absent, slot->rows);
+  const std::vector<size_t> still = local.Absent(slot.absent, &slot.lookup);
+  if (still.size() == slot.absent.size()) {
+    local.Reset(slot.absent, slot.rows);
     return;
   }
   std::vector<int64_t> keep(still.size());
   std::vector<float> rows(still.size() * dim);
   for (size_t i = 0; i < still.size(); ++i) {
-    keep[i] = slot->absent[still[i]];
-    std::memcpy(rows.data() + i * dim, slot->rows.data() + still[i] * dim, dim * sizeof(float));
+    keep[i] = slot.absent[still[i]];
+    std::memcpy(rows.data() + i * dim, slot.rows.data() + still[i] * dim, dim * sizeof(float));
   }
   local.Reset(keep, rows);
 }

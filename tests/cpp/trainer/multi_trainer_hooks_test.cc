@@ -198,6 +198,95 @@ TEST(MultiTrainerHooks, TheNextBatchIsAnnouncedWithTheInputsItWillRunWith) {
   }
 }
 
+// Records, for every batch announced, how far ahead of the running batch it was.
+class DistanceHook : public framework::StepHook {
+ public:
+  explicit DistanceHook(int ahead) : ahead_(ahead) {}
+  int BatchesAhead() const override { return ahead_; }
+  void OnBatchAhead(const framework::StepInfo& next) override {
+    std::lock_guard<std::mutex> lock(mu);
+    // Announced before the running batch's BeforeStep: `running` is the step before it.
+    distance[next.step] = next.step - (running + 1);
+    announced_x[next.step] = LookAheadHook::FirstX(*next.scope);
+    ++announcements;
+  }
+  void BeforeStep(const framework::StepInfo& info) override {
+    std::lock_guard<std::mutex> lock(mu);
+    running = info.step;
+    ran_x[info.step] = LookAheadHook::FirstX(*info.scope);
+  }
+  std::string Name() const override { return "distance hook"; }
+
+  std::mutex mu;
+  int64_t running = -1;
+  int announcements = 0;
+  std::map<int64_t, int64_t> distance;
+  std::map<int64_t, float> announced_x, ran_x;
+
+ private:
+  int ahead_;
+};
+
+TEST(RuntimeResources, ABatchIsAnnouncedToTheHooksThatWantItThatFarAhead) {
+  framework::RuntimeResources resources;
+  auto near = std::make_shared<DistanceHook>(1);
+  auto far = std::make_shared<DistanceHook>(3);
+  EXPECT_EQ(framework::MaxBatchesAhead(&resources), 1);
+  resources.AddStepHook(near);
+  resources.AddStepHook(far);
+  EXPECT_EQ(framework::MaxBatchesAhead(&resources), 3);
+  Scope scope;
+  LoDTensor* x = scope.Var("x")->GetMutable<LoDTensor>();
+  x->Resize({1, 1});
+  x->mutable_data<float>()[0] = 1.5f;
+  framework::StepInfo next{0, 1, 4, &scope};
+  framework::RunBatchAhead(&resources, next, 3);
+  framework::RunBatchAhead(&resources, next, 4);
+  EXPECT_EQ(near->announcements, 0);
+  EXPECT_EQ(far->announcements, 1);
+  framework::RunBatchAhead(&resources, next, 1);
+  EXPECT_EQ(near->announcements, 1);
+  EXPECT_EQ(far->announcements, 2);
+}
+
+TEST(MultiTrainerHooks, BatchesAreAnnouncedOnceAndAtMostAsFarAheadAsTheHookWants) {
+  framework::OpRegistry registry;
+  operators::RegisterAllOps(&registry);
+  framework::Executor executor(&registry);
+  auto near = std::make_shared<DistanceHook>(1);
+  auto far = std::make_shared<DistanceHook>(3);
+  executor.resources()->AddStepHook(near);
+  executor.resources()->AddStepHook(far);
+  auto prepared = executor.Prepare(ScaleProgram(false), 0);
+  Scope root;
+  data::QueueDataset dataset(Config(), {WriteLines("ahead_far.txt", 80)});
+  TrainerOptions options;
+  options.threads = 1;
+  options.print_period = 0;
+  MultiTrainer trainer(&executor, prepared.get(), &root, options);
+  trainer.Start(&dataset);
+  TrainerResult result = trainer.Finish();
+  ASSERT_EQ(result.batches, 20);
+  for (const DistanceHook* hook : {near.get(), far.get()}) {
+    // Each batch at most once, with the inputs it then ran with.
+    EXPECT_EQ(static_cast<size_t>(hook->announcements), hook->distance.size());
+    for (const auto& [step, x] : hook->announced_x) {
+      ASSERT_EQ(hook->ran_x.count(step), 1u) << "announced step " << step << " never ran";
+      EXPECT_EQ(hook->ran_x.at(step), x) << "step " << step << " ran other inputs";
+    }
+  }
+  for (const auto& [step, distance] : far->distance) {
+    EXPECT_GE(distance, 1) << "step " << step;
+    EXPECT_LE(distance, 3) << "step " << step;
+  }
+  // The near hook sees a batch only when it was taken right before it ran; the far hook saw it
+  // then too.
+  for (const auto& [step, distance] : near->distance) {
+    EXPECT_EQ(distance, 1) << "step " << step;
+    EXPECT_EQ(far->distance.count(step), 1u) << "step " << step;
+  }
+}
+
 struct Marker {
   static constexpr char kResourceName[] = "test marker";
   int value = 0;

@@ -132,7 +132,8 @@ def test_one_geo_worker_trains_bit_for_bit_with_and_without_the_row_prefetch(tmp
     # With it: the first batch has no batch before it; the others are prefetched when the reader
     # is ahead of the trainer, as it is on all but a loaded machine. Every batch has new rows, so
     # a batch that no prefetch served pulled them at its step, and a served one pulled nothing
-    # more (its new rows were all absent when its prefetch started, one step before).
+    # more (its new rows were all absent when its window's pull started, before the window's
+    # first batch, and went in at that batch).
     assert 1 <= on["served"] <= BATCHES - 1
     assert on["waits"]["sparse_pull"] == BATCHES - on["served"], on["waits"]
     assert 0 <= on["waits"]["sparse_prefetch"] <= on["served"]
