@@ -122,68 +122,95 @@ void ReadValues(Tokenizer* tokens, const LineContext& ctx, size_t k, uint64_t co
   }
 }
 
+}  // namespace
+
 // The fast path: one pass over a valid line. Each token is read in the common spellings of
 // number_tokens.h, which also step over the one separator after it; a token they refuse (more
 // separators, a longer or unusual spelling) is found byte by byte and given to its general
 // parser. Returns false, leaving what it appended uncommitted, at the first thing wrong (or for a
-// blank line): the careful path above then parses the line again to find and word the error.
+// blank line): the careful path below then parses the line again to find and word the error.
 // Both paths split tokens and parse them alike, so the fast path accepts exactly the lines the
 // careful path accepts, with the same values.
-class FastLine {
+class MultiSlotParser::FastLine {
  public:
-  explicit FastLine(std::string_view line) : p_(line.data()), end_(line.data() + line.size()) {}
-
-  bool Append(const std::vector<SlotSpec>& slots, SampleBlock* block) {
-    for (size_t k = 0; k < slots.size(); ++k) {
-      const SlotSpec& slot = slots[k];
+  // The cursor is a local of Append, not a member: the compiler then keeps it in a register
+  // instead of storing and reloading it around every token.
+  static bool Append(std::string_view line, const std::vector<FastSlot>& plan, SampleBlock* block) {
+    const char* p = line.data();
+    const char* const end = line.data() + line.size();
+    SlotColumn* column = block->columns();  // walks the block's columns beside the plan
+    for (const FastSlot& slot : plan) {
       uint64_t count = 0;
-      if (!Read<CountRule>(&count)) return false;
-      if (slot.dense ? count != static_cast<uint64_t>(slot.width) : count == 0) return false;
-      SlotColumn& column = block->column(k);
-      if (slot.type == SlotType::kInt64) {
-        if (!ReadValues<Int64Values>(count, &column.ids)) return false;
-        if (!slot.dense) column.offsets.push_back(column.ids.size());
-      } else {
-        if (!ReadValues<FloatValues>(count, &column.values)) return false;
-        if (!slot.dense) column.offsets.push_back(column.values.size());
+      if (!Read<CountRule>(&p, end, &count)) return false;
+      switch (slot.kind) {
+        case FastKind::kLodIds:
+          if (count == 0 || !ReadValues<Int64Values>(&p, end, count, &column->ids)) return false;
+          column->offsets.push_back(column->ids.size());
+          break;
+        case FastKind::kLodValues:
+          if (count == 0 || !ReadValues<FloatValues>(&p, end, count, &column->values)) {
+            return false;
+          }
+          column->offsets.push_back(column->values.size());
+          break;
+        case FastKind::kDenseIds:
+          if (count != slot.width || !ReadValues<Int64Values>(&p, end, count, &column->ids)) {
+            return false;
+          }
+          break;
+        case FastKind::kDenseValues:
+          if (count != slot.width || !ReadValues<FloatValues>(&p, end, count, &column->values)) {
+            return false;
+          }
+          break;
       }
+      ++column;
     }
-    while (p_ < end_ && IsSeparator(*p_)) ++p_;
-    return p_ == end_;  // nothing after the last slot
+    while (p < end && IsSeparator(*p)) ++p;
+    return p == end;  // nothing after the last slot
   }
 
  private:
-  // The next token as a number: false at the end of the line or for a bad token.
+  // The token at *p as a number, moving *p past it: false at the end of the line or for a bad
+  // token.
   template <class Rule>
-  bool Read(typename Rule::Type* out) {
-    if (Rule::ReadFast(&p_, end_, out)) return true;
-    while (p_ < end_ && IsSeparator(*p_)) ++p_;
-    if (p_ >= end_) return false;
-    const char* start = p_;
-    while (p_ < end_ && !IsSeparator(*p_)) ++p_;
-    return Rule::Parse(std::string_view(start, static_cast<size_t>(p_ - start)), out) ==
+  static bool Read(const char** p, const char* end, typename Rule::Type* out) {
+    if (Rule::ReadFast(p, end, out)) return true;
+    const char* q = *p;
+    while (q < end && IsSeparator(*q)) ++q;
+    if (q >= end) return false;
+    const char* start = q;
+    while (q < end && !IsSeparator(*q)) ++q;
+    *p = q;
+    return Rule::Parse(std::string_view(start, static_cast<size_t>(q - start)), out) ==
            NumberError::kNone;
   }
 
   template <class Rule>
-  bool ReadValues(uint64_t count, std::vector<typename Rule::Type>* out) {
+  static bool ReadValues(const char** p, const char* end, uint64_t count,
+                         std::vector<typename Rule::Type>* out) {
     for (uint64_t j = 0; j < count; ++j) {
       typename Rule::Type v;
-      if (!Read<Rule>(&v)) return false;
+      if (!Read<Rule>(p, end, &v)) return false;
       out->push_back(v);
     }
     return true;
   }
-
-  const char* p_;
-  const char* end_;
 };
 
-}  // namespace
+MultiSlotParser::MultiSlotParser(const std::vector<SlotSpec>* slots) : slots_(slots) {
+  plan_.reserve(slots->size());
+  for (const SlotSpec& slot : *slots) {
+    const bool ids = slot.type == SlotType::kInt64;
+    FastKind kind = slot.dense ? (ids ? FastKind::kDenseIds : FastKind::kDenseValues)
+                               : (ids ? FastKind::kLodIds : FastKind::kLodValues);
+    plan_.push_back({kind, static_cast<uint64_t>(slot.width)});
+  }
+}
 
 bool MultiSlotParser::Parse(std::string_view line, const std::string& file, int64_t line_number,
                             SampleBlock* block) const {
-  if (FastLine(line).Append(*slots_, block)) {
+  if (FastLine::Append(line, plan_, block)) {
     block->CommitSample();
     return true;
   }

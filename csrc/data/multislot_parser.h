@@ -27,7 +27,7 @@ namespace fleet::data {
 class MultiSlotParser {
  public:
   // `slots` must outlive the parser.
-  explicit MultiSlotParser(const std::vector<SlotSpec>* slots) : slots_(slots) {}
+  explicit MultiSlotParser(const std::vector<SlotSpec>* slots);
 
   // Parses `line` (without its '\n') and appends its sample to `block`. Returns false, adding
   // nothing, for a blank line. On a malformed line throws InvalidArgument naming `file`,
@@ -37,7 +37,19 @@ class MultiSlotParser {
              SampleBlock* block) const;
 
  private:
+  // What the fast path needs of a slot: one kind to switch on (and the width of a dense one). Read
+  // from SlotSpec, its dense flag, type and int64 width were loaded again after each value the
+  // loop stored (an int64 store may alias the width), and its name and shape spread the specs
+  // over many cache lines.
+  enum class FastKind : uint8_t { kLodIds, kLodValues, kDenseIds, kDenseValues };
+  struct FastSlot {
+    FastKind kind;
+    uint64_t width;  // dense slots: values per sample
+  };
+  class FastLine;
+
   const std::vector<SlotSpec>* slots_;
+  std::vector<FastSlot> plan_;
 };
 
 }  // namespace fleet::data

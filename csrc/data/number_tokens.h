@@ -49,16 +49,17 @@ struct ShortRun {
 // ShortRun::after when the run ends the line. Not a byte value: a NUL in a line is no separator.
 inline constexpr int kLineEnd = -1;
 
-// The byte after the first `n` (< 8) of `word`, read at p.
+// The byte after the first `n` (< 8) of `word`, read at p. LoadWord reads bytes past the end as
+// 0, so only a 0 needs the bound to tell the line's end from a NUL in the line.
 inline int ByteAfter(uint64_t word, int n, const char* p, const char* end) {
-  return p + n >= end ? kLineEnd : static_cast<int>((word >> (8 * n)) & 0xFF);
+  const int byte = static_cast<int>((word >> (8 * n)) & 0xFF);
+  return byte != 0 || p + n < end ? byte : kLineEnd;
 }
 
-// The word at p holds the run and the byte after it, so one load serves both. Runs of 8 to 18
-// digits (hashed ids) take more words; 19 or more (which may leave int64) are left to the general
-// parsers.
-inline ShortRun ReadShortRun(const char* p, const char* end) {
-  const uint64_t word = digit_words::LoadWord(p, end);
+// `word` is LoadWord(p, end): it holds the run and the byte after it, so one load serves both.
+// Runs of 8 to 18 digits (hashed ids) take more words; 19 or more (which may leave int64) are left
+// to the general parsers.
+inline ShortRun ReadShortRun(uint64_t word, const char* p, const char* end) {
   const int n = digit_words::LeadingDigits(word);
   if (n == 0) return {0, 0, 0};
   if (n < 8) return {n, digit_words::DigitsValue(word, n), ByteAfter(word, n, p, end)};
@@ -84,6 +85,15 @@ inline bool EndsToken(int after) {
   return after == ' ' || after == kLineEnd || after == '\t' || after == '\r';
 }
 
+// The word at *p, and whether its token starts with '-' (then the word is reloaded past the sign,
+// which moves *q): the sign is checked in the word the digits need anyway.
+inline uint64_t LoadSignedWord(const char** q, const char* end, bool* negative) {
+  const uint64_t word = digit_words::LoadWord(*q, end);
+  *negative = (word & 0xFF) == '-';
+  if (!*negative) return word;
+  return digit_words::LoadWord(++*q, end);
+}
+
 }  // namespace number_tokens_detail
 
 // The fast spellings of the token at *p (p < end, or past it at the end of a line: then they
@@ -100,7 +110,8 @@ inline bool ReadCountFast(const char** p, const char* end, uint64_t* out) {
     *p = q + 2;
     return true;
   }
-  const number_tokens_detail::ShortRun run = number_tokens_detail::ReadShortRun(*p, end);
+  const number_tokens_detail::ShortRun run =
+      number_tokens_detail::ReadShortRun(digit_words::LoadWord(q, end), q, end);
   if (run.digits == 0 || !number_tokens_detail::EndsToken(run.after)) return false;
   *out = run.value;
   *p += run.digits + (run.after != number_tokens_detail::kLineEnd);
@@ -110,9 +121,9 @@ inline bool ReadCountFast(const char** p, const char* end, uint64_t* out) {
 // An optional '-' and 1 to 18 digits (below 10^18, so within int64).
 inline bool ReadInt64Fast(const char** p, const char* end, int64_t* out) {
   const char* q = *p;
-  const bool negative = q < end && *q == '-';
-  q += negative;
-  const number_tokens_detail::ShortRun run = number_tokens_detail::ReadShortRun(q, end);
+  bool negative;
+  const uint64_t word = number_tokens_detail::LoadSignedWord(&q, end, &negative);
+  const number_tokens_detail::ShortRun run = number_tokens_detail::ReadShortRun(word, q, end);
   if (run.digits == 0 || !number_tokens_detail::EndsToken(run.after)) return false;
   *out = negative ? -static_cast<int64_t>(run.value) : static_cast<int64_t>(run.value);
   *p = q + run.digits + (run.after != number_tokens_detail::kLineEnd);
@@ -123,19 +134,20 @@ inline bool ReadInt64Fast(const char** p, const char* end, int64_t* out) {
 // floats, and one IEEE division of floats rounds correctly, so m / 10^f is the float nearest the
 // decimal, as from_chars gives.
 inline bool ReadFloatFast(const char** p, const char* end, float* out) {
+  using number_tokens_detail::LoadSignedWord;
   using number_tokens_detail::ReadShortRun;
   using number_tokens_detail::ShortRun;
   const char* q = *p;
-  const bool negative = q < end && *q == '-';
-  q += negative;
-  const ShortRun whole = ReadShortRun(q, end);
+  bool negative;
+  const uint64_t word = LoadSignedWord(&q, end, &negative);
+  const ShortRun whole = ReadShortRun(word, q, end);
   if (whole.digits == 0) return false;
   q += whole.digits;
   uint64_t mantissa = whole.value;
   int fraction_digits = 0;
   int after = whole.after;
   if (after == '.') {
-    const ShortRun fraction = ReadShortRun(q + 1, end);
+    const ShortRun fraction = ReadShortRun(digit_words::LoadWord(q + 1, end), q + 1, end);
     fraction_digits = fraction.digits;
     if (fraction_digits == 0 || !number_tokens_detail::EndsToken(fraction.after) ||
         whole.digits + fraction_digits > number_tokens_detail::kMaxFloatDigits) {

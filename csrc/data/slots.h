@@ -62,6 +62,8 @@ class SampleBlock {
   bool empty() const { return size_ == 0; }
   const std::vector<SlotSpec>& slots() const { return *slots_; }
   SlotColumn& column(size_t slot) { return columns_[slot]; }
+  // The columns in slot order, one after another (size: slots().size()).
+  SlotColumn* columns() { return columns_.data(); }
   const SlotColumn& column(size_t slot) const { return columns_[slot]; }
 
   // Marks the values appended to every column since the last commit as one more sample. The

@@ -163,6 +163,48 @@ TEST_F(ParserTest, FastPathsMatchStrtofAndStrtoll) {
   }
 }
 
+// Each slot kind (LoD or dense, int64 or float32) has its own case in the fast pass; the other
+// tests use three of them. All four, with the dense ones wider than one value, read the values
+// and offsets the line holds, and a count each kind refuses is an error naming that slot.
+TEST(ParserKindsTest, EveryKindOfSlotReadsItsValuesAndChecksItsCount) {
+  const std::vector<SlotSpec> slots = {MakeSlotSpec("weights", DType::kFloat32, 1, {-1, 1}),
+                                       MakeSlotSpec("codes", DType::kInt64, 0, {-1, 3}),
+                                       MakeSlotSpec("ids", DType::kInt64, 1, {-1, 1}),
+                                       MakeSlotSpec("w", DType::kFloat32, 0, {-1, 2})};
+  MultiSlotParser parser(&slots);
+  SampleBlock block(&slots);
+  ASSERT_TRUE(parser.Parse("2 0.25 -1.5 3 7 -8 9 1 42 2 0.5 3e2", "f", 1, &block));
+  ASSERT_TRUE(parser.Parse("1 2.5\t3 1 2 3 3 4 5 6 2 -0 1", "f", 2, &block));
+  EXPECT_EQ(block.size(), 2u);
+  EXPECT_EQ(block.column(0).values, (std::vector<float>{0.25f, -1.5f, 2.5f}));
+  EXPECT_EQ(block.column(0).offsets, (std::vector<uint64_t>{0, 2, 3}));
+  EXPECT_EQ(block.column(1).ids, (std::vector<int64_t>{7, -8, 9, 1, 2, 3}));
+  EXPECT_EQ(block.column(2).ids, (std::vector<int64_t>{42, 4, 5, 6}));
+  EXPECT_EQ(block.column(2).offsets, (std::vector<uint64_t>{0, 1, 4}));
+  EXPECT_EQ(block.column(3).values, (std::vector<float>{0.5f, 300.f, -0.f, 1.f}));
+  const struct {
+    const char* line;
+    const char* message;
+  } cases[] = {
+      {"0 3 7 8 9 1 42 2 0 0", "f:3: slot 'weights' (#1 of 4): count is 0"},
+      {"1 0.5 2 7 8 1 42 2 0 0", "f:3: slot 'codes' (#2 of 4): count is 2 but the slot is dense"},
+      {"1 0.5 3 7 8 9 0 2 0 0", "f:3: slot 'ids' (#3 of 4): count is 0"},
+      {"1 0.5 3 7 8 9 1 42 3 0 0 0", "f:3: slot 'w' (#4 of 4): count is 3 but the slot is dense"},
+  };
+  for (const auto& c : cases) {
+    try {
+      parser.Parse(c.line, "f", 3, &block);
+      ADD_FAILURE() << "no error for '" << c.line << "'";
+    } catch (const InvalidArgument& e) {
+      EXPECT_EQ(std::string(e.what()).rfind(c.message, 0), 0u) << e.what();
+    }
+    EXPECT_EQ(block.size(), 2u);
+    EXPECT_EQ(block.column(0).values.size(), 3u);
+    EXPECT_EQ(block.column(1).ids.size(), 6u);
+    EXPECT_EQ(block.column(2).offsets.size(), 3u);
+  }
+}
+
 TEST(SampleBlockTest, ReserveAvoidsReallocation) {
   std::vector<SlotSpec> slots = TestSlots();
   MultiSlotParser parser(&slots);
