@@ -95,6 +95,18 @@ TEST(KeyDedupTest, AReusedTableForgetsThePreviousRequest) {
   }
 }
 
+TEST(KeyDedupTest, OnlyATableLargerThanL2IsPrefetched) {
+  KeyDedup dedup;
+  // A CTR-DNN step (13,312 keys: a 128 KB table) and the largest request of a table that fits
+  // 512 KB probe without prefetching; one more key doubles the table and turns it on.
+  for (const size_t n : {size_t{13312}, size_t{65536}, size_t{65537}}) {
+    const std::vector<int64_t> keys = RandomKeys(n, 1000000, 1, 11);
+    dedup.Reset(keys);
+    EXPECT_EQ(dedup.WorthPrefetching(), n > 65536) << n << " keys";
+    EXPECT_EQ(Dedup(&dedup, keys, dedup.WorthPrefetching() ? 64 : 0), ExpectedFirst(keys));
+  }
+}
+
 TEST(KeyDedupTest, PoolHandsBackReleasedTables) {
   KeyDedupPool pool;
   std::unique_ptr<KeyDedup> a = pool.Acquire();

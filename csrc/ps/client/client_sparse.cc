@@ -34,7 +34,7 @@ using PushSparseCall =
                                            proto::PushSparseRequest::kGradsFieldNumber>,
                  detail::SliceFieldReply<proto::PushReply, proto::PushReply::kValuesFieldNumber>>;
 
-// How many keys ahead the dedup table is prefetched.
+// How many keys ahead the dedup table is prefetched (when it is large enough to need it).
 constexpr uint32_t kDedupAhead = 64;
 
 // Requests to each server, filled key by key in the caller's order and sent as soon as one
@@ -136,8 +136,9 @@ class MergedRepeats {
                 bool list_repeats, detail::KeyDedup* dedup)
       : grads_(grads), dim_(dim), list_repeats_(list_repeats) {
     dedup->Reset(keys);
+    const bool prefetch = dedup->WorthPrefetching();
     for (uint32_t i = 0; i < keys.size(); ++i) {
-      if (i + kDedupAhead < keys.size()) dedup->Prefetch(i + kDedupAhead);
+      if (prefetch && i + kDedupAhead < keys.size()) dedup->Prefetch(i + kDedupAhead);
       const uint32_t head = dedup->FirstOccurrence(i);
       if (head != i) Add(i, head, keys.size());
     }
@@ -284,8 +285,9 @@ Future PsClient::PullSparse(uint32_t table_id, absl::Span<const int64_t> keys,
   // One server (a job's usual local set-up) needs no call of the sharding function per key.
   const bool one_server = num_servers() == 1;
   std::vector<std::pair<uint32_t, uint32_t>> repeats;  // (caller position, first position)
+  const bool prefetch = dedup->WorthPrefetching();
   for (uint32_t i = 0; i < keys.size(); ++i) {
-    if (i + kDedupAhead < keys.size()) dedup->Prefetch(i + kDedupAhead);
+    if (prefetch && i + kDedupAhead < keys.size()) dedup->Prefetch(i + kDedupAhead);
     const uint32_t head = dedup->FirstOccurrence(i);
     if (head != i) {
       repeats.emplace_back(i, head);
