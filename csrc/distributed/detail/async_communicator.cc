@@ -72,6 +72,7 @@ AsyncCommunicator::~AsyncCommunicator() {
     WakeAll();
   }
   JoinThreads();
+  AbandonDirectPush();
 }
 
 void AsyncCommunicator::StartThreads() {
@@ -246,11 +247,105 @@ void AsyncCommunicator::SendDense(int thread, const std::vector<const LoDTensor*
     if (item.shares != nullptr) --items_in_shares_;
     throw;
   }
-  const int64_t number = Enqueue(config_.sparse.size(), std::move(item));
+  const int64_t number = SendOrEnqueueDense(std::move(item));
   absl::MutexLock lock(&mu_);
   // Sized before the pass's threads start (OnPassBegin); this covers a caller without a pass.
   if (static_cast<size_t>(thread) >= own_dense_.size()) own_dense_.resize(thread + 1);
   own_dense_[thread].push_back(number);
+}
+
+bool AsyncCommunicator::MayPushDirectly(const Queue& queue) const {
+  // With a bound above 0 or none the step boundary does not wait for the push, which would then
+  // wait for its finish longer than the send thread takes to stage its values.
+  return config_.max_dense_staleness == 0 && !config_.independent_recv && queue.max_merge == 1 &&
+         queue.items.empty() && queue.in_flight == 0 && !direct_.has_value() && !stop_ && !error_;
+}
+
+int64_t AsyncCommunicator::SendOrEnqueueDense(Item item) {
+  const size_t q = config_.sparse.size();  // the dense queue
+  DirectPush* direct = nullptr;
+  int64_t number = 0;
+  uint32_t table_id = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    Queue& queue = queues_[q];
+    if (started_ && MayPushDirectly(queue)) {
+      ++queue.in_flight;
+      number = ++queue.enqueued;
+      table_id = queue.table_id;
+      direct = &direct_.emplace();
+      direct->refreshed = TakePullBuffer();
+      direct->in_shares = item.shares != nullptr ? 1 : 0;
+      direct->item = std::move(item);
+      ++direct_pushes_;
+    }
+  }
+  if (direct == nullptr) return Enqueue(q, std::move(item));
+  // No other thread touches *direct until its future is set (DirectPushToFinish).
+  const absl::Span<float> out(static_cast<float*>(direct->refreshed->data()), dense_size());
+  ps::Future future = direct->item.shares != nullptr
+                          ? client_->PushPullDense(table_id, std::move(direct->item.shares), out)
+                          : client_->PushPullDense(table_id, direct->item.values, out);
+  absl::MutexLock lock(&mu_);
+  direct->future = std::move(future);
+  if (direct->launch_awaited) {
+    dense_staged_.SignalAll();
+    changed_.SignalAll();
+    WakeSender(queues_[q]);
+  }
+  return number;
+}
+
+bool AsyncCommunicator::DirectPushToFinish() const {
+  return direct_.has_value() && direct_->future.has_value() && !direct_->finishing;
+}
+
+void AsyncCommunicator::FinishDirectPush() {
+  direct_->finishing = true;
+  const ps::Future future = *direct_->future;
+  // Others may queue, take and stage meanwhile; they see the push as being finished.
+  mu_.Unlock();
+  const absl::Status status = future.Wait();
+  mu_.Lock();
+  Queue& queue = queues_[config_.sparse.size()];
+  DirectPush done = std::move(*direct_);
+  direct_.reset();
+  --queue.in_flight;
+  items_in_shares_ -= done.in_shares;
+  if (status.ok()) {
+    ++queue.pushed;
+    ++dense_pushed_;
+    ReturnDenseBuffer(std::move(done.item.values));
+    // Its reply holds every dense push of this worker so far: none was queued or in flight.
+    StageDense(std::move(done.refreshed), dense_pushed_);
+  } else if (!error_) {
+    try {
+      ThrowIfError(status, absl::StrCat(queue.what, " and the refresh of the dense values"));
+    } catch (...) {
+      error_ = std::current_exception();
+    }
+    WakeAll();
+  }
+  changed_.SignalAll();
+  // Only a dense item queued behind the push has its send thread wait for it.
+  if (!queue.items.empty()) WakeSender(queue);
+}
+
+void AsyncCommunicator::AbandonDirectPush() {
+  std::optional<ps::Future> future;
+  {
+    absl::MutexLock lock(&mu_);
+    if (direct_.has_value()) future = direct_->future;
+  }
+  // Its RPC writes the refreshed buffer until it ends; its error was not asked for.
+  if (future.has_value()) future->Wait().IgnoreError();
+  absl::MutexLock lock(&mu_);
+  direct_.reset();
+}
+
+int64_t AsyncCommunicator::direct_dense_pushes() const {
+  absl::MutexLock lock(&mu_);
+  return direct_pushes_;
 }
 
 void AsyncCommunicator::PrepareThreadScope(int thread, Scope* scope) {
@@ -313,8 +408,15 @@ void AsyncCommunicator::BeforeStep(const framework::StepInfo& info) {
     std::deque<int64_t>& mine = own_dense_[t];
     while (!mine.empty() && mine.front() <= installed.through) mine.pop_front();
     if (mine.size() <= allowed || error_ || stop_) break;
-    waited = true;
-    dense_staged_.Wait(&mu_);
+    if (DirectPushToFinish()) {
+      // The push this thread (or a sibling) started: its reply wakes this thread directly.
+      waited = waited || !direct_->future->Ready();
+      FinishDirectPush();
+    } else {
+      waited = true;
+      if (direct_.has_value()) direct_->launch_awaited = true;
+      dense_staged_.Wait(&mu_);
+    }
     InstallStagedDense(target, &installed, share);
   }
   if (waited) ++dense_refresh_waits_;
@@ -483,6 +585,17 @@ void AsyncCommunicator::SendLoop(std::vector<size_t> queues, bool refresh_dense)
         Queue* queue;
         {
           absl::MutexLock lock(&mu_);
+          if (queues_[q].dense && direct_.has_value()) {
+            // A later dense item waits behind the push a trainer thread started (it goes
+            // first: the pushes of the dense queue go one at a time, in order).
+            if (queues_[q].items.empty()) continue;
+            if (!DirectPushToFinish()) {
+              direct_->launch_awaited = true;
+              continue;
+            }
+            FinishDirectPush();
+            CheckError();
+          }
           items = Take(q);
           queue = &queues_[q];
         }
@@ -509,9 +622,12 @@ void AsyncCommunicator::SendLoop(std::vector<size_t> queues, bool refresh_dense)
         changed_.SignalAll();
       }
       absl::MutexLock lock(&mu_);
+      // Queues without an item this thread may push now (a dense item behind a direct push
+      // that another thread launches or finishes waits for that thread's signal).
       auto all_empty = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         for (size_t q : queues) {
-          if (!queues_[q].items.empty()) return false;
+          const bool blocked = queues_[q].dense && direct_.has_value() && !DirectPushToFinish();
+          if (!queues_[q].items.empty() && !blocked) return false;
         }
         return true;
       };
@@ -519,7 +635,15 @@ void AsyncCommunicator::SendLoop(std::vector<size_t> queues, bool refresh_dense)
         if (all_empty()) return;
       } else if (!sent) {
         // Until an item is queued (Enqueue signals this thread's condition) or stop.
-        while (!stop_ && all_empty()) queues_[queues.front()].sender->Wait(&mu_);
+        while (!stop_ && all_empty()) {
+          for (size_t q : queues) {
+            // A dense item waits for the direct push's launch: its end must wake this thread.
+            if (queues_[q].dense && !queues_[q].items.empty() && direct_.has_value()) {
+              direct_->launch_awaited = true;
+            }
+          }
+          queues_[queues.front()].sender->Wait(&mu_);
+        }
       }
     }
   } catch (...) {
@@ -561,7 +685,15 @@ void AsyncCommunicator::Flush() {
       }
       return true;
     };
-    while (started_ && !drained()) changed_.WaitWithTimeout(&mu_, kMergeWait);
+    while (started_ && !drained()) {
+      // A trainer thread's pass may have ended with its direct push outstanding.
+      if (DirectPushToFinish()) {
+        FinishDirectPush();
+        continue;
+      }
+      if (direct_.has_value()) direct_->launch_awaited = true;
+      changed_.WaitWithTimeout(&mu_, kMergeWait);
+    }
     CheckError();
   }
   // Every gradient is applied: bring the root scope's dense parameters up to date for what

@@ -56,12 +56,23 @@
 // corpus (SGD 5.0, 2 workers of 2 threads) scored a held-out pair AUC of 0.643 against 0.767 in
 // one process, 0.704 with queues of 1. The default (-1) keeps Paddle's unbounded behaviour.
 //
+// The dense push without a hand-off (max_dense_staleness 0, the refresh in the push's reply):
+// when the dense queue is empty and nothing of it is in flight, SendDense starts the push on the
+// trainer thread itself and the step boundary (BeforeStep) waits for its reply directly, where
+// the send thread would first be woken to start it and then wake the trainer once it staged the
+// values: two thread hand-offs less per step on the round trip that a step of S = 0 waits for.
+// The values staged are the same: the push is still the only one of the dense queue in flight,
+// its reply holds every dense push of this worker so far. Whoever needs the push done first
+// finishes it (the step boundary, the send thread with a later dense item queued behind it, a
+// flush), so a thread whose pass ends with its push outstanding blocks no other.
+//
 // An error of a send or receive thread is kept and thrown by the next op, Flush or Stop, so a
 // dead server ends training with its endpoint named.
 
 #include <atomic>
 #include <deque>
 #include <exception>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -93,6 +104,8 @@ class AsyncCommunicator : public CommunicatorBase {
   std::vector<std::shared_ptr<framework::StepHook>> hooks() override;
   // Pulls served from prefetched rows so far.
   int64_t prefetched_pulls() const { return prefetcher_ ? prefetcher_->served() : 0; }
+  // Dense pushes the trainer threads started themselves so far (see the class comment).
+  int64_t direct_dense_pushes() const;
   // What the trainer threads waited for so far (communicator.h).
   TrainerWaits trainer_waits() const;
   void Flush() override;
@@ -136,6 +149,28 @@ class AsyncCommunicator : public CommunicatorBase {
   };
   // Queues the item; returns its number in the queue's order (1, 2, ...).
   int64_t Enqueue(size_t q, Item item);
+  // The dense push a trainer thread started itself, until it is finished.
+  struct DirectPush {
+    std::optional<ps::Future> future;   // unset while the starting thread launches it
+    std::shared_ptr<Buffer> refreshed;  // the dense values after the push (its reply)
+    Item item;                          // its gradients (their buffer returns at the end)
+    int in_shares = 0;                  // 1 when its gradients were written into shares
+    bool finishing = false;             // a thread waits for its reply to finish it
+    bool launch_awaited = false;        // a thread waits for `future` to be set
+  };
+  // Starts the push of a dense item on the calling trainer thread when nothing of the dense
+  // queue is queued or in flight (see the class comment); else queues it. Returns its number.
+  int64_t SendOrEnqueueDense(Item item);
+  // Whether the dense item may be pushed by the trainer thread now.
+  bool MayPushDirectly(const Queue& queue) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether this thread may finish the direct push now (one is launched and no other thread
+  // waits for it).
+  bool DirectPushToFinish() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Waits for the direct push's reply (without the lock) and stages its values as the send
+  // thread stages a push's; an error is kept for the next op. DirectPushToFinish() must hold.
+  void FinishDirectPush() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // At Stop and destruction: waits until no RPC writes the direct push's buffer any more.
+  void AbandonDirectPush() ABSL_LOCKS_EXCLUDED(mu_);
   void SendLoop(std::vector<size_t> queues, bool refresh_dense);
   // The queue of sparse table `table_id`.
   size_t SparseQueue(uint32_t table_id) const;
@@ -230,6 +265,9 @@ class AsyncCommunicator : public CommunicatorBase {
   int64_t staged_count_ ABSL_GUARDED_BY(mu_) = 0;     // values staged so far
   // Dense items queued or in flight whose gradients are in shares (the slots they hold).
   int items_in_shares_ ABSL_GUARDED_BY(mu_) = 0;
+  // The dense push a trainer thread started, while it is not finished (see the class comment).
+  std::optional<DirectPush> direct_ ABSL_GUARDED_BY(mu_);
+  int64_t direct_pushes_ ABSL_GUARDED_BY(mu_) = 0;
   // Counts of TrainerWaits: steps that waited for the dense refresh, gradients that waited for
   // room in their queue, pulls of the servers at a step.
   int64_t dense_refresh_waits_ ABSL_GUARDED_BY(mu_) = 0;
