@@ -11,13 +11,13 @@
 #include <string>
 #include <vector>
 
+#include "async_dense_loopback.h"
 #include "core/lod_tensor.h"
 #include "core/scope.h"
 #include "distributed/communicator.h"
 #include "distributed/detail/async_communicator.h"
 #include "ps/client/client.h"
 #include "ps/server/server.h"
-#include "ps_loopback_servers.h"
 
 namespace fleet::distributed {
 namespace {
@@ -43,35 +43,9 @@ float Expected(const std::vector<int>& pushes, uint64_t i) {
 class AsyncDirectDenseTest : public testing::TestWithParam<bool> {
  protected:
   void SetUp() override {
-    ps::proto::ServerConfig server;
-    server.set_server_index(0);
-    server.set_num_servers(1);
-    ps::testing_servers::AddSgdDenseTable(&server, kDense, "dense", kDim, kRate, kStart);
-    ps::ClientOptions options;
-    ps::testing_servers::StartServers({server}, &servers_, &options);
+    testing_async::StartAsyncSgdDense({kDense, kDim, kRate, kStart, /*shared_memory=*/GetParam()},
+                                      &root_, &servers_, &communicator_);
     if (HasFatalFailure()) return;
-    if (GetParam()) {  // shared memory with the server: the gradients go in shares
-      options.local_host = "127.0.0.1";
-      options.local_shared_memory = true;
-      options.local_socket = false;
-    }
-    auto client = ps::PsClient::Connect(options);
-    ASSERT_TRUE(client.ok()) << client.status();
-    LoDTensor* w = root_.Var("w")->GetMutable<LoDTensor>();
-    w->Resize({static_cast<int64_t>(kDim)});
-    float* values = w->mutable_data<float>();
-    for (uint64_t i = 0; i < kDim; ++i) values[i] = kStart;
-
-    CommunicatorConfig config;
-    config.mode = PsMode::kAsync;
-    config.dense_table_id = kDense;
-    config.dense = {DenseVar{"w", "w@GRAD", 0, kDim}};
-    config.max_merge_var_num = 1;  // every gradient its own push, as with Adam
-    config.send_wait_times = 0;
-    config.max_dense_staleness = 0;
-    config.step_timeout = absl::Seconds(60);
-    communicator_ = MakeCommunicator(config, std::move(*client), &root_);
-    communicator_->Start();
     hook_ = communicator_->hooks().at(0);
     async_ = dynamic_cast<detail::AsyncCommunicator*>(communicator_.get());
     ASSERT_NE(async_, nullptr);

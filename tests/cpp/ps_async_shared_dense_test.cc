@@ -13,12 +13,12 @@
 #include <thread>
 #include <vector>
 
+#include "async_dense_loopback.h"
 #include "core/lod_tensor.h"
 #include "core/scope.h"
 #include "distributed/communicator.h"
 #include "ps/client/client.h"
 #include "ps/server/server.h"
-#include "ps_loopback_servers.h"
 
 namespace fleet::distributed {
 namespace {
@@ -60,30 +60,9 @@ enum class Written { kNoDenseParam, kDenseParam, kUnknown };
 class AsyncSharedDenseTest : public testing::TestWithParam<Written> {
  protected:
   void SetUp() override {
-    ps::proto::ServerConfig server;
-    server.set_server_index(0);
-    server.set_num_servers(1);
-    ps::testing_servers::AddSgdDenseTable(&server, kDense, "dense", kDim, kRate, kStart);
-    ps::ClientOptions options;
-    ps::testing_servers::StartServers({server}, &servers_, &options);
+    testing_async::StartAsyncSgdDense({kDense, kDim, kRate, kStart}, &root_, &servers_,
+                                      &communicator_);
     if (HasFatalFailure()) return;
-    auto client = ps::PsClient::Connect(options);
-    ASSERT_TRUE(client.ok()) << client.status();
-    LoDTensor* w = root_.Var("w")->GetMutable<LoDTensor>();
-    w->Resize({static_cast<int64_t>(kDim)});
-    float* values = w->mutable_data<float>();
-    for (uint64_t i = 0; i < kDim; ++i) values[i] = kStart;
-
-    CommunicatorConfig config;
-    config.mode = PsMode::kAsync;
-    config.dense_table_id = kDense;
-    config.dense = {DenseVar{"w", "w@GRAD", 0, kDim}};
-    config.max_merge_var_num = 1;  // every gradient its own push, as with Adam
-    config.send_wait_times = 0;
-    config.max_dense_staleness = 0;
-    config.step_timeout = absl::Seconds(60);
-    communicator_ = MakeCommunicator(config, std::move(*client), &root_);
-    communicator_->Start();
     hook_ = communicator_->hooks().at(0);
   }
 
