@@ -98,22 +98,28 @@ data::DataFeedConfig Config() {
   return config;
 }
 
-TEST(MultiTrainerHooks, EveryHookFiresAsTheContractSays) {
+// One dataset pass of ScaleProgram over `files` with `threads` trainer threads and the hooks.
+TrainerResult RunPass(const std::vector<std::shared_ptr<framework::StepHook>>& hooks,
+                      std::vector<std::string> files, int threads) {
   framework::OpRegistry registry;
   operators::RegisterAllOps(&registry);
   framework::Executor executor(&registry);
-  auto hook = std::make_shared<CountingHook>();
-  executor.resources()->AddStepHook(hook);
+  for (const auto& hook : hooks) executor.resources()->AddStepHook(hook);
   auto prepared = executor.Prepare(ScaleProgram(false), 0);
   Scope root;
-  data::QueueDataset dataset(Config(),
-                             {WriteLines("hooks_a.txt", 40), WriteLines("hooks_b.txt", 40)});
+  data::QueueDataset dataset(Config(), std::move(files));
   TrainerOptions options;
-  options.threads = 2;
+  options.threads = threads;
   options.print_period = 0;
   MultiTrainer trainer(&executor, prepared.get(), &root, options);
   trainer.Start(&dataset);
-  TrainerResult result = trainer.Finish();
+  return trainer.Finish();
+}
+
+TEST(MultiTrainerHooks, EveryHookFiresAsTheContractSays) {
+  auto hook = std::make_shared<CountingHook>();
+  TrainerResult result =
+      RunPass({hook}, {WriteLines("hooks_a.txt", 40), WriteLines("hooks_b.txt", 40)}, 2);
   EXPECT_EQ(result.samples, 80);
   EXPECT_EQ(hook->begins.load(), 1);
   EXPECT_EQ(hook->ends.load(), 1);
@@ -174,20 +180,8 @@ class LookAheadHook : public framework::StepHook {
 };
 
 TEST(MultiTrainerHooks, TheNextBatchIsAnnouncedWithTheInputsItWillRunWith) {
-  framework::OpRegistry registry;
-  operators::RegisterAllOps(&registry);
-  framework::Executor executor(&registry);
   auto hook = std::make_shared<LookAheadHook>();
-  executor.resources()->AddStepHook(hook);
-  auto prepared = executor.Prepare(ScaleProgram(false), 0);
-  Scope root;
-  data::QueueDataset dataset(Config(), {WriteLines("ahead_a.txt", 40)});
-  TrainerOptions options;
-  options.threads = 1;
-  options.print_period = 0;
-  MultiTrainer trainer(&executor, prepared.get(), &root, options);
-  trainer.Start(&dataset);
-  TrainerResult result = trainer.Finish();
+  TrainerResult result = RunPass({hook}, {WriteLines("ahead_a.txt", 40)}, 1);
   ASSERT_EQ(result.batches, 10);
   // Every batch but the first can be announced; one that was ready must have been.
   EXPECT_GE(hook->announced.size(), 5u);
@@ -250,22 +244,9 @@ TEST(RuntimeResources, ABatchIsAnnouncedToTheHooksThatWantItThatFarAhead) {
 }
 
 TEST(MultiTrainerHooks, BatchesAreAnnouncedOnceAndAtMostAsFarAheadAsTheHookWants) {
-  framework::OpRegistry registry;
-  operators::RegisterAllOps(&registry);
-  framework::Executor executor(&registry);
   auto near = std::make_shared<DistanceHook>(1);
   auto far = std::make_shared<DistanceHook>(3);
-  executor.resources()->AddStepHook(near);
-  executor.resources()->AddStepHook(far);
-  auto prepared = executor.Prepare(ScaleProgram(false), 0);
-  Scope root;
-  data::QueueDataset dataset(Config(), {WriteLines("ahead_far.txt", 80)});
-  TrainerOptions options;
-  options.threads = 1;
-  options.print_period = 0;
-  MultiTrainer trainer(&executor, prepared.get(), &root, options);
-  trainer.Start(&dataset);
-  TrainerResult result = trainer.Finish();
+  TrainerResult result = RunPass({near, far}, {WriteLines("ahead_far.txt", 80)}, 1);
   ASSERT_EQ(result.batches, 20);
   for (const DistanceHook* hook : {near.get(), far.get()}) {
     // Each batch at most once, with the inputs it then ran with.
