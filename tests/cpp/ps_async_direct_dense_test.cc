@@ -4,11 +4,19 @@
 // over the wire and through shared memory: every step must read exactly the values after all of
 // its own earlier gradients, the pushes must have gone directly, a push left outstanding by a
 // thread whose pass ended must be finished by the pass's end, and a sibling's gradient queued
-// behind it must not wait for that thread.
+// behind it must not wait for that thread. A direct push that fails (its server stopped) must be
+// thrown by the next op that needs it, naming the dense push, and must not hang the destructor.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <functional>
+#include <future>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "async_dense_loopback.h"
@@ -38,6 +46,67 @@ float Expected(const std::vector<int>& pushes, uint64_t i) {
     sum += static_cast<float>(pushes[t]) * Grad(static_cast<int>(t), i);
   }
   return kStart - kRate * sum;
+}
+
+// What the error of a failed direct push says (async_communicator.cc): the dense queue's push.
+constexpr char kDensePushError[] =
+    "push of the dense gradients and the refresh of the dense values";
+
+// How long an op may take before it counts as hung: it needs milliseconds (a stopped server
+// refuses the connection at once), so this only turns a hang into a failure.
+constexpr std::chrono::seconds kHangDeadline(20);
+
+// Runs `op` on a thread of its own and returns what it threw (null: nothing). A lost error would
+// leave a step waiting for a refresh that never comes: past kHangDeadline the test fails and
+// `release`, when given (a stop of the communicator, which wakes every wait), lets the op return.
+// An op that not even that ends within another deadline aborts the binary (a join would hang).
+std::exception_ptr RunWithDeadline(const std::string& what, const std::function<void()>& op,
+                                   const std::function<void()>& release = {}) {
+  std::exception_ptr thrown;
+  std::promise<void> returned;
+  std::future<void> done = returned.get_future();
+  std::thread runner([&] {
+    try {
+      op();
+    } catch (...) {
+      thrown = std::current_exception();
+    }
+    returned.set_value();
+  });
+  if (done.wait_for(kHangDeadline) != std::future_status::ready) {
+    ADD_FAILURE() << what << " did not return within " << kHangDeadline.count() << " s";
+    // On a thread too: a release that hangs as well must not keep the abort below from coming.
+    std::promise<void> release_returned;
+    std::future<void> released = release_returned.get_future();
+    std::thread releaser([&] {
+      if (release) release();
+      release_returned.set_value();
+    });
+    if (done.wait_for(kHangDeadline) != std::future_status::ready ||
+        released.wait_for(kHangDeadline) != std::future_status::ready) {
+      std::fprintf(stderr, "%s hangs, even after its release: aborting\n", what.c_str());
+      std::abort();
+    }
+    releaser.join();
+  }
+  runner.join();
+  return thrown;
+}
+
+// The message of `thrown`, which must be a std::exception ("" with a failure when none).
+std::string MessageOf(const std::exception_ptr& thrown, const std::string& what) {
+  if (thrown == nullptr) {
+    ADD_FAILURE() << what << " threw nothing";
+    return "";
+  }
+  try {
+    std::rethrow_exception(thrown);
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+  }
+  ADD_FAILURE() << what << " threw something other than a std::exception";
+  return "";
 }
 
 class AsyncDirectDenseTest : public testing::TestWithParam<bool> {
@@ -102,6 +171,25 @@ class AsyncDirectDenseTest : public testing::TestWithParam<bool> {
     }
   }
 
+  // Stops the server: every later call to it fails (the connection is refused).
+  void StopServer() { servers_.at(0)->Shutdown(absl::Seconds(1)); }
+
+  // Runs `op` with RunWithDeadline; past the deadline a stop of the communicator releases it.
+  std::exception_ptr Run(const std::string& what, const std::function<void()>& op) {
+    return RunWithDeadline(what, op, [this] {
+      try {
+        communicator_->Stop();
+      } catch (const std::exception&) {  // its error is not what the test checks
+      }
+    });
+  }
+
+  // Stop() ends the job with the kept error, which must be the dense push's.
+  void ExpectStopThrowsTheDensePushError() {
+    const std::string message = MessageOf(Run("Stop", [this] { communicator_->Stop(); }), "Stop");
+    EXPECT_NE(message.find(kDensePushError), std::string::npos) << message;
+  }
+
   std::vector<std::unique_ptr<ps::PsServer>> servers_;
   Scope root_;
   Scope* pass_scope_ = nullptr;
@@ -146,6 +234,70 @@ TEST_P(AsyncDirectDenseTest, AGradientQueuedBehindAnEndedThreadsPushDoesNotWaitF
   hook_->AfterStep(Step(1, 1));
   EndPass();
   ExpectServerAndRootHold({1, 1});
+}
+
+TEST_P(AsyncDirectDenseTest, TheNextStepThrowsTheErrorOfADirectPushToAStoppedServer) {
+  BeginPass(1);
+  hook_->BeforeStep(Step(0, 0));
+  StopServer();
+  communicator_->SendDense(0, {&grads_[0]});  // direct: the queue is idle; its call fails
+  hook_->AfterStep(Step(0, 0));
+  EXPECT_EQ(async_->direct_dense_pushes(), 1);
+  // The step waits for that push (max_dense_staleness 0): it finishes it and throws its error.
+  const std::string message =
+      MessageOf(Run("BeforeStep", [this] { hook_->BeforeStep(Step(0, 1)); }), "BeforeStep");
+  EXPECT_NE(message.find(kDensePushError), std::string::npos) << message;
+  EndPass();
+  ExpectStopThrowsTheDensePushError();
+}
+
+TEST_P(AsyncDirectDenseTest, ThePassEndThrowsTheErrorOfAnOutstandingDirectPush) {
+  BeginPass(1);
+  hook_->BeforeStep(Step(0, 0));
+  StopServer();
+  communicator_->SendDense(0, {&grads_[0]});
+  hook_->AfterStep(Step(0, 0));
+  EXPECT_EQ(async_->direct_dense_pushes(), 1);
+  // No step follows: the pass's end (its flush) finishes the push and throws its error, not the
+  // error of the refresh it would pull next.
+  const std::string message = MessageOf(Run("the pass's end", [this] { EndPass(); }), "EndPass");
+  EXPECT_NE(message.find(kDensePushError), std::string::npos) << message;
+  ExpectStopThrowsTheDensePushError();
+}
+
+TEST_P(AsyncDirectDenseTest, ASiblingQueuedBehindAFailedDirectPushThrowsItsError) {
+  BeginPass(2);
+  hook_->BeforeStep(Step(0, 0));
+  StopServer();
+  communicator_->SendDense(0, {&grads_[0]});  // direct; thread 0 runs no more steps
+  hook_->AfterStep(Step(0, 0));
+  hook_->BeforeStep(Step(1, 0));
+  // Queued behind thread 0's push, which nobody finished yet: the send thread (woken by this
+  // item) or thread 1's next step finishes it, whichever comes first, and the step throws.
+  const std::exception_ptr sent = Run("SendDense", [this] {
+    communicator_->SendDense(1, {&grads_[1]});
+    hook_->AfterStep(Step(1, 0));
+    hook_->BeforeStep(Step(1, 1));
+  });
+  EXPECT_EQ(async_->direct_dense_pushes(), 1);
+  const std::string message = MessageOf(sent, "thread 1's send and next step");
+  EXPECT_NE(message.find(kDensePushError), std::string::npos) << message;
+  EndPass();
+  ExpectStopThrowsTheDensePushError();
+}
+
+TEST_P(AsyncDirectDenseTest, TheDestructorWaitsOutADirectPushToAStoppedServer) {
+  BeginPass(1);
+  hook_->BeforeStep(Step(0, 0));
+  StopServer();
+  communicator_->SendDense(0, {&grads_[0]});
+  EXPECT_EQ(async_->direct_dense_pushes(), 1);
+  // Destroyed without a Stop, its push not finished by anyone: the destructor must wait for the
+  // call (which writes the communicator's buffer until it ends) and drop its error. A hang fails
+  // here; an error thrown out of it, or the buffer freed under the call, would end the binary.
+  hook_.reset();
+  async_ = nullptr;
+  RunWithDeadline("the destructor", [this] { communicator_.reset(); });
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, AsyncDirectDenseTest, testing::Bool(),
