@@ -7,10 +7,12 @@
 // which must change nothing.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <map>
 #include <random>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -474,6 +476,103 @@ TEST(GeoLocalRows, AbsentNamesWhatReadMissesAndReusesItsLookup) {
   }
   EXPECT_TRUE(rows.Absent(present).empty());
   EXPECT_TRUE(rows.Absent({}).empty());
+}
+
+// GEO's prefetch looks a batch up (Absent) a few steps before the step's Read, which then reuses
+// that Lookup: rows inserted in between (the window's pull, another trainer thread) must be found,
+// rows still absent reported, and the values, the push through the same Lookup and its deltas
+// must be those of a copy read and pushed without Lookups, bit for bit.
+TEST(GeoLocalRows, AReadReusingAnEarlierLookupFindsTheRowsInsertedSince) {
+  LocalRows plain(kDim, Adam()), looked(kDim, Adam());
+  std::mt19937_64 rng(41);
+  std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+  auto values_for = [&](size_t n) {
+    std::vector<float> v(n * kDim);
+    for (float& x : v) x = value(rng);
+    return v;
+  };
+  std::vector<int64_t> held;
+  for (int i = 0; i < 1500; ++i) held.push_back(static_cast<int64_t>(rng() >> 2));
+  const std::vector<float> held_values = values_for(held.size());
+  plain.Reset(held, held_values);
+  looked.Reset(held, held_values);
+  for (int round = 0; round < 4; ++round) {
+    // Held ids and new ones (a few repeated), in a random order.
+    std::vector<int64_t> keys, fresh;
+    for (int i = 0; i < 3000; ++i) {
+      if (rng() % 4 == 0) {
+        fresh.push_back(static_cast<int64_t>(rng() >> 2));
+        keys.push_back(fresh.back());
+      } else {
+        keys.push_back(held[rng() % held.size()]);
+      }
+      if (rng() % 5 == 0) keys.push_back(keys.back());
+    }
+    LocalRows::Lookup lookup;
+    const std::vector<size_t> absent_then = looked.Absent(keys, &lookup);
+    const std::set<int64_t> new_ids(fresh.begin(), fresh.end());
+    const auto is_new = [&](int64_t key) { return new_ids.count(key) > 0; };
+    ASSERT_EQ(absent_then.size(),
+              static_cast<size_t>(std::count_if(keys.begin(), keys.end(), is_new)));
+    // Two thirds of the new ids arrive before the step (a window's pull, another thread's).
+    std::vector<int64_t> arrived(fresh.begin(), fresh.begin() + 2 * fresh.size() / 3);
+    const std::vector<float> arrived_values = values_for(arrived.size());
+    plain.Reset(arrived, arrived_values);
+    looked.InsertAbsent(arrived, arrived_values);
+    std::vector<float> a(keys.size() * kDim, -7.0f), b(keys.size() * kDim, -7.0f);
+    const std::vector<size_t> missing = plain.Read(keys, absl::MakeSpan(a));
+    ASSERT_EQ(looked.Read(keys, absl::MakeSpan(b), &lookup), missing) << "round " << round;
+    ASSERT_FALSE(missing.empty());
+    ASSERT_LT(missing.size(), absent_then.size());
+    ASSERT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << "round " << round;
+    // The step pulls the rest, and pushes through the Read's Lookup.
+    std::vector<int64_t> rest;
+    for (size_t m : missing) rest.push_back(keys[m]);
+    const std::vector<float> rest_values = values_for(rest.size());
+    plain.Reset(rest, rest_values);
+    looked.Reset(rest, rest_values);
+    const std::vector<float> grads = values_for(keys.size());
+    plain.Update(keys, grads);
+    looked.Update(keys, grads, &lookup);
+    const auto plain_deltas = DeltasById(&plain, 0.5f);
+    ASSERT_EQ(DeltasById(&looked, 0.5f), plain_deltas) << "round " << round;
+    held.insert(held.end(), fresh.begin(), fresh.end());
+  }
+}
+
+// A Lookup names rows by their number in one LocalRows: another table holding the same keys
+// numbers its rows otherwise, so its Read must look them up, not take the other's numbers.
+TEST(GeoLocalRows, ALookupOfAnotherTableWithTheSameKeysIsNotUsed) {
+  LocalRows first(1, QuarterSgd()), second(1, QuarterSgd());
+  const std::vector<int64_t> keys = {101, 202, 303, 404};
+  first.Reset(keys, {1.0f, 2.0f, 3.0f, 4.0f});
+  // The same keys inserted one by one in the reverse order: other row numbers.
+  for (size_t i = keys.size(); i-- > 0;) {
+    second.Reset({keys[i]}, {10.0f * static_cast<float>(i + 1)});
+  }
+  LocalRows::Lookup lookup;
+  ASSERT_TRUE(first.Absent(keys, &lookup).empty());
+  std::vector<float> out(keys.size());
+  ASSERT_TRUE(second.Read(keys, absl::MakeSpan(out), &lookup).empty());
+  EXPECT_EQ(out, (std::vector<float>{10.0f, 20.0f, 30.0f, 40.0f}));
+  second.Update(keys, {4.0f, 4.0f, 4.0f, 4.0f}, &lookup);
+  ASSERT_TRUE(first.Read(keys, absl::MakeSpan(out)).empty());
+  EXPECT_EQ(out, (std::vector<float>{1.0f, 2.0f, 3.0f, 4.0f}));  // untouched
+  ASSERT_TRUE(second.Read(keys, absl::MakeSpan(out)).empty());
+  EXPECT_EQ(out, (std::vector<float>{9.0f, 19.0f, 29.0f, 39.0f}));
+}
+
+// InsertAbsent leaves a present row as it is (value, synced value, rule state, mark); absent ones
+// come in as Reset would make them, untouched.
+TEST(GeoLocalRows, InsertAbsentKeepsWhatIsPresent) {
+  LocalRows rows(1, QuarterSgd());
+  rows.Reset({1}, {8.0f});
+  rows.Update({1}, {4.0f});  // 7, with a delta of -1 to come
+  rows.InsertAbsent({1, 2, 2}, {100.0f, 5.0f, 6.0f});
+  std::vector<float> out(2);
+  ASSERT_TRUE(rows.Read({1, 2}, absl::MakeSpan(out)).empty());
+  EXPECT_EQ(out, (std::vector<float>{7.0f, 5.0f}));  // a repeated absent id: its first value
+  EXPECT_EQ(DeltasById(&rows, 1.0f, 1), (std::map<int64_t, std::vector<float>>{{1, {-1.0f}}}));
 }
 
 }  // namespace

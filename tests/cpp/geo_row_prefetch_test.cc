@@ -224,5 +224,33 @@ TEST_F(GeoRowPrefetchTest, AFailedPrefetchIsThrownAtTheStepNamingItsTable) {
   EXPECT_EQ(local_.Read(std::vector<int64_t>{50}, absl::MakeSpan(out)).size(), 1u);
 }
 
+// The step's Read reuses the Lookup Start took of its batch: the rows inserted since (the
+// window's own pull at its first batch, a row another trainer thread pulled and trained) must be
+// read with the values they have now, and the push through that Lookup must reach them.
+TEST_F(GeoRowPrefetchTest, AStepReadsThroughTheLookupTakenAtStart) {
+  PushToServer({80, 81, 82}, {-1, -1, -2, -2, -3, -3});  // server rows 80: (1, 1) ... 82: (3, 3)
+  local_.Reset(std::vector<int64_t>{79}, std::vector<float>{7, 8});
+  const std::vector<std::vector<int64_t>> batches = {{79, 80}, {81, 79, 82}};
+  for (const auto& batch : batches) Announce(batch);
+  prefetch_->Start(0, kTable, local_, true);
+  // Another trainer thread pulls row 82 and trains it before the window's first batch.
+  local_.Reset(std::vector<int64_t>{82}, std::vector<float>{3, 3});
+  local_.Update(std::vector<int64_t>{82}, std::vector<float>{0.5f, 0.25f});
+  LocalRows::Lookup step;
+  std::vector<float> expected[] = {{7, 8, 1, 1}, {2, 2, 6, 7, 2.5f, 2.75f}};
+  for (size_t b = 0; b < batches.size(); ++b) {
+    if (b > 0) prefetch_->Start(0, kTable, local_, false);
+    prefetch_->Install(0, kTable, batches[b], local_, "emb", &step);
+    std::vector<float> out(batches[b].size() * kDim, -99);
+    ASSERT_TRUE(local_.Read(batches[b], absl::MakeSpan(out), &step).empty()) << "batch " << b;
+    EXPECT_EQ(out, expected[b]) << "batch " << b;
+    local_.Update(batches[b], std::vector<float>(out.size(), 1.0f), &step);
+  }
+  EXPECT_EQ(prefetch_->served(), 2);
+  std::vector<float> out(4 * kDim);
+  ASSERT_TRUE(local_.Read(std::vector<int64_t>{79, 80, 81, 82}, absl::MakeSpan(out)).empty());
+  EXPECT_EQ(out, (std::vector<float>{5, 6, 0, 0, 1, 1, 1.5f, 1.75f}));
+}
+
 }  // namespace
 }  // namespace fleet::distributed::detail

@@ -53,11 +53,16 @@ void GeoCommunicator::PullSparse(int thread, uint32_t table_id, absl::Span<const
     return;
   }
   LocalRows& local = Local(table_id);
-  if (prefetch_) prefetch_->Install(thread, table_id, keys, local, Sparse(table_id).name);
   std::vector<size_t> missing;
   {
     LastPull& last = LastPullOf(thread, table_id);
     std::lock_guard<std::mutex> lock(last.mu);
+    // A served batch comes with where the prefetch found its rows: the Read looks up only the
+    // rest. (Install may wait for the window's pull under last.mu: only callers sharing this
+    // thread number wait with it.)
+    if (prefetch_) {
+      prefetch_->Install(thread, table_id, keys, local, Sparse(table_id).name, &last.lookup);
+    }
     missing = local.Read(keys, out, &last.lookup);
   }
   if (missing.empty()) {

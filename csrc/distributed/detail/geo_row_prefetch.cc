@@ -1,7 +1,7 @@
 #include "distributed/detail/geo_row_prefetch.h"
 
 #include <algorithm>
-#include <cstring>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "distributed/detail/communicator_base.h"
@@ -87,9 +87,17 @@ void GeoRowPrefetch::Start(int thread, uint32_t table_id, const LocalRows& local
   slot->next = 0;
   slot->pulled = false;
   // After this step's own new rows were inserted: what the step pulled is not pulled again.
-  const std::vector<size_t> missing = local.Absent(slot->window.keys, &slot->lookup);
-  slot->absent.resize(missing.size());
-  for (size_t i = 0; i < missing.size(); ++i) slot->absent[i] = slot->window.keys[missing[i]];
+  // Batch by batch, so that each batch's Lookup can serve its step's Read.
+  const Batches& window = slot->window;
+  if (slot->lookups.size() < window.ends.size()) slot->lookups.resize(window.ends.size());
+  slot->absent.clear();
+  for (size_t b = 0; b < window.ends.size(); ++b) {
+    const size_t begin = b == 0 ? 0 : window.ends[b - 1];
+    const absl::Span<const int64_t> batch(window.keys.data() + begin, window.ends[b] - begin);
+    for (size_t missing : local.Absent(batch, &slot->lookups[b])) {
+      slot->absent.push_back(batch[missing]);
+    }
+  }
   // An id new to several of the window's batches is pulled once.
   std::sort(slot->absent.begin(), slot->absent.end());
   slot->absent.erase(std::unique(slot->absent.begin(), slot->absent.end()), slot->absent.end());
@@ -102,7 +110,8 @@ void GeoRowPrefetch::Start(int thread, uint32_t table_id, const LocalRows& local
 }
 
 void GeoRowPrefetch::Install(int thread, uint32_t table_id, absl::Span<const int64_t> keys,
-                             LocalRows& local, const std::string& table_name) {
+                             LocalRows& local, const std::string& table_name,
+                             LocalRows::Lookup* batch_lookup) {
   size_t dim = 0;
   Slot* slot = SlotOf(thread, table_id, &dim);
   if (slot == nullptr || slot->next >= slot->window.ends.size()) return;
@@ -122,28 +131,14 @@ void GeoRowPrefetch::Install(int thread, uint32_t table_id, absl::Span<const int
     ThrowIfError(
         status, absl::StrCat("GEO prefetch of the coming batches' new rows of '", table_name, "'"));
     if (!arrived) waited_.fetch_add(1, std::memory_order_relaxed);
-    InsertStillAbsent(*slot, dim, local);
+    // Only rows still absent: one present now was pulled by another trainer thread since Start,
+    // and its local value may hold updates the servers' value lacks.
+    local.InsertAbsent(slot->absent, slot->rows);
   }
+  if (batch_lookup != nullptr) std::swap(*batch_lookup, slot->lookups[slot->next]);
   ++slot->next;
   slot->served = true;
   if (slot->pulled) served_.fetch_add(1, std::memory_order_relaxed);
-}
-
-void GeoRowPrefetch::InsertStillAbsent(Slot& slot, size_t dim, LocalRows& local) {
-  // Only rows still absent: one present now was pulled by another trainer thread since Start,
-  // and its local value may hold updates the servers' value lacks.
-  const std::vector<size_t> still = local.Absent(slot.absent, &slot.lookup);
-  if (still.size() == slot.absent.size()) {
-    local.Reset(slot.absent, slot.rows);
-    return;
-  }
-  std::vector<int64_t> keep(still.size());
-  std::vector<float> rows(still.size() * dim);
-  for (size_t i = 0; i < still.size(); ++i) {
-    keep[i] = slot.absent[still[i]];
-    std::memcpy(rows.data() + i * dim, slot.rows.data() + still[i] * dim, dim * sizeof(float));
-  }
-  local.Reset(keep, rows);
 }
 
 }  // namespace fleet::distributed::detail

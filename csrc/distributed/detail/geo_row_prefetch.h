@@ -11,8 +11,9 @@
 //   OnBatchAhead (the dataset pass announces each batch kBatchesAhead batches before it runs,
 //     framework::StepHook::BatchesAhead): its keys are appended to the thread's announced ones.
 //   Start (step t's pull of the table is done, its own new rows inserted): unless the window's
-//     batches still reach step t + 1, the announced batches become the window: their keys are
-//     looked up in LocalRows, and one pull of those absent (each id once) starts.
+//     batches still reach step t + 1, the announced batches become the window: each batch's keys
+//     are looked up in LocalRows (a Lookup per batch, kept), and one pull of those absent (each
+//     id once) starts.
 //   Install (a step's pull of the table, before it reads LocalRows): when the step's keys are
 //     the window's next batch, it is served; at the window's first batch the pull is waited for
 //     and its rows that are STILL absent are inserted, those of the later batches too. A row
@@ -20,14 +21,18 @@
 //     its local value, delta and synced value: a prefetched row never overwrites local work.
 //     Keys the window did not cover are pulled at the step as before. A step that asks for other
 //     keys than the window's next batch ends the window (the batches no longer come in order).
+//     A served batch's Lookup goes to the step: its Read looks up only the rows that were absent
+//     at Start (rows never move, so the others are where Start found them), so each id of a
+//     batch is looked up once, not once at Start and again at the step.
 //
 // What changes: a new row's value is read from the servers up to kBatchesAhead steps before its
 // batch runs instead of at that step (more staleness, new rows only; the other workers' deltas
 // reach the servers only at exchanges, every k steps). An inserted row that is not trained is
-// not pushed (LocalRows::Reset marks nothing). A row no other worker pushes has its server value
-// either way, so a one-worker job trains bit for bit as without the prefetch (the servers
-// initialize a row as a pure function of its id: ps/table/initializer.h). The cost: a probe of
-// every announced id in LocalRows (LocalRows::Absent: the index only, no copy of the rows).
+// not pushed (LocalRows::InsertAbsent marks nothing). A row no other worker pushes has its
+// server value either way, so a one-worker job trains bit for bit as without the prefetch (the
+// servers initialize a row as a pure function of its id: ps/table/initializer.h). The cost: the
+// probe of every announced id in LocalRows moves from the step to Start (LocalRows::Absent: the
+// index only, no copy of the rows), a few steps earlier.
 //
 // Switched by CommunicatorConfig::prefetch_sparse (the strategy's a_sync_configs
 // "prefetch_sparse", as the async prefetch); tables whose SparseVar names no id variables are not
@@ -71,9 +76,11 @@ class GeoRowPrefetch {
 
   // Before `thread` reads `keys` of `table_id` from `local`: when they are the window's next
   // batch, installs the window's rows that `local` still lacks (waiting for their pull) if this
-  // is its first batch. Throws the pull's error, naming the table (`table_name`).
+  // is its first batch, and swaps the batch's Lookup (taken at Start) into `*batch_lookup`, if
+  // given, for the step's Read (the window keeps the buffers swapped out, for its next Start).
+  // Throws the pull's error, naming the table (`table_name`).
   void Install(int thread, uint32_t table_id, absl::Span<const int64_t> keys, LocalRows& local,
-               const std::string& table_name);
+               const std::string& table_name, LocalRows::Lookup* batch_lookup = nullptr);
   // After `thread`'s pull of `table_id` for the current batch (`pulled_at_step`: it had to pull
   // rows from the servers): when the window is used up (or was not followed), starts the pull of
   // the rows the announced batches lack.
@@ -108,7 +115,9 @@ class GeoRowPrefetch {
     std::vector<int64_t> absent;         // the ids the window's pull pulls (those absent at Start)
     std::vector<float> rows;             // absent.size() * dim, written by the pull
     std::unique_ptr<ps::Future> future;  // null when no pull is in flight
-    LocalRows::Lookup lookup;            // LocalRows::Absent's buffers, kept between calls
+    // Per batch of the window, where LocalRows found its keys at Start (LocalRows::Absent's);
+    // the buffers are kept between windows.
+    std::vector<LocalRows::Lookup> lookups;
     ~Slot();
     // Waits for the pull in flight, if any, and forgets it.
     void Drop();
@@ -125,8 +134,6 @@ class GeoRowPrefetch {
   // The slot of (thread, table_id), or null outside a dataset pass or for a table not
   // prefetched.
   Slot* SlotOf(int thread, uint32_t table_id, size_t* dim);
-  // Inserts the window's pulled rows that `local` still lacks.
-  static void InsertStillAbsent(Slot& slot, size_t dim, LocalRows& local);
 
   std::shared_ptr<ps::PsClient> client_;
   std::vector<Table> tables_;

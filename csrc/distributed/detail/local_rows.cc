@@ -31,6 +31,7 @@ LocalRows::LocalRows(size_t dim, std::unique_ptr<ps::UpdateRule> rule)
       shards_(new Shard[kShards]) {}
 
 void LocalRows::Group(absl::Span<const int64_t> keys, Lookup* lookup) const {
+  lookup->owner_ = nullptr;  // until it is whole (an allocation may throw on the way)
   lookup->keys_.assign(keys.begin(), keys.end());
   std::vector<uint64_t>& hashes = lookup->hashes_;
   hashes.resize(keys.size());
@@ -51,11 +52,21 @@ void LocalRows::Group(absl::Span<const int64_t> keys, Lookup* lookup) const {
     lookup->order_[next[index[i]]++] = static_cast<uint32_t>(i);
   }
   std::fill(index.begin(), index.end(), kAbsent);
+  lookup->owner_ = this;
 }
 
-bool LocalRows::Holds(const Lookup& lookup, absl::Span<const int64_t> keys) {
-  return lookup.keys_.size() == keys.size() &&
+bool LocalRows::Holds(const Lookup& lookup, absl::Span<const int64_t> keys) const {
+  return lookup.owner_ == this && lookup.keys_.size() == keys.size() &&
          std::equal(keys.begin(), keys.end(), lookup.keys_.begin());
+}
+
+size_t LocalRows::AbsentEnd(const Lookup& lookup, size_t s, size_t from) {
+  size_t end = from;
+  while (end < lookup.absent_.size() &&
+         LocalRowsIndex::ShardOf(lookup.hashes_[lookup.absent_[end]]) == s) {
+    ++end;
+  }
+  return end;
 }
 
 size_t LocalRows::Find(const Shard& shard, absl::Span<const int64_t> keys, const uint64_t* hashes,
@@ -88,11 +99,7 @@ void LocalRows::ForEachShard(absl::Span<const int64_t> keys, const Lookup* looku
     std::lock_guard<std::mutex> lock(shard.mu);
     size_t absent;
     if (known) {
-      size_t end = next_absent;
-      while (end < where.absent_.size() &&
-             LocalRowsIndex::ShardOf(where.hashes_[where.absent_[end]]) == s) {
-        ++end;
-      }
+      const size_t end = AbsentEnd(where, s, next_absent);
       absent = Find(shard, keys, where.hashes_.data(), where.absent_.data() + next_absent,
                     end - next_absent, index.data());
       next_absent = end;
@@ -116,40 +123,63 @@ std::vector<size_t> LocalRows::Probe(absl::Span<const int64_t> keys, float* out,
                                      Lookup* lookup) const {
   Lookup local;
   Lookup& where = lookup != nullptr ? *lookup : local;
-  Group(keys, &where);
-  where.absent_.clear();
+  // A Lookup of these keys (GEO's prefetch took one of this batch a few steps ago) keeps the
+  // rows it found: only those it lacked are looked up, and its absent_ keeps those still absent.
+  const bool known = Holds(where, keys);
+  if (!known) {
+    Group(keys, &where);
+    where.absent_.clear();
+  }
   const uint32_t* order = where.order_.data();
   uint32_t* index = where.index_.data();
+  size_t next_absent = 0;  // known: where the next shard's run of the old absent_ starts
+  size_t kept = 0;         // known: the old absent_ entries still absent, moved to its front
   for (size_t s = 0; s < kShards; ++s) {
     const uint32_t from = where.begin_[s], to = where.begin_[s + 1];
     if (from == to) continue;
     const Shard& shard = shards_[s];
     std::lock_guard<std::mutex> lock(shard.mu);
-    const size_t absent = Find(shard, keys, where.hashes_.data(), order + from, to - from, index);
-    if (out == nullptr) {
+    if (known) {
+      const size_t end = AbsentEnd(where, s, next_absent);
+      Find(shard, keys, where.hashes_.data(), where.absent_.data() + next_absent, end - next_absent,
+           index);
+      for (size_t a = next_absent; a < end; ++a) {
+        if (index[where.absent_[a]] == kAbsent) where.absent_[kept++] = where.absent_[a];
+      }
+      next_absent = end;
+    } else {
+      const size_t absent = Find(shard, keys, where.hashes_.data(), order + from, to - from, index);
       for (uint32_t j = from; j < to && absent > 0; ++j) {
         if (index[order[j]] == kAbsent) where.absent_.push_back(order[j]);
       }
-      continue;
     }
+    if (out == nullptr) continue;
     for (uint32_t j = from; j < to; ++j) {
       if (j + kPrefetchAhead < to && index[order[j + kPrefetchAhead]] != kAbsent) {
         __builtin_prefetch(shard.rows.data() + index[order[j + kPrefetchAhead]] * width_);
       }
       const uint32_t i = order[j];
-      if (index[i] == kAbsent) {
-        where.absent_.push_back(i);
-      } else {
+      if (index[i] != kAbsent) {
         std::memcpy(out + i * dim_, shard.rows.data() + index[i] * width_, dim_ * sizeof(float));
       }
     }
   }
+  if (known) where.absent_.resize(kept);
   std::vector<size_t> missing(where.absent_.begin(), where.absent_.end());
   std::sort(missing.begin(), missing.end());  // in the keys' order, as before the grouping
   return missing;
 }
 
 void LocalRows::Reset(absl::Span<const int64_t> keys, absl::Span<const float> values) {
+  Insert(keys, values, /*overwrite=*/true);
+}
+
+void LocalRows::InsertAbsent(absl::Span<const int64_t> keys, absl::Span<const float> values) {
+  Insert(keys, values, /*overwrite=*/false);
+}
+
+void LocalRows::Insert(absl::Span<const int64_t> keys, absl::Span<const float> values,
+                       bool overwrite) {
   Lookup where;
   Group(keys, &where);
   for (size_t s = 0; s < kShards; ++s) {
@@ -166,6 +196,8 @@ void LocalRows::Reset(absl::Span<const int64_t> keys, absl::Span<const float> va
         shard.rows.resize(shard.rows.size() + width_);
         shard.marks.emplace_back();
         rule_->InitState(dim_, RowAt(shard, index) + 2 * dim_);
+      } else if (!overwrite) {
+        continue;
       }
       float* row = RowAt(shard, index);
       std::memcpy(row, values.data() + i * dim_, dim_ * sizeof(float));
@@ -232,6 +264,7 @@ void LocalRows::TakeDeltas(float scale, std::vector<int64_t>* keys, std::vector<
   deltas->clear();
   Lookup unused;
   Lookup& where = lookup != nullptr ? *lookup : unused;
+  where.owner_ = nullptr;  // until it is whole
   where.hashes_.clear();
   where.order_.clear();
   where.index_.clear();
@@ -266,6 +299,7 @@ void LocalRows::TakeDeltas(float scale, std::vector<int64_t>* keys, std::vector<
     where.begin_[s + 1] = static_cast<uint32_t>(keys->size());
   }
   where.keys_ = *keys;
+  where.owner_ = this;
 }
 
 void LocalRows::Rebase(absl::Span<const int64_t> keys, absl::Span<const float> fresh,

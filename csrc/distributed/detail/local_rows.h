@@ -6,11 +6,12 @@
 // A pull and a push touch every id of a batch (CTR-DNN: 13k ids of 26 slots a step), on the
 // trainer thread, so the per-id work is what GEO adds to a step over one process, and on tables
 // larger than the caches it is mostly waiting for memory. So a step looks each id up once: the
-// row indices a Read found (a Lookup) serve the push of the same ids, and an exchange's Lookup
-// serves the rebase of its rows. The row index also sums a batch's repeated ids (a per-row stamp
-// of the push, instead of a map of the batch's ids) and remembers the row for the next exchange
-// (a per-row flag and a list, instead of a set of ids); a row's stamp, sum slot and flag sit
-// together, and the rows a loop will reach a few ids later are prefetched.
+// row indices a Read found (a Lookup) serve the push of the same ids, an exchange's Lookup
+// serves the rebase of its rows, and GEO's prefetch, which looks a coming batch up to find the
+// rows it lacks, hands its Lookup to that batch's Read. The row index also sums a batch's repeated
+// ids (a per-row stamp of the push, instead of a map of the batch's ids) and remembers the row for
+// the next exchange (a per-row flag and a list, instead of a set of ids); a row's stamp, sum slot
+// and flag sit together, and the rows a loop will reach a few ids later are prefetched.
 //
 // Thread-safe: rows are split into shards, each under its own mutex, and a batch visits each
 // shard's ids together under one lock of it. A row keeps its index for the table's lifetime (rows
@@ -34,14 +35,18 @@ class LocalRows {
 
  public:
   // Where the rows of a list of keys are: the keys grouped by shard and each one's row index.
-  // Filled by Read or TakeDeltas, used by an Update or Rebase of the same keys (compared in
-  // full, so a Lookup of other keys is ignored, never misused). Not thread-safe: one per caller.
+  // Filled by Read, Absent or TakeDeltas; used by a later Read, Absent, Update or Rebase of the
+  // same keys, which then looks up only the rows it lacked (inserted since, maybe). Rows never
+  // move, so the rows it found stay right however long it is kept. The keys are compared in full
+  // and the LocalRows it was taken of too, so a Lookup of other keys or of another table is
+  // ignored, never misused. Not thread-safe: one per caller.
   class Lookup {
    public:
     Lookup() { begin_.fill(0); }
 
    private:
     friend class LocalRows;
+    const LocalRows* owner_ = nullptr;  // whose rows index_ numbers
     std::vector<int64_t> keys_;
     std::vector<uint64_t> hashes_;  // per position: LocalRowsIndex::Hash of its key
     std::vector<uint32_t> order_;   // shard s's positions: order_[begin_[s], begin_[s + 1])
@@ -54,7 +59,9 @@ class LocalRows {
   LocalRows(size_t dim, std::unique_ptr<ps::UpdateRule> rule);
 
   // Copies the values of present keys into out; returns the positions of absent keys, in
-  // increasing order. With `lookup`, records where the keys are for an Update of them.
+  // increasing order. With `lookup`, records where the keys are for an Update of them; when it
+  // already holds these keys (GEO's prefetch looked the batch up a few steps before), only the
+  // keys it lacked are looked up.
   std::vector<size_t> Read(absl::Span<const int64_t> keys, absl::Span<float> out,
                            Lookup* lookup = nullptr) const;
   // The positions of absent keys, in increasing order: Read without the copy of the present
@@ -63,6 +70,9 @@ class LocalRows {
   std::vector<size_t> Absent(absl::Span<const int64_t> keys, Lookup* lookup = nullptr) const;
   // Inserts (or overwrites) rows with `values` as both value and synced value.
   void Reset(absl::Span<const int64_t> keys, absl::Span<const float> values);
+  // Reset of the keys that are absent only: a present row keeps its value, synced value, rule
+  // state and mark (another trainer thread may have trained it since the values were pulled).
+  void InsertAbsent(absl::Span<const int64_t> keys, absl::Span<const float> values);
   // Applies gradients through the update rule (repeated keys summed first, in their order, so
   // that a stateful rule sees one gradient per row and push) and remembers the ids. Absent keys
   // are an error (pull_sparse always runs before push_sparse). A `lookup` of the same keys (the
@@ -116,8 +126,12 @@ class LocalRows {
   // Read's and Absent's probe: the positions of absent keys, in increasing order; copies the
   // values of present keys into `out` unless it is null.
   std::vector<size_t> Probe(absl::Span<const int64_t> keys, float* out, Lookup* lookup) const;
-  // Whether `lookup` holds the places of exactly `keys`.
-  static bool Holds(const Lookup& lookup, absl::Span<const int64_t> keys);
+  // Whether `lookup` holds the places of exactly `keys` among these rows.
+  bool Holds(const Lookup& lookup, absl::Span<const int64_t> keys) const;
+  // The end of shard s's run of lookup.absent_, which starts at `from`.
+  static size_t AbsentEnd(const Lookup& lookup, size_t s, size_t from);
+  // Reset's insertion, `overwrite` telling what becomes of a present row.
+  void Insert(absl::Span<const int64_t> keys, absl::Span<const float> values, bool overwrite);
   // The row index of keys[i] (whose hash is hashes[i]) for each position i of `positions` (all
   // in `shard`, whose lock the caller holds), or kAbsent. Returns how many were absent.
   static size_t Find(const Shard& shard, absl::Span<const int64_t> keys, const uint64_t* hashes,
