@@ -365,6 +365,45 @@ void ExpectNoStaleStateMeasure(bool clip) {
   ExpectBlocksAsTheReference(**table, reference);
 }
 
+// A delta push measures the values it leaves (DenseTable's Block::value_max) so that the next
+// delta push need not scan them; a load or a push of gradients changes the values and must not
+// leave that measure behind. A value it puts near the bound of 3 makes the next push of small
+// deltas fail the guard's check of its block, as in the reference.
+void ExpectNoStaleValueMeasure(bool by_load) {
+  const proto::TableConfig config = Config("sgd", 16 * kBlock, 1.0f, 3.0f, false);
+  auto table = DenseTable::Create(config, 0, 1, RoundRobinBlockShard);
+  ASSERT_TRUE(table.ok()) << table.status();
+  const size_t n = (*table)->local_size();
+  const size_t at = kBlock + 5;  // element 5 of block 1
+  // The first push of deltas measures the values it leaves.
+  ASSERT_TRUE((*table)->Push(std::vector<float>(n, 1e-3f), true).ok());
+  if (by_load) {
+    std::vector<std::vector<float>> blocks = SavedBlocks(**table);
+    blocks[1][5] = 2.995f;
+    LoadBlocks(table->get(), blocks);
+  } else {
+    std::vector<float> grads(n, 0.0f);
+    grads[at] = SavedBlocks(**table)[1][5] - 2.995f;  // w -= lr * g with lr 1
+    ASSERT_TRUE((*table)->Push(grads, false).ok());
+  }
+  Reference reference(config, SavedBlocks(**table));
+  ASSERT_GT(reference.blocks()[1][5], 2.99f);
+  std::vector<float> deltas(n, 1e-3f);
+  deltas[at] = 0.01f;  // within the deltas' limit: only the value's own magnitude says no
+  EXPECT_EQ(reference.Push(deltas, true), std::vector<uint64_t>{1});
+  const absl::Status status = (*table)->Push(deltas, true);
+  EXPECT_EQ(status.code(), absl::StatusCode::kOutOfRange) << status;
+  ExpectBlocksAsTheReference(**table, reference);
+}
+
+TEST(DenseOverflow, ValuesLoadedNearTheBoundAfterDeltasAreCheckedAgain) {
+  ExpectNoStaleValueMeasure(true);
+}
+
+TEST(DenseOverflow, ValuesMovedNearTheBoundByGradientsAfterDeltasAreCheckedAgain) {
+  ExpectNoStaleValueMeasure(false);
+}
+
 TEST(DenseOverflow, AStateLoadedPastTheBoundAfterDeltasRefusesTheNextDeltas) {
   ExpectNoStaleStateMeasure(false);
 }

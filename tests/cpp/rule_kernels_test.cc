@@ -164,6 +164,29 @@ TEST(RuleKernels, AnOutputGetsTheUpdatedValuesAndChangesNothingElse) {
   }
 }
 
+TEST(RuleKernels, MeasuredDeltaAddsAsTheScalarLoopAndReturnsTheLargestMagnitudeOfTheSums) {
+  for (size_t n : kLengths) {
+    for (bool with_out : {false, true}) {
+      for (size_t at : {size_t{0}, n / 2, n - 1}) {
+        if (n == 0 && at != 0) continue;
+        auto w = Random(n, -1.0f, 1.0f, 12), g = Random(n, -1e-3f, 1e-3f, 13);
+        if (n > 0) w[at] = -37.5f;  // the largest sum at an end or inside, negative
+        auto w_ref = w;
+        for (volatile size_t i = 0; i < n; ++i) w_ref[i] += g[i];
+        std::vector<float> out(n, -9.0f);
+        const uint32_t largest =
+            AddDeltaMeasured(n, w.data(), g.data(), with_out ? out.data() : nullptr);
+        ExpectSameBits(w, w_ref, "w", n);
+        if (with_out) ExpectSameBits(out, w, "out", n);
+        EXPECT_EQ(largest, MaxMagnitudeBits(w_ref.data(), n)) << "length " << n << " at " << at;
+        if (n > 0) {
+          EXPECT_EQ(largest, MagnitudeBits(w_ref[at])) << "length " << n;
+        }
+      }
+    }
+  }
+}
+
 TEST(RuleKernels, WideScansFindAValueAtEveryPositionAsTheInlineOnesDo) {
   const float kNan = std::numeric_limits<float>::quiet_NaN();
   const float kInf = std::numeric_limits<float>::infinity();

@@ -16,11 +16,14 @@ namespace {
 // Whether adding deltas whose largest MagnitudeBits is `g_max` to a block's `length` values
 // leaves them and the state after them (which a delta leaves alone, its largest MagnitudeBits
 // `state_max`) within `bound`: |w + g| <= 2h with both at most h, and the 1% covers the
-// rounding of the sum.
-bool DeltaStaysWithin(const float* values, size_t length, uint32_t state_max, uint32_t g_max,
-                      float bound) {
+// rounding of the sum. `value_max`, the values' largest MagnitudeBits (UINT32_MAX when unknown),
+// answers for them without a scan.
+bool DeltaStaysWithin(const float* values, size_t length, uint32_t value_max, uint32_t state_max,
+                      uint32_t g_max, float bound) {
   const uint32_t h = detail::MagnitudeBits(static_cast<float>(bound / 2.02));
-  return g_max <= h && state_max <= h && !detail::ScanMagnitudeAbove(values, length, h);
+  if (g_max > h || state_max > h) return false;
+  if (value_max != UINT32_MAX) return value_max <= h;
+  return !detail::ScanMagnitudeAbove(values, length, h);
 }
 
 // Push's blocks one after the other, on the calling thread.
@@ -162,25 +165,31 @@ bool DenseTable::UpdateBlock(Block& block, const float* g, uint32_t g_max, bool 
   // update stays in range (the usual case) needs neither the copy nor the check after.
   // A GEO job pushes only deltas, which never change the state: its largest magnitude is kept
   // from one push to the next instead of scanning it each time (under Adam it is two thirds of
-  // the block, and its scan was most of a dense delta push's CPU after the add itself).
+  // the block, and its scan was most of a dense delta push's CPU after the add itself). The
+  // values' largest magnitude is measured by the add itself (AddDeltaMeasured) for the next
+  // push, which then reads the values once, to add to them, instead of twice.
   if (is_delta && block.state_max == Block::kUnknownStateMax) {
     block.state_max = detail::ScanMaxMagnitude(w + block.length, block.data.size() - block.length);
   }
-  const bool in_range =
-      is_delta
-          ? DeltaStaysWithin(w, block.length, block.state_max, g_max, guard.bound())
-          : !block.rate_above_1 && rule_->UpdateStaysWithin(block.length, w, w + block.length, g,
-                                                            guard.bound(), {block.bound, g_max});
+  bool in_range = false;
+  if (is_delta) {
+    in_range =
+        DeltaStaysWithin(w, block.length, block.value_max, block.state_max, g_max, guard.bound());
+  } else {
+    in_range = !block.rate_above_1 && rule_->UpdateStaysWithin(block.length, w, w + block.length, g,
+                                                               guard.bound(), {block.bound, g_max});
+  }
   // The rule's update changes the state; the guard may put back or clip all of the block.
   if (!is_delta || !in_range) block.state_max = Block::kUnknownStateMax;
+  block.value_max = Block::kUnknownValueMax;  // a delta's add below measures it again
   if (!in_range) guard.Keep(w, block.data.size());
   const bool scaled = !is_delta && !block.rate_spans.empty();
   // The values go out from the rule's own loop unless something changes them after it.
   float* out_now = out != nullptr && in_range && !scaled ? out : nullptr;
-  if (is_delta && out_now != nullptr) {
-    for (size_t i = 0; i < block.length; ++i) out_now[i] = w[i] += g[i];
-  } else if (is_delta) {
-    for (size_t i = 0; i < block.length; ++i) w[i] += g[i];
+  if (is_delta) {
+    const uint32_t value_max = detail::AddDeltaMeasured(block.length, w, g, out_now);
+    // Out of range, the guard below may clip the values or put them back.
+    if (in_range) block.value_max = value_max;
   } else {
     // The rule at its own rate, then each span keeps `scale` times the change it made.
     if (scaled) scaler.Keep(block.rate_spans, w);
@@ -264,6 +273,7 @@ absl::StatusOr<bool> DenseTable::Initialize(absl::Span<const float> values) {
     std::lock_guard<std::mutex> lock(block->mu);
     std::memcpy(block->data.data(), values.data() + block->offset, block->length * sizeof(float));
     block->bound = UpdateRule::kUnknownBound;
+    block->value_max = Block::kUnknownValueMax;
   }
   return true;
 }
@@ -312,6 +322,7 @@ absl::Status DenseTable::ReadPart(TableFileReader* part, std::vector<bool>* seen
     std::lock_guard<std::mutex> lock(block.mu);
     block.bound = UpdateRule::kUnknownBound;  // before the read, which may fail half way
     block.state_max = Block::kUnknownStateMax;
+    block.value_max = Block::kUnknownValueMax;
     if (auto s = part->Read(block.data.data(), floats * sizeof(float)); !s.ok()) return s;
     (*seen)[local] = true;
     ++*loaded;

@@ -111,6 +111,12 @@ class DenseTable {
     // rule or the overflow guard).
     static constexpr uint32_t kUnknownStateMax = UINT32_MAX;
     uint32_t state_max = kUnknownStateMax;
+    // The largest detail::MagnitudeBits of the values (data before `length`) as the last delta
+    // push's add left them, when nothing has changed them since, so that the next delta push
+    // (GEO pushes one every few steps) need not scan them; kUnknownValueMax otherwise (a new,
+    // loaded or initialised block, or after an update by the rule or the overflow guard).
+    static constexpr uint32_t kUnknownValueMax = UINT32_MAX;  // as DeltaStaysWithin reads it
+    uint32_t value_max = kUnknownValueMax;
   };
 
   DenseTable(const proto::TableConfig& config, std::unique_ptr<UpdateRule> rule);

@@ -96,6 +96,31 @@ uint32_t AdamKernelMeasured(size_t dim, float beta1, float beta2, float lr_t, fl
   return AdamMeasuredLoop<true>(dim, beta1, beta2, lr_t, eps_t, w, m, v, g, out);
 }
 
+namespace {
+
+// AddDeltaMeasured's loop, with or without `out` (a constant in each instantiation).
+template <bool kOut>
+inline uint32_t AddDeltaLoop(size_t dim, float* __restrict w, const float* __restrict g,
+                             float* __restrict out) {
+  uint32_t largest = 0;
+  for (size_t i = 0; i < dim; ++i) {
+    const float w_i = w[i] + g[i];
+    w[i] = w_i;
+    if constexpr (kOut) out[i] = w_i;
+    largest = std::max(largest, MagnitudeBits(w_i));
+  }
+  return largest;
+}
+
+}  // namespace
+
+FLEET_WIDE_CLONES
+uint32_t AddDeltaMeasured(size_t dim, float* __restrict w, const float* __restrict g,
+                          float* __restrict out) {
+  if (out == nullptr) return AddDeltaLoop<false>(dim, w, g, nullptr);
+  return AddDeltaLoop<true>(dim, w, g, out);
+}
+
 FLEET_WIDE_CLONES
 bool AnyMagnitudeAboveWide(const float* values, size_t n, uint32_t bits) {
   return AnyMagnitudeAbove(values, n, bits);

@@ -39,6 +39,12 @@ void AdamKernel(size_t dim, float beta1, float beta2, float lr_t, float eps_t, f
 uint32_t AdamKernelMeasured(size_t dim, float beta1, float beta2, float lr_t, float eps_t, float* w,
                             float* m, float* v, const float* g, float* out = nullptr);
 
+// w[i] += g[i] (a GEO delta) and the largest MagnitudeBits of the sums, found in the same loop:
+// a dense table keeps it for the block's next delta push, whose proof of range then reads only
+// the deltas instead of scanning the values again (with the add, the scan was two of a dense
+// delta push's three passes over the values).
+uint32_t AddDeltaMeasured(size_t dim, float* w, const float* g, float* out = nullptr);
+
 // magnitude.h's AnyMagnitudeAbove and AnySignBit, the same answers, for long arrays (the clone
 // is reached through an indirect call, which short rows are better off without).
 bool AnyMagnitudeAboveWide(const float* values, size_t n, uint32_t bits);
