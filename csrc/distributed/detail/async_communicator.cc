@@ -300,6 +300,22 @@ bool AsyncCommunicator::DirectPushToFinish() const {
   return direct_.has_value() && direct_->future.has_value() && !direct_->finishing;
 }
 
+bool AsyncCommunicator::AwaitDirectPush() {
+  if (!direct_.has_value() || DirectPushToFinish()) return false;
+  // The thread that launches or finishes it wakes the waiters when it is done.
+  direct_->launch_awaited = true;
+  return true;
+}
+
+bool AsyncCommunicator::FinishOrAwaitDirectPush() {
+  if (!DirectPushToFinish()) {
+    AwaitDirectPush();
+    return false;
+  }
+  FinishDirectPush();
+  return true;
+}
+
 void AsyncCommunicator::FinishDirectPush() {
   direct_->finishing = true;
   const ps::Future future = *direct_->future;
@@ -408,15 +424,10 @@ void AsyncCommunicator::BeforeStep(const framework::StepInfo& info) {
     std::deque<int64_t>& mine = own_dense_[t];
     while (!mine.empty() && mine.front() <= installed.through) mine.pop_front();
     if (mine.size() <= allowed || error_ || stop_) break;
-    if (DirectPushToFinish()) {
-      // The push this thread (or a sibling) started: its reply wakes this thread directly.
-      waited = waited || !direct_->future->Ready();
-      FinishDirectPush();
-    } else {
-      waited = true;
-      if (direct_.has_value()) direct_->launch_awaited = true;
-      dense_staged_.Wait(&mu_);
-    }
+    // A push this thread may finish (its own or a sibling's) is finished here, its reply waking
+    // this thread directly; the step counts as waiting unless that reply was already there.
+    waited = waited || !(DirectPushToFinish() && direct_->future->Ready());
+    if (!FinishOrAwaitDirectPush()) dense_staged_.Wait(&mu_);
     InstallStagedDense(target, &installed, share);
   }
   if (waited) ++dense_refresh_waits_;
@@ -588,12 +599,7 @@ void AsyncCommunicator::SendLoop(std::vector<size_t> queues, bool refresh_dense)
           if (queues_[q].dense && direct_.has_value()) {
             // A later dense item waits behind the push a trainer thread started (it goes
             // first: the pushes of the dense queue go one at a time, in order).
-            if (queues_[q].items.empty()) continue;
-            if (!DirectPushToFinish()) {
-              direct_->launch_awaited = true;
-              continue;
-            }
-            FinishDirectPush();
+            if (queues_[q].items.empty() || !FinishOrAwaitDirectPush()) continue;
             CheckError();
           }
           items = Take(q);
@@ -626,8 +632,7 @@ void AsyncCommunicator::SendLoop(std::vector<size_t> queues, bool refresh_dense)
       // that another thread launches or finishes waits for that thread's signal).
       auto all_empty = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         for (size_t q : queues) {
-          const bool blocked = queues_[q].dense && direct_.has_value() && !DirectPushToFinish();
-          if (!queues_[q].items.empty() && !blocked) return false;
+          if (!queues_[q].items.empty() && !(queues_[q].dense && AwaitDirectPush())) return false;
         }
         return true;
       };
@@ -635,15 +640,7 @@ void AsyncCommunicator::SendLoop(std::vector<size_t> queues, bool refresh_dense)
         if (all_empty()) return;
       } else if (!sent) {
         // Until an item is queued (Enqueue signals this thread's condition) or stop.
-        while (!stop_ && all_empty()) {
-          for (size_t q : queues) {
-            // A dense item waits for the direct push's launch: its end must wake this thread.
-            if (queues_[q].dense && !queues_[q].items.empty() && direct_.has_value()) {
-              direct_->launch_awaited = true;
-            }
-          }
-          queues_[queues.front()].sender->Wait(&mu_);
-        }
+        while (!stop_ && all_empty()) queues_[queues.front()].sender->Wait(&mu_);
       }
     }
   } catch (...) {
@@ -687,12 +684,7 @@ void AsyncCommunicator::Flush() {
     };
     while (started_ && !drained()) {
       // A trainer thread's pass may have ended with its direct push outstanding.
-      if (DirectPushToFinish()) {
-        FinishDirectPush();
-        continue;
-      }
-      if (direct_.has_value()) direct_->launch_awaited = true;
-      changed_.WaitWithTimeout(&mu_, kMergeWait);
+      if (!FinishOrAwaitDirectPush()) changed_.WaitWithTimeout(&mu_, kMergeWait);
     }
     CheckError();
   }

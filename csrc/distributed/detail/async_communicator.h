@@ -169,6 +169,12 @@ class AsyncCommunicator : public CommunicatorBase {
   // Waits for the direct push's reply (without the lock) and stages its values as the send
   // thread stages a push's; an error is kept for the next op. DirectPushToFinish() must hold.
   void FinishDirectPush() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether a direct push is under way that another thread launches or finishes; if so, that
+  // thread wakes every waiter when it is done.
+  bool AwaitDirectPush() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // For an op that needs the direct push done (a step, the send thread, a flush): finishes it
+  // when this thread may (true), else AwaitDirectPush (false: the caller waits on its condition).
+  bool FinishOrAwaitDirectPush() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // At Stop and destruction: waits until no RPC writes the direct push's buffer any more.
   void AbandonDirectPush() ABSL_LOCKS_EXCLUDED(mu_);
   void SendLoop(std::vector<size_t> queues, bool refresh_dense);
