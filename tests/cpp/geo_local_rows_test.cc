@@ -575,5 +575,27 @@ TEST(GeoLocalRows, InsertAbsentKeepsWhatIsPresent) {
   EXPECT_EQ(DeltasById(&rows, 1.0f, 1), (std::map<int64_t, std::vector<float>>{{1, {-1.0f}}}));
 }
 
+// Two trainer threads miss id 1; the first inserts and trains it; the second's insertion keeps
+// that row and hands back its value, and takes what it pulled only for what is still absent.
+TEST(GeoLocalRows, InsertAbsentOrReadKeepsAPresentRowAndReadsIt) {
+  LocalRows rows(1, QuarterSgd());
+  std::vector<float> out(1);
+  ASSERT_EQ(rows.Read({1}, absl::MakeSpan(out)), (std::vector<size_t>{0}));
+  ASSERT_EQ(rows.Read({1}, absl::MakeSpan(out)), (std::vector<size_t>{0}));
+  std::vector<float> first = {8.0f};
+  rows.InsertAbsentOrRead({1}, absl::MakeSpan(first));
+  EXPECT_EQ(first, (std::vector<float>{8.0f}));
+  rows.Update({1}, {4.0f});  // 7, with a delta of -1 to come
+  std::vector<float> second = {100.0f, 5.0f, 6.0f};
+  rows.InsertAbsentOrRead({1, 2, 2}, absl::MakeSpan(second));
+  EXPECT_EQ(second, (std::vector<float>{7.0f, 5.0f, 5.0f}));  // a repeated id reads its first
+  std::vector<float> both(2);
+  ASSERT_TRUE(rows.Read({1, 2}, absl::MakeSpan(both)).empty());
+  EXPECT_EQ(both, (std::vector<float>{7.0f, 5.0f}));
+  EXPECT_EQ(DeltasById(&rows, 1.0f, 1), (std::map<int64_t, std::vector<float>>{{1, {-1.0f}}}));
+  std::vector<float> short_values(2);
+  EXPECT_THROW(rows.InsertAbsentOrRead({3, 4, 5}, absl::MakeSpan(short_values)), InvalidArgument);
+}
+
 }  // namespace
 }  // namespace fleet::distributed::detail

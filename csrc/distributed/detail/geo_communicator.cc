@@ -69,14 +69,25 @@ void GeoCommunicator::PullSparse(int thread, uint32_t table_id, absl::Span<const
     if (prefetch_) prefetch_->Start(thread, table_id, local, false);
     return;
   }
-  const size_t dim = Sparse(table_id).dim;
+  PullMissingRows(local, Sparse(table_id).dim, keys, missing, out,
+                  [&](absl::Span<const int64_t> absent, absl::Span<float> rows) {
+                    PullFromServers(table_id, absent, rows);
+                  });
+  // After this step's new rows are in, so that the next batch's prefetch skips them.
+  if (prefetch_) prefetch_->Start(thread, table_id, local, true);
+}
+
+void PullMissingRows(LocalRows& local, size_t dim, absl::Span<const int64_t> keys,
+                     absl::Span<const size_t> missing, absl::Span<float> out,
+                     absl::FunctionRef<void(absl::Span<const int64_t>, absl::Span<float>)> pull) {
   std::vector<int64_t> absent(missing.size());
   for (size_t i = 0; i < missing.size(); ++i) absent[i] = keys[missing[i]];
   std::vector<float> rows(absent.size() * dim);
-  PullFromServers(table_id, absent, absl::MakeSpan(rows));
-  local.Reset(absent, rows);
-  // After this step's new rows are in, so that the next batch's prefetch skips them.
-  if (prefetch_) prefetch_->Start(thread, table_id, local, true);
+  pull(absent, absl::MakeSpan(rows));
+  // Not Reset: with two trainer threads both can miss a new id, and the one whose reply comes
+  // second would overwrite the row the other has trained since, losing that update from the value
+  // and from the next exchange. Its rows come back as they are here, trained or not.
+  local.InsertAbsentOrRead(absent, absl::MakeSpan(rows));
   for (size_t i = 0; i < missing.size(); ++i) {
     std::memcpy(out.data() + missing[i] * dim, rows.data() + i * dim, dim * sizeof(float));
   }

@@ -31,11 +31,21 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "distributed/detail/communicator_base.h"
 #include "distributed/detail/geo_row_prefetch.h"
 #include "distributed/detail/local_rows.h"
 
 namespace fleet::distributed::detail {
+
+// The step's pull of the rows (of `dim` floats) its Read missed, the positions `missing` of
+// `keys`: fetches them with `pull`, inserts those still absent and writes every missed row into
+// `out` as it is in `local` then, so that a row another trainer thread pulled and trained while
+// this pull was in flight is read with its update, not overwritten. (A function of its own so
+// that a test can run the other thread's step inside `pull`, the window in which the race is.)
+void PullMissingRows(LocalRows& local, size_t dim, absl::Span<const int64_t> keys,
+                     absl::Span<const size_t> missing, absl::Span<float> out,
+                     absl::FunctionRef<void(absl::Span<const int64_t>, absl::Span<float>)> pull);
 
 class GeoCommunicator : public CommunicatorBase {
  public:

@@ -171,15 +171,22 @@ std::vector<size_t> LocalRows::Probe(absl::Span<const int64_t> keys, float* out,
 }
 
 void LocalRows::Reset(absl::Span<const int64_t> keys, absl::Span<const float> values) {
-  Insert(keys, values, /*overwrite=*/true);
+  Insert(keys, values, /*overwrite=*/true, /*read_back=*/nullptr);
 }
 
 void LocalRows::InsertAbsent(absl::Span<const int64_t> keys, absl::Span<const float> values) {
-  Insert(keys, values, /*overwrite=*/false);
+  Insert(keys, values, /*overwrite=*/false, /*read_back=*/nullptr);
+}
+
+void LocalRows::InsertAbsentOrRead(absl::Span<const int64_t> keys, absl::Span<float> values) {
+  FLEET_ENFORCE(values.size() == keys.size() * dim_, InvalidArgument,
+                "GEO local rows: ", keys.size(), " keys of dim ", dim_, " need ",
+                keys.size() * dim_, " values to insert, got ", values.size());
+  Insert(keys, values, /*overwrite=*/false, values.data());
 }
 
 void LocalRows::Insert(absl::Span<const int64_t> keys, absl::Span<const float> values,
-                       bool overwrite) {
+                       bool overwrite, float* read_back) {
   Lookup where;
   Group(keys, &where);
   for (size_t s = 0; s < kShards; ++s) {
@@ -197,6 +204,10 @@ void LocalRows::Insert(absl::Span<const int64_t> keys, absl::Span<const float> v
         shard.marks.emplace_back();
         rule_->InitState(dim_, RowAt(shard, index) + 2 * dim_);
       } else if (!overwrite) {
+        // Reads in place of position i only: the values of other positions stay as given.
+        if (read_back != nullptr) {
+          std::memcpy(read_back + i * dim_, RowAt(shard, index), dim_ * sizeof(float));
+        }
         continue;
       }
       float* row = RowAt(shard, index);

@@ -73,6 +73,11 @@ class LocalRows {
   // Reset of the keys that are absent only: a present row keeps its value, synced value, rule
   // state and mark (another trainer thread may have trained it since the values were pulled).
   void InsertAbsent(absl::Span<const int64_t> keys, absl::Span<const float> values);
+  // InsertAbsent that also reads back what it kept: a key present already gets its row's value
+  // copied into `values`, so that afterwards `values` holds every key's value as it is here. The
+  // step's pull of the rows its Read missed: another trainer thread may have pulled and trained
+  // one of them while this pull was in flight, and its row (and update) must win.
+  void InsertAbsentOrRead(absl::Span<const int64_t> keys, absl::Span<float> values);
   // Applies gradients through the update rule (repeated keys summed first, in their order, so
   // that a stateful rule sees one gradient per row and push) and remembers the ids. Absent keys
   // are an error (pull_sparse always runs before push_sparse). A `lookup` of the same keys (the
@@ -130,8 +135,10 @@ class LocalRows {
   bool Holds(const Lookup& lookup, absl::Span<const int64_t> keys) const;
   // The end of shard s's run of lookup.absent_, which starts at `from`.
   static size_t AbsentEnd(const Lookup& lookup, size_t s, size_t from);
-  // Reset's insertion, `overwrite` telling what becomes of a present row.
-  void Insert(absl::Span<const int64_t> keys, absl::Span<const float> values, bool overwrite);
+  // Reset's insertion, `overwrite` telling what becomes of a present row; when it is kept and
+  // `read_back` is not null, the row's value goes to read_back at the key's position.
+  void Insert(absl::Span<const int64_t> keys, absl::Span<const float> values, bool overwrite,
+              float* read_back);
   // The row index of keys[i] (whose hash is hashes[i]) for each position i of `positions` (all
   // in `shard`, whose lock the caller holds), or kAbsent. Returns how many were absent.
   static size_t Find(const Shard& shard, absl::Span<const int64_t> keys, const uint64_t* hashes,
