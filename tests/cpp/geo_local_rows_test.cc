@@ -410,7 +410,8 @@ TEST(GeoLocalRows, APushOfAnIdItsReadMissedIsAnErrorUntilTheIdIsPulled) {
   std::vector<float> out(2);
   ASSERT_EQ(rows.Read({1, 2}, absl::MakeSpan(out), &lookup), (std::vector<size_t>{1}));
   EXPECT_THROW(rows.Update({1, 2}, {1.0f, 1.0f}, &lookup), Internal);
-  rows.Reset({2}, {4.0f});  // as the worker's pull does with the rows it fetched
+  std::vector<float> pulled = {4.0f};
+  rows.InsertAbsentOrRead({2}, absl::MakeSpan(pulled));  // as the step's pull inserts what it got
   rows.Update({1, 2}, {1.0f, 1.0f}, &lookup);
   ASSERT_TRUE(rows.Read({1, 2}, absl::MakeSpan(out)).empty());
   EXPECT_EQ(out[1], 3.75f);  // the pulled value, one push on (the refused one never reached it)

@@ -68,7 +68,8 @@ class LocalRows {
   // rows (GEO's prefetch asks only which rows a batch lacks). `lookup` keeps its buffers
   // between calls; it holds where the keys are afterwards, as Read's does.
   std::vector<size_t> Absent(absl::Span<const int64_t> keys, Lookup* lookup = nullptr) const;
-  // Inserts (or overwrites) rows with `values` as both value and synced value.
+  // Inserts (or overwrites) rows with `values` as both value and synced value. The worker's
+  // pulls never overwrite (InsertAbsent, InsertAbsentOrRead); tests set rows up with this.
   void Reset(absl::Span<const int64_t> keys, absl::Span<const float> values);
   // Reset of the keys that are absent only: a present row keeps its value, synced value, rule
   // state and mark (another trainer thread may have trained it since the values were pulled).
