@@ -19,20 +19,14 @@
 
 #include "core/status.h"
 #include "distributed/detail/local_rows.h"
+#include "update_rules_for_tests.h"
 
 namespace fleet::distributed::detail {
 namespace {
 
 constexpr size_t kDim = 3;
 
-std::unique_ptr<ps::UpdateRule> Adam() {
-  ps::proto::OptimizerConfig config;
-  config.set_learning_rate(0.05f);
-  config.mutable_adam();
-  auto rule = ps::MakeUpdateRule(config);
-  EXPECT_TRUE(rule.ok()) << rule.status();
-  return std::move(*rule);
-}
+std::unique_ptr<ps::UpdateRule> Adam() { return ps::testing_rules::AdamRule(0.05f); }
 
 // The reference: what LocalRows promises, written the obvious way.
 class ReferenceRows {
@@ -196,14 +190,7 @@ TEST(GeoLocalRows, ThreadsPushingTheSameIdsLoseNoUpdate) {
 }
 
 // SGD at rate 1/4 on dim 1: every value below is exact in floats.
-std::unique_ptr<ps::UpdateRule> QuarterSgd() {
-  ps::proto::OptimizerConfig config;
-  config.set_learning_rate(0.25f);
-  config.mutable_sgd();
-  auto rule = ps::MakeUpdateRule(config);
-  EXPECT_TRUE(rule.ok()) << rule.status();
-  return std::move(*rule);
-}
+std::unique_ptr<ps::UpdateRule> QuarterSgd() { return ps::testing_rules::SgdRule(0.25f); }
 
 TEST(GeoLocalRows, ARebaseKeepsWhatChangedSinceTheDeltasWereTaken) {
   LocalRows rows(1, QuarterSgd());

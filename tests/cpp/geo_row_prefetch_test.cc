@@ -15,6 +15,7 @@
 #include "core/scope.h"
 #include "distributed/detail/local_rows.h"
 #include "ps_loopback_servers.h"
+#include "update_rules_for_tests.h"
 
 namespace fleet::distributed::detail {
 namespace {
@@ -22,24 +23,16 @@ namespace {
 constexpr uint32_t kTable = 1;
 constexpr size_t kDim = 2;
 
-std::unique_ptr<ps::UpdateRule> Sgd() {
-  ps::proto::OptimizerConfig config;
-  config.set_learning_rate(1.0f);
-  config.mutable_sgd();
-  auto rule = ps::MakeUpdateRule(config);
-  EXPECT_TRUE(rule.ok()) << rule.status();
-  return std::move(*rule);
-}
+// SGD at rate 1: a unit gradient steps a value by -1.
+std::unique_ptr<ps::UpdateRule> Sgd() { return ps::testing_rules::SgdRule(1.0f); }
 
 class GeoRowPrefetchTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::vector<ps::proto::ServerConfig> configs(1);
-    configs[0].set_server_index(0);
-    configs[0].set_num_servers(1);
     // Rows start at zero on the server and step by -1 per unit gradient (SGD at rate 1).
-    ps::testing_servers::AddSgdSparseTable(&configs[0], kTable, "emb", kDim, 1.0f);
-    ps::testing_servers::StartServersAndConnect(configs, &servers_, &client_);
+    ps::testing_servers::StartServersAndConnect(
+        ps::testing_servers::ServersOfOneSgdSparseTable(1, kTable, "emb", kDim, 1.0f), &servers_,
+        &client_);
     ASSERT_FALSE(HasFatalFailure());
     SparseVar var;
     var.table_id = kTable;

@@ -81,6 +81,19 @@ inline std::vector<proto::ServerConfig> ServersOfOneSgdDenseTable(uint32_t num_s
   return configs;
 }
 
+// The configs of `num_servers` servers sharing one SGD sparse table (AddSgdSparseTable's).
+inline std::vector<proto::ServerConfig> ServersOfOneSgdSparseTable(uint32_t num_servers,
+                                                                   uint32_t id, const char* name,
+                                                                   uint64_t dim, float rate) {
+  std::vector<proto::ServerConfig> configs(num_servers);
+  for (uint32_t i = 0; i < num_servers; ++i) {
+    configs[i].set_server_index(i);
+    configs[i].set_num_servers(num_servers);
+    AddSgdSparseTable(&configs[i], id, name, dim, rate);
+  }
+  return configs;
+}
+
 // StartServers, then one client connected to them; fails the calling test if either fails.
 inline void StartServersAndConnect(const std::vector<proto::ServerConfig>& configs,
                                    std::vector<std::unique_ptr<PsServer>>* servers,
