@@ -174,6 +174,15 @@ class AsyncDirectDenseTest : public testing::TestWithParam<bool> {
   // Stops the server: every later call to it fails (the connection is refused).
   void StopServer() { servers_.at(0)->Shutdown(absl::Seconds(1)); }
 
+  // Thread 0's first step sends its gradient after the server stopped: the push goes directly
+  // (the dense queue is idle) and its call fails, unseen until an op needs the push.
+  void SendDirectlyToAStoppedServer() {
+    hook_->BeforeStep(Step(0, 0));
+    StopServer();
+    communicator_->SendDense(0, {&grads_[0]});
+    EXPECT_EQ(async_->direct_dense_pushes(), 1);
+  }
+
   // Runs `op` with RunWithDeadline; past the deadline a stop of the communicator releases it.
   std::exception_ptr Run(const std::string& what, const std::function<void()>& op) {
     return RunWithDeadline(what, op, [this] {
@@ -238,11 +247,8 @@ TEST_P(AsyncDirectDenseTest, AGradientQueuedBehindAnEndedThreadsPushDoesNotWaitF
 
 TEST_P(AsyncDirectDenseTest, TheNextStepThrowsTheErrorOfADirectPushToAStoppedServer) {
   BeginPass(1);
-  hook_->BeforeStep(Step(0, 0));
-  StopServer();
-  communicator_->SendDense(0, {&grads_[0]});  // direct: the queue is idle; its call fails
+  SendDirectlyToAStoppedServer();
   hook_->AfterStep(Step(0, 0));
-  EXPECT_EQ(async_->direct_dense_pushes(), 1);
   // The step waits for that push (max_dense_staleness 0): it finishes it and throws its error.
   const std::string message =
       MessageOf(Run("BeforeStep", [this] { hook_->BeforeStep(Step(0, 1)); }), "BeforeStep");
@@ -253,11 +259,8 @@ TEST_P(AsyncDirectDenseTest, TheNextStepThrowsTheErrorOfADirectPushToAStoppedSer
 
 TEST_P(AsyncDirectDenseTest, ThePassEndThrowsTheErrorOfAnOutstandingDirectPush) {
   BeginPass(1);
-  hook_->BeforeStep(Step(0, 0));
-  StopServer();
-  communicator_->SendDense(0, {&grads_[0]});
+  SendDirectlyToAStoppedServer();
   hook_->AfterStep(Step(0, 0));
-  EXPECT_EQ(async_->direct_dense_pushes(), 1);
   // No step follows: the pass's end (its flush) finishes the push and throws its error, not the
   // error of the refresh it would pull next.
   const std::string message = MessageOf(Run("the pass's end", [this] { EndPass(); }), "EndPass");
@@ -267,9 +270,7 @@ TEST_P(AsyncDirectDenseTest, ThePassEndThrowsTheErrorOfAnOutstandingDirectPush) 
 
 TEST_P(AsyncDirectDenseTest, ASiblingQueuedBehindAFailedDirectPushThrowsItsError) {
   BeginPass(2);
-  hook_->BeforeStep(Step(0, 0));
-  StopServer();
-  communicator_->SendDense(0, {&grads_[0]});  // direct; thread 0 runs no more steps
+  SendDirectlyToAStoppedServer();  // thread 0 runs no more steps
   hook_->AfterStep(Step(0, 0));
   hook_->BeforeStep(Step(1, 0));
   // Queued behind thread 0's push, which nobody finished yet: the send thread (woken by this
@@ -288,10 +289,7 @@ TEST_P(AsyncDirectDenseTest, ASiblingQueuedBehindAFailedDirectPushThrowsItsError
 
 TEST_P(AsyncDirectDenseTest, TheDestructorWaitsOutADirectPushToAStoppedServer) {
   BeginPass(1);
-  hook_->BeforeStep(Step(0, 0));
-  StopServer();
-  communicator_->SendDense(0, {&grads_[0]});
-  EXPECT_EQ(async_->direct_dense_pushes(), 1);
+  SendDirectlyToAStoppedServer();
   // Destroyed without a Stop, its push not finished by anyone: the destructor must wait for the
   // call (which writes the communicator's buffer until it ends) and drop its error. A hang fails
   // here; an error thrown out of it, or the buffer freed under the call, would end the binary.
