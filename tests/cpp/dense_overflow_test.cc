@@ -285,6 +285,25 @@ TEST(DenseOverflow, AdamOnTheWorstStateForTheProofMatchesTheCopyingGuard) {
                         [](size_t k, float s) { return k == 0 ? -s : 0.0f; });
 }
 
+// How a test moves element 5 of block 1 near the bound once the table has been pushed to.
+enum class MoveBy { kLoad, kDeltaPush, kGradientPushAtRateOne };
+
+// Sets element 5 of block 1 to `value`: by loading the saved blocks with it changed, by a push of
+// deltas that adds the difference, or by a gradient push that subtracts it (SGD at rate 1 only:
+// w -= lr * g). Every other element keeps its value.
+void MoveElementOfBlockOne(DenseTable* table, float value, MoveBy how) {
+  std::vector<std::vector<float>> blocks = SavedBlocks(*table);
+  if (how == MoveBy::kLoad) {
+    blocks[1][5] = value;
+    LoadBlocks(table, blocks);
+    return;
+  }
+  std::vector<float> push(table->local_size(), 0.0f);
+  const bool deltas = how == MoveBy::kDeltaPush;
+  push[kBlock + 5] = deltas ? value - blocks[1][5] : blocks[1][5] - value;
+  ASSERT_TRUE(table->Push(push, deltas).ok());
+}
+
 // A block's update leaves a bound that proves its next push (UpdateRule::UpdateMeasured). A
 // value that a load or a push of deltas then puts near the bound must not go unchecked: the
 // next small gradient takes it past the bound, and the block is refused as the reference does.
@@ -296,15 +315,8 @@ void ExpectNoStaleBound(bool by_load) {
   // Small gradients: every block's update leaves a bound of about 0.2, its initial values.
   ASSERT_TRUE((*table)->Push(std::vector<float>(n, 1e-3f), false).ok());
   const size_t at = kBlock + 5;  // element 5 of block 1
-  if (by_load) {
-    std::vector<std::vector<float>> blocks = SavedBlocks(**table);
-    blocks[1][5] = 2.99f;
-    LoadBlocks(table->get(), blocks);
-  } else {
-    std::vector<float> deltas(n, 0.0f);
-    deltas[at] = 2.99f - SavedBlocks(**table)[1][5];
-    ASSERT_TRUE((*table)->Push(deltas, true).ok());
-  }
+  MoveElementOfBlockOne(table->get(), 2.99f, by_load ? MoveBy::kLoad : MoveBy::kDeltaPush);
+  if (::testing::Test::HasFatalFailure()) return;
   Reference reference(config, SavedBlocks(**table));
   ASSERT_GT(reference.blocks()[1][5], 2.9f);
   // Within the gradient's limit; Adam's step then moves the weight by about 0.1, past 3.
@@ -377,15 +389,9 @@ void ExpectNoStaleValueMeasure(bool by_load) {
   const size_t at = kBlock + 5;  // element 5 of block 1
   // The first push of deltas measures the values it leaves.
   ASSERT_TRUE((*table)->Push(std::vector<float>(n, 1e-3f), true).ok());
-  if (by_load) {
-    std::vector<std::vector<float>> blocks = SavedBlocks(**table);
-    blocks[1][5] = 2.995f;
-    LoadBlocks(table->get(), blocks);
-  } else {
-    std::vector<float> grads(n, 0.0f);
-    grads[at] = SavedBlocks(**table)[1][5] - 2.995f;  // w -= lr * g with lr 1
-    ASSERT_TRUE((*table)->Push(grads, false).ok());
-  }
+  MoveElementOfBlockOne(table->get(), 2.995f,
+                        by_load ? MoveBy::kLoad : MoveBy::kGradientPushAtRateOne);
+  if (::testing::Test::HasFatalFailure()) return;
   Reference reference(config, SavedBlocks(**table));
   ASSERT_GT(reference.blocks()[1][5], 2.99f);
   std::vector<float> deltas(n, 1e-3f);
