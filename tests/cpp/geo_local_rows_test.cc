@@ -31,16 +31,16 @@ std::unique_ptr<ps::UpdateRule> Adam() { return ps::testing_rules::AdamRule(0.05
 // The reference: what LocalRows promises, written the obvious way.
 class ReferenceRows {
  public:
-  ReferenceRows() : rule_(Adam()) {}
+  explicit ReferenceRows(size_t dim) : dim_(dim), rule_(Adam()) {}
 
   void Reset(const std::vector<int64_t>& keys, const std::vector<float>& values) {
     for (size_t i = 0; i < keys.size(); ++i) {
       Row& row = rows_[keys[i]];
       if (row.state.empty()) {
-        row.state.resize(rule_->StateDim(kDim));
-        rule_->InitState(kDim, row.state.data());
+        row.state.resize(rule_->StateDim(dim_));
+        rule_->InitState(dim_, row.state.data());
       }
-      row.value.assign(values.begin() + i * kDim, values.begin() + (i + 1) * kDim);
+      row.value.assign(values.begin() + i * dim_, values.begin() + (i + 1) * dim_);
       row.synced = row.value;
     }
   }
@@ -48,17 +48,17 @@ class ReferenceRows {
     std::vector<int64_t> order;
     std::map<int64_t, std::vector<float>> sums;
     for (size_t i = 0; i < keys.size(); ++i) {
-      const float* g = grads.data() + i * kDim;
-      auto [it, inserted] = sums.try_emplace(keys[i], g, g + kDim);
+      const float* g = grads.data() + i * dim_;
+      auto [it, inserted] = sums.try_emplace(keys[i], g, g + dim_);
       if (inserted) {
         order.push_back(keys[i]);
       } else {
-        for (size_t j = 0; j < kDim; ++j) it->second[j] += g[j];
+        for (size_t j = 0; j < dim_; ++j) it->second[j] += g[j];
       }
     }
     for (int64_t key : order) {
       Row& row = rows_.at(key);
-      rule_->Update(kDim, row.value.data(), row.state.data(), sums[key].data());
+      rule_->Update(dim_, row.value.data(), row.state.data(), sums[key].data());
       touched_[key] = true;
     }
   }
@@ -68,7 +68,7 @@ class ReferenceRows {
     for (const auto& [key, yes] : touched_) {
       const Row& row = rows_.at(key);
       std::vector<float>& d = deltas[key];
-      for (size_t j = 0; j < kDim; ++j) d.push_back(scale * (row.value[j] - row.synced[j]));
+      for (size_t j = 0; j < dim_; ++j) d.push_back(scale * (row.value[j] - row.synced[j]));
     }
     touched_.clear();
     return deltas;
@@ -80,6 +80,7 @@ class ReferenceRows {
   struct Row {
     std::vector<float> value, synced, state;
   };
+  size_t dim_;
   std::unique_ptr<ps::UpdateRule> rule_;
   std::map<int64_t, Row> rows_;
   std::map<int64_t, bool> touched_;
@@ -97,24 +98,29 @@ std::map<int64_t, std::vector<float>> DeltasById(LocalRows* rows, float scale, s
   return by_id;
 }
 
-TEST(GeoLocalRows, PushesPullsAndExchangesMatchTheReferenceBitForBit) {
-  LocalRows rows(kDim, Adam());
-  ReferenceRows reference;
+// Adam's rows of dim 3 (14 floats) are padded to 16, of dim 10 (42) to 48, whole cache lines,
+// and of dim 4 (18) packed: every layout of a row must keep the same values, state and deltas.
+class GeoLocalRowsOfDim : public ::testing::TestWithParam<size_t> {};
+
+TEST_P(GeoLocalRowsOfDim, PushesPullsAndExchangesMatchTheReferenceBitForBit) {
+  const size_t dim = GetParam();
+  LocalRows rows(dim, Adam());
+  ReferenceRows reference(dim);
   std::mt19937 random(11);
   std::uniform_real_distribution<float> grad(-1.0f, 1.0f);
   for (int step = 1; step <= 40; ++step) {
     // A batch of 300 ids from 200, so most ids repeat within it and new ids keep coming early.
     std::vector<int64_t> keys(300);
     for (int64_t& key : keys) key = static_cast<int64_t>(random() % 200) * 7919 - 500000;
-    std::vector<float> out(keys.size() * kDim, -9.0f);
+    std::vector<float> out(keys.size() * dim, -9.0f);
     std::vector<size_t> missing = rows.Read(keys, absl::MakeSpan(out));
     std::vector<size_t> expected_missing;
     for (size_t i = 0; i < keys.size(); ++i) {
       if (!reference.Has(keys[i])) {
         expected_missing.push_back(i);
       } else {
-        ASSERT_EQ(0, std::memcmp(out.data() + i * kDim, reference.Value(keys[i]).data(),
-                                 kDim * sizeof(float)))
+        ASSERT_EQ(0, std::memcmp(out.data() + i * dim, reference.Value(keys[i]).data(),
+                                 dim * sizeof(float)))
             << "step " << step << " id " << keys[i];
       }
     }
@@ -124,32 +130,34 @@ TEST(GeoLocalRows, PushesPullsAndExchangesMatchTheReferenceBitForBit) {
       std::vector<float> values;
       for (size_t m : missing) {
         absent.push_back(keys[m]);
-        for (size_t j = 0; j < kDim; ++j) values.push_back(0.1f * static_cast<float>(j + m % 5));
+        for (size_t j = 0; j < dim; ++j) values.push_back(0.1f * static_cast<float>(j + m % 5));
       }
       rows.Reset(absent, values);  // repeated absent ids: the last values win, as in the reference
       reference.Reset(absent, values);
     }
-    std::vector<float> grads(keys.size() * kDim);
+    std::vector<float> grads(keys.size() * dim);
     for (float& g : grads) g = grad(random);
     rows.Update(keys, grads);
     reference.Update(keys, grads);
     if (step % 7 == 0) {
       auto expected = reference.TakeDeltas(0.5f);
-      auto got = DeltasById(&rows, 0.5f);
+      auto got = DeltasById(&rows, 0.5f, dim);
       ASSERT_EQ(got, expected) << "step " << step;
       // The exchange's fresh values become value and synced.
       std::vector<int64_t> ids;
       std::vector<float> fresh;
       for (const auto& [id, d] : got) {
         ids.push_back(id);
-        for (size_t j = 0; j < kDim; ++j) fresh.push_back(d[j] * 3.0f + 1.0f);
+        for (size_t j = 0; j < dim; ++j) fresh.push_back(d[j] * 3.0f + 1.0f);
       }
       rows.Reset(ids, fresh);
       reference.Reset(ids, fresh);
-      EXPECT_TRUE(DeltasById(&rows, 1.0f).empty()) << "a Reset is not a change";
+      EXPECT_TRUE(DeltasById(&rows, 1.0f, dim).empty()) << "a Reset is not a change";
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(PaddedAndPackedRows, GeoLocalRowsOfDim, ::testing::Values(3, 4, 10));
 
 TEST(GeoLocalRows, APushOfAnIdNeverPulledIsAnError) {
   LocalRows rows(kDim, Adam());

@@ -26,9 +26,20 @@ int64_t FirstAbsentKey(absl::Span<const int64_t> keys, const uint32_t* positions
 
 LocalRows::LocalRows(size_t dim, std::unique_ptr<ps::UpdateRule> rule)
     : dim_(dim),
-      width_(2 * dim + rule->StateDim(dim)),
+      synced_(dim + rule->StateDim(dim)),
+      stride_(StrideOf(synced_ + dim)),
       rule_(std::move(rule)),
       shards_(new Shard[kShards]) {}
+
+size_t LocalRows::StrideOf(size_t width) {
+  constexpr size_t kLineFloats = kLineBytes / sizeof(float);
+  size_t padded = (width + kLineFloats - 1) / kLineFloats * kLineFloats;
+  if (width < kLineFloats) {
+    padded = 1;
+    while (padded < width) padded *= 2;
+  }
+  return 4 * padded <= 5 * width ? padded : width;
+}
 
 void LocalRows::Group(absl::Span<const int64_t> keys, Lookup* lookup) const {
   lookup->owner_ = nullptr;  // until it is whole (an allocation may throw on the way)
@@ -156,11 +167,11 @@ std::vector<size_t> LocalRows::Probe(absl::Span<const int64_t> keys, float* out,
     if (out == nullptr) continue;
     for (uint32_t j = from; j < to; ++j) {
       if (j + kPrefetchAhead < to && index[order[j + kPrefetchAhead]] != kAbsent) {
-        __builtin_prefetch(shard.rows.data() + index[order[j + kPrefetchAhead]] * width_);
+        __builtin_prefetch(RowAt(shard, index[order[j + kPrefetchAhead]]));
       }
       const uint32_t i = order[j];
       if (index[i] != kAbsent) {
-        std::memcpy(out + i * dim_, shard.rows.data() + index[i] * width_, dim_ * sizeof(float));
+        std::memcpy(out + i * dim_, RowAt(shard, index[i]), dim_ * sizeof(float));
       }
     }
   }
@@ -200,9 +211,9 @@ void LocalRows::Insert(absl::Span<const int64_t> keys, absl::Span<const float> v
       const auto [index, inserted] =
           shard.row_of.Insert(keys[i], where.hashes_[i], static_cast<uint32_t>(shard.marks.size()));
       if (inserted) {
-        shard.rows.resize(shard.rows.size() + width_);
+        shard.rows.resize(shard.rows.size() + stride_);
         shard.marks.emplace_back();
-        rule_->InitState(dim_, RowAt(shard, index) + 2 * dim_);
+        rule_->InitState(dim_, RowAt(shard, index) + dim_);
       } else if (!overwrite) {
         // Reads in place of position i only: the values of other positions stay as given.
         if (read_back != nullptr) {
@@ -212,7 +223,7 @@ void LocalRows::Insert(absl::Span<const int64_t> keys, absl::Span<const float> v
       }
       float* row = RowAt(shard, index);
       std::memcpy(row, values.data() + i * dim_, dim_ * sizeof(float));
-      std::memcpy(row + dim_, values.data() + i * dim_, dim_ * sizeof(float));
+      std::memcpy(row + synced_, values.data() + i * dim_, dim_ * sizeof(float));
     }
   }
 }
@@ -261,10 +272,10 @@ void LocalRows::Update(absl::Span<const int64_t> keys, absl::Span<const float> g
         }
         for (size_t slot = 0; slot < slot_rows.size(); ++slot) {
           if (slot + kPrefetchAhead < slot_rows.size()) {
-            PrefetchRow(shard, slot_rows[slot + kPrefetchAhead]);
+            PrefetchValueAndState(shard, slot_rows[slot + kPrefetchAhead]);
           }
           float* row = RowAt(shard, slot_rows[slot]);
-          rule_->Update(dim_, row, row + 2 * dim_, sums.data() + slot * dim_);
+          rule_->Update(dim_, row, row + dim_, sums.data() + slot * dim_);
         }
       });
 }
@@ -293,13 +304,14 @@ void LocalRows::TakeDeltas(float scale, std::vector<int64_t>* keys, std::vector<
     where.index_.resize(keys->size());
     for (size_t k = 0; k < touched.size(); ++k) {
       if (k + kPrefetchAhead < touched.size()) {
-        __builtin_prefetch(shard.rows.data() + touched[k + kPrefetchAhead].second * width_);
+        PrefetchValueAndSynced(shard, touched[k + kPrefetchAhead].second);
       }
       const auto [key, index] = touched[k];
       float* row = RowAt(shard, index);
       float* delta = deltas->data() + (first + k) * dim_;
-      for (size_t j = 0; j < dim_; ++j) delta[j] = scale * (row[j] - row[dim_ + j]);
-      std::memcpy(row + dim_, row, dim_ * sizeof(float));
+      float* synced = row + synced_;
+      for (size_t j = 0; j < dim_; ++j) delta[j] = scale * (row[j] - synced[j]);
+      std::memcpy(synced, row, dim_ * sizeof(float));
       shard.marks[index].touched = 0;
       (*keys)[first + k] = key;
       where.hashes_[first + k] = LocalRowsIndex::Hash(key);
@@ -325,16 +337,15 @@ void LocalRows::Rebase(absl::Span<const int64_t> keys, absl::Span<const float> f
         }
         for (size_t j = 0; j < n; ++j) {
           if (j + kPrefetchAhead < n) {
-            const float* ahead = RowAt(shard, index[positions[j + kPrefetchAhead]]);
-            __builtin_prefetch(ahead);  // value and synced
-            __builtin_prefetch(ahead + 2 * dim_ - 1);
+            PrefetchValueAndSynced(shard, index[positions[j + kPrefetchAhead]]);
           }
           const uint32_t i = positions[j];
           float* row = RowAt(shard, index[i]);
+          float* synced = row + synced_;
           const float* f = fresh.data() + i * dim_;
           for (size_t k = 0; k < dim_; ++k) {
-            row[k] = f[k] + (row[k] - row[dim_ + k]);
-            row[dim_ + k] = f[k];
+            row[k] = f[k] + (row[k] - synced[k]);
+            synced[k] = f[k];
           }
         }
       });
