@@ -231,9 +231,9 @@ void LocalRows::Insert(absl::Span<const int64_t> keys, absl::Span<const float> v
 void LocalRows::Update(absl::Span<const int64_t> keys, absl::Span<const float> grads,
                        const Lookup* lookup) {
   // Per shard: the gradients summed per row (sums, one slot per distinct row, in the order of
-  // their first key), then one rule update per row.
+  // their first key), then the rule's update of the rows, a few at a time.
   std::vector<float> sums;
-  std::vector<uint32_t> slot_rows;  // the row of each slot
+  std::vector<float*> slot_rows;  // the row of each slot
   ForEachShard(
       keys, lookup,
       [&](Shard& shard, const uint32_t* positions, size_t n, const uint32_t* index, size_t absent) {
@@ -260,7 +260,7 @@ void LocalRows::Update(absl::Span<const int64_t> keys, absl::Span<const float> g
           if (marks.push_stamp != stamp) {
             marks.push_stamp = stamp;
             marks.sum_slot = static_cast<uint32_t>(slot_rows.size());
-            slot_rows.push_back(index[i]);
+            slot_rows.push_back(RowAt(shard, index[i]));
             sums.insert(sums.end(), g, g + dim_);
             if (!marks.touched) {
               marks.touched = 1;
@@ -270,12 +270,16 @@ void LocalRows::Update(absl::Span<const int64_t> keys, absl::Span<const float> g
             AddTo(sums.data() + static_cast<size_t>(marks.sum_slot) * dim_, g, dim_);
           }
         }
-        for (size_t slot = 0; slot < slot_rows.size(); ++slot) {
-          if (slot + kPrefetchAhead < slot_rows.size()) {
-            PrefetchValueAndState(shard, slot_rows[slot + kPrefetchAhead]);
+        // Chunks of kPrefetchAhead rows: the next chunk's rows are prefetched while the rule
+        // updates this one's.
+        const size_t slots = slot_rows.size();
+        for (size_t first = 0; first < slots; first += kPrefetchAhead) {
+          const size_t end = std::min(first + kPrefetchAhead, slots);
+          for (size_t ahead = end; ahead < std::min(end + kPrefetchAhead, slots); ++ahead) {
+            PrefetchValueAndState(slot_rows[ahead]);
           }
-          float* row = RowAt(shard, slot_rows[slot]);
-          rule_->Update(dim_, row, row + dim_, sums.data() + slot * dim_);
+          rule_->UpdateRows(dim_, absl::MakeConstSpan(slot_rows.data() + first, end - first), dim_,
+                            sums.data() + first * dim_);
         }
       });
 }

@@ -181,8 +181,8 @@ class LocalRows {
     return shard.rows.data() + static_cast<size_t>(index) * stride_;
   }
   // Every cache line of the row's value and rule state (what Update reads and writes).
-  void PrefetchValueAndState(const Shard& shard, uint32_t index) const {
-    const char* row = reinterpret_cast<const char*>(RowAt(shard, index));
+  void PrefetchValueAndState(const float* row_start) const {
+    const char* row = reinterpret_cast<const char*>(row_start);
     for (size_t byte = 0; byte < synced_ * sizeof(float); byte += kLineBytes) {
       __builtin_prefetch(row + byte);
     }

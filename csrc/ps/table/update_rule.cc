@@ -71,6 +71,11 @@ class AdamRule : public UpdateRule {
                          float* out) const override {
     return Step(dim, w, state, g, out, /*measured=*/true);
   }
+  void ApplyRows(size_t dim, absl::Span<float* const> rows, size_t state_offset,
+                 const float* grads) const override {
+    detail::AdamRowsKernel(dim, rows.size(), beta1_, beta2_, learning_rate(), eps_, rows.data(),
+                           state_offset, grads);
+  }
   size_t RowScalars() const override { return 2; }
   // With |w|, |m|, v, |g| <= h (and v >= 0, so that the denominator is at least eps_t > 0):
   // |m'| <= h, v' <= h + h^2 and |w'| <= h + lr_t * h / eps_t, every intermediate below those.
@@ -197,6 +202,17 @@ void UpdateRule::Update(size_t dim, float* w, float* state, const float* grad, f
   thread_local std::vector<float> decayed;
   DecayInto(dim, w, grad, &decayed);
   Apply(dim, w, state, decayed.data(), out);
+}
+
+void UpdateRule::UpdateRows(size_t dim, absl::Span<float* const> rows, size_t state_offset,
+                            const float* grads) const {
+  if (l2_decay_ == 0.0f && l1_decay_ == 0.0f) {
+    ApplyRows(dim, rows, state_offset, grads);
+    return;
+  }
+  for (size_t r = 0; r < rows.size(); ++r) {
+    Update(dim, rows[r], rows[r] + state_offset, grads + r * dim);
+  }
 }
 
 uint32_t UpdateRule::UpdateMeasured(size_t dim, float* w, float* state, const float* grad,

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "core/lr_schedule.h"
 #include "fleet/ps/ps.pb.h"
 
@@ -37,6 +38,12 @@ class UpdateRule {
   // updates of the same row. `out`, when not null, receives the updated values (dim floats)
   // from the same pass, as a copy of `w` after the update would give them.
   void Update(size_t dim, float* w, float* state, const float* grad, float* out = nullptr) const;
+  // Update of several distinct rows, bit for bit Update(dim, row, state, grad) of each in turn:
+  // row r's dim values at rows[r], its state at rows[r] + state_offset, its gradient at
+  // grads + r * dim. A worker's local rows push a batch's rows this way; a rule with a kernel for
+  // many rows (Adam) spends one call on them instead of several per row.
+  void UpdateRows(size_t dim, absl::Span<float* const> rows, size_t state_offset,
+                  const float* grads) const;
   // Whether Update(dim, w, state, grad) is sure to leave every value and state float finite and
   // within `bound` (> 0), judged from magnitudes before the update. False says nothing: a table
   // then keeps a copy of the row to restore (detail/overflow_guard.h). Reads the row and the
@@ -70,6 +77,13 @@ class UpdateRule {
   explicit UpdateRule(float learning_rate) : lr_(learning_rate) {}
   // The rule proper: Update with the decayed gradient.
   virtual void Apply(size_t dim, float* w, float* state, const float* grad, float* out) const = 0;
+  // UpdateRows without weight decay; this one applies each row in turn.
+  virtual void ApplyRows(size_t dim, absl::Span<float* const> rows, size_t state_offset,
+                         const float* grads) const {
+    for (size_t r = 0; r < rows.size(); ++r) {
+      Apply(dim, rows[r], rows[r] + state_offset, grads + r * dim, nullptr);
+    }
+  }
   // Apply, returning the bound UpdateMeasured describes; a rule that does not measure its rows
   // keeps this one.
   virtual uint32_t ApplyMeasured(size_t dim, float* w, float* state, const float* grad,

@@ -42,22 +42,54 @@ void AdagradKernel(size_t dim, float lr, float eps, float* __restrict w, float* 
   }
 }
 
+namespace {
+
+// AdamKernel's loop without `out`, inlined into AdamKernel and AdamRowsKernel (and so compiled
+// once per clone of each), so that both run the same operations.
+__attribute__((always_inline)) inline void AdamLoop(size_t dim, float beta1, float beta2,
+                                                    float lr_t, float eps_t, float* __restrict w,
+                                                    float* __restrict m, float* __restrict v,
+                                                    const float* __restrict g) {
+  for (size_t i = 0; i < dim; ++i) {
+    m[i] = beta1 * m[i] + (1.0f - beta1) * g[i];
+    v[i] = beta2 * v[i] + (1.0f - beta2) * g[i] * g[i];
+    w[i] -= lr_t * m[i] / (std::sqrt(v[i]) + eps_t);
+  }
+}
+
+}  // namespace
+
 FLEET_WIDE_CLONES
 void AdamKernel(size_t dim, float beta1, float beta2, float lr_t, float eps_t, float* __restrict w,
                 float* __restrict m, float* __restrict v, const float* __restrict g,
                 float* __restrict out) {
   if (out == nullptr) {
-    for (size_t i = 0; i < dim; ++i) {
-      m[i] = beta1 * m[i] + (1.0f - beta1) * g[i];
-      v[i] = beta2 * v[i] + (1.0f - beta2) * g[i] * g[i];
-      w[i] -= lr_t * m[i] / (std::sqrt(v[i]) + eps_t);
-    }
+    AdamLoop(dim, beta1, beta2, lr_t, eps_t, w, m, v, g);
     return;
   }
   for (size_t i = 0; i < dim; ++i) {
     m[i] = beta1 * m[i] + (1.0f - beta1) * g[i];
     v[i] = beta2 * v[i] + (1.0f - beta2) * g[i] * g[i];
     out[i] = w[i] -= lr_t * m[i] / (std::sqrt(v[i]) + eps_t);
+  }
+}
+
+FLEET_WIDE_CLONES
+void AdamRowsKernel(size_t dim, size_t n, float beta1, float beta2, float lr, float eps,
+                    float* const* rows, size_t state_offset, const float* grads) {
+  for (size_t r = 0; r < n; ++r) {
+    float* w = rows[r];
+    float* m = w + state_offset;
+    float* v = m + dim;
+    float& beta1_pow = v[dim];
+    float& beta2_pow = v[dim + 1];
+    // As AdamRule computes them for one row.
+    const float correction = std::sqrt(1.0f - beta2_pow);
+    const float lr_t = lr * correction / (1.0f - beta1_pow);
+    const float eps_t = eps * correction;
+    AdamLoop(dim, beta1, beta2, lr_t, eps_t, w, m, v, grads + r * dim);
+    beta1_pow *= beta1;
+    beta2_pow *= beta2;
   }
 }
 
