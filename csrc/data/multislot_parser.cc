@@ -1,5 +1,7 @@
 #include "data/multislot_parser.h"
 
+#include <cstring>
+
 #include "absl/base/attributes.h"
 #include "data/number_tokens.h"
 #include "data/printable.h"
@@ -259,7 +261,16 @@ MultiSlotParser::MultiSlotParser(const std::vector<SlotSpec>* slots) : slots_(sl
 
 bool MultiSlotParser::Parse(std::string_view line, const std::string& file, int64_t line_number,
                             SampleBlock* block) const {
-  if (FastLine::Append(line, plan_, block)) {
+  // The fast readers may read the 8 bytes before the line's end (digit_words::LoadWord): a
+  // shorter line is read from the end of a buffer that has them.
+  constexpr size_t kWordBytes = 8;
+  char short_line[2 * kWordBytes] = {};
+  std::string_view fast_line = line;
+  if (line.size() < kWordBytes) {
+    std::memcpy(short_line + kWordBytes, line.data(), line.size());
+    fast_line = std::string_view(short_line + kWordBytes, line.size());
+  }
+  if (FastLine::Append(fast_line, plan_, block)) {
     block->CommitSample();
     return true;
   }

@@ -1,9 +1,10 @@
 // The MultiSlot number readers (data/number_tokens.h, data/digit_words.h) against the C
 // library: every value a fast reader or a general parser accepts must be bit for bit what
 // strtof / strtoll give for the same token, and a fast reader must leave the cursor just past
-// the token's separator (at the line's end after its last token). Tokens are copied into buffers of
-// exactly their line's size, so a read past the line's end is a heap over-read (valgrind
-// --tool=memcheck on this binary sees it).
+// the token's separator (at the line's end after its last token). Tokens are copied to the end of
+// heap buffers, so a read past the line's end is a heap over-read (valgrind --tool=memcheck on
+// this binary sees it). The readers may read the 8 bytes before a line's end (LoadWord): those
+// are digits here, so that a value that took one of them would be wrong.
 
 #include "data/number_tokens.h"
 
@@ -33,14 +34,17 @@ uint32_t Bits(float f) {
   return b;
 }
 
-// `text` in a heap buffer of exactly its size (no terminator, no slack).
+// `text` at the end of a heap buffer (no terminator, no slack after it), after 8 digits that
+// are not part of the line.
 struct ExactBuffer {
+  static constexpr size_t kBefore = 8;
   explicit ExactBuffer(const std::string& text)
-      : data(new char[text.size() == 0 ? 1 : text.size()]), size(text.size()) {
-    std::memcpy(data.get(), text.data(), text.size());
+      : data(new char[kBefore + text.size()]), size(text.size()) {
+    std::memset(data.get(), '9', kBefore);
+    std::memcpy(data.get() + kBefore, text.data(), text.size());
   }
-  const char* begin() const { return data.get(); }
-  const char* end() const { return data.get() + size; }
+  const char* begin() const { return data.get() + kBefore; }
+  const char* end() const { return begin() + size; }
   std::unique_ptr<char[]> data;
   size_t size;
 };
@@ -120,6 +124,19 @@ TEST(NumberTokensTest, FloatsMatchStrtofBitForBit) {
     if (point > 0 && point < digits.size()) digits.insert(point, ".");
     tokens.push_back((rng() & 1) ? "-" + digits : digits);
   }
+  // Every length of whole and fraction part around the inline reader's limits (7 digits before
+  // the point, 7 after, 9 in all, 2^24) and the word boundary after them.
+  for (int whole = 1; whole <= 10; ++whole) {
+    for (int fraction = 0; fraction <= 10; ++fraction) {
+      for (int k = 0; k < 20; ++k) {
+        std::string token;
+        for (int d = 0; d < whole; ++d) token += static_cast<char>('0' + rng() % 10);
+        if (fraction > 0) token += '.';
+        for (int d = 0; d < fraction; ++d) token += static_cast<char>('0' + rng() % 10);
+        tokens.push_back(k % 4 == 3 ? "-" + token : token);
+      }
+    }
+  }
   for (const std::string& token : tokens) CheckFloatFast(token);
 }
 
@@ -140,6 +157,15 @@ TEST(NumberTokensTest, IntegersMatchStrtollAndCountsStrtoull) {
     std::string digits = std::to_string(rng() >> (rng() % 64));
     tokens.push_back((rng() & 1) ? "-" + digits : digits);
   }
+  // Every length from 1 to 20 digits, leading zeros included (the inline reader takes up to 7
+  // digits and a space, the others up to 18).
+  for (int length = 1; length <= 20; ++length) {
+    for (int k = 0; k < 50; ++k) {
+      std::string digits;
+      for (int d = 0; d < length; ++d) digits += static_cast<char>('0' + rng() % 10);
+      tokens.push_back(k % 2 ? "-" + digits : digits);
+    }
+  }
   for (const std::string& token : tokens) {
     errno = 0;
     const long long want = std::strtoll(token.c_str(), nullptr, 10);
@@ -152,7 +178,7 @@ TEST(NumberTokensTest, IntegersMatchStrtollAndCountsStrtoull) {
     } else {
       EXPECT_EQ(err, NumberError::kRange) << token;
     }
-    for (const std::string& line : {token, token + " 1"}) {
+    for (const std::string& line : {token, token + " 1", token + "\t1", token + "\r"}) {
       ExactBuffer buffer(line);
       const char* p = buffer.begin();
       int64_t fast = 0;
@@ -263,6 +289,65 @@ TEST(NumberTokensTest, ParsedLinesMatchTheCLibrary) {
   for (size_t i = 0; i < want_values.size(); ++i) {
     ASSERT_EQ(Bits(block.column(1).values[i]), Bits(want_values[i])) << i;
   }
+}
+
+// Lines of every length from 3 bytes, in heap buffers of exactly their size (nothing before or
+// after them to read: a line under 8 bytes is read from a copy), one token of each spelling
+// last or before a separator: the values must be what strtoll / strtof give.
+TEST(NumberTokensTest, ShortLinesAndLastTokensMatchTheCLibrary) {
+  const std::vector<SlotSpec> id_slots = {MakeSlotSpec("ids", DType::kInt64, 1, {-1, 1})};
+  const std::vector<SlotSpec> value_slots = {MakeSlotSpec("w", DType::kFloat32, 0, {-1, 1})};
+  MultiSlotParser id_parser(&id_slots);
+  MultiSlotParser value_parser(&value_slots);
+  SampleBlock ids(&id_slots);
+  SampleBlock values(&value_slots);
+  std::vector<std::string> id_tokens = {"9223372036854775807", "-9223372036854775808", "-0", "007"};
+  std::vector<std::string> value_tokens = {"0",   "-0",   "1e-5",        "3.4028235e38", "+2",
+                                           "1.",  ".5",   "0.693147",    "1234567.5",    "7.",
+                                           "1e1", "1E+2", "0.123456789", "16777217",     "-.25"};
+  std::mt19937_64 rng(31);
+  for (int length = 1; length <= 19; ++length) {
+    for (int k = 0; k < 5; ++k) {
+      std::string digits;
+      for (int d = 0; d < length; ++d) digits += static_cast<char>('0' + rng() % (d == 0 ? 9 : 10));
+      id_tokens.push_back(k % 2 ? "-" + digits : digits);
+      if (length <= 12) {
+        const size_t point = rng() % (digits.size() + 1);
+        value_tokens.push_back(point == 0 ? digits
+                                          : digits.substr(0, point) + "." + digits.substr(point));
+      }
+    }
+  }
+  const std::string endings[] = {"", " ", "\t", "\r", "  "};
+  int64_t line_number = 0;
+  auto parse = [&line_number](const MultiSlotParser& parser, const std::string& line,
+                              SampleBlock* block) {
+    std::unique_ptr<char[]> exact(new char[line.size()]);
+    std::memcpy(exact.get(), line.data(), line.size());
+    return parser.Parse(std::string_view(exact.get(), line.size()), "short", ++line_number, block);
+  };
+  for (const std::string& token : id_tokens) {
+    for (const std::string& ending : endings) {
+      ASSERT_TRUE(parse(id_parser, "1 " + token + ending, &ids)) << token;
+      EXPECT_EQ(ids.column(0).ids.back(), std::strtoll(token.c_str(), nullptr, 10)) << token;
+      // The same token before others, and a count of more than one digit.
+      ASSERT_TRUE(
+          parse(id_parser, "12 " + token + " 1 2 3 4 5 6 7 8 9 10 " + token + ending, &ids));
+      EXPECT_EQ(ids.column(0).ids[ids.column(0).ids.size() - 12],
+                std::strtoll(token.c_str(), nullptr, 10))
+          << token;
+    }
+  }
+  for (const std::string& token : value_tokens) {
+    const float want = std::strtof(token.c_str(), nullptr);
+    for (const std::string& ending : endings) {
+      ASSERT_TRUE(parse(value_parser, "1 " + token + ending, &values)) << token;
+      EXPECT_EQ(Bits(values.column(0).values.back()), Bits(want)) << token;
+      ASSERT_TRUE(parse(value_parser, "1\t" + token + ending, &values)) << token;
+      EXPECT_EQ(Bits(values.column(0).values.back()), Bits(want)) << token;
+    }
+  }
+  EXPECT_FALSE(parse(id_parser, " \t ", &ids));
 }
 
 // A bad token anywhere in a line that is otherwise read fast names the file, the line, the
