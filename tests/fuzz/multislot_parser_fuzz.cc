@@ -4,17 +4,21 @@
 // int64 ids, dense float32 of width 2, dense int64 label). Besides crashes and sanitizer
 // reports, it checks the parser's contract: a malformed line throws InvalidArgument only, leaves
 // the block as it was, and its message is whole (no NUL) and valid UTF-8, so that it reaches
-// Python intact (see data/printable.h).
+// Python intact (see data/printable.h). A line it accepts must hold exactly the values that the
+// general parsers (data/number_tokens.h's Parse*, the careful path's) give for its tokens, bit
+// for bit: the fast path's word-at-a-time readers may not differ from them on any input.
 
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "core/errors.h"
 #include "data/multislot_parser.h"
+#include "data/number_tokens.h"
 #include "data/printable.h"
 #include "data/slots.h"
 
@@ -39,6 +43,48 @@ void Check(bool ok, const char* what) {
   }
 }
 
+// The line's tokens, split at separators as the parser splits them.
+std::vector<std::string_view> Tokens(std::string_view line) {
+  std::vector<std::string_view> tokens;
+  size_t i = 0;
+  while (i < line.size()) {
+    while (i < line.size() && fleet::data::IsSeparator(line[i])) ++i;
+    const size_t start = i;
+    while (i < line.size() && !fleet::data::IsSeparator(line[i])) ++i;
+    if (i > start) tokens.push_back(line.substr(start, i - start));
+  }
+  return tokens;
+}
+
+// The sample the parser just appended for `line` against the general parsers on its tokens
+// ("n id*n 2 w w 1 label").
+void CheckValues(std::string_view line, const SampleBlock& block) {
+  using fleet::data::NumberError;
+  const std::vector<std::string_view> tokens = Tokens(line);
+  uint64_t count = 0;
+  Check(!tokens.empty() && fleet::data::ParseCount(tokens[0], &count) == NumberError::kNone,
+        "an accepted line starts with a count");
+  Check(tokens.size() == count + 6, "an accepted line holds its slots' tokens");
+  const std::vector<int64_t>& ids = block.column(0).ids;
+  for (uint64_t j = 0; j < count; ++j) {
+    int64_t want = 0;
+    Check(fleet::data::ParseInt64(tokens[1 + j], &want) == NumberError::kNone &&
+              ids[ids.size() - count + j] == want,
+          "an id is the general parser's");
+  }
+  const std::vector<float>& values = block.column(1).values;
+  for (size_t j = 0; j < 2; ++j) {
+    float want = 0;
+    Check(fleet::data::ParseFloat(tokens[count + 2 + j], &want) == NumberError::kNone &&
+              std::memcmp(&values[values.size() - 2 + j], &want, sizeof(float)) == 0,
+          "a value is the general parser's, bit for bit");
+  }
+  int64_t label = 0;
+  Check(fleet::data::ParseInt64(tokens[count + 5], &label) == NumberError::kNone &&
+            block.column(2).ids.back() == label,
+        "the label is the general parser's");
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -58,6 +104,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     try {
       const bool added = parser.Parse(line, file, line_number, &block);
       Check(block.size() == before + (added ? 1 : 0), "a parsed line adds one sample");
+      if (added) CheckValues(line, block);
     } catch (const fleet::InvalidArgument& e) {
       const std::string message = e.what();
       Check(block.size() == before, "a failed line leaves the block unchanged");
