@@ -108,7 +108,10 @@ class GeoCommunicator : public CommunicatorBase {
   std::mutex last_pulls_mu_;
   absl::flat_hash_map<std::pair<int, uint32_t>, std::unique_ptr<LastPull>> last_pulls_;
   std::vector<float> dense_synced_;  // only the exchange in flight or, with none, its taker
-  std::mutex exchange_mu_;           // one exchange taken at a time
+  // Where the exchange in flight's replies come back (SendAndRebase, one at a time).
+  std::vector<float> dense_fresh_;
+  std::vector<std::vector<float>> fresh_;  // per config_.sparse entry
+  std::mutex exchange_mu_;                 // one exchange taken at a time
   std::atomic<int64_t> steps_{0};
   std::atomic<bool> dataset_pass_{false};
   bool stopped_ = false;
