@@ -211,7 +211,7 @@ void LocalRows::Insert(absl::Span<const int64_t> keys, absl::Span<const float> v
       const auto [index, inserted] =
           shard.row_of.Insert(keys[i], where.hashes_[i], static_cast<uint32_t>(shard.marks.size()));
       if (inserted) {
-        shard.rows.resize(shard.rows.size() + stride_);
+        shard.rows.Append(stride_);
         shard.marks.emplace_back();
         rule_->InitState(dim_, RowAt(shard, index) + dim_);
       } else if (!overwrite) {

@@ -21,11 +21,11 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
-#include <new>
 #include <utility>
 #include <vector>
 
 #include "absl/types/span.h"
+#include "distributed/detail/local_rows_buffer.h"
 #include "distributed/detail/local_rows_index.h"
 #include "ps/table/update_rule.h"
 
@@ -119,20 +119,6 @@ class LocalRows {
     uint32_t touched = 0;     // updated since the last TakeDeltas
   };
   static constexpr size_t kLineBytes = 64;
-  // Row storage starts on a cache line, so that with a stride of whole lines every row does.
-  template <class T>
-  struct LineAlignedAllocator {
-    using value_type = T;
-    LineAlignedAllocator() = default;
-    template <class U>
-    explicit LineAlignedAllocator(const LineAlignedAllocator<U>&) {}
-    T* allocate(size_t n) {
-      return static_cast<T*>(::operator new (n * sizeof(T), std::align_val_t{kLineBytes}));
-    }
-    void deallocate(T* p, size_t) { ::operator delete (p, std::align_val_t{kLineBytes}); }
-    bool operator==(const LineAlignedAllocator&) const { return true; }
-    bool operator!=(const LineAlignedAllocator&) const { return false; }
-  };
   struct Shard {
     mutable std::mutex mu;
     LocalRowsIndex row_of;
@@ -141,7 +127,7 @@ class LocalRows {
     // only the value: with the value and the state side by side and each row on its own lines
     // (Adam of dim 10: 32 floats, two lines), an update touches two lines instead of three or
     // four of a packed 168-byte row.
-    std::vector<float, LineAlignedAllocator<float>> rows;
+    LocalRowsBuffer rows;  // page-aligned: with a stride of whole lines every row is on a line
     std::vector<RowMarks> marks;
     uint32_t pushes = 0;  // pushes that visited this shard
     // Rows updated since the last TakeDeltas: their ids and indices.
