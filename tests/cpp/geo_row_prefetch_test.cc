@@ -14,25 +14,15 @@
 #include "core/lod_tensor.h"
 #include "core/scope.h"
 #include "distributed/detail/local_rows.h"
-#include "ps_loopback_servers.h"
-#include "update_rules_for_tests.h"
+#include "geo_one_sgd_table_fixture.h"
 
 namespace fleet::distributed::detail {
 namespace {
 
-constexpr uint32_t kTable = 1;
-constexpr size_t kDim = 2;
-
-// SGD at rate 1: a unit gradient steps a value by -1.
-std::unique_ptr<ps::UpdateRule> Sgd() { return ps::testing_rules::SgdRule(1.0f); }
-
-class GeoRowPrefetchTest : public ::testing::Test {
+class GeoRowPrefetchTest : public testing_geo::OneSgdTableTest {
  protected:
   void SetUp() override {
-    // Rows start at zero on the server and step by -1 per unit gradient (SGD at rate 1).
-    ps::testing_servers::StartServersAndConnect(
-        ps::testing_servers::ServersOfOneSgdSparseTable(1, kTable, "emb", kDim, 1.0f), &servers_,
-        &client_);
+    OneSgdTableTest::SetUp();
     ASSERT_FALSE(HasFatalFailure());
     SparseVar var;
     var.table_id = kTable;
@@ -64,12 +54,9 @@ class GeoRowPrefetchTest : public ::testing::Test {
     ASSERT_TRUE(client_->PushSparse(kTable, keys, grads).Wait().ok());
   }
 
-  std::vector<std::unique_ptr<ps::PsServer>> servers_;
-  std::unique_ptr<ps::PsClient> client_;
   std::shared_ptr<ps::PsClient> shared_client_;
   std::unique_ptr<GeoRowPrefetch> prefetch_;
   Scope ahead_;
-  LocalRows local_{kDim, Sgd()};
 };
 
 TEST_F(GeoRowPrefetchTest, InstallsTheAbsentRowsOfTheAnnouncedBatchOnly) {

@@ -10,25 +10,15 @@
 
 #include "distributed/detail/geo_communicator.h"
 #include "distributed/detail/local_rows.h"
-#include "ps_loopback_servers.h"
-#include "update_rules_for_tests.h"
+#include "geo_one_sgd_table_fixture.h"
 
 namespace fleet::distributed::detail {
 namespace {
 
-constexpr uint32_t kTable = 1;
-constexpr size_t kDim = 2;
-
-// SGD at rate 1: a unit gradient steps a value by -1.
-std::unique_ptr<ps::UpdateRule> Sgd() { return ps::testing_rules::SgdRule(1.0f); }
-
-class GeoStepPullTest : public ::testing::Test {
+class GeoStepPullTest : public testing_geo::OneSgdTableTest {
  protected:
   void SetUp() override {
-    // Rows start at zero on the server and step by -1 per unit gradient (SGD at rate 1).
-    ps::testing_servers::StartServersAndConnect(
-        ps::testing_servers::ServersOfOneSgdSparseTable(1, kTable, "emb", kDim, 1.0f), &servers_,
-        &client_);
+    OneSgdTableTest::SetUp();
     ASSERT_FALSE(HasFatalFailure());
     // The server's rows 7 and 8 become {-1, -2} and {-3, -4}, unlike a new row's zeros.
     ASSERT_TRUE(client_->PushSparse(kTable, {7, 8}, {1.0f, 2.0f, 3.0f, 4.0f}).Wait().ok());
@@ -53,10 +43,6 @@ class GeoStepPullTest : public ::testing::Test {
                     });
     return out;
   }
-
-  std::vector<std::unique_ptr<ps::PsServer>> servers_;
-  std::unique_ptr<ps::PsClient> client_;
-  LocalRows local_{kDim, Sgd()};
 };
 
 TEST_F(GeoStepPullTest, ARowAnotherThreadTrainedWhileThePullWasInFlightIsKeptAndRead) {
