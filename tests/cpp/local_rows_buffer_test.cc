@@ -1,6 +1,7 @@
 #include "distributed/detail/local_rows_buffer.h"
 
 #include <cstdint>
+#include <new>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -50,6 +51,19 @@ TEST(LocalRowsBuffer, OneLargeAppendMapsAllItNeeds) {
   EXPECT_EQ(buffer.data()[big + 2], 0.0f);
   buffer.data()[big + 2] = 1.0f;  // the last float is mapped and writable
   EXPECT_EQ(buffer.data()[big + 2], 1.0f);
+}
+
+// A growth the kernel refuses (2^62 bytes: past any address space) throws std::bad_alloc, and
+// the rows already there stay as they were, in the same place.
+TEST(LocalRowsBuffer, AGrowthTheKernelRefusesThrowsAndKeepsTheRows) {
+  LocalRowsBuffer buffer;
+  buffer.Append(4);
+  buffer.data()[3] = 5.0f;
+  const float* before = buffer.data();
+  EXPECT_THROW(buffer.Append(size_t{1} << 60), std::bad_alloc);
+  EXPECT_EQ(buffer.size(), 4u);
+  EXPECT_EQ(buffer.data(), before);
+  EXPECT_EQ(buffer.data()[3], 5.0f);
 }
 
 }  // namespace
